@@ -1,0 +1,108 @@
+//! The message broker port: per-worker dispatch queues, the shared result and
+//! heartbeat queues, and the reroute queue behind the workers' dead-letter
+//! exchange. [`crate::amqp`] (RabbitMQ) and [`crate::memory_broker`] implement it
+//! with the same semantics: persistent messages, publisher confirms, manual
+//! acks, reject-without-requeue → reroute, redelivery when a consumer goes away.
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+
+use crate::protocol::{DispatchMsg, HeartbeatMsg, ResultMsg};
+
+/// Broker failures, at the crate boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The broker could not be reached, or the connection or channel broke.
+    #[error("message broker unavailable: {0}")]
+    Unavailable(String),
+    /// The broker refused a publish (negative confirm, or unroutable).
+    #[error("message broker refused the message: {0}")]
+    Refused(String),
+    /// A message could not be encoded.
+    #[error("cannot encode message: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// Result alias for the port.
+pub type BrokerResult<T> = Result<T, BrokerError>;
+
+/// Settles one delivery. Exactly one of the methods should be called; a
+/// delivery dropped unsettled is redelivered when its consumer goes away.
+#[async_trait]
+pub trait Acker: Send + Sync {
+    /// The message is handled; remove it.
+    async fn ack(&self) -> BrokerResult<()>;
+    /// Refuse the message. Without `requeue`, a worker queue's message goes to
+    /// the reroute queue (dead-letter), any other queue's is dropped.
+    async fn reject(&self, requeue: bool) -> BrokerResult<()>;
+}
+
+/// One received message.
+pub struct Delivery {
+    /// Raw JSON body; decode with `serde_json::from_slice`.
+    pub payload: Vec<u8>,
+    /// Whether the broker delivered it before (a consumer died holding it).
+    pub redelivered: bool,
+    /// For reroute deliveries: the worker whose queue dead-lettered it.
+    pub rejected_by: Option<String>,
+    /// Settles the delivery.
+    pub acker: Box<dyn Acker>,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("bytes", &self.payload.len())
+            .field("redelivered", &self.redelivered)
+            .field("rejected_by", &self.rejected_by)
+            .finish()
+    }
+}
+
+/// A consumer's deliveries. The stream ends when the consumer is cancelled or
+/// the connection is lost: callers consume again (with backoff) to resume.
+pub type DeliveryStream = BoxStream<'static, Delivery>;
+
+/// Figures about a worker queue, for the reaper's second opinion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Messages waiting.
+    pub messages: u32,
+    /// Consumers attached.
+    pub consumers: u32,
+}
+
+/// The broker port.
+#[async_trait]
+pub trait Broker: Send + Sync {
+    /// Declares the worker's durable queue, bound to the dispatch exchange with
+    /// the worker id as routing key and dead-lettering to the reroute queue.
+    /// Idempotent.
+    async fn worker_queue_declare(&self, worker_id: &str) -> BrokerResult<()>;
+    /// Queue figures, `None` if the queue does not exist.
+    async fn worker_queue_stats(&self, worker_id: &str) -> BrokerResult<Option<QueueStats>>;
+    /// Deletes a dead worker's queue (after its messages were moved away).
+    async fn worker_queue_delete(&self, worker_id: &str) -> BrokerResult<()>;
+    /// Publishes a persistent dispatch to a worker's queue and waits for the
+    /// broker's confirm. Callers keep many of these in flight at once.
+    async fn dispatch_publish(&self, worker_id: &str, msg: &DispatchMsg) -> BrokerResult<()>;
+    /// Publishes a persistent result and waits for the confirm.
+    async fn result_publish(&self, msg: &ResultMsg) -> BrokerResult<()>;
+    /// Publishes a heartbeat (transient: a lost one is replaced by the next).
+    async fn heartbeat_publish(&self, msg: &HeartbeatMsg) -> BrokerResult<()>;
+    /// Consumes a worker's queue with manual acks and at most `prefetch`
+    /// unsettled deliveries.
+    async fn dispatch_consume(
+        &self,
+        worker_id: &str,
+        prefetch: u16,
+    ) -> BrokerResult<DeliveryStream>;
+    /// Consumes the shared result queue (competing consumers).
+    async fn results_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream>;
+    /// Consumes the shared heartbeat queue (competing consumers).
+    async fn heartbeats_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream>;
+    /// Consumes dispatches that workers refused or left behind.
+    async fn reroute_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream>;
+    /// Whether the connection is up now (for `/readyz`).
+    async fn is_healthy(&self) -> bool;
+}

@@ -1,0 +1,207 @@
+//! What a result (or a reaper verdict) does to an execution and its job.
+//!
+//! Pure decisions, kept out of the storage adapters: an adapter loads an
+//! [`ExecSnapshot`], asks [`plan`] what to do, and applies the [`Plan`] with
+//! conditional updates.
+
+use crate::execution::{ExecStatus, ExecTransition};
+use crate::job::{JobStatus, JobTransition, RetryPolicy};
+use crate::protocol::ResultKind;
+use crate::time::Millis;
+
+/// What happened to an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The worker reported `started`.
+    Started,
+    /// The handler succeeded.
+    Succeeded,
+    /// The handler failed.
+    Failed,
+    /// The handler ran past its limit (reported by the worker or the reaper).
+    TimedOut,
+    /// The worker was declared dead.
+    Lost,
+}
+
+impl From<ResultKind> for Verdict {
+    fn from(k: ResultKind) -> Self {
+        match k {
+            ResultKind::Started => Verdict::Started,
+            ResultKind::Succeeded => Verdict::Succeeded,
+            ResultKind::Failed => Verdict::Failed,
+            ResultKind::TimedOut => Verdict::TimedOut,
+        }
+    }
+}
+
+/// The state a decision is taken on, read in the same transaction that applies it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecSnapshot {
+    /// Execution status now.
+    pub status: ExecStatus,
+    /// Current attempt.
+    pub attempt: u32,
+    /// Job status now.
+    pub job_status: JobStatus,
+    /// Whether the job fires again (cron) — it then goes back to `scheduled`.
+    pub recurring: bool,
+    /// The job's retry policy.
+    pub retry: RetryPolicy,
+}
+
+/// What to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Execution move; applied only if the row is still in `from_states()` at `attempt`.
+    pub exec: ExecTransition,
+    /// For [`ExecTransition::Retry`]: when the next attempt may be published.
+    pub retry_at: Option<Millis>,
+    /// What the failed attempt became, recorded in the history before the retry.
+    pub attempt_outcome: Option<ExecStatus>,
+    /// Job move, if the execution ended.
+    pub job: Option<JobTransition>,
+}
+
+impl Plan {
+    /// Whether the execution reaches a terminal state (a callback is owed).
+    pub fn is_terminal(&self) -> bool {
+        self.exec.to_state().is_terminal()
+    }
+}
+
+/// Decides what `verdict` on attempt `attempt` does, or `None` when it must be
+/// ignored (stale attempt, duplicate, or the execution already moved on).
+pub fn plan(s: &ExecSnapshot, verdict: Verdict, attempt: u32, now: Millis) -> Option<Plan> {
+    if attempt != s.attempt {
+        return None;
+    }
+    let (final_move, outcome) = match verdict {
+        Verdict::Started => {
+            return ExecTransition::Start
+                .allowed_from(s.status)
+                .then_some(Plan {
+                    exec: ExecTransition::Start,
+                    retry_at: None,
+                    attempt_outcome: None,
+                    job: None,
+                });
+        }
+        Verdict::Succeeded => (ExecTransition::Succeed, ExecStatus::Succeeded),
+        Verdict::Failed => (ExecTransition::Fail, ExecStatus::Failed),
+        Verdict::TimedOut => (ExecTransition::TimeOut, ExecStatus::TimedOut),
+        Verdict::Lost => (ExecTransition::Lose, ExecStatus::Lost),
+    };
+    if !final_move.allowed_from(s.status) {
+        return None;
+    }
+    if verdict != Verdict::Succeeded
+        && let Some(at) = s.retry.next_attempt_at(attempt, now)
+    {
+        return Some(Plan {
+            exec: ExecTransition::Retry,
+            retry_at: Some(at),
+            attempt_outcome: Some(outcome),
+            job: None,
+        });
+    }
+    let job = if s.recurring {
+        JobTransition::Reschedule
+    } else if verdict == Verdict::Succeeded {
+        JobTransition::Succeed
+    } else {
+        JobTransition::Fail
+    };
+    Some(Plan {
+        exec: final_move,
+        retry_at: None,
+        attempt_outcome: None,
+        job: job.allowed_from(s.job_status).then_some(job),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(status: ExecStatus, attempt: u32, max_attempts: u32) -> ExecSnapshot {
+        ExecSnapshot {
+            status,
+            attempt,
+            job_status: JobStatus::Running,
+            recurring: false,
+            retry: RetryPolicy {
+                max_attempts,
+                backoff_ms: 100,
+            },
+        }
+    }
+
+    #[test]
+    fn success_ends_a_one_shot_job() {
+        let p = plan(&snap(ExecStatus::Running, 1, 1), Verdict::Succeeded, 1, 0).unwrap();
+        assert_eq!(p.exec, ExecTransition::Succeed);
+        assert_eq!(p.job, Some(JobTransition::Succeed));
+        assert!(p.is_terminal());
+    }
+
+    #[test]
+    fn failure_with_attempts_left_retries_after_backoff() {
+        let p = plan(&snap(ExecStatus::Running, 1, 3), Verdict::Failed, 1, 1_000).unwrap();
+        assert_eq!(p.exec, ExecTransition::Retry);
+        assert_eq!(p.retry_at, Some(1_100));
+        assert_eq!(p.attempt_outcome, Some(ExecStatus::Failed));
+        assert_eq!(p.job, None);
+        assert!(!p.is_terminal());
+    }
+
+    #[test]
+    fn last_failure_fails_the_job() {
+        let p = plan(&snap(ExecStatus::Running, 3, 3), Verdict::Failed, 3, 0).unwrap();
+        assert_eq!(p.exec, ExecTransition::Fail);
+        assert_eq!(p.job, Some(JobTransition::Fail));
+    }
+
+    #[test]
+    fn a_recurring_job_goes_back_to_scheduled() {
+        let mut s = snap(ExecStatus::Running, 1, 1);
+        s.recurring = true;
+        let p = plan(&s, Verdict::Failed, 1, 0).unwrap();
+        assert_eq!(p.job, Some(JobTransition::Reschedule));
+    }
+
+    #[test]
+    fn stale_and_duplicate_results_are_ignored() {
+        assert_eq!(
+            plan(&snap(ExecStatus::Running, 2, 3), Verdict::Succeeded, 1, 0),
+            None
+        );
+        assert_eq!(
+            plan(&snap(ExecStatus::Succeeded, 1, 1), Verdict::Failed, 1, 0),
+            None
+        );
+        assert_eq!(
+            plan(&snap(ExecStatus::Running, 1, 1), Verdict::Started, 1, 0),
+            None
+        );
+    }
+
+    #[test]
+    fn a_result_for_a_cancelled_job_does_not_revive_it() {
+        let mut s = snap(ExecStatus::Running, 1, 1);
+        s.job_status = JobStatus::Cancelled;
+        let p = plan(&s, Verdict::Succeeded, 1, 0).unwrap();
+        assert_eq!(p.exec, ExecTransition::Succeed);
+        assert_eq!(p.job, None);
+    }
+
+    #[test]
+    fn lost_is_only_for_work_a_worker_had() {
+        assert_eq!(
+            plan(&snap(ExecStatus::Pending, 1, 1), Verdict::Lost, 1, 0),
+            None
+        );
+        let p = plan(&snap(ExecStatus::Dispatched, 1, 1), Verdict::Lost, 1, 0).unwrap();
+        assert_eq!(p.exec, ExecTransition::Lose);
+    }
+}

@@ -1,0 +1,201 @@
+//! The worker protocol: JSON messages on the broker, and the names of every
+//! exchange, queue and Redis key. Any program that speaks this is a worker.
+//!
+//! All names hang off a namespace (default `kairos`), so several deployments —
+//! or parallel test runs — can share one RabbitMQ vhost and one Redis db.
+
+use crate::time::Millis;
+use crate::worker::WorkerState;
+use serde::{Deserialize, Serialize};
+
+/// Version written into every message; readers refuse other major versions.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Dispatcher → worker: run one attempt of one execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DispatchMsg {
+    /// Protocol version.
+    pub v: u32,
+    /// Execution id (UUIDv7 text).
+    pub execution_id: String,
+    /// Job id.
+    pub job_id: String,
+    /// Attempt number from 1; with `execution_id` the idempotency key.
+    pub attempt: u32,
+    /// Handler name.
+    pub handler: String,
+    /// Handler input.
+    pub params: serde_json::Value,
+    /// Due time of the trigger (ms UTC).
+    pub scheduled_at: Millis,
+    /// Time limit for the handler, if any.
+    pub timeout_ms: Option<u64>,
+}
+
+/// What a result reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultKind {
+    /// The worker took the attempt and is running the handler.
+    Started,
+    /// The handler succeeded; `output` holds its result.
+    Succeeded,
+    /// The handler failed; `error` says why.
+    Failed,
+    /// The handler exceeded `timeout_ms` and was stopped.
+    TimedOut,
+}
+
+/// Worker → dispatchers: progress or outcome of one attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultMsg {
+    /// Protocol version.
+    pub v: u32,
+    /// Execution id.
+    pub execution_id: String,
+    /// Attempt the result belongs to; results for other attempts are ignored.
+    pub attempt: u32,
+    /// Reporting worker.
+    pub worker_id: String,
+    /// What happened.
+    pub kind: ResultKind,
+    /// Handler output (success).
+    #[serde(default)]
+    pub output: Option<serde_json::Value>,
+    /// Error text (failure, timeout).
+    #[serde(default)]
+    pub error: Option<String>,
+    /// When it happened on the worker (ms UTC).
+    pub at: Millis,
+}
+
+/// Worker → dispatchers, every few seconds: registration and load figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatMsg {
+    /// Protocol version.
+    pub v: u32,
+    /// Stable worker id.
+    pub worker_id: String,
+    /// Queue the worker consumes.
+    pub queue: String,
+    /// Handlers it can run in parallel.
+    pub capacity: u32,
+    /// Handlers running now.
+    pub active: u32,
+    /// Mean handler duration over a recent window.
+    pub avg_cost_ms: f64,
+    /// CPU idle percentage, 0–100.
+    pub cpu_idle: f64,
+    /// Lifecycle state.
+    pub state: WorkerState,
+    /// When the figures were taken (ms UTC).
+    pub at: Millis,
+}
+
+/// Names of every exchange, queue and key, under one namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    ns: String,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Self::new("kairos")
+    }
+}
+
+impl Names {
+    /// Names under namespace `ns` (e.g. `kairos`, or a unique one per test).
+    pub fn new(ns: impl Into<String>) -> Self {
+        Self { ns: ns.into() }
+    }
+
+    /// The namespace itself.
+    pub fn namespace(&self) -> &str {
+        &self.ns
+    }
+
+    /// Direct exchange that routes dispatches by worker id.
+    pub fn dispatch_exchange(&self) -> String {
+        format!("{}.dispatch", self.ns)
+    }
+
+    /// A worker's queue; its routing key is the worker id.
+    pub fn worker_queue(&self, worker_id: &str) -> String {
+        format!("{}.worker.{worker_id}", self.ns)
+    }
+
+    /// The worker id behind a queue name from [`Names::worker_queue`].
+    pub fn worker_of_queue<'a>(&self, queue: &'a str) -> Option<&'a str> {
+        queue.strip_prefix(&self.ns)?.strip_prefix(".worker.")
+    }
+
+    /// Dead-letter exchange of worker queues.
+    pub fn reroute_exchange(&self) -> String {
+        format!("{}.reroute", self.ns)
+    }
+
+    /// Queue behind the dead-letter exchange; dispatchers pick another worker.
+    pub fn reroute_queue(&self) -> String {
+        format!("{}.reroute", self.ns)
+    }
+
+    /// Queue of results, consumed by every dispatcher.
+    pub fn results_queue(&self) -> String {
+        format!("{}.results", self.ns)
+    }
+
+    /// Queue of worker heartbeats, consumed by every dispatcher.
+    pub fn heartbeats_queue(&self) -> String {
+        format!("{}.heartbeats", self.ns)
+    }
+
+    /// Redis key of a named leader lease.
+    pub fn lease_key(&self, lease: &str) -> String {
+        format!("{}:lease:{lease}", self.ns)
+    }
+
+    /// Redis key of a lease's fencing counter.
+    pub fn fence_key(&self, lease: &str) -> String {
+        format!("{}:lease:{lease}:fence", self.ns)
+    }
+
+    /// Redis key that lets exactly one worker run an attempt.
+    pub fn attempt_key(&self, execution_id: &str, attempt: u32) -> String {
+        format!("{}:attempt:{execution_id}:{attempt}", self.ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_queue_names_round_trip() {
+        let n = Names::new("t1");
+        assert_eq!(n.worker_queue("w-1"), "t1.worker.w-1");
+        assert_eq!(n.worker_of_queue("t1.worker.w-1"), Some("w-1"));
+        assert_eq!(n.worker_of_queue("t2.worker.w-1"), None);
+    }
+
+    #[test]
+    fn result_json_is_the_documented_shape() {
+        let r = ResultMsg {
+            v: PROTOCOL_VERSION,
+            execution_id: "e".into(),
+            attempt: 2,
+            worker_id: "w".into(),
+            kind: ResultKind::TimedOut,
+            output: None,
+            error: Some("late".into()),
+            at: 7,
+        };
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["kind"], "timed_out");
+        assert_eq!(json["attempt"], 2);
+        let minimal =
+            r#"{"v":1,"execution_id":"e","attempt":1,"worker_id":"w","kind":"started","at":1}"#;
+        let parsed: ResultMsg = serde_json::from_str(minimal).unwrap();
+        assert_eq!(parsed.kind, ResultKind::Started);
+    }
+}

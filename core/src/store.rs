@@ -1,0 +1,336 @@
+//! The storage port. Every method is named for what it guarantees; every state
+//! change is conditional, so a stale caller changes nothing. [`crate::sql`]
+//! implements it for MySQL/MariaDB and SQLite.
+//!
+//! Methods that write many rows take slices: the hot path is batched (one
+//! transaction and a few multi-row statements per batch, never one per job).
+
+use crate::callback::{Callback, CallbackAttempt};
+use crate::execution::{ExecEvent, ExecStatus, Execution};
+use crate::job::{Job, JobStatus, NewJob};
+use crate::outcome::Verdict;
+use crate::protocol::{DispatchMsg, HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
+use crate::time::Millis;
+use crate::worker::{WorkerInfo, WorkerState};
+use async_trait::async_trait;
+
+/// Storage failures, at the crate boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or the connection broke.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// A leader whose lease was superseded tried to write.
+    #[error("stale leader: fencing token {ours} is older than {current}")]
+    Fenced {
+        /// Token the caller holds.
+        ours: u64,
+        /// Newest token the database has seen.
+        current: u64,
+    },
+    /// A stored row could not be decoded (a bug or manual tampering).
+    #[error("corrupt row in {table}: {reason}")]
+    Corrupt {
+        /// Table.
+        table: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
+    /// Any other database error.
+    #[error("database error: {0}")]
+    Database(#[source] sqlx::Error),
+}
+
+/// Result alias for the port.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Outcome of an idempotent create.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CreateOutcome {
+    /// The job was inserted and committed.
+    Created(Job),
+    /// A job with the same `(tenant, client_request_id)` already existed; it is
+    /// returned unchanged so the caller can compare `request_hash`.
+    Existing(Job),
+}
+
+/// A page of results with an opaque cursor for the next one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    /// Items on this page.
+    pub items: Vec<T>,
+    /// Cursor for the next page, `None` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// Listing filter for jobs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobFilter {
+    /// Only jobs in this state.
+    pub status: Option<JobStatus>,
+    /// Page size.
+    pub limit: u32,
+    /// Cursor from a previous page.
+    pub cursor: Option<String>,
+}
+
+/// Outcome of a caller's control request (pause, resume, cancel, trigger).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ControlOutcome {
+    /// Applied; the job as it is now.
+    Done(Job),
+    /// No such job for this tenant.
+    NotFound,
+    /// The job's state does not allow it; the job as it is.
+    Conflict(Job),
+}
+
+/// One due trigger the dispatcher wants to claim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// Job.
+    pub job_id: String,
+    /// Version the dispatcher read; the claim fails if it changed.
+    pub version: i64,
+    /// Due time being claimed (becomes the execution's `scheduled_at`).
+    pub scheduled_at: Millis,
+    /// The trigger after this one, `None` for a one-shot.
+    pub next_trigger_at: Option<Millis>,
+    /// Id for the execution row (UUIDv7 text).
+    pub execution_id: String,
+}
+
+/// An execution ready to publish: everything the dispatch message needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatchWork {
+    /// Execution id.
+    pub execution_id: String,
+    /// Job id.
+    pub job_id: String,
+    /// Owner.
+    pub tenant: String,
+    /// Attempt to dispatch.
+    pub attempt: u32,
+    /// Handler.
+    pub handler: String,
+    /// Handler input.
+    pub params: serde_json::Value,
+    /// Due time.
+    pub scheduled_at: Millis,
+    /// Handler time limit.
+    pub timeout_ms: Option<u64>,
+}
+
+impl DispatchWork {
+    /// The protocol message for this work.
+    pub fn to_message(&self) -> DispatchMsg {
+        DispatchMsg {
+            v: PROTOCOL_VERSION,
+            execution_id: self.execution_id.clone(),
+            job_id: self.job_id.clone(),
+            attempt: self.attempt,
+            handler: self.handler.clone(),
+            params: self.params.clone(),
+            scheduled_at: self.scheduled_at,
+            timeout_ms: self.timeout_ms,
+        }
+    }
+}
+
+/// A publisher confirm to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatchedTo {
+    /// Execution.
+    pub execution_id: String,
+    /// Attempt that was published.
+    pub attempt: u32,
+    /// Worker whose queue confirmed it.
+    pub worker_id: String,
+}
+
+/// What applying one result or verdict did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// Execution.
+    pub execution_id: String,
+    /// Attempt the result named.
+    pub attempt: u32,
+    /// The state it moved to, or `None` if it was ignored as stale/duplicate.
+    pub new_status: Option<ExecStatus>,
+}
+
+/// Jobs: what callers create, list and control.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Inserts the job and commits before returning, or returns the existing job
+    /// with the same `(tenant, client_request_id)`.
+    async fn job_create(&self, job: NewJob) -> StoreResult<CreateOutcome>;
+    /// One job of a tenant.
+    async fn job_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Job>>;
+    /// Jobs of a tenant, newest first.
+    async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>>;
+    /// `scheduled|running → paused`.
+    async fn job_pause(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome>;
+    /// `paused → scheduled`; a trigger missed while paused fires once.
+    async fn job_resume(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome>;
+    /// Any non-terminal state → `cancelled`; its pending executions are cancelled too.
+    async fn job_cancel(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome>;
+    /// Adds an execution due `now`, outside the schedule (`POST …/trigger`).
+    /// Only for jobs that are not terminal or paused.
+    async fn job_trigger_now(
+        &self,
+        tenant: &str,
+        id: &str,
+        execution_id: &str,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome>;
+}
+
+/// Triggers and executions: the dispatcher's hot path and the API's history.
+#[async_trait]
+pub trait ExecutionStore: Send + Sync {
+    /// Jobs in a claimable state whose `next_trigger_at <= now`, oldest due
+    /// first, read through the `(status, next_trigger_at)` index.
+    async fn jobs_find_due(&self, now: Millis, limit: u32) -> StoreResult<Vec<Job>>;
+    /// Claims triggers in one transaction: each job is updated only if its
+    /// version is unchanged (then `next_trigger_at` advances and the job is
+    /// `running`), and an execution row is inserted for each winning claim. The
+    /// unique `(job_id, scheduled_at)` key makes a second claim of one trigger
+    /// impossible. Refuses with [`StoreError::Fenced`] if a newer leader has
+    /// written. Returns the work that was claimed.
+    async fn triggers_claim(
+        &self,
+        fence: u64,
+        claims: &[Claim],
+        now: Millis,
+    ) -> StoreResult<Vec<DispatchWork>>;
+    /// Executions in `pending` whose `not_before <= now` (retries, and work a
+    /// crashed leader claimed but never published), oldest first.
+    async fn executions_find_unpublished(
+        &self,
+        now: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<DispatchWork>>;
+    /// Records publisher confirms: `pending → dispatched` for the named attempt only.
+    async fn executions_mark_dispatched(
+        &self,
+        sent: &[DispatchedTo],
+        now: Millis,
+    ) -> StoreResult<u64>;
+    /// Applies worker results in one transaction, each through [`crate::outcome::plan`];
+    /// terminal executions of jobs with a callback URL get their outbox row in
+    /// the same transaction.
+    async fn results_apply(&self, results: &[ResultMsg], now: Millis) -> StoreResult<Vec<Applied>>;
+    /// Applies a reaper verdict (`Lost`, `TimedOut`) to the named attempts.
+    async fn executions_apply_verdict(
+        &self,
+        targets: &[(String, u32)],
+        verdict: Verdict,
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<Vec<Applied>>;
+    /// `dispatched`/`running` attempts held by a worker, as `(execution_id, attempt)`.
+    async fn executions_in_flight_on(&self, worker_id: &str) -> StoreResult<Vec<(String, u32)>>;
+    /// `dispatched`/`running` attempts whose time limit (plus `margin_ms`) has
+    /// passed by `now`, as `(execution_id, attempt)`.
+    async fn executions_find_overdue(
+        &self,
+        now: Millis,
+        margin_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<(String, u32)>>;
+    /// One execution of a tenant.
+    async fn execution_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Execution>>;
+    /// A job's executions, newest trigger first.
+    async fn executions_list_for_job(
+        &self,
+        tenant: &str,
+        job_id: &str,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> StoreResult<Page<Execution>>;
+    /// Every recorded transition of an execution, oldest first.
+    async fn execution_events(&self, tenant: &str, id: &str) -> StoreResult<Vec<ExecEvent>>;
+}
+
+/// Workers as seen through their heartbeats.
+#[async_trait]
+pub trait WorkerStore: Send + Sync {
+    /// Upserts the latest figures of each worker.
+    async fn workers_record_heartbeats(
+        &self,
+        beats: &[HeartbeatMsg],
+        now: Millis,
+    ) -> StoreResult<()>;
+    /// All known workers.
+    async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>>;
+    /// Sets a worker's state (e.g. the reaper declaring it offline).
+    async fn worker_set_state(&self, id: &str, state: WorkerState, now: Millis) -> StoreResult<()>;
+}
+
+/// What the relay does with a callback after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackNext {
+    /// The receiver answered 2xx.
+    Delivered,
+    /// Try again at this time.
+    RetryAt(Millis),
+    /// Give up (retries exhausted, or 410 Gone).
+    Dead,
+}
+
+/// The callback outbox. Rows are inserted by [`ExecutionStore::results_apply`]
+/// and [`ExecutionStore::executions_apply_verdict`] in the transaction that
+/// makes an execution terminal.
+#[async_trait]
+pub trait CallbackStore: Send + Sync {
+    /// Leases up to `limit` pending callbacks due by `now` to `owner` for
+    /// `lease_ms`; a callback leased to another live owner is never returned,
+    /// so two relays never send the same attempt at once.
+    async fn callbacks_claim_due(
+        &self,
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Callback>>;
+    /// Records an attempt and what follows, if `owner` still holds the lease.
+    /// `false` if the lease was lost (the attempt is recorded anyway).
+    async fn callback_record_attempt(
+        &self,
+        id: &str,
+        owner: &str,
+        attempt: &CallbackAttempt,
+        next: CallbackNext,
+        now: Millis,
+    ) -> StoreResult<bool>;
+    /// Earliest `next_attempt_at` of a pending callback, to sleep until then.
+    async fn callbacks_next_due(&self) -> StoreResult<Option<Millis>>;
+    /// Callbacks of an execution with their attempts, oldest first.
+    async fn callbacks_for_execution(
+        &self,
+        tenant: &str,
+        execution_id: &str,
+    ) -> StoreResult<Vec<(Callback, Vec<CallbackAttempt>)>>;
+    /// Queues a new delivery (new delivery id, same body) of the execution's
+    /// latest callback if that one is `delivered` or `dead`. `None` if there is
+    /// none or it is still pending.
+    async fn callback_redeliver(
+        &self,
+        tenant: &str,
+        execution_id: &str,
+        new_id: &str,
+        now: Millis,
+    ) -> StoreResult<Option<Callback>>;
+}
+
+/// Liveness of the database itself.
+#[async_trait]
+pub trait Health: Send + Sync {
+    /// A round trip to the database.
+    async fn ping(&self) -> StoreResult<()>;
+}
+
+/// The whole storage port.
+pub trait Store: JobStore + ExecutionStore + WorkerStore + CallbackStore + Health {}
+impl<T: JobStore + ExecutionStore + WorkerStore + CallbackStore + Health> Store for T {}
