@@ -14,7 +14,7 @@
 //! - [`broker`]: the message broker port; [`amqp`] (RabbitMQ) and [`memory_broker`] implement it.
 //! - [`coord`]: leader lease and once-only guard ports; [`redis_coord`] and [`memory_coord`] implement them.
 //! - [`callback`]: the callback outbox row and its body.
-//! - `testkit` (feature `testkit`): fresh databases and unique names for tests on real services.
+//! - [`testkit`]: fresh databases and unique names for tests on real services.
 //! - [`connect`]: builds adapters from URLs, with errors that name the service.
 #![warn(missing_docs, unreachable_pub)]
 
@@ -33,7 +33,6 @@ pub mod redis_coord;
 pub mod schedule;
 pub mod sql;
 pub mod store;
-#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod time;
 pub mod worker;
