@@ -1,1 +1,178 @@
-//! placeholder
+//! The Kairos dispatcher: finds due triggers, claims them, sends each to one
+//! worker, and records what workers report.
+//!
+//! # Layout
+//!
+//! - [`leader`]: the Redis (or in-process) lease; leader-only work runs inside a [`leader::Term`].
+//! - [`scan`]: the leader's loop — due triggers → batched claim → publish; sweeps `pending` work.
+//! - [`publish`]: worker choice per execution, confirms kept in flight, batched bookkeeping.
+//! - [`balancer`]: equal-cost / round-robin / random worker selection.
+//! - [`reroute`]: dispatches refused by a full worker go to another one (leader only).
+//! - [`consume`]: results and heartbeats, applied in batches (every instance).
+//!
+//! Any number of instances may run; exactly one holds the lease and dispatches.
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod balancer;
+pub mod consume;
+pub mod leader;
+pub mod publish;
+pub mod reroute;
+pub mod scan;
+
+use balancer::{Balancer, Strategy};
+use kairos_core::broker::Broker;
+use kairos_core::coord::LeaseStore;
+use kairos_core::store::Store;
+use leader::{LeaderConfig, Term};
+use publish::Publisher;
+use scan::{DispatchLoop, ScanConfig};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Dispatcher settings.
+#[derive(Debug, Clone)]
+pub struct DispatcherConfig {
+    /// Lease name shared by the instances of one deployment.
+    pub lease_name: String,
+    /// Lease TTL: the longest a crashed leader delays dispatching.
+    pub lease_ttl: Duration,
+    /// Longest pause between scans when nothing wakes the loop.
+    pub scan_interval: Duration,
+    /// Triggers claimed per transaction.
+    pub batch: u32,
+    /// Worker selection strategy.
+    pub strategy: Strategy,
+    /// A worker silent for this long receives no new work.
+    pub worker_stale_after: Duration,
+    /// Publisher confirms awaited concurrently.
+    pub max_in_flight: usize,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        Self {
+            lease_name: "dispatcher".into(),
+            lease_ttl: Duration::from_secs(10),
+            scan_interval: Duration::from_millis(100),
+            batch: 500,
+            strategy: Strategy::EqualCost,
+            worker_stale_after: Duration::from_secs(15),
+            max_in_flight: 1024,
+        }
+    }
+}
+
+/// A dispatcher instance.
+pub struct Dispatcher {
+    store: Arc<dyn Store>,
+    broker: Arc<dyn Broker>,
+    lock: Arc<dyn LeaseStore>,
+    cfg: DispatcherConfig,
+    wake: Arc<Notify>,
+    on_terminal: Option<Arc<Notify>>,
+}
+
+impl Dispatcher {
+    /// A dispatcher over the given adapters.
+    pub fn new(
+        store: Arc<dyn Store>,
+        broker: Arc<dyn Broker>,
+        lock: Arc<dyn LeaseStore>,
+        cfg: DispatcherConfig,
+    ) -> Self {
+        Self {
+            store,
+            broker,
+            lock,
+            cfg,
+            wake: Arc::new(Notify::new()),
+            on_terminal: None,
+        }
+    }
+
+    /// Notify this to make the leader scan at once (e.g. after a job was created).
+    pub fn waker(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+
+    /// Notified whenever results made an execution terminal (callback relay wake-up).
+    pub fn notify_terminal(mut self, n: Arc<Notify>) -> Self {
+        self.on_terminal = Some(n);
+        self
+    }
+
+    /// Runs until `shutdown`; on shutdown the lease is released at once.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let results = tokio::spawn(consume::run_results(
+            self.store.clone(),
+            self.broker.clone(),
+            self.on_terminal.clone(),
+            shutdown.clone(),
+        ));
+        let heartbeats = tokio::spawn(consume::run_heartbeats(
+            self.store.clone(),
+            self.broker.clone(),
+            shutdown.clone(),
+        ));
+        let leader_cfg = LeaderConfig {
+            name: self.cfg.lease_name.clone(),
+            ttl: self.cfg.lease_ttl,
+        };
+        let store = self.store.clone();
+        let broker = self.broker.clone();
+        let wake = self.wake.clone();
+        let cfg = self.cfg.clone();
+        leader::campaign(
+            self.lock.clone(),
+            leader_cfg,
+            shutdown.clone(),
+            move |term: Term| {
+                lead(
+                    store.clone(),
+                    broker.clone(),
+                    wake.clone(),
+                    cfg.clone(),
+                    term,
+                )
+            },
+        )
+        .await;
+        let _ = results.await;
+        let _ = heartbeats.await;
+    }
+}
+
+/// Leader-only work for one term.
+async fn lead(
+    store: Arc<dyn Store>,
+    broker: Arc<dyn Broker>,
+    wake: Arc<Notify>,
+    cfg: DispatcherConfig,
+    term: Term,
+) {
+    let stale_ms = cfg.worker_stale_after.as_millis() as i64;
+    let balancer = Arc::new(Mutex::new(Balancer::new(cfg.strategy, stale_ms)));
+    let reroute = tokio::spawn(reroute::run_reroute(
+        broker.clone(),
+        balancer.clone(),
+        term.token.clone(),
+    ));
+    let dispatch = DispatchLoop {
+        store: store.clone(),
+        publisher: Publisher::new(store, broker, balancer.clone(), cfg.max_in_flight),
+        balancer,
+        wake,
+        cfg: ScanConfig {
+            interval: cfg.scan_interval,
+            batch: cfg.batch,
+            sweep_every: Duration::from_secs(1),
+            workers_every: Duration::from_millis(500),
+        },
+    };
+    dispatch.run(term.clone()).await;
+    term.token.cancel();
+    let _ = reroute.await;
+}

@@ -1,0 +1,265 @@
+//! Picks the worker for each dispatch: equal-cost (default), round-robin or
+//! random, over the workers whose heartbeats say they can take work.
+//!
+//! Heartbeats arrive every few seconds, so between two of them the balancer
+//! adds what this dispatcher has just sent to the reported `active` count. A
+//! burst is therefore spread across workers instead of piling onto whichever
+//! looked idlest at the last heartbeat.
+
+use kairos_core::time::Millis;
+use kairos_core::worker::{WorkerInfo, WorkerState};
+use rand::Rng;
+use std::collections::HashMap;
+
+/// Which strategy to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// Lowest `active*10 + avg_cost_ms/1000 + (100 - cpu_idle)/10`.
+    #[default]
+    EqualCost,
+    /// Each eligible worker in turn.
+    RoundRobin,
+    /// Uniformly at random among eligible workers.
+    Random,
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "equal-cost" | "equal_cost" => Ok(Strategy::EqualCost),
+            "round-robin" | "round_robin" => Ok(Strategy::RoundRobin),
+            "random" => Ok(Strategy::Random),
+            other => Err(format!(
+                "unknown balancer {other:?} (expected equal-cost, round-robin or random)"
+            )),
+        }
+    }
+}
+
+/// A worker as the balancer tracks it.
+#[derive(Debug, Clone)]
+struct Slot {
+    info: WorkerInfo,
+    /// Dispatches sent since the heartbeat in `info` was taken.
+    sent_since_beat: u32,
+}
+
+/// Worker selection state of one dispatcher.
+#[derive(Debug)]
+pub struct Balancer {
+    strategy: Strategy,
+    /// A worker whose last heartbeat is older than this is not eligible.
+    stale_after_ms: i64,
+    slots: Vec<Slot>,
+    next_rr: usize,
+}
+
+impl Balancer {
+    /// An empty balancer.
+    pub fn new(strategy: Strategy, stale_after_ms: i64) -> Self {
+        Self {
+            strategy,
+            stale_after_ms,
+            slots: Vec::new(),
+            next_rr: 0,
+        }
+    }
+
+    /// Replaces the worker view with fresh rows, keeping the local correction
+    /// for workers whose heartbeat has not changed since.
+    pub fn refresh(&mut self, workers: Vec<WorkerInfo>) {
+        let old: HashMap<String, (Millis, u32)> = self
+            .slots
+            .iter()
+            .map(|s| {
+                (
+                    s.info.id.clone(),
+                    (s.info.last_heartbeat_at, s.sent_since_beat),
+                )
+            })
+            .collect();
+        self.slots = workers
+            .into_iter()
+            .map(|info| {
+                let sent_since_beat = match old.get(&info.id) {
+                    Some((beat, sent)) if *beat == info.last_heartbeat_at => *sent,
+                    _ => 0,
+                };
+                Slot {
+                    info,
+                    sent_since_beat,
+                }
+            })
+            .collect();
+        self.slots.sort_by(|a, b| a.info.id.cmp(&b.info.id));
+    }
+
+    /// Whether a worker may receive work now: online, heard from recently, and
+    /// not reporting a full pool.
+    fn eligible(&self, s: &Slot, now: Millis, exclude: Option<&str>) -> bool {
+        s.info.state == WorkerState::Online
+            && now - s.info.last_heartbeat_at <= self.stale_after_ms
+            && s.info.active < s.info.capacity.max(1)
+            && exclude != Some(s.info.id.as_str())
+    }
+
+    fn load(s: &Slot) -> f64 {
+        let active = f64::from(s.info.active) + f64::from(s.sent_since_beat);
+        WorkerInfo::equal_cost_load(active, s.info.avg_cost_ms, s.info.cpu_idle)
+    }
+
+    /// Chooses a worker for one dispatch (never `exclude`), and counts the
+    /// dispatch against it. `None` when no worker can take work.
+    pub fn pick(&mut self, now: Millis, exclude: Option<&str>) -> Option<String> {
+        let eligible: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.eligible(&self.slots[i], now, exclude))
+            .collect();
+        if eligible.is_empty() {
+            return None;
+        }
+        let chosen = match self.strategy {
+            Strategy::EqualCost => *eligible.iter().min_by(|&&a, &&b| {
+                Self::load(&self.slots[a]).total_cmp(&Self::load(&self.slots[b]))
+            })?,
+            Strategy::RoundRobin => {
+                self.next_rr = self.next_rr.wrapping_add(1);
+                eligible[self.next_rr % eligible.len()]
+            }
+            Strategy::Random => eligible[rand::rng().random_range(0..eligible.len())],
+        };
+        let slot = &mut self.slots[chosen];
+        slot.sent_since_beat = slot.sent_since_beat.saturating_add(1);
+        Some(slot.info.id.clone())
+    }
+
+    /// Forgets what was counted against `worker` for one dispatch that failed.
+    pub fn unpick(&mut self, worker: &str) {
+        if let Some(s) = self.slots.iter_mut().find(|s| s.info.id == worker) {
+            s.sent_since_beat = s.sent_since_beat.saturating_sub(1);
+        }
+    }
+
+    /// Number of workers that could take work now.
+    pub fn eligible_count(&self, now: Millis) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| self.eligible(s, now, None))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(id: &str, active: u32, avg_cost_ms: f64, cpu_idle: f64) -> WorkerInfo {
+        WorkerInfo {
+            id: id.into(),
+            queue: format!("kairos.worker.{id}"),
+            capacity: 16,
+            active,
+            avg_cost_ms,
+            cpu_idle,
+            state: WorkerState::Online,
+            last_heartbeat_at: 1_000,
+            registered_at: 0,
+        }
+    }
+
+    fn counts(b: &mut Balancer, n: usize) -> HashMap<String, usize> {
+        let mut c = HashMap::new();
+        for _ in 0..n {
+            *c.entry(b.pick(1_000, None).unwrap()).or_default() += 1;
+        }
+        c
+    }
+
+    #[test]
+    fn equal_cost_prefers_the_least_loaded_worker() {
+        let mut b = Balancer::new(Strategy::EqualCost, 15_000);
+        b.refresh(vec![w("busy", 5, 100.0, 90.0), w("idle", 0, 100.0, 90.0)]);
+        assert_eq!(b.pick(1_000, None).as_deref(), Some("idle"));
+    }
+
+    #[test]
+    fn low_cpu_idle_is_avoided() {
+        let mut b = Balancer::new(Strategy::EqualCost, 15_000);
+        b.refresh(vec![w("hot", 0, 100.0, 5.0), w("cool", 0, 100.0, 95.0)]);
+        assert_eq!(b.pick(1_000, None).as_deref(), Some("cool"));
+    }
+
+    #[test]
+    fn a_burst_between_heartbeats_is_spread() {
+        let mut b = Balancer::new(Strategy::EqualCost, 15_000);
+        b.refresh(vec![
+            w("a", 0, 50.0, 90.0),
+            w("b", 0, 50.0, 90.0),
+            w("c", 0, 50.0, 90.0),
+        ]);
+        let c = counts(&mut b, 300);
+        for id in ["a", "b", "c"] {
+            assert_eq!(c[id], 100, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn correction_survives_a_refresh_without_a_new_heartbeat() {
+        let mut b = Balancer::new(Strategy::EqualCost, 15_000);
+        b.refresh(vec![w("a", 0, 0.0, 100.0), w("b", 0, 0.0, 100.0)]);
+        b.pick(1_000, None);
+        let first = b.pick(1_000, None).unwrap();
+        b.refresh(vec![w("a", 0, 0.0, 100.0), w("b", 0, 0.0, 100.0)]);
+        // Both have one dispatch counted; the next goes to either, but a fresh
+        // heartbeat for one resets only that one.
+        let mut fresh = w(&first, 0, 0.0, 100.0);
+        fresh.last_heartbeat_at = 2_000;
+        let other = if first == "a" { "b" } else { "a" };
+        b.refresh(vec![fresh, w(other, 0, 0.0, 100.0)]);
+        assert_eq!(b.pick(2_000, None), Some(first));
+    }
+
+    #[test]
+    fn draining_stale_full_and_excluded_workers_are_skipped() {
+        let mut b = Balancer::new(Strategy::EqualCost, 15_000);
+        let mut draining = w("draining", 0, 0.0, 100.0);
+        draining.state = WorkerState::Draining;
+        let mut stale = w("stale", 0, 0.0, 100.0);
+        stale.last_heartbeat_at = -20_000;
+        let full = w("full", 16, 0.0, 100.0);
+        b.refresh(vec![
+            draining,
+            stale,
+            full,
+            w("ok", 3, 0.0, 0.0),
+            w("refuser", 0, 0.0, 100.0),
+        ]);
+        assert_eq!(b.eligible_count(1_000), 2);
+        for _ in 0..10 {
+            assert_eq!(b.pick(1_000, Some("refuser")).as_deref(), Some("ok"));
+        }
+    }
+
+    #[test]
+    fn no_worker_means_no_pick() {
+        let mut b = Balancer::new(Strategy::RoundRobin, 15_000);
+        assert_eq!(b.pick(0, None), None);
+    }
+
+    #[test]
+    fn round_robin_and_random_use_every_worker() {
+        for strategy in [Strategy::RoundRobin, Strategy::Random] {
+            let mut b = Balancer::new(strategy, 15_000);
+            b.refresh(vec![w("a", 9, 0.0, 0.0), w("b", 0, 0.0, 100.0)]);
+            let c = counts(&mut b, 200);
+            assert!(c.get("a").copied().unwrap_or(0) > 20, "{strategy:?} {c:?}");
+            assert!(c.get("b").copied().unwrap_or(0) > 20, "{strategy:?} {c:?}");
+        }
+    }
+
+    #[test]
+    fn strategies_parse_by_name() {
+        assert_eq!("round-robin".parse::<Strategy>(), Ok(Strategy::RoundRobin));
+        assert!("fastest".parse::<Strategy>().is_err());
+    }
+}

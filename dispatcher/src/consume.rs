@@ -1,0 +1,187 @@
+//! Consumers that every dispatcher instance runs: worker results and worker
+//! heartbeats, each applied to the database in batches.
+//!
+//! Deliveries are batched with `ready_chunks`: whatever has arrived is applied
+//! in one transaction, so a busy queue gets large batches and a quiet one gets
+//! no added latency. A batch is acked only after it is committed; if the
+//! database is down the batch is held (unacked) and retried, so nothing is
+//! lost, and the broker redelivers it elsewhere if this instance dies.
+
+use futures::StreamExt;
+use kairos_core::broker::{Broker, BrokerResult, Delivery, DeliveryStream};
+use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
+use kairos_core::store::{Store, StoreResult};
+use kairos_core::time::now_ms;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+/// Largest batch applied in one transaction.
+const MAX_BATCH: usize = 256;
+/// Unacked deliveries per consumer: a few batches' worth.
+const PREFETCH: u16 = 1024;
+/// Pause before re-consuming or re-trying a failed write.
+const RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// Which queue a consumer reads, and how to apply what it reads.
+#[async_trait::async_trait]
+trait Sink: Send + Sync {
+    type Msg: DeserializeOwned + Send;
+    const NAME: &'static str;
+    async fn consume(&self, broker: &dyn Broker) -> BrokerResult<DeliveryStream>;
+    fn version(msg: &Self::Msg) -> u32;
+    async fn apply(&self, msgs: &[Self::Msg]) -> StoreResult<()>;
+}
+
+struct Results {
+    store: Arc<dyn Store>,
+    on_applied: Option<Arc<Notify>>,
+}
+
+#[async_trait::async_trait]
+impl Sink for Results {
+    type Msg = ResultMsg;
+    const NAME: &'static str = "results";
+    async fn consume(&self, broker: &dyn Broker) -> BrokerResult<DeliveryStream> {
+        broker.results_consume(PREFETCH).await
+    }
+    fn version(msg: &ResultMsg) -> u32 {
+        msg.v
+    }
+    async fn apply(&self, msgs: &[ResultMsg]) -> StoreResult<()> {
+        let applied = self.store.results_apply(msgs, now_ms()).await?;
+        let terminal = applied
+            .iter()
+            .any(|a| a.new_status.is_some_and(|s| s.is_terminal()));
+        if terminal && let Some(n) = &self.on_applied {
+            n.notify_waiters();
+        }
+        Ok(())
+    }
+}
+
+struct Heartbeats {
+    store: Arc<dyn Store>,
+}
+
+#[async_trait::async_trait]
+impl Sink for Heartbeats {
+    type Msg = HeartbeatMsg;
+    const NAME: &'static str = "heartbeats";
+    async fn consume(&self, broker: &dyn Broker) -> BrokerResult<DeliveryStream> {
+        broker.heartbeats_consume(PREFETCH).await
+    }
+    fn version(msg: &HeartbeatMsg) -> u32 {
+        msg.v
+    }
+    async fn apply(&self, msgs: &[HeartbeatMsg]) -> StoreResult<()> {
+        self.store.workers_record_heartbeats(msgs, now_ms()).await
+    }
+}
+
+/// Applies worker results until `shutdown`. `on_applied` is notified when an
+/// execution reached a terminal state (the in-process callback relay waits on it).
+pub async fn run_results(
+    store: Arc<dyn Store>,
+    broker: Arc<dyn Broker>,
+    on_applied: Option<Arc<Notify>>,
+    shutdown: CancellationToken,
+) {
+    run(Results { store, on_applied }, broker, shutdown).await
+}
+
+/// Records worker heartbeats until `shutdown`.
+pub async fn run_heartbeats(
+    store: Arc<dyn Store>,
+    broker: Arc<dyn Broker>,
+    shutdown: CancellationToken,
+) {
+    run(Heartbeats { store }, broker, shutdown).await
+}
+
+async fn run<S: Sink>(sink: S, broker: Arc<dyn Broker>, shutdown: CancellationToken) {
+    while !shutdown.is_cancelled() {
+        let stream = match sink.consume(broker.as_ref()).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(queue = S::NAME, error = %e, "cannot consume; retrying");
+                pause(&shutdown, RETRY_PAUSE).await;
+                continue;
+            }
+        };
+        let mut batches = stream.ready_chunks(MAX_BATCH);
+        loop {
+            let batch = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                b = batches.next() => b,
+            };
+            let Some(batch) = batch else {
+                warn!(
+                    queue = S::NAME,
+                    "consumer ended (broker restart or cancel); consuming again"
+                );
+                break;
+            };
+            handle_batch(&sink, batch, &shutdown).await;
+        }
+        pause(&shutdown, RETRY_PAUSE).await;
+    }
+}
+
+async fn handle_batch<S: Sink>(sink: &S, batch: Vec<Delivery>, shutdown: &CancellationToken) {
+    let mut msgs = Vec::with_capacity(batch.len());
+    let mut good = Vec::with_capacity(batch.len());
+    for d in batch {
+        match serde_json::from_slice::<S::Msg>(&d.payload) {
+            Ok(m) if S::version(&m) == PROTOCOL_VERSION => {
+                msgs.push(m);
+                good.push(d);
+            }
+            Ok(m) => {
+                warn!(
+                    queue = S::NAME,
+                    version = S::version(&m),
+                    "dropping a message of an unknown protocol version"
+                );
+                let _ = d.acker.reject(false).await;
+            }
+            Err(e) => {
+                warn!(queue = S::NAME, error = %e, "dropping a malformed message");
+                let _ = d.acker.reject(false).await;
+            }
+        }
+    }
+    if msgs.is_empty() {
+        return;
+    }
+    loop {
+        match sink.apply(&msgs).await {
+            Ok(()) => break,
+            Err(e) => {
+                warn!(queue = S::NAME, error = %e, count = msgs.len(), "cannot apply batch; holding it and retrying");
+                if shutdown.is_cancelled() {
+                    // Unacked deliveries go back to the queue when the consumer closes.
+                    return;
+                }
+                pause(shutdown, RETRY_PAUSE).await;
+            }
+        }
+    }
+    let acks = futures::future::join_all(good.iter().map(|d| d.acker.ack())).await;
+    let failed = acks.iter().filter(|r| r.is_err()).count();
+    if failed > 0 {
+        // Applied but not acked: redelivered later, and ignored as duplicates.
+        warn!(queue = S::NAME, failed, "some acks failed");
+    }
+    debug!(queue = S::NAME, count = msgs.len(), "applied batch");
+}
+
+async fn pause(shutdown: &CancellationToken, d: Duration) {
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = tokio::time::sleep(d) => {}
+    }
+}

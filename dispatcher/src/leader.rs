@@ -1,0 +1,175 @@
+//! Leader election: holds the dispatcher lease and runs the leader's work only
+//! while it is held.
+//!
+//! The lease is renewed every third of its TTL. The moment a renewal fails or
+//! errors, the term is cancelled: a leader that cannot prove it still holds
+//! the lease must stop dispatching, because another instance may take over as
+//! soon as the TTL runs out. [`Term::is_valid`] also checks a local deadline, so
+//! a process that was frozen (SIGSTOP, a long GC-like pause) notices on waking
+//! that its lease may have expired before the renew loop even runs. Writes
+//! carry the lease's fencing token, so storage refuses a stale leader anyway.
+
+use kairos_core::coord::{Lease, LeaseStore};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// One period of leadership.
+#[derive(Debug, Clone)]
+pub struct Term {
+    /// Fencing token of the lease; pass it to every leader-only write.
+    pub fence: u64,
+    /// Cancelled when the term ends (lease lost or process shutting down).
+    pub token: CancellationToken,
+    origin: Instant,
+    /// Milliseconds after `origin` until which the lease is surely held.
+    valid_until: Arc<AtomicU64>,
+}
+
+impl Term {
+    fn new(fence: u64, token: CancellationToken, valid_for: Duration) -> Self {
+        let origin = Instant::now();
+        let valid_until = Arc::new(AtomicU64::new(valid_for.as_millis() as u64));
+        Self {
+            fence,
+            token,
+            origin,
+            valid_until,
+        }
+    }
+
+    fn extend(&self, renewed_at: Instant, valid_for: Duration) {
+        let ms = renewed_at.duration_since(self.origin) + valid_for;
+        self.valid_until
+            .store(ms.as_millis() as u64, Ordering::Release);
+    }
+
+    /// Whether this instance may still act as leader right now.
+    pub fn is_valid(&self) -> bool {
+        !self.token.is_cancelled()
+            && (self.origin.elapsed().as_millis() as u64) < self.valid_until.load(Ordering::Acquire)
+    }
+}
+
+/// Lease settings.
+#[derive(Debug, Clone)]
+pub struct LeaderConfig {
+    /// Lease name shared by all dispatchers of one deployment.
+    pub name: String,
+    /// Lease time to live; a successor takes over at most this long after a crash.
+    pub ttl: Duration,
+}
+
+impl LeaderConfig {
+    /// How long a renewal is trusted: the TTL minus a margin for clock drift
+    /// between this process and the lock service.
+    fn trusted_for(&self) -> Duration {
+        self.ttl.mul_f64(0.8)
+    }
+
+    fn renew_every(&self) -> Duration {
+        self.ttl / 3
+    }
+}
+
+/// Campaigns for the lease until `shutdown`; while it is held, runs
+/// `lead(term)` and cancels the term as soon as the lease is lost. On shutdown
+/// the lease is released at once so a successor need not wait for the TTL.
+pub async fn campaign<F, Fut>(
+    lock: Arc<dyn LeaseStore>,
+    cfg: LeaderConfig,
+    shutdown: CancellationToken,
+    lead: F,
+) where
+    F: Fn(Term) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    while !shutdown.is_cancelled() {
+        match lock.lease_try_acquire(&cfg.name, cfg.ttl).await {
+            Ok(Some(lease)) => {
+                hold(&lock, &cfg, &shutdown, lease, &lead).await;
+            }
+            Ok(None) => {}
+            Err(e) => warn!(error = %e, "cannot reach the lock service to campaign for the lease"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(cfg.renew_every()) => {}
+        }
+    }
+}
+
+async fn hold<F, Fut>(
+    lock: &Arc<dyn LeaseStore>,
+    cfg: &LeaderConfig,
+    shutdown: &CancellationToken,
+    lease: Lease,
+    lead: &F,
+) where
+    F: Fn(Term) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    info!(fence = lease.fence, "became leader");
+    let term = Term::new(lease.fence, shutdown.child_token(), cfg.trusted_for());
+    let mut work = tokio::spawn(lead(term.clone()));
+    let mut work_done = false;
+    loop {
+        tokio::select! {
+            _ = term.token.cancelled() => break,
+            res = &mut work, if !work_done => {
+                work_done = true;
+                if let Err(e) = res {
+                    warn!(error = %e, "leader work ended abnormally; giving up the lease");
+                    break;
+                }
+            }
+            _ = tokio::time::sleep(cfg.renew_every()) => {
+                let started = Instant::now();
+                match tokio::time::timeout(cfg.renew_every(), lock.lease_renew(&lease)).await {
+                    Ok(Ok(true)) => term.extend(started, cfg.trusted_for()),
+                    Ok(Ok(false)) => {
+                        warn!(fence = lease.fence, "lease was taken over; stepping down");
+                        break;
+                    }
+                    Ok(Err(e)) => {
+                        warn!(error = %e, "lease renewal failed; stepping down");
+                        break;
+                    }
+                    Err(_) => {
+                        warn!("lease renewal timed out; stepping down");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    term.token.cancel();
+    if !work_done {
+        let _ = work.await;
+    }
+    if shutdown.is_cancelled() {
+        match lock.lease_release(&lease).await {
+            Ok(()) => info!(fence = lease.fence, "released the lease"),
+            Err(e) => warn!(error = %e, "could not release the lease; it expires with its TTL"),
+        }
+    } else {
+        info!(fence = lease.fence, "no longer leader");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_term_expires_without_renewal() {
+        let term = Term::new(1, CancellationToken::new(), Duration::from_millis(0));
+        assert!(!term.is_valid());
+        let term = Term::new(1, CancellationToken::new(), Duration::from_secs(60));
+        assert!(term.is_valid());
+        term.token.cancel();
+        assert!(!term.is_valid());
+    }
+}

@@ -1,0 +1,114 @@
+//! Publishes claimed work to worker queues: picks a worker per execution,
+//! keeps many publisher confirms in flight at once, and records the confirmed
+//! ones in one batched update.
+
+use crate::balancer::Balancer;
+use futures::StreamExt;
+use kairos_core::broker::{Broker, BrokerError};
+use kairos_core::store::{DispatchWork, DispatchedTo, Store};
+use kairos_core::time::now_ms;
+use std::sync::{Arc, Mutex};
+use tracing::{debug, warn};
+
+/// What one publish round achieved.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PublishReport {
+    /// Confirmed by the broker and recorded as dispatched.
+    pub dispatched: usize,
+    /// Left pending because no worker could take them.
+    pub no_worker: usize,
+    /// Left pending because the publish failed.
+    pub failed: usize,
+}
+
+/// Sends work to workers.
+pub struct Publisher {
+    store: Arc<dyn Store>,
+    broker: Arc<dyn Broker>,
+    balancer: Arc<Mutex<Balancer>>,
+    max_in_flight: usize,
+}
+
+impl Publisher {
+    /// A publisher sharing `balancer` with the rest of the leader.
+    pub fn new(
+        store: Arc<dyn Store>,
+        broker: Arc<dyn Broker>,
+        balancer: Arc<Mutex<Balancer>>,
+        max_in_flight: usize,
+    ) -> Self {
+        Self {
+            store,
+            broker,
+            balancer,
+            max_in_flight: max_in_flight.max(1),
+        }
+    }
+
+    /// Publishes `work`; whatever is not confirmed stays `pending` in the
+    /// database and is picked up again by the unpublished sweep.
+    pub async fn publish(&self, work: Vec<DispatchWork>) -> PublishReport {
+        let mut report = PublishReport::default();
+        if work.is_empty() {
+            return report;
+        }
+        let now = now_ms();
+        let assigned: Vec<(DispatchWork, String)> = {
+            let mut balancer = self.balancer.lock().unwrap_or_else(|p| p.into_inner());
+            work.into_iter()
+                .filter_map(|w| match balancer.pick(now, None) {
+                    Some(worker) => Some((w, worker)),
+                    None => {
+                        report.no_worker += 1;
+                        None
+                    }
+                })
+                .collect()
+        };
+        if report.no_worker > 0 {
+            debug!(
+                count = report.no_worker,
+                "no live worker can take work; it stays pending"
+            );
+        }
+        let outcomes: Vec<Result<DispatchedTo, (String, BrokerError)>> =
+            futures::stream::iter(assigned)
+                .map(|(w, worker)| async move {
+                    match self.broker.dispatch_publish(&worker, &w.to_message()).await {
+                        Ok(()) => Ok(DispatchedTo {
+                            execution_id: w.execution_id,
+                            attempt: w.attempt,
+                            worker_id: worker,
+                        }),
+                        Err(e) => Err((worker, e)),
+                    }
+                })
+                .buffer_unordered(self.max_in_flight)
+                .collect()
+                .await;
+        let mut sent = Vec::with_capacity(outcomes.len());
+        for outcome in outcomes {
+            match outcome {
+                Ok(d) => sent.push(d),
+                Err((worker, e)) => {
+                    report.failed += 1;
+                    let mut balancer = self.balancer.lock().unwrap_or_else(|p| p.into_inner());
+                    balancer.unpick(&worker);
+                    if report.failed == 1 {
+                        warn!(worker = %worker, error = %e, "publish failed; the work stays pending and is retried");
+                    }
+                }
+            }
+        }
+        if !sent.is_empty() {
+            // A failure here leaves rows `pending` although their messages are in
+            // worker queues; the sweep publishes them again and the worker's
+            // once-per-attempt guard drops the duplicate.
+            match self.store.executions_mark_dispatched(&sent, now_ms()).await {
+                Ok(_) => report.dispatched = sent.len(),
+                Err(e) => warn!(error = %e, count = sent.len(), "could not record dispatches"),
+            }
+        }
+        report
+    }
+}
