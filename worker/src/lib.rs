@@ -1,1 +1,298 @@
-//! placeholder
+//! Kairos worker: runs job handlers for the dispatcher, as a process or
+//! embedded in a Rust service.
+//!
+//! # Layout
+//!
+//! - [`handler`]: the [`Handler`] trait, [`JobContext`] and [`HandlerOutcome`].
+//! - [`builtin`]: the stock handlers `noop`, `sleep`, `fail` and `http`.
+//! - `consume`: the delivery loop — backpressure, attempt key, `started`, ack.
+//! - `execute`: one attempt in the bounded pool — timeout, panics, shutdown.
+//! - `results`: result messages and their publishing with retries.
+//! - `heartbeat`: load figures (cost window, CPU idle) and the heartbeat loop.
+//! - `shared`: the state those tasks share.
+//!
+//! A [`Worker`] is built with [`Worker::builder`] and runs until its shutdown
+//! token is cancelled, then drains: see [`Worker::run`].
+
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod builtin;
+mod consume;
+mod execute;
+pub mod handler;
+mod heartbeat;
+mod results;
+mod shared;
+
+pub use handler::{Handler, HandlerOutcome, JobContext};
+
+use handler::Registry;
+use kairos_core::broker::{Broker, BrokerError};
+use kairos_core::coord::OnceGuard;
+use kairos_core::protocol::Names;
+use kairos_core::worker::WorkerState;
+use shared::Shared;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Handlers run at once when the builder is not told otherwise.
+pub const DEFAULT_CAPACITY: u32 = 8;
+/// Heartbeat period when the builder is not told otherwise.
+pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_secs(3);
+/// Time running handlers get to finish on shutdown, unless told otherwise.
+pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
+/// Worker ids end up in queue names and routing keys.
+const MAX_ID_LEN: usize = 200;
+
+/// Worker failures, at the crate boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The builder was given something unusable.
+    #[error("invalid worker configuration: {0}")]
+    Config(String),
+    /// The broker failed at startup (later failures are retried, not returned).
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+}
+
+/// A configured worker, ready to [`run`](Worker::run).
+pub struct Worker {
+    shared: Arc<Shared>,
+    heartbeat_every: Duration,
+    grace_period: Duration,
+}
+
+/// Builds a [`Worker`]; see [`Worker::builder`].
+#[derive(Default)]
+pub struct WorkerBuilder {
+    id: Option<String>,
+    capacity: Option<u32>,
+    buffer: Option<u32>,
+    heartbeat_every: Option<Duration>,
+    grace_period: Option<Duration>,
+    handlers: Registry,
+    broker: Option<Arc<dyn Broker>>,
+    once_guard: Option<Arc<dyn OnceGuard>>,
+    names: Option<Names>,
+    /// An error met while registering (e.g. the HTTP client), reported by `build`.
+    deferred: Option<String>,
+}
+
+impl WorkerBuilder {
+    /// Stable worker id (default: hostname + `-` + 6 random hex digits). It
+    /// names the queue, so letters, digits, `-`, `_` and `.` only.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Handlers run at once (default [`DEFAULT_CAPACITY`]).
+    pub fn capacity(mut self, capacity: u32) -> Self {
+        self.capacity = Some(capacity);
+        self
+    }
+
+    /// Accepted dispatches that may wait for a free slot (default: the
+    /// capacity). Beyond capacity + buffer, dispatches are refused for reroute.
+    pub fn buffer(mut self, buffer: u32) -> Self {
+        self.buffer = Some(buffer);
+        self
+    }
+
+    /// Heartbeat period (default 3 s).
+    pub fn heartbeat_every(mut self, every: Duration) -> Self {
+        self.heartbeat_every = Some(every);
+        self
+    }
+
+    /// Time running handlers get to finish on shutdown (default 30 s).
+    pub fn grace_period(mut self, grace: Duration) -> Self {
+        self.grace_period = Some(grace);
+        self
+    }
+
+    /// Registers a handler under `name`; a later registration of the same
+    /// name replaces the earlier one.
+    pub fn handler(mut self, name: impl Into<String>, handler: impl Handler) -> Self {
+        self.handlers.insert(name.into(), Arc::new(handler));
+        self
+    }
+
+    /// Registers the stock handlers `noop`, `sleep`, `fail` and `http`.
+    pub fn builtin_handlers(mut self) -> Self {
+        self = self
+            .handler("noop", builtin::Noop)
+            .handler("sleep", builtin::Sleep)
+            .handler("fail", builtin::Fail);
+        match builtin::HttpHandler::new() {
+            Ok(h) => self.handler("http", h),
+            Err(e) => {
+                self.deferred = Some(format!("cannot set up the http handler's client: {e}"));
+                self
+            }
+        }
+    }
+
+    /// The broker to consume dispatches from and publish results to (required).
+    pub fn broker(mut self, broker: Arc<dyn Broker>) -> Self {
+        self.broker = Some(broker);
+        self
+    }
+
+    /// The once-per-attempt guard (required).
+    pub fn once_guard(mut self, guard: Arc<dyn OnceGuard>) -> Self {
+        self.once_guard = Some(guard);
+        self
+    }
+
+    /// Queue and key names (default namespace `kairos`).
+    pub fn names(mut self, names: Names) -> Self {
+        self.names = Some(names);
+        self
+    }
+
+    /// Checks the configuration.
+    pub fn build(self) -> Result<Worker, WorkerError> {
+        let config = |m: &str| WorkerError::Config(m.to_string());
+        if let Some(e) = self.deferred {
+            return Err(WorkerError::Config(e));
+        }
+        let id = self.id.unwrap_or_else(default_id);
+        check_id(&id)?;
+        let capacity = self.capacity.unwrap_or(DEFAULT_CAPACITY);
+        if capacity == 0 {
+            return Err(config("capacity must be at least 1"));
+        }
+        let buffer = self.buffer.unwrap_or(capacity);
+        if u64::from(capacity) + u64::from(buffer) > u64::from(u16::MAX) {
+            return Err(config(
+                "capacity + buffer must not exceed 65535 (the prefetch limit)",
+            ));
+        }
+        let heartbeat_every = self.heartbeat_every.unwrap_or(DEFAULT_HEARTBEAT_EVERY);
+        if heartbeat_every.is_zero() {
+            return Err(config("heartbeat period must be positive"));
+        }
+        let broker = self.broker.ok_or_else(|| config("a broker is required"))?;
+        let guard = self
+            .once_guard
+            .ok_or_else(|| config("a once-guard (attempt idempotency store) is required"))?;
+        if self.handlers.is_empty() {
+            return Err(config("no handlers registered"));
+        }
+        let names = self.names.unwrap_or_default();
+        let shared = Shared::new(id, names, broker, guard, self.handlers, capacity, buffer);
+        Ok(Worker {
+            shared: Arc::new(shared),
+            heartbeat_every,
+            grace_period: self.grace_period.unwrap_or(DEFAULT_GRACE_PERIOD),
+        })
+    }
+}
+
+fn check_id(id: &str) -> Result<(), WorkerError> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if id.is_empty() || id.len() > MAX_ID_LEN || !id.chars().all(ok_char) {
+        return Err(WorkerError::Config(format!(
+            "worker id {id:?} must be 1–{MAX_ID_LEN} letters, digits, '-', '_' or '.'"
+        )));
+    }
+    Ok(())
+}
+
+/// Hostname (made safe for queue names) plus a random suffix, so two workers
+/// on one host never share a queue.
+fn default_id() -> String {
+    let host: String = sysinfo::System::host_name()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(MAX_ID_LEN - 7)
+        .collect();
+    let host = if host.is_empty() {
+        "worker".to_string()
+    } else {
+        host
+    };
+    format!("{host}-{:06x}", rand::random::<u32>() & 0x00ff_ffff)
+}
+
+impl Worker {
+    /// A builder with the defaults.
+    pub fn builder() -> WorkerBuilder {
+        WorkerBuilder::default()
+    }
+
+    /// This worker's id (its queue is `<namespace>.worker.<id>`).
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// Declares the queue, heartbeats and consumes until `shutdown` is
+    /// cancelled; then stops consuming (deliveries not taken yet go back to
+    /// the queue), reports `draining`, gives running handlers the grace period,
+    /// reports the ones still running as failed so they are retried, and
+    /// reports `offline`. Errors only if the broker fails at startup.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
+        let shared = self.shared;
+        shared.broker.worker_queue_declare(&shared.id).await?;
+        tracing::info!(worker_id = %shared.id, capacity = shared.capacity, buffer = shared.buffer, "worker started");
+        let beats_stop = CancellationToken::new();
+        let beats = tokio::spawn(heartbeat::run(
+            Arc::clone(&shared),
+            self.heartbeat_every,
+            beats_stop.clone(),
+        ));
+
+        consume::run(Arc::clone(&shared), shutdown).await;
+
+        shared.set_state(WorkerState::Draining);
+        shared.tasks.close();
+        tracing::info!(worker_id = %shared.id, in_flight = shared.tasks.len(), grace = ?self.grace_period, "worker draining");
+        if tokio::time::timeout(self.grace_period, shared.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(worker_id = %shared.id, unfinished = shared.tasks.len(), "grace period over; stopping handlers still running and reporting them failed");
+            shared.hard_stop.cancel();
+            shared.tasks.wait().await;
+        }
+        shared.set_state(WorkerState::Offline);
+        beats_stop.cancel();
+        if let Err(e) = beats.await {
+            tracing::error!(worker_id = %shared.id, "heartbeat task failed: {e}");
+        }
+        tracing::info!(worker_id = %shared.id, "worker stopped");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_ids_are_queue_safe_and_distinct() {
+        let (a, b) = (default_id(), default_id());
+        assert!(check_id(&a).is_ok(), "{a}");
+        assert_ne!(a, b);
+        let suffix = &a[a.len() - 7..];
+        assert!(suffix.starts_with('-'));
+        assert!(suffix[1..].chars().all(|c| c.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn bad_ids_are_refused() {
+        for id in ["", "a b", "w/1", "ü"] {
+            assert!(check_id(id).is_err(), "{id:?}");
+        }
+        assert!(check_id("w-1.a_b").is_ok());
+    }
+}

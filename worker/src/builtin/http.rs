@@ -1,0 +1,304 @@
+//! The `http` built-in: one HTTP request per attempt; 2xx is success.
+
+use crate::handler::{HandlerOutcome, JobContext};
+use async_trait::async_trait;
+use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::{Method, Url};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Response bodies are kept up to this size: the output is stored in the
+/// database and sent in callbacks.
+const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// `http`: `{"url", "method" (GET), "headers": {…}, "body": JSON or string,
+/// "timeoutMs"}`. 2xx → `{"status", "body"}` (the body parsed as JSON when it
+/// is JSON, else text, truncated to 64 KiB); anything else fails.
+pub struct HttpHandler {
+    client: reqwest::Client,
+}
+
+impl HttpHandler {
+    /// A handler with its own connection pool.
+    pub fn new() -> Result<Self, reqwest::Error> {
+        Ok(Self {
+            client: reqwest::Client::builder().build()?,
+        })
+    }
+}
+
+/// A request as the params describe it, checked before anything is sent.
+#[derive(Debug)]
+struct Request {
+    url: Url,
+    method: Method,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    body: Body,
+    timeout: Option<Duration>,
+}
+
+#[derive(Debug)]
+enum Body {
+    None,
+    Text(String),
+    Json(Value),
+}
+
+fn parse(params: &Value) -> Result<Request, String> {
+    let raw_url = params
+        .get("url")
+        .and_then(Value::as_str)
+        .ok_or("http handler: params.url must be a string")?;
+    let url = Url::parse(raw_url).map_err(|e| format!("http handler: bad url {raw_url:?}: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "http handler: url {raw_url:?} must use http or https"
+        ));
+    }
+    let method = match params.get("method") {
+        None | Some(Value::Null) => Method::GET,
+        Some(Value::String(m)) => Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+            .map_err(|_| format!("http handler: invalid method {m:?}"))?,
+        Some(_) => return Err("http handler: params.method must be a string".into()),
+    };
+    let mut headers = Vec::new();
+    match params.get("headers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (k, v) in map {
+                let name = HeaderName::from_bytes(k.as_bytes())
+                    .map_err(|_| format!("http handler: invalid header name {k:?}"))?;
+                let value = v
+                    .as_str()
+                    .and_then(|s| HeaderValue::from_str(s).ok())
+                    .ok_or_else(|| format!("http handler: header {k:?} must be a string"))?;
+                headers.push((name, value));
+            }
+        }
+        Some(_) => return Err("http handler: params.headers must be an object".into()),
+    }
+    let body = match params.get("body") {
+        None | Some(Value::Null) => Body::None,
+        Some(Value::String(s)) => Body::Text(s.clone()),
+        Some(v) => Body::Json(v.clone()),
+    };
+    let timeout = match params.get("timeoutMs") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(Duration::from_millis(v.as_u64().ok_or(
+            "http handler: params.timeoutMs must be a non-negative integer",
+        )?)),
+    };
+    Ok(Request {
+        url,
+        method,
+        headers,
+        body,
+        timeout,
+    })
+}
+
+/// reqwest's own message is terse ("error sending request"); the cause is
+/// further down the chain.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// Reads at most [`MAX_BODY_BYTES`]; the rest is never downloaded.
+async fn read_limited(mut resp: reqwest::Response) -> Result<Value, reqwest::Error> {
+    let mut buf = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        let room = MAX_BODY_BYTES - buf.len();
+        buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if buf.len() >= MAX_BODY_BYTES {
+            break;
+        }
+    }
+    if let Ok(json) = serde_json::from_slice(&buf) {
+        return Ok(json);
+    }
+    // A cut may split a UTF-8 sequence: drop the incomplete tail, not the text.
+    if let Err(e) = std::str::from_utf8(&buf)
+        && e.error_len().is_none()
+    {
+        buf.truncate(e.valid_up_to());
+    }
+    Ok(Value::String(String::from_utf8_lossy(&buf).into_owned()))
+}
+
+impl HttpHandler {
+    async fn send(&self, req: Request) -> HandlerOutcome {
+        let url = req.url.to_string();
+        let mut builder = self.client.request(req.method, req.url);
+        for (k, v) in req.headers {
+            builder = builder.header(k, v);
+        }
+        builder = match req.body {
+            Body::None => builder,
+            Body::Text(s) => builder.body(s),
+            Body::Json(v) => builder.json(&v),
+        };
+        if let Some(t) = req.timeout {
+            builder = builder.timeout(t);
+        }
+        let resp = match builder.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                return HandlerOutcome::failure(format!(
+                    "request to {url} failed: {}",
+                    error_chain(&e)
+                ));
+            }
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            return HandlerOutcome::failure(format!("HTTP {} from {url}", status.as_u16()));
+        }
+        match read_limited(resp).await {
+            Ok(body) => HandlerOutcome::Success(serde_json::json!({
+                "status": status.as_u16(),
+                "body": body,
+            })),
+            Err(e) => HandlerOutcome::failure(format!(
+                "reading the response from {url} failed: {}",
+                error_chain(&e)
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl crate::Handler for HttpHandler {
+    async fn run(&self, ctx: JobContext) -> HandlerOutcome {
+        let req = match parse(&ctx.params) {
+            Ok(r) => r,
+            Err(e) => return HandlerOutcome::Failure(e),
+        };
+        tokio::select! {
+            out = self.send(req) => out,
+            _ = ctx.cancel.cancelled() => HandlerOutcome::failure("http handler: cancelled"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::ctx;
+    use super::*;
+    use crate::Handler;
+    use serde_json::json;
+    use wiremock::matchers::{body_json, header, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    fn handler() -> HttpHandler {
+        HttpHandler::new().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_2xx_json_answer_is_a_success_with_parsed_body() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/hook"))
+            .and(header("x-token", "abc"))
+            .and(body_json(json!({"n": 1})))
+            .respond_with(ResponseTemplate::new(201).set_body_json(json!({"ok": true})))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let params = json!({
+            "url": format!("{}/hook", server.uri()),
+            "method": "post",
+            "headers": {"x-token": "abc"},
+            "body": {"n": 1},
+        });
+        let out = handler().run(ctx(params)).await;
+        assert_eq!(
+            out,
+            HandlerOutcome::Success(json!({"status": 201, "body": {"ok": true}}))
+        );
+    }
+
+    #[tokio::test]
+    async fn text_bodies_are_sent_as_is_and_long_answers_truncated() {
+        let server = MockServer::start().await;
+        let long = "é".repeat(MAX_BODY_BYTES);
+        Mock::given(method("PUT"))
+            .and(path("/t"))
+            .respond_with(ResponseTemplate::new(200).set_body_string(long))
+            .mount(&server)
+            .await;
+        let params =
+            json!({"url": format!("{}/t", server.uri()), "method": "PUT", "body": "plain"});
+        let HandlerOutcome::Success(out) = handler().run(ctx(params)).await else {
+            panic!("2xx must succeed");
+        };
+        let body = out["body"].as_str().unwrap();
+        assert!(body.len() <= MAX_BODY_BYTES && body.len() >= MAX_BODY_BYTES - 1);
+        assert!(body.chars().all(|c| c == 'é'));
+        let received = &server.received_requests().await.unwrap()[0];
+        assert_eq!(received.body, b"plain");
+    }
+
+    #[tokio::test]
+    async fn a_non_2xx_answer_fails_with_status_and_url() {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(503))
+            .mount(&server)
+            .await;
+        let url = format!("{}/down", server.uri());
+        let out = handler().run(ctx(json!({ "url": url }))).await;
+        assert_eq!(out, HandlerOutcome::failure(format!("HTTP 503 from {url}")));
+    }
+
+    #[tokio::test]
+    async fn slow_answers_fail_after_timeout_ms() {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(30)))
+            .mount(&server)
+            .await;
+        let params = json!({"url": server.uri(), "timeoutMs": 50});
+        let HandlerOutcome::Failure(e) = handler().run(ctx(params)).await else {
+            panic!("a timed-out request must fail");
+        };
+        assert!(e.starts_with("request to "), "{e}");
+    }
+
+    #[tokio::test]
+    async fn bad_params_fail_with_a_clear_message() {
+        let cases = [
+            (json!({}), "params.url must be a string"),
+            (json!({"url": "not a url"}), "bad url"),
+            (json!({"url": "ftp://x/"}), "must use http or https"),
+            (
+                json!({"url": "http://x/", "method": "GE T"}),
+                "invalid method",
+            ),
+            (
+                json!({"url": "http://x/", "headers": [1]}),
+                "params.headers must be an object",
+            ),
+            (
+                json!({"url": "http://x/", "headers": {"a": 1}}),
+                "header \"a\" must be a string",
+            ),
+            (
+                json!({"url": "http://x/", "timeoutMs": -5}),
+                "params.timeoutMs",
+            ),
+        ];
+        for (params, want) in cases {
+            let HandlerOutcome::Failure(e) = handler().run(ctx(params.clone())).await else {
+                panic!("{params} must fail");
+            };
+            assert!(e.contains(want), "{params}: {e}");
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The delivery loop: consumes the worker's queue, applies backpressure, and
+//! takes each accepted dispatch through guard → `started` → ack → pool → result.
+
+use crate::execute::run_attempt;
+use crate::results::{self, Report};
+use crate::shared::{Shared, Slot};
+use futures::StreamExt;
+use kairos_core::broker::{Delivery, DeliveryStream};
+use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// One attempt key per `execution_id:attempt`, kept long enough to outlive any
+/// redelivery of that dispatch.
+const ATTEMPT_KEY_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Pause before handing a dispatch back when the guard service is down, so the
+/// redelivery does not spin.
+const GUARD_RETRY_DELAY: Duration = Duration::from_secs(1);
+const RECONNECT_MIN: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+/// Consumes until `stop` is cancelled, then drops the consumer so deliveries
+/// not yet taken go back to the queue. A consumer that ends or fails to start
+/// is restarted with capped backoff.
+pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
+    let prefetch = u16::try_from(shared.capacity.saturating_add(shared.buffer)).unwrap_or(u16::MAX);
+    let mut backoff = RECONNECT_MIN;
+    loop {
+        let started = tokio::select! {
+            _ = stop.cancelled() => return,
+            s = start(&shared, prefetch) => s,
+        };
+        match started {
+            Ok(mut stream) => loop {
+                let next = tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => return,
+                    d = stream.next() => d,
+                };
+                match next {
+                    Some(d) => {
+                        backoff = RECONNECT_MIN;
+                        accept(&shared, d).await;
+                    }
+                    None => {
+                        tracing::warn!(worker_id = %shared.id, "dispatch consumer ended (broker restart or cancel); consuming again in {backoff:?}");
+                        break;
+                    }
+                }
+            },
+            Err(e) => {
+                tracing::warn!(worker_id = %shared.id, "cannot consume the worker queue: {e}; retrying in {backoff:?}");
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(RECONNECT_MAX);
+    }
+}
+
+/// The queue may be gone after a broker restart, so it is declared every time.
+async fn start(
+    shared: &Shared,
+    prefetch: u16,
+) -> kairos_core::broker::BrokerResult<DeliveryStream> {
+    shared.broker.worker_queue_declare(&shared.id).await?;
+    shared.broker.dispatch_consume(&shared.id, prefetch).await
+}
+
+/// Takes a delivery into the pool, or refuses it when pool and buffer are full
+/// so the dead-letter route sends it to another worker.
+async fn accept(shared: &Arc<Shared>, d: Delivery) {
+    match shared.try_reserve() {
+        Some(slot) => {
+            shared.tasks.spawn(process(Arc::clone(shared), d, slot));
+        }
+        None => {
+            tracing::info!(worker_id = %shared.id, "pool and buffer full; rejecting a dispatch for reroute");
+            if let Err(e) = d.acker.reject(false).await {
+                tracing::warn!("rejecting a dispatch failed: {e}; the broker will redeliver it");
+            }
+        }
+    }
+}
+
+fn decode(payload: &[u8]) -> Result<DispatchMsg, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(payload).map_err(|e| format!("not JSON: {e}"))?;
+    match value.get("v").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(PROTOCOL_VERSION) => {}
+        Some(v) => {
+            return Err(format!(
+                "unsupported protocol version {v} (this worker speaks {PROTOCOL_VERSION})"
+            ));
+        }
+        None => return Err("no protocol version field \"v\"".into()),
+    }
+    serde_json::from_value(value).map_err(|e| format!("not a dispatch message: {e}"))
+}
+
+/// One delivery, end to end. `_slot` holds its place until the result is out.
+async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot) {
+    let msg = match decode(&d.payload) {
+        Ok(m) => m,
+        Err(why) => {
+            tracing::error!(worker_id = %shared.id, body = %String::from_utf8_lossy(&d.payload), "dropping a malformed dispatch: {why}");
+            if let Err(e) = d.acker.reject(false).await {
+                tracing::warn!("rejecting a malformed dispatch failed: {e}");
+            }
+            return;
+        }
+    };
+    let key = shared.names.attempt_key(&msg.execution_id, msg.attempt);
+    match shared.guard.once(&key, ATTEMPT_KEY_TTL).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!(execution_id = %msg.execution_id, attempt = msg.attempt, "attempt already ran or is running; skipping the duplicate");
+            if let Err(e) = d.acker.ack().await {
+                tracing::warn!("acking a duplicate dispatch failed: {e}");
+            }
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(execution_id = %msg.execution_id, attempt = msg.attempt, "cannot take the attempt key: {e}; handing the dispatch back");
+            tokio::time::sleep(GUARD_RETRY_DELAY).await;
+            if let Err(e) = d.acker.reject(true).await {
+                tracing::warn!("requeueing a dispatch failed: {e}; the broker will redeliver it");
+            }
+            return;
+        }
+    }
+    let (execution_id, attempt) = (msg.execution_id.clone(), msg.attempt);
+    let started = Report::started().into_msg(&shared.id, &execution_id, attempt);
+    if results::publish(shared.broker.as_ref(), &started)
+        .await
+        .is_err()
+    {
+        // The attempt key is ours, so a redelivery would be skipped as a
+        // duplicate: running now is the only way this attempt still happens.
+        tracing::error!(execution_id = %msg.execution_id, "running the attempt without a confirmed `started`");
+    }
+    // Acked before the handler runs: a long job must not hold an unacked
+    // dispatch (RabbitMQ closes the channel after its consumer ack timeout).
+    if let Err(e) = d.acker.ack().await {
+        tracing::warn!(execution_id = %msg.execution_id, "acking a dispatch failed: {e}; a redelivery will be skipped by the attempt key");
+    }
+    let report = run_attempt(&shared, msg).await;
+    let result = report.into_msg(&shared.id, &execution_id, attempt);
+    // A final failure is already logged loudly by `publish`.
+    let _ = results::publish(shared.broker.as_ref(), &result).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatches_of_other_versions_or_shapes_are_refused() {
+        let ok = br#"{"v":1,"execution_id":"e","job_id":"j","attempt":1,"handler":"noop","params":null,"scheduled_at":0,"timeout_ms":null}"#;
+        assert_eq!(decode(ok).unwrap().handler, "noop");
+        assert!(decode(b"{").unwrap_err().starts_with("not JSON"));
+        let v2 = br#"{"v":2,"execution_id":"e"}"#;
+        assert!(
+            decode(v2)
+                .unwrap_err()
+                .contains("unsupported protocol version 2")
+        );
+        assert!(
+            decode(br#"{"execution_id":"e"}"#)
+                .unwrap_err()
+                .contains("\"v\"")
+        );
+        assert!(
+            decode(br#"{"v":1,"execution_id":"e"}"#)
+                .unwrap_err()
+                .starts_with("not a dispatch")
+        );
+    }
+}

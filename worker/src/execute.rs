@@ -1,0 +1,110 @@
+//! Runs one attempt in the bounded pool: waits for a slot, runs the handler in
+//! its own task (so a panic is caught), enforces the timeout, and stops it at
+//! the end of a shutdown's grace period.
+
+use crate::handler::{HandlerOutcome, JobContext};
+use crate::results::Report;
+use crate::shared::Shared;
+use kairos_core::protocol::DispatchMsg;
+use std::any::Any;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Error reported for work the grace period did not let finish.
+pub(crate) const SHUTDOWN_ERROR: &str = "worker shut down before the handler finished";
+
+/// How long a cancelled handler gets to return on its own before it is aborted.
+const ABORT_WAIT: Duration = Duration::from_secs(1);
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-text panic payload");
+    format!("handler panicked: {text}")
+}
+
+async fn deadline(timeout_ms: Option<u64>) {
+    match timeout_ms {
+        Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs `msg`'s handler once a pool slot is free and says how it ended.
+pub(crate) async fn run_attempt(shared: &Shared, msg: DispatchMsg) -> Report {
+    let permit = tokio::select! {
+        biased;
+        p = shared.permits.acquire() => match p {
+            Ok(p) => p,
+            // The semaphore is never closed; treat it like a shutdown anyway.
+            Err(_) => return Report::failed(SHUTDOWN_ERROR),
+        },
+        _ = shared.hard_stop.cancelled() => return Report::failed(SHUTDOWN_ERROR),
+    };
+    let Some(handler) = shared.handlers.get(&msg.handler) else {
+        return Report::failed(shared.handlers.unknown(&msg.handler));
+    };
+    // Not a child of `hard_stop`: the handler must learn of a stop only after
+    // the report is decided, or its own "cancelled" failure would win the race.
+    let cancel = CancellationToken::new();
+    let ctx = JobContext {
+        execution_id: msg.execution_id,
+        job_id: msg.job_id,
+        attempt: msg.attempt,
+        scheduled_at: msg.scheduled_at,
+        params: msg.params,
+        cancel: cancel.clone(),
+    };
+    let started = Instant::now();
+    let mut task = tokio::spawn(async move { handler.run(ctx).await });
+    let report = tokio::select! {
+        biased;
+        joined = &mut task => match joined {
+            Ok(HandlerOutcome::Success(v)) => Report::succeeded(v),
+            Ok(HandlerOutcome::Failure(e)) => Report::failed(e),
+            Err(e) if e.is_panic() => Report::failed(panic_message(&*e.into_panic())),
+            Err(e) => Report::failed(format!("handler task ended abnormally: {e}")),
+        },
+        _ = deadline(msg.timeout_ms) => Report::timed_out(format!(
+            "handler exceeded its timeout of {} ms",
+            msg.timeout_ms.unwrap_or_default()
+        )),
+        _ = shared.hard_stop.cancelled() => Report::failed(SHUTDOWN_ERROR),
+    };
+    if !task.is_finished() {
+        // The result is decided. The handler gets a moment to clean up on
+        // its own before it is dropped, and its slot is reused only then.
+        cancel.cancel();
+        if tokio::time::timeout(ABORT_WAIT, &mut task).await.is_err() {
+            task.abort();
+            tracing::warn!(
+                handler = %msg.handler,
+                "handler ignored cancellation for {ABORT_WAIT:?}; aborted it"
+            );
+        }
+    }
+    shared.record_cost(started.elapsed().as_secs_f64() * 1000.0);
+    drop(permit);
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_payloads_become_messages() {
+        let s: Box<dyn Any + Send> = Box::new("boom");
+        assert_eq!(panic_message(&*s), "handler panicked: boom");
+        let s: Box<dyn Any + Send> = Box::new(String::from("bang 7"));
+        assert_eq!(panic_message(&*s), "handler panicked: bang 7");
+        let s: Box<dyn Any + Send> = Box::new(7u8);
+        assert_eq!(
+            panic_message(&*s),
+            "handler panicked: non-text panic payload"
+        );
+    }
+}

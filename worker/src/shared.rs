@@ -1,0 +1,118 @@
+//! State shared by a running worker's tasks: configuration, the bounded pool
+//! and its counters, the cost window and the lifecycle state.
+
+use crate::handler::Registry;
+use crate::heartbeat::CostWindow;
+use kairos_core::broker::Broker;
+use kairos_core::coord::OnceGuard;
+use kairos_core::protocol::Names;
+use kairos_core::worker::WorkerState;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub(crate) struct Shared {
+    pub(crate) id: String,
+    pub(crate) names: Names,
+    pub(crate) broker: Arc<dyn Broker>,
+    pub(crate) guard: Arc<dyn OnceGuard>,
+    pub(crate) handlers: Registry,
+    /// Handlers allowed to run at once.
+    pub(crate) capacity: u32,
+    /// Accepted deliveries allowed to wait for a pool slot.
+    pub(crate) buffer: u32,
+    /// One permit per running handler.
+    pub(crate) permits: Semaphore,
+    /// Deliveries accepted and not yet finished (waiting or running): the
+    /// figure backpressure is decided on, since dispatches are acked early.
+    in_flight: AtomicU32,
+    /// Every delivery task, so shutdown can wait for them.
+    pub(crate) tasks: TaskTracker,
+    /// Cancelled when the grace period ends: handlers still running are
+    /// stopped and reported failed.
+    pub(crate) hard_stop: CancellationToken,
+    costs: Mutex<CostWindow>,
+    state: Mutex<WorkerState>,
+    /// Wakes the heartbeat loop when the state changes.
+    pub(crate) state_changed: Notify,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        id: String,
+        names: Names,
+        broker: Arc<dyn Broker>,
+        guard: Arc<dyn OnceGuard>,
+        handlers: Registry,
+        capacity: u32,
+        buffer: u32,
+    ) -> Self {
+        Self {
+            id,
+            names,
+            broker,
+            guard,
+            handlers,
+            capacity,
+            buffer,
+            permits: Semaphore::new(capacity as usize),
+            in_flight: AtomicU32::new(0),
+            tasks: TaskTracker::new(),
+            hard_stop: CancellationToken::new(),
+            costs: Mutex::new(CostWindow::default()),
+            state: Mutex::new(WorkerState::Online),
+            state_changed: Notify::new(),
+        }
+    }
+
+    /// Handlers running now.
+    pub(crate) fn running(&self) -> u32 {
+        let free = u32::try_from(self.permits.available_permits()).unwrap_or(self.capacity);
+        self.capacity.saturating_sub(free)
+    }
+
+    /// Takes a place in the pool or its buffer, or `None` when both are full.
+    pub(crate) fn try_reserve(self: &Arc<Self>) -> Option<Slot> {
+        let limit = self.capacity.saturating_add(self.buffer);
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Arc::clone(self)))
+    }
+
+    pub(crate) fn record_cost(&self, ms: f64) {
+        self.costs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .record(ms);
+    }
+
+    pub(crate) fn avg_cost_ms(&self) -> f64 {
+        self.costs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .mean()
+    }
+
+    pub(crate) fn state(&self) -> WorkerState {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn set_state(&self, state: WorkerState) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
+        self.state_changed.notify_one();
+    }
+}
+
+/// A place in the pool or buffer, given back when the delivery is finished.
+pub(crate) struct Slot(Arc<Shared>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,454 @@
+//! The worker end to end on a broker and a guard: every case runs on the
+//! in-process adapters and on RabbitMQ + Redis, under a unique namespace.
+
+use futures::StreamExt;
+use kairos_core::amqp::AmqpBroker;
+use kairos_core::broker::Broker;
+use kairos_core::coord::OnceGuard;
+use kairos_core::memory_broker::MemoryBroker;
+use kairos_core::memory_coord::MemoryCoord;
+use kairos_core::protocol::{
+    DispatchMsg, HeartbeatMsg, Names, PROTOCOL_VERSION, ResultKind, ResultMsg,
+};
+use kairos_core::redis_coord::RedisCoord;
+use kairos_core::testkit::{amqp_available, redis_available, unique, wait_for};
+use kairos_core::worker::WorkerState;
+use kairos_worker::{HandlerOutcome, JobContext, Worker, WorkerBuilder};
+use serde_json::json;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// One test's broker, guard and what the worker sent back.
+struct Env {
+    names: Names,
+    broker: Arc<dyn Broker>,
+    guard: Arc<dyn OnceGuard>,
+    amqp: Option<AmqpBroker>,
+    results: Arc<Mutex<Vec<ResultMsg>>>,
+    beats: Arc<Mutex<Vec<HeartbeatMsg>>>,
+    collectors: CancellationToken,
+}
+
+impl Env {
+    fn memory() -> Env {
+        let names = Names::new(unique("wk"));
+        let broker = Arc::new(MemoryBroker::new(names.clone()));
+        Env::with(names, broker, Arc::new(MemoryCoord::new()), None)
+    }
+
+    /// `None` when a service is missing (and the policy allows skipping).
+    async fn real() -> Option<Env> {
+        let amqp_url = amqp_available().await?;
+        let redis_url = redis_available().await?;
+        let names = Names::new(unique("wk"));
+        let broker = AmqpBroker::connect(&amqp_url, names.clone()).await.unwrap();
+        let guard = RedisCoord::connect(&redis_url, names.clone())
+            .await
+            .unwrap();
+        Some(Env::with(
+            names,
+            Arc::new(broker.clone()),
+            Arc::new(guard),
+            Some(broker),
+        ))
+    }
+
+    fn with(
+        names: Names,
+        broker: Arc<dyn Broker>,
+        guard: Arc<dyn OnceGuard>,
+        amqp: Option<AmqpBroker>,
+    ) -> Env {
+        Env {
+            names,
+            broker,
+            guard,
+            amqp,
+            results: Arc::default(),
+            beats: Arc::default(),
+            collectors: CancellationToken::new(),
+        }
+    }
+
+    /// Collects results and heartbeats into vectors the test waits on.
+    async fn collect(&self) {
+        let results = self.broker.results_consume(100).await.unwrap();
+        let beats = self.broker.heartbeats_consume(100).await.unwrap();
+        tokio::spawn(drain(
+            results,
+            self.results.clone(),
+            self.collectors.clone(),
+        ));
+        tokio::spawn(drain(beats, self.beats.clone(), self.collectors.clone()));
+    }
+
+    fn builder(&self) -> WorkerBuilder {
+        Worker::builder()
+            .id(unique("w").replace('_', "-"))
+            .names(self.names.clone())
+            .broker(self.broker.clone())
+            .once_guard(self.guard.clone())
+            .heartbeat_every(Duration::from_millis(200))
+            .builtin_handlers()
+    }
+
+    /// Runs the worker and waits for its first heartbeat (its queue exists then).
+    async fn start(&self, builder: WorkerBuilder) -> Running {
+        let worker = builder.build().unwrap();
+        let id = worker.id().to_string();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(worker.run(shutdown.clone()));
+        wait_for("the first heartbeat", DEADLINE, || async {
+            self.beats
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|b| b.worker_id == id)
+                .then_some(())
+        })
+        .await;
+        Running { id, shutdown, task }
+    }
+
+    async fn dispatch(
+        &self,
+        worker: &str,
+        handler: &str,
+        params: serde_json::Value,
+        timeout_ms: Option<u64>,
+    ) -> String {
+        let msg = DispatchMsg {
+            v: PROTOCOL_VERSION,
+            execution_id: unique("e"),
+            job_id: unique("j"),
+            attempt: 1,
+            handler: handler.into(),
+            params,
+            scheduled_at: 0,
+            timeout_ms,
+        };
+        self.broker.dispatch_publish(worker, &msg).await.unwrap();
+        msg.execution_id
+    }
+
+    fn results_for(&self, execution_id: &str) -> Vec<ResultMsg> {
+        let all = self.results.lock().unwrap();
+        all.iter()
+            .filter(|r| r.execution_id == execution_id)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits for the final result of an execution and checks what came before.
+    async fn outcome(&self, execution_id: &str) -> ResultMsg {
+        let results = wait_for("a final result", DEADLINE, || async {
+            let rs = self.results_for(execution_id);
+            rs.iter()
+                .any(|r| r.kind != ResultKind::Started)
+                .then_some(rs)
+        })
+        .await;
+        let kinds: Vec<ResultKind> = results.iter().map(|r| r.kind).collect();
+        assert_eq!(
+            kinds.len(),
+            2,
+            "one started and one final result: {kinds:?}"
+        );
+        assert_eq!(kinds[0], ResultKind::Started);
+        results[1].clone()
+    }
+
+    async fn cleanup(&self, workers: &[&str]) {
+        self.collectors.cancel();
+        for w in workers {
+            let _ = self.broker.worker_queue_delete(w).await;
+        }
+        if let Some(amqp) = &self.amqp {
+            let _ = amqp.topology_delete().await;
+        }
+    }
+}
+
+async fn drain<T: serde::de::DeserializeOwned>(
+    mut stream: kairos_core::broker::DeliveryStream,
+    into: Arc<Mutex<Vec<T>>>,
+    stop: CancellationToken,
+) {
+    loop {
+        let d = tokio::select! {
+            _ = stop.cancelled() => return,
+            d = stream.next() => match d { Some(d) => d, None => return },
+        };
+        let msg = serde_json::from_slice(&d.payload).unwrap();
+        into.lock().unwrap().push(msg);
+        d.acker.ack().await.unwrap();
+    }
+}
+
+struct Running {
+    id: String,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), kairos_worker::WorkerError>>,
+}
+
+impl Running {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+/// A handler that counts its runs.
+fn counting(
+    runs: Arc<AtomicU32>,
+) -> impl Fn(JobContext) -> std::future::Ready<HandlerOutcome> + Send + Sync {
+    move |_ctx| {
+        runs.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(HandlerOutcome::Success(json!("counted")))
+    }
+}
+
+async fn noop_succeeds_after_started(env: Env) {
+    env.collect().await;
+    let w = env.start(env.builder()).await;
+    let params = json!({"hello": ["world", 1]});
+    let exec = env.dispatch(&w.id, "noop", params.clone(), None).await;
+    let done = env.outcome(&exec).await;
+    assert_eq!(done.kind, ResultKind::Succeeded);
+    assert_eq!(done.output, Some(params));
+    assert_eq!(done.worker_id, w.id);
+    assert_eq!(done.attempt, 1);
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
+async fn a_duplicate_attempt_runs_once(env: Env) {
+    env.collect().await;
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = env
+        .start(env.builder().handler("count", counting(runs.clone())))
+        .await;
+    let msg = DispatchMsg {
+        v: PROTOCOL_VERSION,
+        execution_id: unique("e"),
+        job_id: unique("j"),
+        attempt: 1,
+        handler: "count".into(),
+        params: json!(null),
+        scheduled_at: 0,
+        timeout_ms: None,
+    };
+    env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
+    env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
+    env.outcome(&msg.execution_id).await;
+    wait_for("both dispatches taken from the queue", DEADLINE, || async {
+        let s = env.broker.worker_queue_stats(&w.id).await.unwrap()?;
+        (s.messages == 0).then_some(())
+    })
+    .await;
+    let id = w.id.clone();
+    // Stopping waits for every delivery taken; one not yet processed would be
+    // back in the queue afterwards.
+    w.stop().await;
+    let left = env.broker.worker_queue_stats(&id).await.unwrap().unwrap();
+    assert_eq!(left.messages, 0, "both dispatches were handled");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(env.results_for(&msg.execution_id).len(), 2);
+    env.cleanup(&[&id]).await;
+}
+
+async fn an_unknown_handler_fails_and_the_worker_goes_on(env: Env) {
+    env.collect().await;
+    let w = env.start(env.builder()).await;
+    let exec = env.dispatch(&w.id, "nope", json!({}), None).await;
+    let done = env.outcome(&exec).await;
+    assert_eq!(done.kind, ResultKind::Failed);
+    assert_eq!(
+        done.error.as_deref(),
+        Some("unknown handler \"nope\"; this worker runs: fail, http, noop, sleep")
+    );
+    let next = env.dispatch(&w.id, "noop", json!(1), None).await;
+    assert_eq!(env.outcome(&next).await.kind, ResultKind::Succeeded);
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
+async fn a_slow_handler_times_out(env: Env) {
+    env.collect().await;
+    let w = env.start(env.builder()).await;
+    let exec = env
+        .dispatch(&w.id, "sleep", json!({"ms": 600_000}), Some(100))
+        .await;
+    let done = env.outcome(&exec).await;
+    assert_eq!(done.kind, ResultKind::TimedOut);
+    assert_eq!(
+        done.error.as_deref(),
+        Some("handler exceeded its timeout of 100 ms")
+    );
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
+async fn a_panicking_handler_fails_and_the_worker_survives(env: Env) {
+    env.collect().await;
+    let boom = |_ctx: JobContext| async move {
+        if std::hint::black_box(true) {
+            panic!("kaboom");
+        }
+        HandlerOutcome::Success(json!(null))
+    };
+    let w = env.start(env.builder().handler("boom", boom)).await;
+    let exec = env.dispatch(&w.id, "boom", json!({}), None).await;
+    let done = env.outcome(&exec).await;
+    assert_eq!(done.kind, ResultKind::Failed);
+    assert_eq!(done.error.as_deref(), Some("handler panicked: kaboom"));
+    let next = env.dispatch(&w.id, "noop", json!("still here"), None).await;
+    assert_eq!(env.outcome(&next).await.output, Some(json!("still here")));
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
+async fn a_full_pool_and_buffer_reroutes(env: Env) {
+    env.collect().await;
+    let release = CancellationToken::new();
+    let gate = release.clone();
+    let hold = move |_ctx: JobContext| {
+        let gate = gate.clone();
+        async move {
+            gate.cancelled().await;
+            HandlerOutcome::Success(json!("released"))
+        }
+    };
+    let w = env
+        .start(env.builder().capacity(1).buffer(1).handler("hold", hold))
+        .await;
+    let mut reroute = env.broker.reroute_consume(10).await.unwrap();
+    let first = env.dispatch(&w.id, "hold", json!(1), None).await;
+    let second = env.dispatch(&w.id, "hold", json!(2), None).await;
+    let third = env.dispatch(&w.id, "hold", json!(3), None).await;
+    let refused = tokio::time::timeout(DEADLINE, reroute.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(refused.rejected_by.as_deref(), Some(w.id.as_str()));
+    let msg: DispatchMsg = serde_json::from_slice(&refused.payload).unwrap();
+    assert_eq!(msg.execution_id, third);
+    refused.acker.ack().await.unwrap();
+    release.cancel();
+    for exec in [&first, &second] {
+        assert_eq!(env.outcome(exec).await.output, Some(json!("released")));
+    }
+    assert!(env.results_for(&third).is_empty());
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
+async fn shutdown_reports_unfinished_work_and_goes_offline(env: Env) {
+    env.collect().await;
+    let w = env
+        .start(env.builder().grace_period(Duration::from_millis(300)))
+        .await;
+    let exec = env
+        .dispatch(&w.id, "sleep", json!({"ms": 600_000}), None)
+        .await;
+    wait_for("the started result", DEADLINE, || async {
+        (!env.results_for(&exec).is_empty()).then_some(())
+    })
+    .await;
+    let id = w.id.clone();
+    w.stop().await;
+    let done = env.outcome(&exec).await;
+    assert_eq!(done.kind, ResultKind::Failed);
+    assert_eq!(
+        done.error.as_deref(),
+        Some("worker shut down before the handler finished")
+    );
+    let states = wait_for("the offline heartbeat", DEADLINE, || async {
+        let beats = env.beats.lock().unwrap();
+        let states: Vec<WorkerState> = beats
+            .iter()
+            .filter(|b| b.worker_id == id)
+            .map(|b| b.state)
+            .collect();
+        states.contains(&WorkerState::Offline).then_some(states)
+    })
+    .await;
+    let draining = states.iter().position(|s| *s == WorkerState::Draining);
+    let offline = states.iter().position(|s| *s == WorkerState::Offline);
+    assert!(
+        draining.is_some() && draining < offline,
+        "draining before offline: {states:?}"
+    );
+    assert_eq!(states.last(), Some(&WorkerState::Offline));
+    assert!(
+        states[..draining.unwrap()]
+            .iter()
+            .all(|s| *s == WorkerState::Online)
+    );
+    env.cleanup(&[&id]).await;
+}
+
+async fn a_lost_consumer_is_restarted(env: Env) {
+    env.collect().await;
+    let w = env.start(env.builder()).await;
+    // Deleting the queue cancels the consumer, as a broker restart would.
+    env.broker.worker_queue_delete(&w.id).await.unwrap();
+    wait_for(
+        "the queue declared and consumed again",
+        DEADLINE,
+        || async {
+            let s = env.broker.worker_queue_stats(&w.id).await.unwrap()?;
+            (s.consumers == 1).then_some(())
+        },
+    )
+    .await;
+    let exec = env.dispatch(&w.id, "noop", json!("again"), None).await;
+    assert_eq!(env.outcome(&exec).await.output, Some(json!("again")));
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
+/// Each case once on the in-process adapters and once on RabbitMQ + Redis.
+macro_rules! on_both {
+    ($($case:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Env::memory()).await;
+                }
+            )*
+        }
+        mod rabbitmq_redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let Some(env) = super::Env::real().await else { return };
+                    super::$case(env).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both!(
+    noop_succeeds_after_started,
+    a_duplicate_attempt_runs_once,
+    an_unknown_handler_fails_and_the_worker_goes_on,
+    a_slow_handler_times_out,
+    a_panicking_handler_fails_and_the_worker_survives,
+    a_full_pool_and_buffer_reroutes,
+    shutdown_reports_unfinished_work_and_goes_offline,
+    a_lost_consumer_is_restarted,
+);
