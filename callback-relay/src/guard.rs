@@ -1,0 +1,290 @@
+//! Server-side request forgery guard: callback URLs come from API callers, so
+//! the relay must not be turned into a client for the internal network.
+//!
+//! Two checks, both unless `allow_private`:
+//! - [`check_url`] before every attempt: the scheme is http(s), and an IP
+//!   literal or every address the host name resolves to (`lookup_host`) is
+//!   public. A refusal is the attempt's error and the callback goes dead.
+//! - [`GuardedResolver`], the HTTP client's DNS resolver, applies the same
+//!   rule to the addresses the connection actually uses. The client connects
+//!   only to addresses that passed the check in the same lookup, so a name
+//!   that rebinds to a private address after [`check_url`] is still refused.
+//!
+//! The client follows no redirects and uses no proxy (a proxy would resolve
+//! the name itself, out of the guard's sight).
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use url::{Host, Url};
+
+/// Why an attempt was not made.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum GuardError {
+    /// The URL cannot be delivered to at all.
+    #[error(
+        "refused: callback URL {url:?} is unusable: {reason} (a configuration problem, not retried)"
+    )]
+    BadUrl {
+        /// The URL.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The host is, or resolves to, a forbidden address.
+    #[error(
+        "refused: {host} resolves to {ip}, a {kind} address; callbacks to private networks \
+         need KAIROS_CALLBACK_ALLOW_PRIVATE=true (a configuration problem, not retried)"
+    )]
+    Forbidden {
+        /// Host as written in the URL.
+        host: String,
+        /// The offending address.
+        ip: IpAddr,
+        /// Which forbidden range it is in.
+        kind: &'static str,
+    },
+    /// The name did not resolve (may be a transient DNS failure: retried).
+    #[error("cannot resolve {host}: {reason}")]
+    Resolve {
+        /// Host.
+        host: String,
+        /// Resolver's explanation.
+        reason: String,
+    },
+}
+
+impl GuardError {
+    /// Whether retrying cannot help: the callback should go dead at once.
+    pub fn is_permanent(&self) -> bool {
+        !matches!(self, GuardError::Resolve { .. })
+    }
+}
+
+/// The forbidden range `ip` is in, if any.
+pub fn forbidden_kind(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => forbidden_v4(v4),
+        IpAddr::V6(v6) => forbidden_v6(v6),
+    }
+}
+
+fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let [a, b, ..] = ip.octets();
+    Some(match () {
+        _ if ip.is_loopback() => "loopback",
+        _ if ip.is_private() => "private",
+        _ if ip.is_link_local() => "link-local",
+        _ if ip.is_unspecified() || a == 0 => "unspecified",
+        _ if a == 100 && (64..128).contains(&b) => "carrier-grade NAT (100.64/10)",
+        _ if ip.is_multicast() => "multicast",
+        _ if ip.is_broadcast() || a >= 240 => "broadcast or reserved",
+        _ => return None,
+    })
+}
+
+fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    let seg = ip.segments();
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return forbidden_v4(v4).map(|_| "IPv4-mapped private");
+    }
+    Some(match () {
+        _ if ip.is_loopback() => "loopback",
+        _ if ip.is_unspecified() => "unspecified",
+        _ if ip.is_multicast() => "multicast",
+        _ if (seg[0] & 0xfe00) == 0xfc00 => "unique local (fc00::/7)",
+        _ if (seg[0] & 0xffc0) == 0xfe80 => "link-local",
+        _ if (seg[0] & 0xffc0) == 0xfec0 => "site-local",
+        // Deprecated IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::/96)
+        // forms reach the embedded IPv4 address.
+        _ if seg[..6] == [0; 6] || seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] => {
+            let v4 = Ipv4Addr::new(
+                (seg[6] >> 8) as u8,
+                seg[6] as u8,
+                (seg[7] >> 8) as u8,
+                seg[7] as u8,
+            );
+            forbidden_v4(v4).map(|_| "IPv4-embedded private")?
+        }
+        _ => return None,
+    })
+}
+
+fn check_addrs(host: &str, addrs: &[SocketAddr]) -> Result<(), GuardError> {
+    // One forbidden record refuses the host: connecting would pick any of them.
+    for a in addrs {
+        if let Some(kind) = forbidden_kind(a.ip()) {
+            return Err(GuardError::Forbidden {
+                host: host.to_string(),
+                ip: a.ip(),
+                kind,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Resolves `host` and refuses it if any address is forbidden (unless `allow_private`).
+pub async fn resolve_checked(
+    host: &str,
+    port: u16,
+    allow_private: bool,
+) -> Result<Vec<SocketAddr>, GuardError> {
+    let resolve_err = |reason: String| GuardError::Resolve {
+        host: host.to_string(),
+        reason,
+    };
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| resolve_err(e.to_string()))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(resolve_err("no addresses".into()));
+    }
+    if !allow_private {
+        check_addrs(host, &addrs)?;
+    }
+    Ok(addrs)
+}
+
+/// Checks a callback URL before an attempt (see the module docs).
+pub async fn check_url(url: &str, allow_private: bool) -> Result<(), GuardError> {
+    let bad = |reason: &str| GuardError::BadUrl {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    let parsed = Url::parse(url).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad("only http and https are delivered to"));
+    }
+    let port = parsed
+        .port_or_known_default()
+        .ok_or_else(|| bad("no port"))?;
+    if allow_private {
+        return Ok(());
+    }
+    match parsed.host() {
+        None => Err(bad("no host")),
+        Some(Host::Ipv4(ip)) => check_addrs(url, &[SocketAddr::new(IpAddr::V4(ip), port)]),
+        Some(Host::Ipv6(ip)) => check_addrs(url, &[SocketAddr::new(IpAddr::V6(ip), port)]),
+        Some(Host::Domain(name)) => resolve_checked(name, port, false).await.map(drop),
+    }
+}
+
+/// The HTTP client's resolver: resolves with `lookup_host` and refuses
+/// forbidden addresses, so connections go only to checked addresses.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardedResolver {
+    /// Skip the check (tests, `kairos dev`).
+    pub allow_private: bool,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let allow_private = self.allow_private;
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            // Port 0: reqwest substitutes the URL's port.
+            let addrs = resolve_checked(&host, 0, allow_private).await?;
+            Ok(Box::new(addrs.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// The guard's refusal inside an HTTP client error, if that is what it was.
+pub fn refusal_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a GuardError> {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(g) = e.downcast_ref::<GuardError>() {
+            return Some(g);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(s: &str) -> Option<&'static str> {
+        forbidden_kind(s.parse().unwrap())
+    }
+
+    #[test]
+    fn private_ranges_are_forbidden() {
+        for ip in [
+            "127.0.0.1",
+            "127.8.9.10",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "100.127.255.255",
+            "224.0.0.1",
+            "255.255.255.255",
+            "::1",
+            "::",
+            "fe80::1",
+            "fc00::1",
+            "fd12:3456::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "::ffff:169.254.169.254",
+            "::127.0.0.1",
+            "64:ff9b::a00:1",
+        ] {
+            assert!(kind(ip).is_some(), "{ip} must be refused");
+        }
+    }
+
+    #[test]
+    fn public_addresses_pass() {
+        for ip in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "172.32.0.1",
+            "100.128.0.1",
+            "192.169.0.1",
+            "2606:4700:4700::1111",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+        ] {
+            assert_eq!(kind(ip), None, "{ip} must pass");
+        }
+    }
+
+    #[tokio::test]
+    async fn urls_are_checked_before_an_attempt() {
+        let err = check_url("http://127.0.0.1:9/cb", false).await.unwrap_err();
+        assert!(err.is_permanent());
+        assert!(err.to_string().contains("loopback"), "{err}");
+        let err = check_url("http://localhost:9/cb", false).await.unwrap_err();
+        assert!(matches!(err, GuardError::Forbidden { .. }), "{err}");
+        let err = check_url("http://[::ffff:192.168.0.1]/", false)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("IPv4-mapped"), "{err}");
+        let err = check_url("ftp://example.com/", true).await.unwrap_err();
+        assert!(matches!(err, GuardError::BadUrl { .. }));
+        assert!(check_url("not a url", true).await.is_err());
+        check_url("http://127.0.0.1:9/cb", true).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_client_resolver_refuses_and_the_refusal_is_recognised() {
+        let client = reqwest::Client::builder()
+            .dns_resolver(GuardedResolver {
+                allow_private: false,
+            })
+            .no_proxy()
+            .build()
+            .unwrap();
+        let err = client.get("http://localhost:9/").send().await.unwrap_err();
+        let refusal = refusal_in(&err).expect("the guard's error in the chain");
+        assert!(matches!(refusal, GuardError::Forbidden { .. }));
+    }
+}
