@@ -1,1 +1,145 @@
-//! placeholder
+//! Kairos REST API: accepts jobs over HTTP, answers status queries and
+//! controls jobs, against the storage port [`kairos_core::store::Store`].
+//!
+//! # Layout
+//!
+//! - [`error`]: [`ApiError`], the one error type, and its JSON shape.
+//! - [`extract`]: extractors whose rejections are [`ApiError`]s.
+//! - [`dto`]: request and response bodies with their OpenAPI schemas.
+//! - [`validate`]: caller input → domain values (`CreateJobRequest` → `NewJob`).
+//! - `routes`: one file per resource (jobs, control, executions, workers, health).
+//! - `openapi`: the document served at `/openapi.json` (Swagger UI at `/docs`).
+//! - `observe`: request counting for `/metrics`.
+//!
+//! [`AppState`] carries the store and configuration; [`router`] builds the
+//! app and [`serve`] runs it until a shutdown future resolves.
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod dto;
+pub mod error;
+pub mod extract;
+mod observe;
+mod openapi;
+mod routes;
+pub mod validate;
+
+pub use error::ApiError;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use kairos_core::store::Store;
+use kairos_core::time::Millis;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::future::Future;
+use std::sync::Arc;
+use tower_http::trace::TraceLayer;
+
+/// Settings of the API.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Tenant of every request ("default" until API keys map callers to tenants).
+    pub tenant: String,
+    /// Largest serialized `params` of a job.
+    pub max_params_bytes: usize,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            tenant: "default".to_string(),
+            max_params_bytes: 64 * 1024,
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// A dependency `/readyz` checks besides the database (Redis, the broker…).
+#[async_trait]
+pub trait ReadyCheck: Send + Sync {
+    /// Name shown in the readiness body, e.g. `redis`.
+    fn name(&self) -> &str;
+    /// `Ok` when the dependency answers; otherwise what went wrong.
+    async fn check(&self) -> Result<(), String>;
+}
+
+/// Called with a job's due time after a create, trigger or resume commits, so
+/// a co-located dispatcher can wake at once instead of at its next scan.
+pub type DueNotifier = Arc<dyn Fn(Millis) + Send + Sync>;
+
+/// What every handler shares. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) config: Arc<ApiConfig>,
+    pub(crate) ready_checks: Arc<[Arc<dyn ReadyCheck>]>,
+    pub(crate) prometheus: Option<PrometheusHandle>,
+    pub(crate) notify_due: DueNotifier,
+}
+
+impl AppState {
+    /// State over `store` with `config`, no extra ready checks, no metrics
+    /// exporter and a no-op due notifier.
+    pub fn new(store: Arc<dyn Store>, config: ApiConfig) -> Self {
+        Self {
+            store,
+            config: Arc::new(config),
+            ready_checks: Arc::from(Vec::new()),
+            prometheus: None,
+            notify_due: Arc::new(|_| {}),
+        }
+    }
+
+    /// Adds a dependency to `/readyz`.
+    pub fn with_ready_check(mut self, check: Arc<dyn ReadyCheck>) -> Self {
+        let mut checks = self.ready_checks.to_vec();
+        checks.push(check);
+        self.ready_checks = checks.into();
+        self
+    }
+
+    /// Serves `handle` at `/metrics` (otherwise `/metrics` is 404).
+    pub fn with_prometheus(mut self, handle: PrometheusHandle) -> Self {
+        self.prometheus = Some(handle);
+        self
+    }
+
+    /// Sets the function told about new due times.
+    pub fn with_due_notifier(mut self, notify: DueNotifier) -> Self {
+        self.notify_due = notify;
+        self
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &ApiConfig {
+        &self.config
+    }
+}
+
+/// The whole app: every route, the OpenAPI document and Swagger UI, JSON
+/// 404/405 fallbacks, the body limit, request metrics and tracing.
+pub fn router(state: AppState) -> Router {
+    let max_body = state.config.max_body_bytes;
+    let (app, doc) = routes::api().split_for_parts();
+    app.merge(openapi::swagger_ui(doc))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn(observe::count_requests))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Serves [`router`] on `listener` until `shutdown` resolves, then finishes
+/// the requests in flight.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

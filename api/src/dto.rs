@@ -1,0 +1,58 @@
+//! Request and response bodies of the API (camelCase JSON), each with its
+//! OpenAPI schema. Conversions from the core types live beside each body.
+
+mod execution;
+mod health;
+mod job;
+mod request;
+mod worker;
+
+pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView};
+pub use health::{HealthBody, ReadyBody};
+pub use job::{CreatedJob, JobDetail, JobPage, JobView, TriggeredExecution};
+pub use request::{CreateJobRequest, ListJobsQuery, PageQuery};
+pub use worker::{WorkerList, WorkerView};
+
+use kairos_core::execution::ExecStatus;
+use kairos_core::job::JobStatus;
+use kairos_core::time::{Millis, to_rfc3339};
+use kairos_core::worker::WorkerState;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+
+/// A string schema listing `values`; built from the core enums so the
+/// document can never drift from the states the code knows.
+fn string_enum<'a>(description: &str, values: impl IntoIterator<Item = &'a str>) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+        .enum_values(Some(values))
+        .build()
+}
+
+pub(crate) fn job_status_schema() -> Object {
+    string_enum("Job status.", JobStatus::ALL.iter().map(|s| s.as_str()))
+}
+
+pub(crate) fn exec_status_schema() -> Object {
+    string_enum(
+        "Execution status.",
+        ExecStatus::ALL.iter().map(|s| s.as_str()),
+    )
+}
+
+pub(crate) fn worker_state_schema() -> Object {
+    let all = [
+        WorkerState::Online,
+        WorkerState::Draining,
+        WorkerState::Offline,
+    ];
+    string_enum("Worker state.", all.iter().map(|s| s.as_str()))
+}
+
+fn time(ms: Millis) -> String {
+    to_rfc3339(ms)
+}
+
+fn opt_time(ms: Option<Millis>) -> Option<String> {
+    ms.map(to_rfc3339)
+}

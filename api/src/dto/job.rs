@@ -1,0 +1,145 @@
+//! Job responses: the created job, the job view, its detail and pages.
+
+use super::{ExecutionView, opt_time, time};
+use kairos_core::job::Job;
+use kairos_core::schedule::Schedule;
+use kairos_core::store::Page;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Answer to a create (201) or to its idempotent replay (200).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedJob {
+    /// Job id (UUIDv7).
+    pub job_id: String,
+    /// Current status (`scheduled` for a new job).
+    #[schema(schema_with = super::job_status_schema)]
+    pub status: String,
+    /// Next due time, RFC 3339; `null` once no trigger is left.
+    #[schema(format = DateTime)]
+    pub next_trigger_at: Option<String>,
+}
+
+impl From<&Job> for CreatedJob {
+    fn from(job: &Job) -> Self {
+        CreatedJob {
+            job_id: job.id.clone(),
+            status: job.status.as_str().to_string(),
+            next_trigger_at: opt_time(job.next_trigger_at),
+        }
+    }
+}
+
+/// A job as stored.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    /// Job id (UUIDv7).
+    pub job_id: String,
+    /// The caller's name for the job.
+    pub job_name: String,
+    /// Handler a worker runs.
+    pub job_handler: String,
+    /// Handler input.
+    pub params: serde_json::Value,
+    /// Cron expression; `null` for a one-shot job.
+    pub cron_expr: Option<String>,
+    /// Time zone of the cron expression; `null` for a one-shot job.
+    pub timezone: Option<String>,
+    /// Due time of a one-shot job; `null` for a cron job.
+    #[schema(format = DateTime)]
+    pub trigger_at: Option<String>,
+    /// Current status.
+    #[schema(schema_with = super::job_status_schema)]
+    pub status: String,
+    /// Next due time; `null` once no trigger is left.
+    #[schema(format = DateTime)]
+    pub next_trigger_at: Option<String>,
+    /// Optimistic-lock version, bumped by every change.
+    pub version: i64,
+    /// Where outcomes are POSTed.
+    pub callback_url: Option<String>,
+    /// The caller's idempotency key.
+    pub client_request_id: Option<String>,
+    /// Attempts in all, including the first.
+    pub max_attempts: u32,
+    /// Delay before the second attempt in ms; doubles for each further one.
+    pub retry_backoff_ms: u64,
+    /// Time limit of one attempt in ms.
+    pub timeout_ms: Option<u64>,
+    /// Creation time.
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// Last change.
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+impl From<Job> for JobView {
+    fn from(job: Job) -> Self {
+        let (cron_expr, timezone, trigger_at) = match job.schedule {
+            Schedule::Once { at } => (None, None, Some(time(at))),
+            Schedule::Cron { expr, tz } => (Some(expr), Some(tz), None),
+        };
+        JobView {
+            job_id: job.id,
+            job_name: job.name,
+            job_handler: job.handler,
+            params: job.params,
+            cron_expr,
+            timezone,
+            trigger_at,
+            status: job.status.as_str().to_string(),
+            next_trigger_at: opt_time(job.next_trigger_at),
+            version: job.version,
+            callback_url: job.callback_url,
+            client_request_id: job.client_request_id,
+            max_attempts: job.retry.max_attempts,
+            retry_backoff_ms: job.retry.backoff_ms,
+            timeout_ms: job.timeout_ms,
+            created_at: time(job.created_at),
+            updated_at: time(job.updated_at),
+        }
+    }
+}
+
+/// A job with its newest execution (`GET /openapi/jobs/{id}`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobDetail {
+    /// The job.
+    #[serde(flatten)]
+    pub job: JobView,
+    /// The newest execution, `null` before the first trigger.
+    pub last_execution: Option<ExecutionView>,
+}
+
+/// A page of jobs, newest first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobPage {
+    /// Jobs on this page.
+    pub items: Vec<JobView>,
+    /// Cursor of the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+impl From<Page<Job>> for JobPage {
+    fn from(page: Page<Job>) -> Self {
+        JobPage {
+            items: page.items.into_iter().map(JobView::from).collect(),
+            next_cursor: page.next_cursor,
+        }
+    }
+}
+
+/// Answer to `POST /openapi/jobs/{id}/trigger`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggeredExecution {
+    /// Job id.
+    pub job_id: String,
+    /// The execution that was added, due now.
+    pub execution_id: String,
+}

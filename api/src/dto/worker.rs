@@ -1,0 +1,56 @@
+//! Worker responses: the figures of each worker's latest heartbeat.
+
+use super::time;
+use kairos_core::worker::WorkerInfo;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// One worker as its last heartbeat described it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerView {
+    /// Stable worker id.
+    pub worker_id: String,
+    /// Queue it consumes.
+    pub queue: String,
+    /// Handlers it runs in parallel.
+    pub capacity: u32,
+    /// Handlers running at the last heartbeat.
+    pub active: u32,
+    /// Mean handler duration in ms.
+    pub avg_cost_ms: f64,
+    /// CPU idle percentage.
+    pub cpu_idle: f64,
+    /// Lifecycle state.
+    #[schema(schema_with = super::worker_state_schema)]
+    pub state: String,
+    /// Time of the last heartbeat (worker clock).
+    #[schema(format = DateTime)]
+    pub last_heartbeat_at: String,
+    /// First registration.
+    #[schema(format = DateTime)]
+    pub registered_at: String,
+}
+
+impl From<WorkerInfo> for WorkerView {
+    fn from(w: WorkerInfo) -> Self {
+        WorkerView {
+            worker_id: w.id,
+            queue: w.queue,
+            capacity: w.capacity,
+            active: w.active,
+            avg_cost_ms: w.avg_cost_ms,
+            cpu_idle: w.cpu_idle,
+            state: w.state.as_str().to_string(),
+            last_heartbeat_at: time(w.last_heartbeat_at),
+            registered_at: time(w.registered_at),
+        }
+    }
+}
+
+/// All known workers.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WorkerList {
+    /// Workers.
+    pub items: Vec<WorkerView>,
+}

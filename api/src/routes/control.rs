@@ -1,0 +1,148 @@
+//! Control of a job by its caller: pause, resume, trigger now, cancel.
+
+use super::job_not_found;
+use crate::AppState;
+use crate::dto::{JobView, TriggeredExecution};
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::ApiPath;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use kairos_core::job::{Job, JobStatus, JobTransition};
+use kairos_core::store::ControlOutcome;
+use kairos_core::time::now_ms;
+
+/// Turns a control outcome into the job, a 404 or a 409 naming the status.
+fn applied(
+    outcome: ControlOutcome,
+    id: &str,
+    action: &str,
+    allowed: &[JobStatus],
+) -> Result<Job, ApiError> {
+    match outcome {
+        ControlOutcome::Done(job) => Ok(job),
+        ControlOutcome::NotFound => Err(job_not_found(id)),
+        ControlOutcome::Conflict(job) => {
+            let allowed: Vec<_> = allowed.iter().map(|s| s.as_str()).collect();
+            Err(ApiError::InvalidState(format!(
+                "job {id} is {}; only {} jobs can be {action}",
+                job.status.as_str(),
+                allowed.join(" or ")
+            )))
+        }
+    }
+}
+
+/// Pause a job: its triggers are not fired until it is resumed.
+#[utoipa::path(
+    post, path = "/openapi/jobs/{id}/pause", tag = "control",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "Paused", body = JobView),
+        (status = 404, description = "No such job", body = ErrorBody),
+        (status = 409, description = "The job's status does not allow it", body = ErrorBody),
+        (status = 503, description = "Database unavailable", body = ErrorBody),
+    )
+)]
+pub(crate) async fn pause_job(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<JobView>, ApiError> {
+    let outcome = state
+        .store
+        .job_pause(&state.config.tenant, &id, now_ms())
+        .await?;
+    let job = applied(outcome, &id, "paused", JobTransition::Pause.from_states())?;
+    Ok(Json(job.into()))
+}
+
+/// Resume a paused job; a trigger missed while paused fires once.
+#[utoipa::path(
+    post, path = "/openapi/jobs/{id}/resume", tag = "control",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "Resumed", body = JobView),
+        (status = 404, description = "No such job", body = ErrorBody),
+        (status = 409, description = "The job is not paused", body = ErrorBody),
+        (status = 503, description = "Database unavailable", body = ErrorBody),
+    )
+)]
+pub(crate) async fn resume_job(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<JobView>, ApiError> {
+    let outcome = state
+        .store
+        .job_resume(&state.config.tenant, &id, now_ms())
+        .await?;
+    let job = applied(outcome, &id, "resumed", JobTransition::Resume.from_states())?;
+    if let Some(due) = job.next_trigger_at {
+        (state.notify_due)(due);
+    }
+    Ok(Json(job.into()))
+}
+
+/// Run a job once now, outside its schedule.
+#[utoipa::path(
+    post, path = "/openapi/jobs/{id}/trigger", tag = "control",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 202, description = "An execution due now was added", body = TriggeredExecution),
+        (status = 404, description = "No such job", body = ErrorBody),
+        (status = 409, description = "The job is paused or finished", body = ErrorBody),
+        (status = 503, description = "Database unavailable", body = ErrorBody),
+    )
+)]
+pub(crate) async fn trigger_job(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<(StatusCode, Json<TriggeredExecution>), ApiError> {
+    let now = now_ms();
+    let execution_id = uuid::Uuid::now_v7().to_string();
+    let outcome = state
+        .store
+        .job_trigger_now(&state.config.tenant, &id, &execution_id, now)
+        .await?;
+    let job = applied(
+        outcome,
+        &id,
+        "triggered",
+        &[JobStatus::Scheduled, JobStatus::Running],
+    )?;
+    (state.notify_due)(now);
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(TriggeredExecution {
+            job_id: job.id,
+            execution_id,
+        }),
+    ))
+}
+
+/// Cancel a job; its pending executions are cancelled too.
+#[utoipa::path(
+    delete, path = "/openapi/jobs/{id}", tag = "control",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "Cancelled", body = JobView),
+        (status = 404, description = "No such job", body = ErrorBody),
+        (status = 409, description = "The job already finished", body = ErrorBody),
+        (status = 503, description = "Database unavailable", body = ErrorBody),
+    )
+)]
+pub(crate) async fn cancel_job(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<JobView>, ApiError> {
+    let outcome = state
+        .store
+        .job_cancel(&state.config.tenant, &id, now_ms())
+        .await?;
+    let job = applied(
+        outcome,
+        &id,
+        "cancelled",
+        JobTransition::Cancel.from_states(),
+    )?;
+    Ok(Json(job.into()))
+}

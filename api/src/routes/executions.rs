@@ -1,0 +1,67 @@
+//! `GET /openapi/jobs/{id}/executions` and `GET /openapi/executions/{id}`.
+
+use super::job_not_found;
+use crate::AppState;
+use crate::dto::{ExecutionDetail, ExecutionPage, PageQuery};
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{ApiPath, ApiQuery};
+use crate::validate;
+use axum::Json;
+use axum::extract::State;
+
+/// List a job's executions, newest trigger first.
+#[utoipa::path(
+    get, path = "/openapi/jobs/{id}/executions", tag = "executions",
+    params(("id" = String, Path, description = "Job id"), PageQuery),
+    responses(
+        (status = 200, description = "A page of executions", body = ExecutionPage),
+        (status = 404, description = "No such job", body = ErrorBody),
+        (status = 422, description = "Bad limit", body = ErrorBody),
+        (status = 503, description = "Database unavailable", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_job_executions(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<ExecutionPage>, ApiError> {
+    let limit = validate::page_limit(q.limit.as_deref())?;
+    let tenant = &state.config.tenant;
+    // An empty page would not tell an unknown job from one that never fired.
+    if state.store.job_get(tenant, &id).await?.is_none() {
+        return Err(job_not_found(&id));
+    }
+    let cursor = q.cursor.as_deref().filter(|c| !c.is_empty());
+    let page = state
+        .store
+        .executions_list_for_job(tenant, &id, limit, cursor)
+        .await?;
+    Ok(Json(page.into()))
+}
+
+/// Get an execution with every transition it went through.
+#[utoipa::path(
+    get, path = "/openapi/executions/{id}", tag = "executions",
+    params(("id" = String, Path, description = "Execution id")),
+    responses(
+        (status = 200, description = "The execution and its history", body = ExecutionDetail),
+        (status = 404, description = "No such execution", body = ErrorBody),
+        (status = 503, description = "Database unavailable", body = ErrorBody),
+    )
+)]
+pub(crate) async fn get_execution(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<ExecutionDetail>, ApiError> {
+    let tenant = &state.config.tenant;
+    let execution = state
+        .store
+        .execution_get(tenant, &id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no execution with id {id:?}")))?;
+    let events = state.store.execution_events(tenant, &id).await?;
+    Ok(Json(ExecutionDetail {
+        execution: execution.into(),
+        events: events.into_iter().map(Into::into).collect(),
+    }))
+}

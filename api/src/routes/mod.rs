@@ -1,0 +1,44 @@
+//! The routes, one file per resource, collected into an [`OpenApiRouter`] so
+//! every handler is documented by its own annotation.
+
+mod control;
+mod executions;
+mod health;
+mod jobs;
+mod workers;
+
+use crate::AppState;
+use crate::error::ApiError;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Every documented route.
+pub(crate) fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(crate::openapi::base())
+        .routes(routes!(jobs::create_job, jobs::list_jobs))
+        .routes(routes!(jobs::get_job, control::cancel_job))
+        .routes(routes!(control::pause_job))
+        .routes(routes!(control::resume_job))
+        .routes(routes!(control::trigger_job))
+        .routes(routes!(executions::list_job_executions))
+        .routes(routes!(executions::get_execution))
+        .routes(routes!(workers::list_workers))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(health::metrics))
+}
+
+/// Fallback for paths no route matches.
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route".into())
+}
+
+/// Fallback for a known path with a method it does not serve.
+pub(crate) async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// The 404 of a job id that names no job of the tenant.
+fn job_not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("no job with id {id:?}"))
+}

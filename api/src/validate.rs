@@ -1,0 +1,287 @@
+//! Turns caller input into domain values: a [`CreateJobRequest`] into a
+//! [`NewJob`] with its idempotency fingerprint, and listing parameters into
+//! filters. Every refusal is an [`ApiError`] naming the field.
+
+use crate::ApiConfig;
+use crate::dto::CreateJobRequest;
+use crate::error::ApiError;
+use kairos_core::job::{JobStatus, NewJob, RetryPolicy};
+use kairos_core::schedule::{Schedule, ScheduleError};
+use kairos_core::time::{Millis, parse_rfc3339};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// Longest job name or handler name.
+const MAX_NAME_CHARS: usize = 255;
+/// Longest cron expression.
+const MAX_CRON_CHARS: usize = 255;
+/// Longest callback URL.
+const MAX_URL_CHARS: usize = 2048;
+/// Longest idempotency key.
+const MAX_CLIENT_REQUEST_ID_CHARS: usize = 128;
+/// Page size when none is asked for.
+const DEFAULT_PAGE: u32 = 50;
+/// Largest page.
+const MAX_PAGE: u32 = 500;
+
+/// Validates a create request and builds the job to store, with id `id`,
+/// created at `now`. Nothing is written before this succeeds.
+pub fn new_job(
+    req: CreateJobRequest,
+    cfg: &ApiConfig,
+    id: String,
+    now: Millis,
+) -> Result<NewJob, ApiError> {
+    let name = text("jobName", &req.job_name, MAX_NAME_CHARS)?;
+    let handler = text("jobHandler", &req.job_handler, MAX_NAME_CHARS)?;
+    let params_len = serde_json::to_vec(&req.params)
+        .map_err(|e| ApiError::invalid("params", format!("params cannot be serialized: {e}")))?
+        .len();
+    if params_len > cfg.max_params_bytes {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "params is {params_len} bytes serialized; the limit is {} bytes",
+            cfg.max_params_bytes
+        )));
+    }
+    let tz = req.timezone.clone().unwrap_or_else(|| "UTC".to_string());
+    let trigger_at = req
+        .trigger_at
+        .as_deref()
+        .map(|raw| {
+            parse_rfc3339(raw).map_err(|e| {
+                ApiError::invalid(
+                    "triggerAt",
+                    format!("triggerAt {raw:?} is not an RFC 3339 timestamp ({e}); e.g. \"2026-03-01T10:00:00Z\""),
+                )
+            })
+        })
+        .transpose()?;
+    let (schedule, next_trigger_at) = schedule(req.cron_expr.as_deref(), &tz, trigger_at, now)?;
+    let callback_url = req.callback_url.as_deref().map(callback_url).transpose()?;
+    if let Some(key) = &req.client_request_id {
+        let n = key.chars().count();
+        if n == 0 || n > MAX_CLIENT_REQUEST_ID_CHARS {
+            return Err(ApiError::invalid(
+                "clientRequestId",
+                format!(
+                    "clientRequestId must be 1–{MAX_CLIENT_REQUEST_ID_CHARS} characters, got {n}"
+                ),
+            ));
+        }
+    }
+    let max_attempts = ranged("maxAttempts", req.max_attempts.unwrap_or(1), 1, 100)?;
+    let backoff_ms = ranged(
+        "retryBackoffMs",
+        req.retry_backoff_ms.unwrap_or(1_000),
+        0,
+        3_600_000,
+    )?;
+    let timeout_ms = req
+        .timeout_ms
+        .map(|t| ranged("timeoutMs", t, 1, 86_400_000))
+        .transpose()?;
+
+    // The fingerprint covers the request with defaults applied and times
+    // normalised, so equivalent spellings of one request replay each other.
+    let fingerprint = json!({
+        "v": 1,
+        "jobName": name,
+        "jobHandler": handler,
+        "params": req.params,
+        "cronExpr": req.cron_expr,
+        "timezone": tz,
+        "triggerAt": trigger_at,
+        "callbackUrl": callback_url,
+        "clientRequestId": req.client_request_id,
+        "maxAttempts": max_attempts,
+        "retryBackoffMs": backoff_ms,
+        "timeoutMs": timeout_ms,
+    });
+
+    Ok(NewJob {
+        id,
+        tenant: cfg.tenant.clone(),
+        name: name.to_string(),
+        handler: handler.to_string(),
+        params: req.params,
+        schedule,
+        next_trigger_at,
+        callback_url,
+        client_request_id: req.client_request_id,
+        request_hash: Some(request_hash(&fingerprint)),
+        retry: RetryPolicy {
+            max_attempts: max_attempts as u32,
+            backoff_ms: backoff_ms as u64,
+        },
+        timeout_ms: timeout_ms.map(|t| t as u64),
+        created_at: now,
+    })
+}
+
+fn text<'a>(field: &str, value: &'a str, max: usize) -> Result<&'a str, ApiError> {
+    if value.trim().is_empty() {
+        return Err(ApiError::invalid(
+            field,
+            format!("{field} must not be empty"),
+        ));
+    }
+    let n = value.chars().count();
+    if n > max {
+        return Err(ApiError::invalid(
+            field,
+            format!("{field} is {n} characters; the limit is {max}"),
+        ));
+    }
+    Ok(value)
+}
+
+fn ranged(field: &str, value: i64, min: i64, max: i64) -> Result<i64, ApiError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(ApiError::invalid(
+            field,
+            format!("{field} must be between {min} and {max}, got {value}"),
+        ))
+    }
+}
+
+fn schedule(
+    cron_expr: Option<&str>,
+    tz: &str,
+    trigger_at: Option<Millis>,
+    now: Millis,
+) -> Result<(Schedule, Millis), ApiError> {
+    let Some(expr) = cron_expr else {
+        // A one-shot has no use for the zone, but a bad one is still a caller
+        // mistake worth reporting rather than silently ignoring.
+        if tz.parse::<chrono_tz::Tz>().is_err() {
+            return Err(schedule_error(ScheduleError::UnknownTimeZone(
+                tz.to_string(),
+            )));
+        }
+        let at = trigger_at.unwrap_or(now);
+        return Ok((Schedule::Once { at }, at));
+    };
+    if trigger_at.is_some() {
+        return Err(ApiError::invalid(
+            "triggerAt",
+            "triggerAt is only for one-shot jobs; omit it when cronExpr is set",
+        ));
+    }
+    if expr.trim().is_empty() || expr.chars().count() > MAX_CRON_CHARS {
+        return Err(ApiError::InvalidCron(format!(
+            "cronExpr must be a cron expression of 1–{MAX_CRON_CHARS} characters"
+        )));
+    }
+    let schedule = Schedule::Cron {
+        expr: expr.to_string(),
+        tz: tz.to_string(),
+    };
+    let first = schedule.first_trigger(now).map_err(schedule_error)?;
+    Ok((schedule, first))
+}
+
+fn schedule_error(err: ScheduleError) -> ApiError {
+    match err {
+        ScheduleError::UnknownTimeZone(_) => ApiError::UnknownTimezone(format!("timezone: {err}")),
+        ScheduleError::InvalidCron { .. } | ScheduleError::NeverFires(_) => {
+            ApiError::InvalidCron(format!("cronExpr: {err}"))
+        }
+    }
+}
+
+fn callback_url(raw: &str) -> Result<String, ApiError> {
+    if raw.chars().count() > MAX_URL_CHARS {
+        return Err(ApiError::InvalidUrl(format!(
+            "callbackUrl is longer than {MAX_URL_CHARS} characters"
+        )));
+    }
+    let url = url::Url::parse(raw).map_err(|e| {
+        ApiError::InvalidUrl(format!("callbackUrl {raw:?} is not an absolute URL: {e}"))
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ApiError::InvalidUrl(format!(
+            "callbackUrl must use http or https, not {:?}",
+            url.scheme()
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(ApiError::InvalidUrl(format!(
+            "callbackUrl {raw:?} names no host"
+        )));
+    }
+    Ok(raw.to_string())
+}
+
+/// Hex SHA-256 of the canonical JSON of `value` (object keys sorted at every
+/// level, no whitespace), so key order in the caller's body does not matter.
+pub fn request_hash(value: &Value) -> String {
+    let mut text = String::new();
+    canonical(value, &mut text);
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(v, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// Page size from the `limit` query parameter.
+pub fn page_limit(raw: Option<&str>) -> Result<u32, ApiError> {
+    let Some(raw) = raw.filter(|s| !s.is_empty()) else {
+        return Ok(DEFAULT_PAGE);
+    };
+    raw.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=MAX_PAGE).contains(n))
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "limit",
+                format!("limit must be an integer between 1 and {MAX_PAGE}, got {raw:?}"),
+            )
+        })
+}
+
+/// Job status filter from the `status` query parameter.
+pub fn job_status(raw: Option<&str>) -> Result<Option<JobStatus>, ApiError> {
+    match raw.filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => JobStatus::parse(s).map(Some).ok_or_else(|| {
+            let known: Vec<_> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
+            ApiError::invalid(
+                "status",
+                format!("unknown status {s:?}; expected one of {}", known.join(", ")),
+            )
+        }),
+    }
+}
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;

@@ -1,0 +1,53 @@
+//! Integration tests of the REST API over a real store, on SQLite and on
+//! MySQL (a fresh database per test; skipped or failed by the testkit policy
+//! when MySQL is not reachable).
+
+#[path = "api/bad_input.rs"]
+mod bad_input;
+#[path = "api/control.rs"]
+mod control;
+#[path = "api/jobs.rs"]
+mod jobs;
+#[path = "api/ops.rs"]
+mod ops;
+#[path = "api/support.rs"]
+mod support;
+
+/// One `#[tokio::test]` per scenario and backend.
+macro_rules! on_both_stores {
+    ($($scenario:path => $name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let store = crate::support::store(crate::support::Backend::Sqlite).await.unwrap();
+                    $scenario(crate::support::spawn_app(store)).await;
+                }
+            )*
+        }
+        mod mysql {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let Some(store) = crate::support::store(crate::support::Backend::MySql).await else {
+                        return;
+                    };
+                    $scenario(crate::support::spawn_app(store)).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_stores! {
+    crate::jobs::create_get_list_and_execution_shapes => create_get_list_and_execution_shapes,
+    crate::jobs::idempotent_create_replays_and_conflicts => idempotent_create_replays_and_conflicts,
+    crate::bad_input::bad_input_is_refused_and_changes_nothing => bad_input_is_refused_and_changes_nothing,
+    crate::control::pause_resume_trigger_cancel => pause_resume_trigger_cancel,
+    crate::ops::openapi_document_and_swagger_ui => openapi_document_and_swagger_ui,
+    crate::ops::health_and_readiness => health_and_readiness,
+    crate::ops::metrics_count_requests_by_route => metrics_count_requests_by_route,
+    crate::ops::workers_are_listed => workers_are_listed,
+    crate::ops::an_unreachable_database_is_503 => an_unreachable_database_is_503,
+    crate::ops::serve_answers_on_a_socket_and_drains_on_shutdown => serve_answers_on_a_socket_and_drains_on_shutdown,
+}

@@ -1,0 +1,212 @@
+//! The harness: an app over a real, freshly migrated store (SQLite file or a
+//! fresh MySQL database), driven in-process with `tower::ServiceExt::oneshot`.
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use kairos_api::{ApiConfig, AppState, router};
+use kairos_core::job::JobStatus;
+use kairos_core::sql::SqlStore;
+use kairos_core::store::{JobFilter, JobStore};
+use kairos_core::testkit;
+use kairos_core::time::Millis;
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use tower::ServiceExt;
+
+/// Which database a test runs on.
+#[derive(Debug, Clone, Copy)]
+pub enum Backend {
+    Sqlite,
+    MySql,
+}
+
+/// A migrated store on `backend`, or `None` when MySQL is not reachable
+/// (the testkit's skip-or-fail policy has then been applied).
+pub async fn store(backend: Backend) -> Option<SqlStore> {
+    let url = match backend {
+        Backend::Sqlite => testkit::sqlite_temp_url(),
+        Backend::MySql => testkit::mysql_fresh_database().await?,
+    };
+    let store = SqlStore::connect(&url)
+        .await
+        .expect("connect to the test database");
+    store.migrate().await.expect("migrate the test database");
+    Some(store)
+}
+
+/// The app under test and what it was built over.
+pub struct App {
+    pub router: Router,
+    pub store: SqlStore,
+    /// Every due time the app reported through its due notifier.
+    pub due: Arc<Mutex<Vec<Millis>>>,
+}
+
+/// The app with the default configuration over `store`.
+pub fn spawn_app(store: SqlStore) -> App {
+    spawn_app_with(store, |state| state)
+}
+
+/// The app over `store`, with `customize` applied to its state.
+pub fn spawn_app_with(store: SqlStore, customize: impl FnOnce(AppState) -> AppState) -> App {
+    let due = Arc::new(Mutex::new(Vec::new()));
+    let seen = due.clone();
+    let state = AppState::new(Arc::new(store.clone()), ApiConfig::default())
+        .with_due_notifier(Arc::new(move |at| seen.lock().unwrap().push(at)));
+    App {
+        router: router(customize(state)),
+        store,
+        due,
+    }
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Resp {
+    /// The body as JSON; panics with the raw body when it is not JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "{} body is not JSON ({e}): {:?}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// Asserts the status and the 2xx JSON body; returns the body.
+    pub fn ok(&self, status: u16) -> Value {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        self.json()
+    }
+
+    /// Asserts a JSON error of `status` with `code`; returns `error`.
+    pub fn error(&self, status: u16, code: &str) -> Value {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        let ct = self
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        assert_eq!(ct, Some("application/json"), "error content type");
+        let body = self.json();
+        let err = body["error"].clone();
+        assert_eq!(err["code"], code, "error body: {body}");
+        assert!(
+            err["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "error without message: {body}"
+        );
+        err
+    }
+}
+
+impl App {
+    /// Sends one request through the router.
+    pub async fn send(&self, req: Request<Body>) -> Resp {
+        let res = self
+            .router
+            .clone()
+            .oneshot(req)
+            .await
+            .expect("router is infallible");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let body = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .expect("read response body");
+        Resp {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// A request with an optional content type and a raw body.
+    pub async fn raw(
+        &self,
+        method: Method,
+        uri: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> Resp {
+        let mut req = Request::builder().method(method).uri(uri);
+        if let Some(ct) = content_type {
+            req = req.header(header::CONTENT_TYPE, ct);
+        }
+        self.send(req.body(Body::from(body)).expect("valid request"))
+            .await
+    }
+
+    pub async fn get(&self, uri: &str) -> Resp {
+        self.raw(Method::GET, uri, None, Vec::new()).await
+    }
+
+    pub async fn post_json(&self, uri: &str, body: &Value) -> Resp {
+        self.raw(
+            Method::POST,
+            uri,
+            Some("application/json"),
+            body.to_string().into_bytes(),
+        )
+        .await
+    }
+
+    pub async fn post(&self, uri: &str) -> Resp {
+        self.raw(Method::POST, uri, None, Vec::new()).await
+    }
+
+    pub async fn delete(&self, uri: &str) -> Resp {
+        self.raw(Method::DELETE, uri, None, Vec::new()).await
+    }
+
+    /// Creates a job from `body` and returns its id.
+    pub async fn create(&self, body: &Value) -> String {
+        let created = self.post_json("/openapi/jobs", body).await.ok(201);
+        created["jobId"].as_str().expect("jobId").to_string()
+    }
+
+    /// Every stored job of the tenant as `(id, status, version)`: what a
+    /// refused request must leave untouched.
+    pub async fn snapshot(&self) -> Vec<(String, JobStatus, i64)> {
+        let mut all = Vec::new();
+        let mut cursor = None;
+        loop {
+            let filter = JobFilter {
+                status: None,
+                limit: 500,
+                cursor,
+            };
+            let page = self
+                .store
+                .job_list("default", &filter)
+                .await
+                .expect("list jobs");
+            all.extend(page.items.into_iter().map(|j| (j.id, j.status, j.version)));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return all,
+            }
+        }
+    }
+}
+
+/// The smallest valid create body.
+pub fn one_shot(name: &str) -> Value {
+    serde_json::json!({"jobName": name, "jobHandler": "noop"})
+}
