@@ -1,0 +1,284 @@
+//! The broker port's semantics, one suite run against both adapters: the
+//! in-process broker always, RabbitMQ when reachable (skip-or-fail policy of
+//! `testkit`). Every test has its own namespace, so queues never collide, and
+//! deletes what it declared on RabbitMQ when it ends, even by panic.
+
+#[path = "broker/support.rs"]
+mod support;
+
+use futures::{FutureExt, StreamExt};
+use kairos_core::broker::{BrokerError, QueueStats};
+use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
+use kairos_core::worker::WorkerState;
+use support::{Fx, WAIT, decode, dispatch, next, result};
+
+async fn round_trip(fx: &Fx) {
+    let w = fx.worker("w").await;
+    let msg = dispatch(7);
+    fx.broker.dispatch_publish(&w, &msg).await.unwrap();
+    let mut s = fx.broker.dispatch_consume(&w, 10).await.unwrap();
+    let d = next(&mut s).await;
+    assert_eq!(decode(&d), msg);
+    assert!(!d.redelivered);
+    assert_eq!(d.rejected_by, None);
+    d.acker.ack().await.unwrap();
+    drop(s);
+    // Had the ack not removed it, the consumer's departure would requeue it.
+    fx.wait_stats(&w, 0, 0).await;
+}
+
+async fn undeclared_worker_is_refused(fx: &Fx) {
+    let nobody = format!("nobody-{}", fx.names.namespace());
+    let err = fx.broker.dispatch_publish(&nobody, &dispatch(1)).await;
+    assert!(matches!(err, Err(BrokerError::Refused(_))), "{err:?}");
+    assert_eq!(fx.stats(&nobody).await, None);
+    let consume = fx.broker.dispatch_consume(&nobody, 1).await;
+    assert!(matches!(consume, Err(BrokerError::Refused(_))));
+    // The broker stays usable after a refusal.
+    let w = fx.worker("w").await;
+    fx.broker.dispatch_publish(&w, &dispatch(2)).await.unwrap();
+}
+
+async fn reject_reroutes_and_requeue_returns(fx: &Fx) {
+    let w = fx.worker("w").await;
+    let mut s = fx.broker.dispatch_consume(&w, 10).await.unwrap();
+    let mut reroute = fx.broker.reroute_consume(10).await.unwrap();
+
+    fx.broker.dispatch_publish(&w, &dispatch(1)).await.unwrap();
+    let d = next(&mut s).await;
+    d.acker.reject(false).await.unwrap();
+    let r = next(&mut reroute).await;
+    assert_eq!(decode(&r), dispatch(1));
+    assert_eq!(r.rejected_by.as_deref(), Some(w.as_str()));
+    r.acker.ack().await.unwrap();
+
+    fx.broker.dispatch_publish(&w, &dispatch(2)).await.unwrap();
+    let d = next(&mut s).await;
+    assert!(!d.redelivered);
+    d.acker.reject(true).await.unwrap();
+    let again = next(&mut s).await;
+    assert_eq!(decode(&again), dispatch(2));
+    assert!(again.redelivered);
+    again.acker.ack().await.unwrap();
+}
+
+async fn dropped_consumer_redelivers(fx: &Fx) {
+    let w = fx.worker("w").await;
+    fx.broker.dispatch_publish(&w, &dispatch(1)).await.unwrap();
+    fx.broker.dispatch_publish(&w, &dispatch(2)).await.unwrap();
+    let mut first = fx.broker.dispatch_consume(&w, 1).await.unwrap();
+    let held = next(&mut first).await;
+    assert_eq!(decode(&held), dispatch(1));
+    // An acker dropped unsettled keeps its message while the consumer lives.
+    drop(held);
+    fx.wait_stats(&w, 1, 1).await;
+    assert!(first.next().now_or_never().is_none());
+
+    drop(first);
+    let mut second = fx.broker.dispatch_consume(&w, 10).await.unwrap();
+    let a = next(&mut second).await;
+    let b = next(&mut second).await;
+    let (one, two) = if decode(&a) == dispatch(1) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(decode(&one), dispatch(1));
+    assert!(
+        one.redelivered,
+        "the dropped consumer's message is a redelivery"
+    );
+    assert_eq!(decode(&two), dispatch(2));
+    assert!(!two.redelivered);
+    let (x, y) = futures::join!(one.acker.ack(), two.acker.ack());
+    x.unwrap();
+    y.unwrap();
+}
+
+async fn prefetch_bounds_unacked(fx: &Fx) {
+    let w = fx.worker("w").await;
+    for i in 0..5 {
+        fx.broker.dispatch_publish(&w, &dispatch(i)).await.unwrap();
+    }
+    let mut s = fx.broker.dispatch_consume(&w, 2).await.unwrap();
+    let d0 = next(&mut s).await;
+    let d1 = next(&mut s).await;
+    fx.wait_stats(&w, 3, 1).await;
+    assert!(
+        s.next().now_or_never().is_none(),
+        "a third delivery before any ack"
+    );
+
+    d0.acker.ack().await.unwrap();
+    let d2 = next(&mut s).await;
+    fx.wait_stats(&w, 2, 1).await;
+    let (a, b) = futures::join!(d1.acker.ack(), d2.acker.ack());
+    a.unwrap();
+    b.unwrap();
+    let d3 = next(&mut s).await;
+    let d4 = next(&mut s).await;
+    let mut seen: Vec<u64> = [&d3, &d4]
+        .iter()
+        .map(|d| decode(d).scheduled_at as u64 - 1_760_000_000_000)
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, vec![3, 4], "FIFO order within one consumer");
+    d3.acker.ack().await.unwrap();
+    d4.acker.ack().await.unwrap();
+    fx.wait_stats(&w, 0, 1).await;
+}
+
+async fn results_consumers_compete(fx: &Fx) {
+    let a = fx.broker.results_consume(5).await.unwrap();
+    let b = fx.broker.results_consume(5).await.unwrap();
+    let msgs: Vec<ResultMsg> = (0..20).map(result).collect();
+    let publishes = msgs.iter().map(|m| fx.broker.result_publish(m));
+    for r in futures::future::join_all(publishes).await {
+        r.unwrap();
+    }
+    let mut both = futures::stream::select(a.map(|d| ('a', d)), b.map(|d| ('b', d)));
+    let mut got = Vec::new();
+    while got.len() < 20 {
+        let (who, d) = tokio::time::timeout(WAIT, both.next())
+            .await
+            .expect("results within the deadline")
+            .expect("streams open");
+        let r: ResultMsg = serde_json::from_slice(&d.payload).unwrap();
+        d.acker.ack().await.unwrap();
+        got.push((who, r.attempt));
+    }
+    let mut attempts: Vec<u32> = got.iter().map(|g| g.1).collect();
+    attempts.sort_unstable();
+    assert_eq!(attempts, (0..20).collect::<Vec<_>>());
+    assert!(got.iter().any(|g| g.0 == 'a') && got.iter().any(|g| g.0 == 'b'));
+}
+
+async fn many_concurrent_publishes(fx: &Fx) {
+    let w = fx.worker("w").await;
+    let msgs: Vec<DispatchMsg> = (0..2000).map(dispatch).collect();
+    let w = w.as_str();
+    let publishes = msgs.iter().map(|m| fx.broker.dispatch_publish(w, m));
+    let results = futures::future::join_all(publishes).await;
+    let failed: Vec<_> = results.iter().filter(|r| r.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} failed, first {:?}",
+        failed.len(),
+        failed.first()
+    );
+    fx.wait_stats(w, 2000, 0).await;
+}
+
+/// Confirms and returned messages stay matched to their publishes when
+/// refused and accepted publishes share channels concurrently.
+async fn refusals_stay_with_their_publish_under_load(fx: &Fx) {
+    let w = fx.worker("w").await;
+    let nobody = format!("nobody-{}", fx.names.namespace());
+    let msgs: Vec<(bool, DispatchMsg)> = (0..400).map(|i| (i % 3 == 0, dispatch(i))).collect();
+    let publishes = msgs.iter().map(|(refused, m)| {
+        let target = if *refused {
+            nobody.as_str()
+        } else {
+            w.as_str()
+        };
+        fx.broker.dispatch_publish(target, m)
+    });
+    let results = futures::future::join_all(publishes).await;
+    for ((refused, m), r) in msgs.iter().zip(&results) {
+        match r {
+            Ok(()) => assert!(!refused, "{} to nobody was confirmed", m.execution_id),
+            Err(BrokerError::Refused(_)) => assert!(refused, "{} was refused", m.execution_id),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let accepted = msgs.iter().filter(|(refused, _)| !refused).count() as u32;
+    fx.wait_stats(&w, accepted, 0).await;
+}
+
+async fn stats_follow_consumers(fx: &Fx) {
+    let w = fx.worker("w").await;
+    assert_eq!(
+        fx.stats(&w).await,
+        Some(QueueStats {
+            messages: 0,
+            consumers: 0
+        })
+    );
+    let one = fx.broker.dispatch_consume(&w, 1).await.unwrap();
+    let two = fx.broker.dispatch_consume(&w, 1).await.unwrap();
+    fx.wait_stats(&w, 0, 2).await;
+    drop(one);
+    fx.wait_stats(&w, 0, 1).await;
+    drop(two);
+    fx.wait_stats(&w, 0, 0).await;
+    fx.broker.worker_queue_delete(&w).await.unwrap();
+    assert_eq!(fx.stats(&w).await, None);
+    let err = fx.broker.dispatch_publish(&w, &dispatch(1)).await;
+    assert!(matches!(err, Err(BrokerError::Refused(_))), "{err:?}");
+}
+
+async fn heartbeats_and_results_round_trip(fx: &Fx) {
+    let beat = HeartbeatMsg {
+        v: PROTOCOL_VERSION,
+        worker_id: "w-1".into(),
+        queue: fx.names.worker_queue("w-1"),
+        capacity: 8,
+        active: 3,
+        avg_cost_ms: 12.5,
+        cpu_idle: 87.0,
+        state: WorkerState::Online,
+        at: 1_760_000_000_123,
+    };
+    fx.broker.heartbeat_publish(&beat).await.unwrap();
+    fx.broker.result_publish(&result(3)).await.unwrap();
+    let mut beats = fx.broker.heartbeats_consume(10).await.unwrap();
+    let mut results = fx.broker.results_consume(10).await.unwrap();
+    let hb = next(&mut beats).await;
+    assert_eq!(
+        serde_json::from_slice::<HeartbeatMsg>(&hb.payload).unwrap(),
+        beat
+    );
+    let rs = next(&mut results).await;
+    assert_eq!(
+        serde_json::from_slice::<ResultMsg>(&rs.payload).unwrap(),
+        result(3)
+    );
+    hb.acker.ack().await.unwrap();
+    rs.acker.ack().await.unwrap();
+    assert!(fx.broker.is_healthy().await);
+}
+
+/// Runs each case as `<case>::memory` and `<case>::rabbitmq`.
+macro_rules! on_both {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn memory() {
+                super::$case(&super::Fx::memory()).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn rabbitmq() {
+                if let Some(fx) = super::Fx::rabbit().await {
+                    super::$case(&fx).await;
+                }
+            }
+        }
+    )*};
+}
+
+on_both!(
+    round_trip,
+    undeclared_worker_is_refused,
+    reject_reroutes_and_requeue_returns,
+    dropped_consumer_redelivers,
+    prefetch_bounds_unacked,
+    results_consumers_compete,
+    many_concurrent_publishes,
+    refusals_stay_with_their_publish_under_load,
+    stats_follow_consumers,
+    heartbeats_and_results_round_trip,
+);
+
+#[path = "broker/rabbit_only.rs"]
+mod rabbit_only;
