@@ -1,12 +1,14 @@
 //! Request and response bodies of the API (camelCase JSON), each with its
 //! OpenAPI schema. Conversions from the core types live beside each body.
 
+mod callback;
 mod execution;
 mod health;
 mod job;
 mod request;
 mod worker;
 
+pub use callback::{CallbackAttemptView, CallbackList, CallbackView};
 pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView};
 pub use health::{HealthBody, ReadyBody};
 pub use job::{CreatedJob, JobDetail, JobPage, JobView, TriggeredExecution};

@@ -7,7 +7,8 @@
 //! - [`extract`]: extractors whose rejections are [`ApiError`]s.
 //! - [`dto`]: request and response bodies with their OpenAPI schemas.
 //! - [`validate`]: caller input → domain values (`CreateJobRequest` → `NewJob`).
-//! - `routes`: one file per resource (jobs, control, executions, workers, health).
+//! - `routes`: one file per resource (jobs, control, executions, callbacks,
+//!   workers, health).
 //! - `openapi`: the document served at `/openapi.json` (Swagger UI at `/docs`).
 //! - `observe`: request counting for `/metrics`.
 //!

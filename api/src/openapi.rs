@@ -17,6 +17,7 @@ executions, and control them. Every error is `{\"error\":{\"code\",\"message\"}}
         (name = "jobs", description = "Create, read and list jobs"),
         (name = "control", description = "Pause, resume, trigger and cancel jobs"),
         (name = "executions", description = "Triggers of jobs and their history"),
+        (name = "callbacks", description = "Deliveries of execution outcomes to callback URLs"),
         (name = "workers", description = "Workers and their load"),
         (name = "operations", description = "Health, readiness and metrics")
     )

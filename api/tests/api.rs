@@ -4,6 +4,8 @@
 
 #[path = "api/bad_input.rs"]
 mod bad_input;
+#[path = "api/callbacks.rs"]
+mod callbacks;
 #[path = "api/control.rs"]
 mod control;
 #[path = "api/jobs.rs"]
@@ -44,6 +46,8 @@ on_both_stores! {
     crate::jobs::idempotent_create_replays_and_conflicts => idempotent_create_replays_and_conflicts,
     crate::bad_input::bad_input_is_refused_and_changes_nothing => bad_input_is_refused_and_changes_nothing,
     crate::control::pause_resume_trigger_cancel => pause_resume_trigger_cancel,
+    crate::callbacks::callbacks_are_listed_and_redelivered => callbacks_are_listed_and_redelivered,
+    crate::callbacks::executions_without_callbacks_and_unknown_ones => executions_without_callbacks_and_unknown_ones,
     crate::ops::openapi_document_and_swagger_ui => openapi_document_and_swagger_ui,
     crate::ops::health_and_readiness => health_and_readiness,
     crate::ops::metrics_count_requests_by_route => metrics_count_requests_by_route,

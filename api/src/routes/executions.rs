@@ -1,6 +1,6 @@
 //! `GET /openapi/jobs/{id}/executions` and `GET /openapi/executions/{id}`.
 
-use super::job_not_found;
+use super::{execution_not_found, job_not_found};
 use crate::AppState;
 use crate::dto::{ExecutionDetail, ExecutionPage, PageQuery};
 use crate::error::{ApiError, ErrorBody};
@@ -58,7 +58,7 @@ pub(crate) async fn get_execution(
         .store
         .execution_get(tenant, &id)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no execution with id {id:?}")))?;
+        .ok_or_else(|| execution_not_found(&id))?;
     let events = state.store.execution_events(tenant, &id).await?;
     Ok(Json(ExecutionDetail {
         execution: execution.into(),

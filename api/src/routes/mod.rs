@@ -1,6 +1,7 @@
 //! The routes, one file per resource, collected into an [`OpenApiRouter`] so
 //! every handler is documented by its own annotation.
 
+mod callbacks;
 mod control;
 mod executions;
 mod health;
@@ -22,6 +23,8 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(control::trigger_job))
         .routes(routes!(executions::list_job_executions))
         .routes(routes!(executions::get_execution))
+        .routes(routes!(callbacks::list_callbacks))
+        .routes(routes!(callbacks::redeliver_callback))
         .routes(routes!(workers::list_workers))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
@@ -41,4 +44,9 @@ pub(crate) async fn method_not_allowed() -> ApiError {
 /// The 404 of a job id that names no job of the tenant.
 fn job_not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("no job with id {id:?}"))
+}
+
+/// The 404 of an execution id that names no execution of the tenant.
+fn execution_not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("no execution with id {id:?}"))
 }

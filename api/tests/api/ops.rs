@@ -25,6 +25,8 @@ pub async fn openapi_document_and_swagger_ui(app: App) {
         ("/openapi/jobs/{id}/trigger", vec!["post"]),
         ("/openapi/jobs/{id}/executions", vec!["get"]),
         ("/openapi/executions/{id}", vec!["get"]),
+        ("/openapi/executions/{id}/callbacks", vec!["get"]),
+        ("/openapi/executions/{id}/callbacks/redeliver", vec!["post"]),
         ("/openapi/workers", vec!["get"]),
         ("/healthz", vec!["get"]),
         ("/readyz", vec!["get"]),
@@ -51,6 +53,9 @@ pub async fn openapi_document_and_swagger_ui(app: App) {
         "JobPage",
         "ExecutionPage",
         "ExecutionDetail",
+        "CallbackList",
+        "CallbackView",
+        "CallbackAttemptView",
         "WorkerList",
         "ErrorBody",
     ] {

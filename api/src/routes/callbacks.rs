@@ -1,0 +1,108 @@
+//! `GET /openapi/executions/{id}/callbacks` and
+//! `POST /openapi/executions/{id}/callbacks/redeliver`.
+
+use super::execution_not_found;
+use crate::AppState;
+use crate::dto::{CallbackList, CallbackView};
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::ApiPath;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use kairos_core::callback::CallbackState;
+use kairos_core::time::now_ms;
+
+/// The execution must exist: an empty list would not tell an unknown
+/// execution from one whose job has no callback URL.
+async fn require_execution(state: &AppState, id: &str) -> Result<(), ApiError> {
+    match state.store.execution_get(&state.config.tenant, id).await? {
+        Some(_) => Ok(()),
+        None => Err(execution_not_found(id)),
+    }
+}
+
+/// List an execution's callbacks with every delivery attempt.
+#[utoipa::path(
+    get, path = "/openapi/executions/{id}/callbacks", tag = "callbacks",
+    params(("id" = String, Path, description = "Execution id")),
+    responses(
+        (status = 200, description = "Its callbacks, oldest first; empty when its job has no callback URL or it has not finished", body = CallbackList),
+        (status = 404, description = "No such execution", body = ErrorBody),
+        (status = 503, description = "Database unavailable", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_callbacks(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<CallbackList>, ApiError> {
+    require_execution(&state, &id).await?;
+    let found = state
+        .store
+        .callbacks_for_execution(&state.config.tenant, &id)
+        .await?;
+    Ok(Json(CallbackList {
+        items: found.into_iter().map(CallbackView::from).collect(),
+    }))
+}
+
+/// Send an execution's outcome again as a new delivery.
+///
+/// Queues a new delivery (new delivery id, same body) of the execution's
+/// latest callback when that one is `delivered` or `dead`; the relay sends it
+/// like any other.
+#[utoipa::path(
+    post, path = "/openapi/executions/{id}/callbacks/redeliver", tag = "callbacks",
+    params(("id" = String, Path, description = "Execution id")),
+    responses(
+        (status = 202, description = "A new delivery was queued", body = CallbackView),
+        (status = 404, description = "No such execution", body = ErrorBody),
+        (status = 409, description = "No callback to redeliver, or the latest is still pending", body = ErrorBody),
+        (status = 503, description = "Database unavailable", body = ErrorBody),
+    )
+)]
+pub(crate) async fn redeliver_callback(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<(StatusCode, Json<CallbackView>), ApiError> {
+    require_execution(&state, &id).await?;
+    let tenant = &state.config.tenant;
+    let delivery_id = uuid::Uuid::now_v7().to_string();
+    match state
+        .store
+        .callback_redeliver(tenant, &id, &delivery_id, now_ms())
+        .await?
+    {
+        Some(fresh) => Ok((
+            StatusCode::ACCEPTED,
+            Json(CallbackView::from((fresh, Vec::new()))),
+        )),
+        None => Err(refusal(&state, &id).await?),
+    }
+}
+
+/// Why a redelivery was refused; the store only says that it was.
+async fn refusal(state: &AppState, id: &str) -> Result<ApiError, ApiError> {
+    let found = state
+        .store
+        .callbacks_for_execution(&state.config.tenant, id)
+        .await?;
+    let message = match found.last() {
+        None => format!(
+            "execution {id} has no callback to redeliver: its job has no callbackUrl \
+             or the execution has not finished"
+        ),
+        Some((latest, _)) if latest.state == CallbackState::Pending => format!(
+            "the latest callback of execution {id} (delivery {}) is still pending; \
+             only a delivered or dead callback can be redelivered",
+            latest.id
+        ),
+        // The relay finished the pending delivery between the two reads.
+        Some((latest, _)) => format!(
+            "the latest callback of execution {id} (delivery {}) changed while it was \
+             being redelivered; it is now {}, retry",
+            latest.id,
+            latest.state.as_str()
+        ),
+    };
+    Ok(ApiError::InvalidState(message))
+}
