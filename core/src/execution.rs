@@ -52,6 +52,12 @@ pub enum ExecTransition {
     Retry,
     /// The job was cancelled before the execution ran.
     Cancel,
+    /// The attempt was confirmed in a queue whose worker died (or whose
+    /// in-memory broker is gone) before it started: back to `Pending` with
+    /// the same attempt, to be published again. The attempt never ran, so it
+    /// does not count; if it did start after all, the worker's once-per-attempt
+    /// guard stops a second run.
+    Requeue,
 }
 
 impl ExecTransition {
@@ -71,6 +77,7 @@ impl ExecTransition {
             ExecTransition::Lose => &[Dispatched, Running],
             ExecTransition::Retry => &[Pending, Dispatched, Running],
             ExecTransition::Cancel => &[Pending],
+            ExecTransition::Requeue => &[Dispatched],
         }
     }
 
@@ -83,7 +90,7 @@ impl ExecTransition {
             ExecTransition::Fail => ExecStatus::Failed,
             ExecTransition::TimeOut => ExecStatus::TimedOut,
             ExecTransition::Lose => ExecStatus::Lost,
-            ExecTransition::Retry => ExecStatus::Pending,
+            ExecTransition::Retry | ExecTransition::Requeue => ExecStatus::Pending,
             ExecTransition::Cancel => ExecStatus::Cancelled,
         }
     }
@@ -189,7 +196,7 @@ pub struct ExecEvent {
 mod tests {
     use super::*;
 
-    const ALL_MOVES: [ExecTransition; 8] = [
+    const ALL_MOVES: [ExecTransition; 9] = [
         ExecTransition::Dispatch,
         ExecTransition::Start,
         ExecTransition::Succeed,
@@ -198,6 +205,7 @@ mod tests {
         ExecTransition::Lose,
         ExecTransition::Retry,
         ExecTransition::Cancel,
+        ExecTransition::Requeue,
     ];
 
     #[test]
@@ -244,5 +252,12 @@ mod tests {
             }
         }
         assert!(!ExecTransition::Lose.allowed_from(ExecStatus::Pending));
+    }
+
+    #[test]
+    fn only_unstarted_attempts_are_requeued() {
+        assert!(ExecTransition::Requeue.allowed_from(ExecStatus::Dispatched));
+        assert!(!ExecTransition::Requeue.allowed_from(ExecStatus::Running));
+        assert_eq!(ExecTransition::Requeue.to_state(), ExecStatus::Pending);
     }
 }

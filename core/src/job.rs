@@ -50,7 +50,10 @@ impl JobTransition {
         use JobStatus::*;
         match self {
             JobTransition::Claim => &[Scheduled, Running],
-            JobTransition::Reschedule | JobTransition::Succeed | JobTransition::Fail => &[Running],
+            JobTransition::Reschedule => &[Running],
+            // A one-shot paused while its only execution ran still ends with it;
+            // otherwise it would stay paused with nothing left to resume.
+            JobTransition::Succeed | JobTransition::Fail => &[Running, Paused],
             JobTransition::Pause => &[Scheduled, Running],
             JobTransition::Resume => &[Paused],
             JobTransition::Cancel => &[Scheduled, Running, Paused],
@@ -254,6 +257,13 @@ mod tests {
         assert!(JobTransition::Resume.allowed_from(JobStatus::Paused));
         assert_eq!(JobTransition::Resume.to_state(), JobStatus::Scheduled);
         assert!(JobTransition::Cancel.allowed_from(JobStatus::Paused));
+    }
+
+    #[test]
+    fn a_paused_one_shot_still_ends_with_its_execution() {
+        assert!(JobTransition::Succeed.allowed_from(JobStatus::Paused));
+        assert!(JobTransition::Fail.allowed_from(JobStatus::Paused));
+        assert!(!JobTransition::Reschedule.allowed_from(JobStatus::Paused), "a paused cron job stays paused");
     }
 
     #[test]

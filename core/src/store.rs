@@ -229,6 +229,15 @@ pub trait ExecutionStore: Send + Sync {
         reason: &str,
         now: Millis,
     ) -> StoreResult<Vec<Applied>>;
+    /// `dispatched → pending` (same attempt, publishable at once) for the named
+    /// attempts that never started; others are left alone. Records an event
+    /// with `reason`. Returns how many moved.
+    async fn executions_requeue_unstarted(
+        &self,
+        targets: &[(String, u32)],
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<u64>;
     /// `dispatched`/`running` attempts held by a worker, as `(execution_id, attempt)`.
     async fn executions_in_flight_on(&self, worker_id: &str) -> StoreResult<Vec<(String, u32)>>;
     /// `dispatched`/`running` attempts whose time limit (plus `margin_ms`) has

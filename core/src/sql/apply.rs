@@ -1,0 +1,349 @@
+//! Results and reaper verdicts: one transaction per batch that locks the
+//! executions and their jobs, asks [`outcome::plan`] what each input does, and
+//! applies the plan with conditional updates, history events and, for
+//! terminal executions of jobs with a callback URL, the outbox row.
+
+use super::SqlStore;
+use super::error::{db_err, retrying};
+use super::inserts::{self, EventRow};
+use super::rows::{self, EXEC_COLS, R, select_list};
+use super::stmt::{CHUNK, bind_names, from_u64, marks, q};
+use crate::callback::Callback;
+use crate::execution::{ExecStatus, ExecTransition, Execution};
+use crate::job::{JobStatus, RetryPolicy};
+use crate::outcome::{self, ExecSnapshot, Plan, Verdict};
+use crate::store::{Applied, StoreResult};
+use crate::time::Millis;
+use sqlx::AnyConnection;
+use std::collections::{HashMap, HashSet};
+
+/// One thing that happened to an attempt: a worker's result or a verdict.
+pub(crate) struct Input<'a> {
+    pub(crate) execution_id: &'a str,
+    pub(crate) attempt: u32,
+    pub(crate) verdict: Verdict,
+    /// Reporting worker (`None` for verdicts: the execution keeps its own).
+    pub(crate) worker_id: Option<&'a str>,
+    pub(crate) output: Option<&'a serde_json::Value>,
+    pub(crate) error: Option<&'a str>,
+    /// When it happened.
+    pub(crate) at: Millis,
+}
+
+/// The job of one or more executions in the batch, as it is now.
+struct JobState {
+    status: JobStatus,
+    recurring: bool,
+    retry: RetryPolicy,
+    timeout_ms: Option<u64>,
+    callback_url: Option<String>,
+}
+
+/// What the batch writes after the per-result updates.
+#[derive(Default)]
+struct Tail {
+    events: Vec<EventRow>,
+    callbacks: Vec<Callback>,
+}
+
+impl SqlStore {
+    /// Applies `inputs` in order in one transaction (retried on deadlock).
+    pub(crate) async fn apply(
+        &self,
+        inputs: &[Input<'_>],
+        now: Millis,
+    ) -> StoreResult<Vec<Applied>> {
+        if inputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        retrying(|| self.try_apply(inputs, now)).await
+    }
+
+    async fn try_apply(&self, inputs: &[Input<'_>], now: Millis) -> StoreResult<Vec<Applied>> {
+        let mut tx = self.begin().await?;
+        let (mut execs, mut jobs) = self.load(&mut tx, inputs).await?;
+        let mut tail = Tail::default();
+        let mut out = Vec::with_capacity(inputs.len());
+        for input in inputs {
+            let new_status = match execs.get_mut(input.execution_id) {
+                Some(exec) => match jobs.get_mut(&exec.job_id) {
+                    Some(job) => {
+                        self.apply_one(&mut tx, exec, job, input, now, &mut tail)
+                            .await?
+                    }
+                    None => None,
+                },
+                None => None,
+            };
+            out.push(Applied {
+                execution_id: input.execution_id.to_string(),
+                attempt: input.attempt,
+                new_status,
+            });
+        }
+        inserts::events(&mut tx, &tail.events).await?;
+        inserts::callbacks(&mut tx, &tail.callbacks).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(out)
+    }
+
+    /// Reads (and on MySQL locks) every named execution with its job.
+    async fn load(
+        &self,
+        conn: &mut AnyConnection,
+        inputs: &[Input<'_>],
+    ) -> StoreResult<(HashMap<String, Execution>, HashMap<String, JobState>)> {
+        let mut seen = HashSet::new();
+        let ids: Vec<&str> = inputs
+            .iter()
+            .map(|i| i.execution_id)
+            .filter(|id| seen.insert(*id))
+            .collect();
+        let mut execs = HashMap::with_capacity(ids.len());
+        let mut jobs = HashMap::new();
+        for chunk in ids.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT {}, j.status AS job_status, j.schedule_kind AS schedule_kind, \
+                 j.next_trigger_at AS next_trigger_at, j.max_attempts AS max_attempts, \
+                 j.retry_backoff_ms AS retry_backoff_ms, j.timeout_ms AS timeout_ms, \
+                 j.callback_url AS callback_url \
+                 FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ({}){}",
+                select_list("e", &EXEC_COLS),
+                marks(chunk.len()),
+                self.dialect().for_update()
+            );
+            let mut query = q(sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            for row in query.fetch_all(&mut *conn).await.map_err(db_err)? {
+                let exec = rows::execution(&row)?;
+                let r = R::new(&row, "jobs");
+                let job = JobState {
+                    status: r.job_status("job_status")?,
+                    recurring: r.string("schedule_kind")? == "cron"
+                        && r.opt_i64("next_trigger_at")?.is_some(),
+                    retry: r.retry()?,
+                    timeout_ms: r.opt_u64("timeout_ms")?,
+                    callback_url: r.opt_string("callback_url")?,
+                };
+                jobs.insert(exec.job_id.clone(), job);
+                execs.insert(exec.id.clone(), exec);
+            }
+        }
+        Ok((execs, jobs))
+    }
+
+    /// Plans and applies one input; the state it moved the execution to, if any.
+    async fn apply_one(
+        &self,
+        conn: &mut AnyConnection,
+        exec: &mut Execution,
+        job: &mut JobState,
+        input: &Input<'_>,
+        now: Millis,
+        tail: &mut Tail,
+    ) -> StoreResult<Option<ExecStatus>> {
+        let snapshot = ExecSnapshot {
+            status: exec.status,
+            attempt: exec.attempt,
+            job_status: job.status,
+            recurring: job.recurring,
+            retry: job.retry,
+        };
+        let Some(plan) = outcome::plan(&snapshot, input.verdict, input.attempt, now) else {
+            return Ok(None);
+        };
+        let applied = match plan.exec {
+            ExecTransition::Start => self.start(conn, exec, job, input, tail).await?,
+            ExecTransition::Retry => self.retry(conn, exec, &plan, input, now, tail).await?,
+            ExecTransition::Succeed
+            | ExecTransition::Fail
+            | ExecTransition::TimeOut
+            | ExecTransition::Lose => {
+                self.finish(conn, exec, job, &plan, input, now, tail)
+                    .await?
+            }
+            // `plan` never yields these; they belong to the publisher, to
+            // cancel and to the requeue of unstarted work.
+            ExecTransition::Dispatch | ExecTransition::Cancel | ExecTransition::Requeue => false,
+        };
+        Ok(applied.then(|| plan.exec.to_state()))
+    }
+
+    /// Runs `UPDATE executions SET <sets> WHERE id, attempt and status match
+    /// the plan`; binds come as `set_binds` then the condition.
+    async fn guarded_update(
+        &self,
+        conn: &mut AnyConnection,
+        t: ExecTransition,
+        sets: &str,
+        query_binds: impl FnOnce(super::stmt::Q<'_>) -> super::stmt::Q<'_>,
+        exec: &Execution,
+    ) -> StoreResult<bool> {
+        let from = t.from_states();
+        let sql = format!(
+            "UPDATE executions SET status = ?, {sets} WHERE id = ? AND attempt = ? AND status IN ({})",
+            marks(from.len())
+        );
+        let query = query_binds(q(sql).bind(t.to_state().as_str()))
+            .bind(exec.id.as_str())
+            .bind(i64::from(exec.attempt));
+        let res = bind_names(query, from.iter().map(|s| s.as_str()))
+            .execute(conn)
+            .await
+            .map_err(db_err)?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    async fn start(
+        &self,
+        conn: &mut AnyConnection,
+        exec: &mut Execution,
+        job: &JobState,
+        input: &Input<'_>,
+        tail: &mut Tail,
+    ) -> StoreResult<bool> {
+        let deadline = job.timeout_ms.map(|t| input.at.saturating_add(from_u64(t)));
+        let ok = self
+            .guarded_update(
+                conn,
+                ExecTransition::Start,
+                "worker_id = COALESCE(?, worker_id), started_at = ?, deadline_at = ?, updated_at = ?",
+                |q| q.bind(input.worker_id).bind(input.at).bind(deadline).bind(input.at),
+                exec,
+            )
+            .await?;
+        if ok {
+            exec.status = ExecTransition::Start.to_state();
+            exec.worker_id = input
+                .worker_id
+                .map(str::to_string)
+                .or(exec.worker_id.take());
+            exec.started_at = Some(input.at);
+            tail.events.push(EventRow {
+                worker_id: exec.worker_id.clone(),
+                ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
+            });
+        }
+        Ok(ok)
+    }
+
+    async fn retry(
+        &self,
+        conn: &mut AnyConnection,
+        exec: &mut Execution,
+        plan: &Plan,
+        input: &Input<'_>,
+        now: Millis,
+        tail: &mut Tail,
+    ) -> StoreResult<bool> {
+        let retry_at = plan.retry_at.unwrap_or(now);
+        let ok = self
+            .guarded_update(
+                conn,
+                ExecTransition::Retry,
+                "attempt = attempt + 1, not_before = ?, worker_id = NULL, dispatched_at = NULL, \
+                 started_at = NULL, deadline_at = NULL, error = ?, updated_at = ?",
+                |q| q.bind(retry_at).bind(input.error).bind(now),
+                exec,
+            )
+            .await?;
+        if ok {
+            let worker = input
+                .worker_id
+                .map(str::to_string)
+                .or(exec.worker_id.take());
+            let outcome = plan.attempt_outcome.unwrap_or(ExecStatus::Failed);
+            tail.events.push(EventRow {
+                worker_id: worker,
+                error: input.error.map(str::to_string),
+                ..EventRow::plain(&exec.id, exec.attempt, outcome, input.at)
+            });
+            exec.attempt += 1;
+            exec.status = ExecTransition::Retry.to_state();
+            exec.not_before = retry_at;
+            exec.worker_id = None;
+            exec.dispatched_at = None;
+            exec.started_at = None;
+            exec.error = input.error.map(str::to_string);
+            tail.events
+                .push(EventRow::plain(&exec.id, exec.attempt, exec.status, now));
+        }
+        Ok(ok)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn finish(
+        &self,
+        conn: &mut AnyConnection,
+        exec: &mut Execution,
+        job: &mut JobState,
+        plan: &Plan,
+        input: &Input<'_>,
+        now: Millis,
+        tail: &mut Tail,
+    ) -> StoreResult<bool> {
+        let output = input.output.map(|v| v.to_string());
+        let error = if plan.exec == ExecTransition::Succeed {
+            None
+        } else {
+            input.error
+        };
+        let ok = self
+            .guarded_update(
+                conn,
+                plan.exec,
+                "worker_id = COALESCE(?, worker_id), output = ?, error = ?, finished_at = ?, \
+                 updated_at = ?",
+                |q| {
+                    q.bind(input.worker_id)
+                        .bind(output)
+                        .bind(error)
+                        .bind(input.at)
+                        .bind(now)
+                },
+                exec,
+            )
+            .await?;
+        if !ok {
+            return Ok(false);
+        }
+        exec.status = plan.exec.to_state();
+        exec.worker_id = input
+            .worker_id
+            .map(str::to_string)
+            .or(exec.worker_id.take());
+        exec.output = input.output.cloned();
+        exec.error = error.map(str::to_string);
+        exec.finished_at = Some(input.at);
+        tail.events.push(EventRow {
+            worker_id: exec.worker_id.clone(),
+            error: exec.error.clone(),
+            ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
+        });
+        if let Some(t) = plan.job {
+            let from = t.from_states();
+            let sql = format!(
+                "UPDATE jobs SET status = ?, version = version + 1, updated_at = ? \
+                 WHERE id = ? AND status IN ({})",
+                marks(from.len())
+            );
+            let query = q(sql)
+                .bind(t.to_state().as_str())
+                .bind(now)
+                .bind(exec.job_id.as_str());
+            let res = bind_names(query, from.iter().map(|s| s.as_str()))
+                .execute(&mut *conn)
+                .await
+                .map_err(db_err)?;
+            if res.rows_affected() == 1 {
+                job.status = t.to_state();
+            }
+        }
+        if let Some(url) = &job.callback_url {
+            tail.callbacks.push(inserts::new_callback(exec, url, now));
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,79 @@
+//! Maps sqlx errors onto [`StoreError`], and retries transactions that lost a
+//! deadlock or lock-wait race.
+
+use crate::store::{StoreError, StoreResult};
+use std::future::Future;
+
+/// Attempts in all for a transaction InnoDB rolled back as a deadlock victim.
+const TX_ATTEMPTS: u32 = 4;
+
+/// Connection and pool failures become [`StoreError::Unavailable`] (the API
+/// answers 503); everything else is a database error.
+pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
+    use sqlx::Error as E;
+    match e {
+        E::Io(_)
+        | E::Tls(_)
+        | E::Protocol(_)
+        | E::PoolTimedOut
+        | E::PoolClosed
+        | E::WorkerCrashed
+        | E::Configuration(_)
+        | E::BeginFailed => StoreError::Unavailable(e.to_string()),
+        E::Database(ref db) if is_busy(db.as_ref()) => StoreError::Unavailable(e.to_string()),
+        other => StoreError::Database(other),
+    }
+}
+
+/// SQLite's "database is locked" after the busy timeout: another process held
+/// the write lock too long. Transient, so it is reported as unavailability.
+fn is_busy(db: &dyn sqlx::error::DatabaseError) -> bool {
+    const SQLITE_BUSY: i64 = 5;
+    const SQLITE_LOCKED: i64 = 6;
+    use sqlx::error::DatabaseError;
+    db.try_downcast_ref::<sqlx::sqlite::SqliteError>()
+        .and_then(|e| e.code())
+        .and_then(|c| c.parse::<i64>().ok())
+        .is_some_and(|c| matches!(c & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
+}
+
+/// Whether the whole transaction may simply be run again: InnoDB deadlock
+/// (1213) or lock wait timeout (1205).
+fn is_retryable(e: &StoreError) -> bool {
+    let StoreError::Database(sqlx::Error::Database(db)) = e else {
+        return false;
+    };
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .is_some_and(|m| matches!(m.number(), 1213 | 1205))
+}
+
+/// Runs `tx` (a whole transaction) again when it lost a deadlock.
+pub(crate) async fn retrying<T, F, Fut>(mut tx: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = StoreResult<T>>,
+{
+    let mut attempt = 1;
+    loop {
+        match tx().await {
+            Err(e) if attempt < TX_ATTEMPTS && is_retryable(&e) => {
+                tracing::debug!(attempt, error = %e, "transaction retried after a deadlock");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether an insert failed on a unique key.
+pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// A row that does not decode.
+pub(crate) fn corrupt(table: &'static str, reason: impl ToString) -> StoreError {
+    StoreError::Corrupt {
+        table,
+        reason: reason.to_string(),
+    }
+}
