@@ -263,7 +263,10 @@ mod tests {
     fn a_paused_one_shot_still_ends_with_its_execution() {
         assert!(JobTransition::Succeed.allowed_from(JobStatus::Paused));
         assert!(JobTransition::Fail.allowed_from(JobStatus::Paused));
-        assert!(!JobTransition::Reschedule.allowed_from(JobStatus::Paused), "a paused cron job stays paused");
+        assert!(
+            !JobTransition::Reschedule.allowed_from(JobStatus::Paused),
+            "a paused cron job stays paused"
+        );
     }
 
     #[test]

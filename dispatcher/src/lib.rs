@@ -9,6 +9,7 @@
 //! - [`balancer`]: equal-cost / round-robin / random worker selection.
 //! - [`reroute`]: dispatches refused by a full worker go to another one (leader only).
 //! - [`consume`]: results and heartbeats, applied in batches (every instance).
+//! - [`reaper`]: dead workers' work rescued, silent attempts timed out (every instance).
 //!
 //! Any number of instances may run; exactly one holds the lease and dispatches.
 #![warn(missing_docs, unreachable_pub)]
@@ -17,6 +18,7 @@ pub mod balancer;
 pub mod consume;
 pub mod leader;
 pub mod publish;
+pub mod reaper;
 pub mod reroute;
 pub mod scan;
 
@@ -49,6 +51,8 @@ pub struct DispatcherConfig {
     pub worker_stale_after: Duration,
     /// Publisher confirms awaited concurrently.
     pub max_in_flight: usize,
+    /// Dead-worker and timeout detection.
+    pub reaper: reaper::ReaperConfig,
 }
 
 impl Default for DispatcherConfig {
@@ -61,6 +65,7 @@ impl Default for DispatcherConfig {
             strategy: Strategy::EqualCost,
             worker_stale_after: Duration::from_secs(15),
             max_in_flight: 1024,
+            reaper: reaper::ReaperConfig::default(),
         }
     }
 }
@@ -106,16 +111,34 @@ impl Dispatcher {
 
     /// Runs until `shutdown`; on shutdown the lease is released at once.
     pub async fn run(self, shutdown: CancellationToken) {
+        self.run_until(shutdown.clone(), shutdown).await
+    }
+
+    /// Runs with a two-phase stop: `stop_leading` ends dispatching and releases
+    /// the lease; `stop_consuming` ends the result and heartbeat consumers.
+    /// An embedding process stops leading first, lets its workers drain and
+    /// report, and only then stops consuming, so no result is left unrecorded.
+    pub async fn run_until(
+        self,
+        stop_leading: CancellationToken,
+        stop_consuming: CancellationToken,
+    ) {
         let results = tokio::spawn(consume::run_results(
             self.store.clone(),
             self.broker.clone(),
             self.on_terminal.clone(),
-            shutdown.clone(),
+            stop_consuming.clone(),
         ));
         let heartbeats = tokio::spawn(consume::run_heartbeats(
             self.store.clone(),
             self.broker.clone(),
-            shutdown.clone(),
+            stop_consuming.clone(),
+        ));
+        let reaper = tokio::spawn(reaper::run(
+            self.store.clone(),
+            self.broker.clone(),
+            self.cfg.reaper.clone(),
+            stop_consuming.clone(),
         ));
         let leader_cfg = LeaderConfig {
             name: self.cfg.lease_name.clone(),
@@ -128,7 +151,7 @@ impl Dispatcher {
         leader::campaign(
             self.lock.clone(),
             leader_cfg,
-            shutdown.clone(),
+            stop_leading,
             move |term: Term| {
                 lead(
                     store.clone(),
@@ -142,6 +165,7 @@ impl Dispatcher {
         .await;
         let _ = results.await;
         let _ = heartbeats.await;
+        let _ = reaper.await;
     }
 }
 

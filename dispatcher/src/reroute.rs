@@ -1,5 +1,7 @@
-//! Sends dispatches that a worker refused (its pool and buffer were full) or
-//! left behind to another worker, never back to the one that refused.
+//! Sends dispatches that a worker refused (its pool and buffer were full) to
+//! another worker. The refusing worker is avoided; only when no other worker
+//! can take the message (e.g. a single-worker deployment) does it go back to
+//! the refusing one, after a pause that gives it time to drain.
 
 use crate::balancer::Balancer;
 use futures::StreamExt;
@@ -55,14 +57,17 @@ async fn reroute_one(
             return;
         }
     };
-    // Held unacked until some other worker has room: the message stays safe in
-    // the broker, and the dispatcher keeps the rest of its work flowing.
+    // Held unacked until a worker has room: the message stays safe in the
+    // broker, and the dispatcher keeps the rest of its work flowing.
+    let mut exclude = d.rejected_by.as_deref();
     while !token.is_cancelled() {
         let pick = balancer
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .pick(now_ms(), d.rejected_by.as_deref());
+            .pick(now_ms(), exclude);
         let Some(worker) = pick else {
+            // Nobody else can take it: after a pause, the refuser may have room.
+            exclude = None;
             hold(token).await;
             continue;
         };

@@ -1,0 +1,159 @@
+//! The reaper: declares workers dead and rescues their work, and times out
+//! attempts whose worker never reported. Runs on every dispatcher instance;
+//! every write is conditional, so two reapers acting at once change nothing twice.
+//!
+//! A worker is declared dead only when two signals agree: its heartbeat is
+//! older than the threshold *and* its queue has no consumer (or is gone). A
+//! worker that is merely slow to heartbeat but still consuming is left alone —
+//! the seed's lesson about "dead" workers that were only busy.
+
+use kairos_core::broker::Broker;
+use kairos_core::outcome::Verdict;
+use kairos_core::store::{Store, StoreResult};
+use kairos_core::time::{Millis, now_ms};
+use kairos_core::worker::WorkerState;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// Reaper settings.
+#[derive(Debug, Clone)]
+pub struct ReaperConfig {
+    /// How often to look.
+    pub every: Duration,
+    /// A heartbeat older than this is the first sign of death.
+    pub dead_after: Duration,
+    /// Grace beyond an attempt's time limit before the reaper times it out
+    /// (the worker normally reports `timed_out` itself).
+    pub timeout_margin: Duration,
+}
+
+impl Default for ReaperConfig {
+    fn default() -> Self {
+        Self {
+            every: Duration::from_secs(2),
+            dead_after: Duration::from_secs(15),
+            timeout_margin: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What became of a dead worker's work.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Rescue {
+    /// Never started: back to `pending`, same attempt.
+    pub requeued: u64,
+    /// Started: declared lost (retried as a new attempt if allowed).
+    pub lost: usize,
+}
+
+/// Moves a worker's in-flight work on: unstarted attempts are requeued,
+/// started ones are lost (and retried if the job allows).
+pub async fn rescue_work_of(
+    store: &dyn Store,
+    worker_id: &str,
+    reason: &str,
+) -> StoreResult<Rescue> {
+    let held = store.executions_in_flight_on(worker_id).await?;
+    if held.is_empty() {
+        return Ok(Rescue::default());
+    }
+    let now = now_ms();
+    let requeued = store
+        .executions_requeue_unstarted(&held, reason, now)
+        .await?;
+    // Requeued rows are `pending` now and no longer match `Lose`.
+    let lost = store
+        .executions_apply_verdict(&held, Verdict::Lost, reason, now)
+        .await?;
+    Ok(Rescue {
+        requeued,
+        lost: lost.iter().filter(|a| a.new_status.is_some()).count(),
+    })
+}
+
+/// Runs until `shutdown`.
+pub async fn run(
+    store: Arc<dyn Store>,
+    broker: Arc<dyn Broker>,
+    cfg: ReaperConfig,
+    shutdown: CancellationToken,
+) {
+    while !shutdown.is_cancelled() {
+        if let Err(e) = sweep(store.as_ref(), broker.as_ref(), &cfg).await {
+            warn!(error = %e, "reaper round failed");
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(cfg.every) => {}
+        }
+    }
+}
+
+async fn sweep(store: &dyn Store, broker: &dyn Broker, cfg: &ReaperConfig) -> StoreResult<()> {
+    let now = now_ms();
+    let dead_after = cfg.dead_after.as_millis() as Millis;
+    for w in store.workers_list().await? {
+        if w.state == WorkerState::Offline && store.executions_in_flight_on(&w.id).await?.is_empty()
+        {
+            continue;
+        }
+        let silent_for = now - w.last_heartbeat_at;
+        if w.state != WorkerState::Offline && silent_for <= dead_after {
+            continue;
+        }
+        // Second opinion: a worker still consuming its queue is alive, just slow.
+        match broker.worker_queue_stats(&w.id).await {
+            Ok(Some(stats)) if stats.consumers > 0 => continue,
+            Ok(_) => {}
+            Err(e) => {
+                warn!(worker = %w.id, error = %e, "cannot check the worker's queue; not declaring it dead");
+                continue;
+            }
+        }
+        let reason = if w.state == WorkerState::Offline {
+            format!(
+                "worker {} went offline while this attempt was in flight",
+                w.id
+            )
+        } else {
+            format!(
+                "worker {} was declared dead: no heartbeat for {} s and no consumer on its queue",
+                w.id,
+                silent_for / 1000
+            )
+        };
+        store
+            .worker_set_state(&w.id, WorkerState::Offline, now)
+            .await?;
+        let rescue = rescue_work_of(store, &w.id, &reason).await?;
+        // The queue's messages are stale now: their executions were requeued or
+        // lost in the database, which republishes them; delivering them too
+        // could run an attempt the database no longer expects.
+        if let Err(e) = broker.worker_queue_delete(&w.id).await {
+            warn!(worker = %w.id, error = %e, "cannot delete the dead worker's queue");
+        }
+        if rescue != Rescue::default() || w.state != WorkerState::Offline {
+            info!(worker = %w.id, requeued = rescue.requeued, lost = rescue.lost, "declared worker dead");
+        }
+    }
+    let overdue = store
+        .executions_find_overdue(now, cfg.timeout_margin.as_millis() as i64, 500)
+        .await?;
+    if !overdue.is_empty() {
+        let applied = store
+            .executions_apply_verdict(
+                &overdue,
+                Verdict::TimedOut,
+                "no result from the worker within the time limit",
+                now,
+            )
+            .await?;
+        info!(
+            count = applied.iter().filter(|a| a.new_status.is_some()).count(),
+            "timed out silent attempts"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! Command-line interface: subcommands and the settings each one reads. Every
+//! setting can come from a flag, its `KAIROS_*` environment variable, or the
+//! TOML file given with `--config` (in that order of precedence).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Kairos: a distributed job scheduler for systems that submit work over HTTP.
+///
+/// Callers create one-shot or cron jobs through the REST API (`kairos api`);
+/// dispatchers (`kairos dispatcher`, one of them leader) send each due trigger to
+/// one worker (`kairos worker`) through RabbitMQ; results come back to the
+/// dispatchers; `kairos callback-relay` delivers signed callbacks. `kairos dev`
+/// runs all of it in one process with no external service.
+#[derive(Debug, Parser)]
+#[command(name = "kairos", version)]
+pub struct Cli {
+    /// TOML file setting the same keys as the environment variables, in lower
+    /// case without the prefix (e.g. `database_url = "mysql://…"`).
+    #[arg(long, global = true, env = "KAIROS_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// One subcommand per process.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply the database schema (MySQL or SQLite), then exit.
+    ///
+    /// Reads KAIROS_DATABASE_URL.
+    Migrate(MigrateArgs),
+    /// Serve the REST API. Writes jobs to the database; never talks to workers.
+    ///
+    /// Reads KAIROS_DATABASE_URL and KAIROS_HTTP_ADDR.
+    Api(ApiArgs),
+    /// Run a dispatcher. Any number may run; the one holding the Redis lease
+    /// dispatches, every one records results and heartbeats.
+    ///
+    /// Reads KAIROS_DATABASE_URL, KAIROS_REDIS_URL, KAIROS_AMQP_URL,
+    /// KAIROS_NAMESPACE and KAIROS_BALANCER.
+    Dispatcher(DispatcherArgs),
+    /// Run a worker with the built-in handlers (noop, sleep, fail, http).
+    ///
+    /// Reads KAIROS_REDIS_URL, KAIROS_AMQP_URL, KAIROS_NAMESPACE,
+    /// KAIROS_WORKER_ID and KAIROS_WORKER_CAPACITY.
+    Worker(WorkerArgs),
+    /// Deliver callbacks from the outbox with signatures and retries.
+    ///
+    /// Reads KAIROS_DATABASE_URL, KAIROS_CALLBACK_SECRET and
+    /// KAIROS_CALLBACK_ALLOW_PRIVATE.
+    CallbackRelay(RelayArgs),
+    /// Run everything in one process on embedded defaults: SQLite file,
+    /// in-process broker and lease, one worker. Needs no external service.
+    ///
+    /// Reads KAIROS_DATABASE_URL (default sqlite://kairos.db), KAIROS_HTTP_ADDR,
+    /// KAIROS_WORKER_CAPACITY and KAIROS_CALLBACK_SECRET.
+    Dev(DevArgs),
+}
+
+/// The database.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArg {
+    /// Database URL: mysql://user:pass@host:3306/db or sqlite://path.db.
+    #[arg(long, env = "KAIROS_DATABASE_URL", value_name = "URL")]
+    pub database_url: Option<String>,
+}
+
+/// Redis.
+#[derive(Debug, Clone, Args)]
+pub struct RedisArg {
+    /// Redis URL for the leader lease and once-per-attempt keys; a db number is
+    /// honoured (redis://host:6379/2).
+    #[arg(long, env = "KAIROS_REDIS_URL", value_name = "URL")]
+    pub redis_url: Option<String>,
+}
+
+/// RabbitMQ.
+#[derive(Debug, Clone, Args)]
+pub struct AmqpArg {
+    /// RabbitMQ URL; a vhost is honoured (amqp://user:pass@host:5672/vhost).
+    #[arg(long, env = "KAIROS_AMQP_URL", value_name = "URL")]
+    pub amqp_url: Option<String>,
+}
+
+/// Names of queues and keys.
+#[derive(Debug, Clone, Args)]
+pub struct NamespaceArg {
+    /// Prefix of every queue, exchange and Redis key [default: kairos].
+    #[arg(long, env = "KAIROS_NAMESPACE", value_name = "NAME")]
+    pub namespace: Option<String>,
+}
+
+/// HTTP listener.
+#[derive(Debug, Clone, Args)]
+pub struct HttpArg {
+    /// Address the API listens on [default: 127.0.0.1:8080].
+    #[arg(long, env = "KAIROS_HTTP_ADDR", value_name = "HOST:PORT")]
+    pub http_addr: Option<String>,
+}
+
+/// Worker identity and size.
+#[derive(Debug, Clone, Args)]
+pub struct WorkerIdentityArg {
+    /// Stable worker id [default: hostname plus a random suffix].
+    #[arg(long, env = "KAIROS_WORKER_ID", value_name = "ID")]
+    pub worker_id: Option<String>,
+    /// Handlers run in parallel [default: 8].
+    #[arg(long, env = "KAIROS_WORKER_CAPACITY", value_name = "N")]
+    pub worker_capacity: Option<u32>,
+}
+
+/// Callback delivery.
+#[derive(Debug, Clone, Args)]
+pub struct CallbackArg {
+    /// Secret for the Kairos-Signature HMAC.
+    #[arg(
+        long,
+        env = "KAIROS_CALLBACK_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    pub callback_secret: Option<String>,
+    /// Allow callbacks to loopback and private addresses (tests, local setups).
+    #[arg(long, env = "KAIROS_CALLBACK_ALLOW_PRIVATE", value_name = "BOOL")]
+    pub callback_allow_private: Option<bool>,
+}
+
+/// `kairos migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub db: DatabaseArg,
+}
+
+/// `kairos api`.
+#[derive(Debug, Args)]
+pub struct ApiArgs {
+    #[command(flatten)]
+    pub db: DatabaseArg,
+    #[command(flatten)]
+    pub http: HttpArg,
+}
+
+/// `kairos dispatcher`.
+#[derive(Debug, Args)]
+pub struct DispatcherArgs {
+    #[command(flatten)]
+    pub db: DatabaseArg,
+    #[command(flatten)]
+    pub redis: RedisArg,
+    #[command(flatten)]
+    pub amqp: AmqpArg,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+    /// Worker selection: equal-cost, round-robin or random [default: equal-cost].
+    #[arg(long, env = "KAIROS_BALANCER", value_name = "STRATEGY")]
+    pub balancer: Option<String>,
+}
+
+/// `kairos worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub redis: RedisArg,
+    #[command(flatten)]
+    pub amqp: AmqpArg,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+    #[command(flatten)]
+    pub identity: WorkerIdentityArg,
+}
+
+/// `kairos callback-relay`.
+#[derive(Debug, Args)]
+pub struct RelayArgs {
+    #[command(flatten)]
+    pub db: DatabaseArg,
+    #[command(flatten)]
+    pub callback: CallbackArg,
+}
+
+/// `kairos dev`.
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    #[command(flatten)]
+    pub db: DatabaseArg,
+    #[command(flatten)]
+    pub http: HttpArg,
+    #[command(flatten)]
+    pub identity: WorkerIdentityArg,
+    #[command(flatten)]
+    pub callback: CallbackArg,
+}

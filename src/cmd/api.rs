@@ -1,0 +1,30 @@
+//! `kairos api`: the REST API against the configured database.
+
+use crate::cli::ApiArgs;
+use crate::settings::{FileSettings, pick, require};
+use anyhow::{Context, Result};
+use kairos_api::{ApiConfig, AppState};
+use kairos_core::connect;
+use std::sync::Arc;
+use tracing::info;
+
+pub async fn run(args: ApiArgs, file: &FileSettings) -> Result<()> {
+    let db_url = require(
+        args.db.database_url,
+        file.database_url.clone(),
+        "KAIROS_DATABASE_URL",
+    )?;
+    let addr = pick(args.http.http_addr, file.http_addr.clone())
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let store = connect::database(&db_url, false).await?;
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (KAIROS_HTTP_ADDR)"))?;
+    info!(addr = %listener.local_addr()?, "API listening");
+    let state =
+        AppState::new(Arc::new(store), ApiConfig::default()).with_prometheus(super::prometheus()?);
+    let shutdown = crate::signal::shutdown_token();
+    kairos_api::serve(listener, state, shutdown.cancelled_owned()).await?;
+    info!("API stopped");
+    Ok(())
+}

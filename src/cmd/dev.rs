@@ -1,0 +1,147 @@
+//! `kairos dev`: the whole system in one process on embedded defaults —
+//! SQLite (or the configured database), the in-process broker and lease, one
+//! worker with the built-in handlers, and the callback relay.
+//!
+//! Shutdown runs in two phases so nothing is left unrecorded: first the API
+//! and the leader stop and the worker drains (running handlers finish or are
+//! reported for retry); then the result consumers and the relay stop.
+
+use crate::cli::DevArgs;
+use crate::settings::{FileSettings, pick};
+use anyhow::{Context, Result};
+use kairos_api::{ApiConfig, AppState};
+use kairos_callback_relay::{Relay, RelayConfig};
+use kairos_core::connect;
+use kairos_core::memory_broker::MemoryBroker;
+use kairos_core::memory_coord::MemoryCoord;
+use kairos_core::protocol::Names;
+use kairos_core::store::Store;
+use kairos_dispatcher::{Dispatcher, DispatcherConfig, reaper};
+use kairos_worker::Worker;
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// The embedded worker's id. Stable across restarts, so work it held when the
+/// previous run stopped can be found and retried.
+const DEV_WORKER: &str = "dev-worker";
+/// Secret used when KAIROS_CALLBACK_SECRET is not set (dev only).
+const DEV_SECRET: &str = "kairos-dev-secret";
+
+pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
+    let db_url = pick(args.db.database_url, file.database_url.clone())
+        .unwrap_or_else(|| "sqlite://kairos.db".into());
+    let addr = pick(args.http.http_addr, file.http_addr.clone())
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let store: Arc<dyn Store> = Arc::new(connect::database(&db_url, true).await?);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| {
+            format!("cannot listen on {addr} (set KAIROS_HTTP_ADDR to another address)")
+        })?;
+    let local = listener.local_addr()?;
+    recover_interrupted(store.as_ref()).await;
+
+    let names = Names::default();
+    let broker = Arc::new(MemoryBroker::new(names.clone()));
+    let coord = Arc::new(MemoryCoord::new());
+    let relay_wake = Arc::new(Notify::new());
+    let dispatcher = Dispatcher::new(
+        store.clone(),
+        broker.clone(),
+        coord.clone(),
+        DispatcherConfig::default(),
+    )
+    .notify_terminal(relay_wake.clone());
+    let dispatch_wake = dispatcher.waker();
+    let mut worker = Worker::builder()
+        .id(DEV_WORKER)
+        .builtin_handlers()
+        .broker(broker.clone())
+        .once_guard(coord.clone())
+        .names(names);
+    if let Some(c) = pick(args.identity.worker_capacity, file.worker_capacity) {
+        worker = worker.capacity(c);
+    }
+    let worker = worker.build()?;
+    let secret = pick(args.callback.callback_secret, file.callback_secret.clone())
+        .unwrap_or_else(|| DEV_SECRET.into());
+    let mut relay_cfg = RelayConfig::new(secret.into_bytes(), "dev-relay");
+    relay_cfg.allow_private = pick(
+        args.callback.callback_allow_private,
+        file.callback_allow_private,
+    )
+    .unwrap_or(true);
+    let relay = Relay::new(store.clone(), relay_cfg)?;
+    let state = AppState::new(store.clone(), ApiConfig::default())
+        .with_prometheus(super::prometheus()?)
+        .with_due_notifier(Arc::new(move |_due| dispatch_wake.notify_one()));
+
+    let front = crate::signal::shutdown_token();
+    let back = CancellationToken::new();
+    let api = tokio::spawn(kairos_api::serve(
+        listener,
+        state,
+        front.clone().cancelled_owned(),
+    ));
+    let dispatcher = tokio::spawn(dispatcher.run_until(front.clone(), back.clone()));
+    let worker = tokio::spawn(worker.run(front.clone()));
+    let relay = tokio::spawn(relay.run(back.clone(), relay_wake));
+    print_banner(local, &db_url);
+
+    front.cancelled().await;
+    match worker.await {
+        Ok(Ok(())) => info!("worker drained"),
+        Ok(Err(e)) => warn!(error = %e, "worker stopped with an error"),
+        Err(e) => warn!(error = %e, "worker task failed"),
+    }
+    back.cancel();
+    let _ = dispatcher.await;
+    if let Ok(Err(e)) = relay.await {
+        warn!(error = %e, "callback relay stopped with an error");
+    }
+    if let Ok(Err(e)) = api.await {
+        warn!(error = %e, "API stopped with an error");
+    }
+    info!("kairos dev stopped");
+    Ok(())
+}
+
+/// Attempts the embedded worker held when the previous run ended abruptly
+/// (killed, power loss) can never report: their broker lived in memory. They
+/// are rescued like a dead worker's: unstarted ones are published again,
+/// started ones are lost and retried if the job allows.
+async fn recover_interrupted(store: &dyn Store) {
+    let reason = "kairos dev stopped while this attempt was in flight";
+    match reaper::rescue_work_of(store, DEV_WORKER, reason).await {
+        Ok(r) if r.requeued > 0 || r.lost > 0 => {
+            info!(
+                requeued = r.requeued,
+                lost = r.lost,
+                "recovered executions interrupted by the previous run"
+            )
+        }
+        Ok(_) => {}
+        Err(e) => warn!(error = %e, "cannot recover interrupted executions"),
+    }
+}
+
+fn print_banner(addr: std::net::SocketAddr, db_url: &str) {
+    println!(
+        r#"
+Kairos dev is running (API, dispatcher, worker "{DEV_WORKER}", callback relay; in-process broker and lease).
+  API:       http://{addr}   (docs: http://{addr}/docs)
+  Database:  {db}
+
+Create a job:
+  curl -s -X POST http://{addr}/openapi/jobs -H 'Content-Type: application/json' \
+    -d '{{"jobName":"hello","jobHandler":"noop","params":{{"greeting":"hi"}}}}'
+Read it back:
+  curl -s http://{addr}/openapi/jobs/<jobId>
+
+Press Ctrl-C to stop (running handlers finish first).
+"#,
+        db = connect::redact(db_url)
+    );
+}

@@ -1,0 +1,310 @@
+//! End-to-end harness: starts real `kairos` processes (the binary cargo built
+//! for this test run) on either stack and talks to them over HTTP.
+//!
+//! - [`Stack::Services`]: `kairos migrate`, `api`, N `dispatcher`s and N
+//!   `worker`s on MySQL, Redis and RabbitMQ, in a fresh database and a unique
+//!   namespace (so tests run in parallel).
+//! - [`Stack::Embedded`]: one `kairos dev` process on a fresh SQLite file.
+//!
+//! Every child is killed when the [`Cluster`] is dropped.
+#![allow(dead_code)]
+
+use kairos_core::testkit;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Which stack a cluster runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stack {
+    /// MySQL + Redis + RabbitMQ, one process per role.
+    Services,
+    /// `kairos dev`: SQLite + in-process broker and lease.
+    Embedded,
+}
+
+/// Running processes of one test.
+pub struct Cluster {
+    /// Base URL of the API.
+    pub base: String,
+    /// Environment shared by every process of the cluster.
+    pub env: HashMap<String, String>,
+    children: HashMap<String, Child>,
+    http: reqwest::Client,
+    /// For the embedded stack: the database file.
+    pub sqlite_url: Option<String>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
+fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kairos"))
+}
+
+impl Cluster {
+    /// Starts a cluster, or `None` when the services are missing (after the
+    /// skip-or-fail policy).
+    pub async fn start(stack: Stack, dispatchers: usize, workers: usize) -> Option<Cluster> {
+        let port = free_port();
+        let mut env = HashMap::new();
+        env.insert("KAIROS_HTTP_ADDR".to_string(), format!("127.0.0.1:{port}"));
+        env.insert("KAIROS_LOG".to_string(), "warn,kairos=info".to_string());
+        env.insert(
+            "KAIROS_CALLBACK_SECRET".to_string(),
+            "e2e-secret".to_string(),
+        );
+        env.insert(
+            "KAIROS_CALLBACK_ALLOW_PRIVATE".to_string(),
+            "true".to_string(),
+        );
+        let mut cluster = Cluster {
+            base: format!("http://127.0.0.1:{port}"),
+            env,
+            children: HashMap::new(),
+            http: reqwest::Client::new(),
+            sqlite_url: None,
+        };
+        match stack {
+            Stack::Services => {
+                let db = testkit::mysql_fresh_database().await?;
+                let redis = testkit::redis_available().await?;
+                let amqp = testkit::amqp_available().await?;
+                cluster.env.insert("KAIROS_DATABASE_URL".into(), db);
+                cluster.env.insert("KAIROS_REDIS_URL".into(), redis);
+                cluster.env.insert("KAIROS_AMQP_URL".into(), amqp);
+                cluster
+                    .env
+                    .insert("KAIROS_NAMESPACE".into(), testkit::unique("e2e"));
+                let status = cluster
+                    .command(&["migrate"])
+                    .status()
+                    .expect("run kairos migrate");
+                assert!(status.success(), "kairos migrate failed");
+                cluster.spawn("api", &["api"]);
+                for i in 0..dispatchers {
+                    cluster.spawn(&format!("dispatcher-{i}"), &["dispatcher"]);
+                }
+                for i in 0..workers {
+                    cluster.spawn_worker(&format!("worker-{i}"));
+                }
+                cluster.spawn("relay", &["callback-relay"]);
+            }
+            Stack::Embedded => {
+                let url = testkit::sqlite_temp_url();
+                cluster
+                    .env
+                    .insert("KAIROS_DATABASE_URL".into(), url.clone());
+                cluster.sqlite_url = Some(url);
+                cluster.spawn("dev", &["dev"]);
+            }
+        }
+        cluster.wait_ready().await;
+        Some(cluster)
+    }
+
+    /// A `kairos` command with the cluster's environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(binary());
+        cmd.args(args).envs(&self.env).stdin(Stdio::null());
+        cmd
+    }
+
+    /// Starts a named process.
+    pub fn spawn(&mut self, name: &str, args: &[&str]) {
+        let child = self
+            .command(args)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        self.children.insert(name.to_string(), child);
+    }
+
+    /// Starts a worker whose id is the process name.
+    pub fn spawn_worker(&mut self, name: &str) {
+        let mut cmd = self.command(&["worker"]);
+        cmd.env("KAIROS_WORKER_ID", name);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        self.children.insert(name.to_string(), child);
+    }
+
+    /// Sends a signal to a named process (`KILL`, `TERM`, `STOP`, `CONT`).
+    pub fn signal(&mut self, name: &str, signal: &str) {
+        let child = self
+            .children
+            .get(name)
+            .unwrap_or_else(|| panic!("no process {name}"));
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "kill -{signal} {name} failed"
+        );
+    }
+
+    /// Whether the cluster runs a process of this name.
+    pub fn has(&self, name: &str) -> bool {
+        self.children.contains_key(name)
+    }
+
+    /// Waits for a named process to exit and returns whether it succeeded.
+    pub fn wait_exit(&mut self, name: &str) -> bool {
+        let mut child = self
+            .children
+            .remove(name)
+            .unwrap_or_else(|| panic!("no process {name}"));
+        child.wait().is_ok_and(|s| s.success())
+    }
+
+    async fn wait_ready(&self) {
+        let url = format!("{}/readyz", self.base);
+        testkit::wait_for(
+            "the API to become ready",
+            Duration::from_secs(60),
+            || async {
+                match self.http.get(&url).send().await {
+                    Ok(r) if r.status().is_success() => Some(()),
+                    _ => None,
+                }
+            },
+        )
+        .await;
+    }
+
+    /// Waits until at least `n` workers report `online`.
+    pub async fn wait_workers(&self, n: usize) {
+        testkit::wait_for("workers to register", Duration::from_secs(60), || async {
+            let body = self.get("/openapi/workers").await;
+            let online = body["items"]
+                .as_array()?
+                .iter()
+                .filter(|w| w["state"] == "online")
+                .count();
+            (online >= n).then_some(())
+        })
+        .await;
+    }
+
+    /// GET returning JSON (any status).
+    pub async fn get(&self, path: &str) -> Value {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("GET");
+        r.json().await.unwrap_or(Value::Null)
+    }
+
+    /// GET returning JSON, or `None` while the server is unreachable.
+    pub async fn try_get(&self, path: &str) -> Option<Value> {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .ok()?;
+        r.json().await.ok()
+    }
+
+    /// POST JSON, returning status and JSON.
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(body)
+            .send()
+            .await
+            .expect("POST");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Creates a job and returns its id.
+    pub async fn create_job(&self, body: Value) -> String {
+        let (status, resp) = self.post("/openapi/jobs", &body).await;
+        assert_eq!(status, 201, "create failed: {resp}");
+        resp["jobId"].as_str().expect("jobId").to_string()
+    }
+
+    /// Creates a one-shot job running `handler` with `params`.
+    pub async fn create_one_shot(&self, name: &str, handler: &str, params: Value) -> String {
+        self.create_job(json!({"jobName": name, "jobHandler": handler, "params": params}))
+            .await
+    }
+
+    /// All executions of a job (first page of up to 500).
+    pub async fn executions(&self, job_id: &str) -> Vec<Value> {
+        let body = self
+            .get(&format!("/openapi/jobs/{job_id}/executions?limit=500"))
+            .await;
+        body["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Waits until every job in `ids` has one of `statuses`.
+    pub async fn wait_jobs(&self, ids: &[String], statuses: &[&str], deadline: Duration) {
+        let start = std::time::Instant::now();
+        let mut pending: Vec<String> = ids.to_vec();
+        while !pending.is_empty() {
+            let mut still = Vec::new();
+            for id in pending {
+                let job = self.get(&format!("/openapi/jobs/{id}")).await;
+                if !statuses.iter().any(|s| job["status"] == *s) {
+                    still.push(id);
+                }
+            }
+            pending = still;
+            if pending.is_empty() {
+                break;
+            }
+            assert!(
+                start.elapsed() < deadline,
+                "{} of {} jobs did not reach {statuses:?} within {deadline:?}; first: {}",
+                pending.len(),
+                ids.len(),
+                self.get(&format!("/openapi/jobs/{}", pending[0])).await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops every process: SIGTERM, then SIGKILL after a grace period.
+    pub fn stop_all(&mut self) {
+        for child in self.children.values() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        for (_, mut child) in self.children.drain() {
+            loop {
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (_, mut child) in self.children.drain() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
