@@ -12,11 +12,12 @@ pub use callback::{CallbackAttemptView, CallbackList, CallbackView};
 pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView};
 pub use health::{HealthBody, ReadyBody};
 pub use job::{CreatedJob, JobDetail, JobPage, JobView, TriggeredExecution};
-pub use request::{CreateJobRequest, ListJobsQuery, PageQuery};
+pub use request::{CreateJobRequest, ListJobsQuery, PageQuery, PatchJobRequest};
 pub use worker::{WorkerList, WorkerView};
 
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::JobStatus;
+use kairos_core::schedule::{MisfirePolicy, OverlapPolicy};
 use kairos_core::time::{Millis, to_rfc3339};
 use kairos_core::worker::WorkerState;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
@@ -39,6 +40,24 @@ pub(crate) fn exec_status_schema() -> Object {
     string_enum(
         "Execution status.",
         ExecStatus::ALL.iter().map(|s| s.as_str()),
+    )
+}
+
+pub(crate) fn misfire_schema() -> Object {
+    string_enum(
+        "Misfire policy of a recurring job: `fireOnce` (default: one catch-up \
+         execution, then on from now), `skip` (no catch-up), `fireAll` (one \
+         execution per missed trigger, at most 100 per job per dispatch round).",
+        MisfirePolicy::ALL.iter().map(|p| p.as_str()),
+    )
+}
+
+pub(crate) fn overlap_schema() -> Object {
+    string_enum(
+        "Overlap policy of a recurring job: `allow` (default: run beside the \
+         previous execution), `forbid` (record the trigger as a `skipped` \
+         execution), `replace` (ask the previous execution to stop, run the new one).",
+        OverlapPolicy::ALL.iter().map(|p| p.as_str()),
     )
 }
 

@@ -63,6 +63,10 @@ pub enum ApiError {
     /// 409 `invalid_state`: the job's current status does not allow the request.
     #[error("{0}")]
     InvalidState(String),
+    /// 409 `version_conflict`: the job changed since the caller read the
+    /// `version` it sent.
+    #[error("{0}")]
+    VersionConflict(String),
     /// 503 `unavailable`: a dependency (the database) cannot be reached.
     #[error("{0}")]
     Unavailable(String),
@@ -86,7 +90,9 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::IdempotencyConflict(_) | ApiError::InvalidState(_) => StatusCode::CONFLICT,
+            ApiError::IdempotencyConflict(_)
+            | ApiError::InvalidState(_)
+            | ApiError::VersionConflict(_) => StatusCode::CONFLICT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -108,6 +114,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::IdempotencyConflict(_) => "idempotency_conflict",
             ApiError::InvalidState(_) => "invalid_state",
+            ApiError::VersionConflict(_) => "version_conflict",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal => "internal",
         }

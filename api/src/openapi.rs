@@ -10,12 +10,12 @@ use utoipa_swagger_ui::SwaggerUi;
 #[openapi(
     info(
         title = "Kairos",
-        description = "Distributed job scheduler. Create one-shot or cron jobs, follow their \
-executions, and control them. Every error is `{\"error\":{\"code\",\"message\"}}`."
+        description = "Distributed job scheduler. Create one-shot, cron, fixed-rate or fixed-delay \
+jobs, follow their executions, and control them. Every error is `{\"error\":{\"code\",\"message\"}}`."
     ),
     tags(
         (name = "jobs", description = "Create, read and list jobs"),
-        (name = "control", description = "Pause, resume, trigger and cancel jobs"),
+        (name = "control", description = "Pause, resume, trigger, change and cancel jobs"),
         (name = "executions", description = "Triggers of jobs and their history"),
         (name = "callbacks", description = "Deliveries of execution outcomes to callback URLs"),
         (name = "workers", description = "Workers and their load"),

@@ -1,20 +1,24 @@
 //! Turns caller input into domain values: a [`CreateJobRequest`] into a
-//! [`NewJob`] with its idempotency fingerprint, and listing parameters into
-//! filters. Every refusal is an [`ApiError`] naming the field.
+//! [`NewJob`] with its idempotency fingerprint, a [`crate::dto::PatchJobRequest`]
+//! into a [`kairos_core::store::JobUpdate`] (in `patch`), and listing
+//! parameters into filters. Every refusal is an [`ApiError`] naming the field.
+
+mod patch;
+mod schedule;
+
+pub use patch::job_update;
 
 use crate::ApiConfig;
 use crate::dto::CreateJobRequest;
 use crate::error::ApiError;
 use kairos_core::job::{JobStatus, NewJob, RetryPolicy};
-use kairos_core::schedule::{Schedule, ScheduleError};
-use kairos_core::time::{Millis, parse_rfc3339};
+use kairos_core::schedule::{MisfirePolicy, OverlapPolicy};
+use kairos_core::time::Millis;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 /// Longest job name or handler name.
 const MAX_NAME_CHARS: usize = 255;
-/// Longest cron expression.
-const MAX_CRON_CHARS: usize = 255;
 /// Longest callback URL.
 const MAX_URL_CHARS: usize = 2048;
 /// Longest idempotency key.
@@ -34,29 +38,23 @@ pub fn new_job(
 ) -> Result<NewJob, ApiError> {
     let name = text("jobName", &req.job_name, MAX_NAME_CHARS)?;
     let handler = text("jobHandler", &req.job_handler, MAX_NAME_CHARS)?;
-    let params_len = serde_json::to_vec(&req.params)
-        .map_err(|e| ApiError::invalid("params", format!("params cannot be serialized: {e}")))?
-        .len();
-    if params_len > cfg.max_params_bytes {
-        return Err(ApiError::PayloadTooLarge(format!(
-            "params is {params_len} bytes serialized; the limit is {} bytes",
-            cfg.max_params_bytes
-        )));
-    }
+    check_params(&req.params, cfg)?;
     let tz = req.timezone.clone().unwrap_or_else(|| "UTC".to_string());
-    let trigger_at = req
-        .trigger_at
-        .as_deref()
-        .map(|raw| {
-            parse_rfc3339(raw).map_err(|e| {
-                ApiError::invalid(
-                    "triggerAt",
-                    format!("triggerAt {raw:?} is not an RFC 3339 timestamp ({e}); e.g. \"2026-03-01T10:00:00Z\""),
-                )
-            })
-        })
-        .transpose()?;
-    let (schedule, next_trigger_at) = schedule(req.cron_expr.as_deref(), &tz, trigger_at, now)?;
+    let fields = schedule::Fields {
+        cron_expr: req.cron_expr.as_deref(),
+        timezone: Some(&tz),
+        trigger_at: schedule::time_field("triggerAt", req.trigger_at.as_deref())?,
+        every_ms: req.every_ms,
+        delay_ms: req.delay_ms,
+        start_at: schedule::time_field("startAt", req.start_at.as_deref())?,
+        end_at: schedule::time_field("endAt", req.end_at.as_deref())?,
+        misfire: req.misfire_policy.as_deref(),
+        overlap: req.overlap_policy.as_deref(),
+    };
+    let schedule = schedule::build(&fields, now)?;
+    let next_trigger_at = schedule
+        .first_trigger(now)
+        .map_err(schedule::schedule_error)?;
     let callback_url = req.callback_url.as_deref().map(callback_url).transpose()?;
     if let Some(key) = &req.client_request_id {
         let n = key.chars().count();
@@ -69,34 +67,50 @@ pub fn new_job(
             ));
         }
     }
-    let max_attempts = ranged("maxAttempts", req.max_attempts.unwrap_or(1), 1, 100)?;
-    let backoff_ms = ranged(
-        "retryBackoffMs",
-        req.retry_backoff_ms.unwrap_or(1_000),
-        0,
-        3_600_000,
+    let retry = retry_policy(
+        req.max_attempts,
+        req.retry_backoff_ms,
+        RetryPolicy::default(),
     )?;
-    let timeout_ms = req
-        .timeout_ms
-        .map(|t| ranged("timeoutMs", t, 1, 86_400_000))
-        .transpose()?;
+    let timeout_ms = req.timeout_ms.map(timeout).transpose()?;
 
     // The fingerprint covers the request with defaults applied and times
     // normalised, so equivalent spellings of one request replay each other.
-    let fingerprint = json!({
+    let mut fingerprint = json!({
         "v": 1,
         "jobName": name,
         "jobHandler": handler,
         "params": req.params,
         "cronExpr": req.cron_expr,
         "timezone": tz,
-        "triggerAt": trigger_at,
+        "triggerAt": fields.trigger_at,
         "callbackUrl": callback_url,
         "clientRequestId": req.client_request_id,
-        "maxAttempts": max_attempts,
-        "retryBackoffMs": backoff_ms,
+        "maxAttempts": retry.max_attempts,
+        "retryBackoffMs": retry.backoff_ms,
         "timeoutMs": timeout_ms,
     });
+    // Fields added after the first release enter the fingerprint only when
+    // they say something, so earlier requests keep their fingerprint.
+    if let Some(r) = schedule.recurrence() {
+        let extra = [
+            ("everyMs", json!(fields.every_ms)),
+            ("delayMs", json!(fields.delay_ms)),
+            ("startAt", json!(r.start_at)),
+            ("endAt", json!(r.end_at)),
+            (
+                "misfirePolicy",
+                json!((r.misfire != MisfirePolicy::default()).then_some(r.misfire.as_str())),
+            ),
+            (
+                "overlapPolicy",
+                json!((r.overlap != OverlapPolicy::default()).then_some(r.overlap.as_str())),
+            ),
+        ];
+        for (key, value) in extra.into_iter().filter(|(_, v)| !v.is_null()) {
+            fingerprint[key] = value;
+        }
+    }
 
     Ok(NewJob {
         id,
@@ -109,13 +123,54 @@ pub fn new_job(
         callback_url,
         client_request_id: req.client_request_id,
         request_hash: Some(request_hash(&fingerprint)),
-        retry: RetryPolicy {
-            max_attempts: max_attempts as u32,
-            backoff_ms: backoff_ms as u64,
-        },
-        timeout_ms: timeout_ms.map(|t| t as u64),
+        retry,
+        timeout_ms,
         created_at: now,
     })
+}
+
+/// Refuses `params` larger than the configured limit once serialized.
+fn check_params(params: &Value, cfg: &ApiConfig) -> Result<(), ApiError> {
+    let params_len = serde_json::to_vec(params)
+        .map_err(|e| ApiError::invalid("params", format!("params cannot be serialized: {e}")))?
+        .len();
+    if params_len > cfg.max_params_bytes {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "params is {params_len} bytes serialized; the limit is {} bytes",
+            cfg.max_params_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// The retry policy from optional `maxAttempts`/`retryBackoffMs`, each
+/// falling back to `base`.
+fn retry_policy(
+    max_attempts: Option<i64>,
+    backoff_ms: Option<i64>,
+    base: RetryPolicy,
+) -> Result<RetryPolicy, ApiError> {
+    let max_attempts = ranged(
+        "maxAttempts",
+        max_attempts.unwrap_or(i64::from(base.max_attempts)),
+        1,
+        100,
+    )?;
+    let backoff_ms = ranged(
+        "retryBackoffMs",
+        backoff_ms.unwrap_or(i64::try_from(base.backoff_ms).unwrap_or(i64::MAX)),
+        0,
+        3_600_000,
+    )?;
+    Ok(RetryPolicy {
+        max_attempts: max_attempts.unsigned_abs() as u32,
+        backoff_ms: backoff_ms.unsigned_abs(),
+    })
+}
+
+/// A `timeoutMs` value.
+fn timeout(ms: i64) -> Result<u64, ApiError> {
+    ranged("timeoutMs", ms, 1, 86_400_000).map(i64::unsigned_abs)
 }
 
 fn text<'a>(field: &str, value: &'a str, max: usize) -> Result<&'a str, ApiError> {
@@ -143,51 +198,6 @@ fn ranged(field: &str, value: i64, min: i64, max: i64) -> Result<i64, ApiError> 
             field,
             format!("{field} must be between {min} and {max}, got {value}"),
         ))
-    }
-}
-
-fn schedule(
-    cron_expr: Option<&str>,
-    tz: &str,
-    trigger_at: Option<Millis>,
-    now: Millis,
-) -> Result<(Schedule, Millis), ApiError> {
-    let Some(expr) = cron_expr else {
-        // A one-shot has no use for the zone, but a bad one is still a caller
-        // mistake worth reporting rather than silently ignoring.
-        if tz.parse::<chrono_tz::Tz>().is_err() {
-            return Err(schedule_error(ScheduleError::UnknownTimeZone(
-                tz.to_string(),
-            )));
-        }
-        let at = trigger_at.unwrap_or(now);
-        return Ok((Schedule::Once { at }, at));
-    };
-    if trigger_at.is_some() {
-        return Err(ApiError::invalid(
-            "triggerAt",
-            "triggerAt is only for one-shot jobs; omit it when cronExpr is set",
-        ));
-    }
-    if expr.trim().is_empty() || expr.chars().count() > MAX_CRON_CHARS {
-        return Err(ApiError::InvalidCron(format!(
-            "cronExpr must be a cron expression of 1–{MAX_CRON_CHARS} characters"
-        )));
-    }
-    let schedule = Schedule::Cron {
-        expr: expr.to_string(),
-        tz: tz.to_string(),
-    };
-    let first = schedule.first_trigger(now).map_err(schedule_error)?;
-    Ok((schedule, first))
-}
-
-fn schedule_error(err: ScheduleError) -> ApiError {
-    match err {
-        ScheduleError::UnknownTimeZone(_) => ApiError::UnknownTimezone(format!("timezone: {err}")),
-        ScheduleError::InvalidCron { .. } | ScheduleError::NeverFires(_) => {
-            ApiError::InvalidCron(format!("cronExpr: {err}"))
-        }
     }
 }
 
@@ -285,3 +295,7 @@ pub fn job_status(raw: Option<&str>) -> Result<Option<JobStatus>, ApiError> {
 #[cfg(test)]
 #[path = "validate_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "validate/create_tests.rs"]
+mod create_tests;

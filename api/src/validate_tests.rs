@@ -2,6 +2,7 @@
 //! apply, and the fingerprint ignores spelling but not meaning.
 
 use super::*;
+use kairos_core::schedule::Schedule;
 use kairos_core::time::parse_rfc3339;
 
 const NOW: Millis = 1_772_359_200_000; // 2026-03-01T10:00:00Z

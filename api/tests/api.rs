@@ -12,6 +12,10 @@ mod control;
 mod jobs;
 #[path = "api/ops.rs"]
 mod ops;
+#[path = "api/patch.rs"]
+mod patch;
+#[path = "api/schedules.rs"]
+mod schedules;
 #[path = "api/support.rs"]
 mod support;
 
@@ -54,4 +58,10 @@ on_both_stores! {
     crate::ops::workers_are_listed => workers_are_listed,
     crate::ops::an_unreachable_database_is_503 => an_unreachable_database_is_503,
     crate::ops::serve_answers_on_a_socket_and_drains_on_shutdown => serve_answers_on_a_socket_and_drains_on_shutdown,
+    crate::schedules::recurring_jobs_show_their_schedule_fields => recurring_jobs_show_their_schedule_fields,
+    crate::schedules::skipped_and_stop_requested_executions_are_visible => skipped_and_stop_requested_executions_are_visible,
+    crate::schedules::openapi_documents_schedules_and_patch => openapi_documents_schedules_and_patch,
+    crate::patch::patch_changes_a_job_at_its_version => patch_changes_a_job_at_its_version,
+    crate::patch::bad_patches_change_nothing => bad_patches_change_nothing,
+    crate::patch::patch_refuses_finished_and_fired_jobs_and_ends_closed_windows => patch_refuses_finished_and_fired_jobs_and_ends_closed_windows,
 }

@@ -28,8 +28,12 @@ pub enum ExecStatus {
     TimedOut,
     /// Its worker was declared dead and no attempt is left. Terminal.
     Lost,
-    /// Cancelled with its job before it ran. Terminal.
+    /// Cancelled with its job before it ran, or stopped at the caller's
+    /// request (job cancelled, or replaced by a newer trigger). Terminal.
     Cancelled,
+    /// The trigger was not run because an earlier execution of the job was
+    /// still running (overlap policy). Terminal.
+    Skipped,
 }
 
 /// A move of the execution state machine.
@@ -52,6 +56,12 @@ pub enum ExecTransition {
     Retry,
     /// The job was cancelled before the execution ran.
     Cancel,
+    /// A claimed trigger is not run (overlap policy): it is recorded as
+    /// `skipped` in the claim transaction itself, never published.
+    Skip,
+    /// An attempt whose stop was requested (job cancelled, or replaced by a
+    /// newer trigger) ended without success: `cancelled`, with no retry.
+    Stop,
     /// The attempt was confirmed in a queue whose worker died (or whose
     /// in-memory broker is gone) before it started: back to `Pending` with
     /// the same attempt, to be published again. The attempt never ran, so it
@@ -76,8 +86,9 @@ impl ExecTransition {
             }
             ExecTransition::Lose => &[Dispatched, Running],
             ExecTransition::Retry => &[Pending, Dispatched, Running],
-            ExecTransition::Cancel => &[Pending],
+            ExecTransition::Cancel | ExecTransition::Skip => &[Pending],
             ExecTransition::Requeue => &[Dispatched],
+            ExecTransition::Stop => &[Pending, Dispatched, Running],
         }
     }
 
@@ -91,7 +102,8 @@ impl ExecTransition {
             ExecTransition::TimeOut => ExecStatus::TimedOut,
             ExecTransition::Lose => ExecStatus::Lost,
             ExecTransition::Retry | ExecTransition::Requeue => ExecStatus::Pending,
-            ExecTransition::Cancel => ExecStatus::Cancelled,
+            ExecTransition::Cancel | ExecTransition::Stop => ExecStatus::Cancelled,
+            ExecTransition::Skip => ExecStatus::Skipped,
         }
     }
 
@@ -103,7 +115,7 @@ impl ExecTransition {
 
 impl ExecStatus {
     /// All states.
-    pub const ALL: [ExecStatus; 8] = [
+    pub const ALL: [ExecStatus; 9] = [
         ExecStatus::Pending,
         ExecStatus::Dispatched,
         ExecStatus::Running,
@@ -112,6 +124,15 @@ impl ExecStatus {
         ExecStatus::TimedOut,
         ExecStatus::Lost,
         ExecStatus::Cancelled,
+        ExecStatus::Skipped,
+    ];
+
+    /// States an execution is live in (not ended): what the overlap policy
+    /// and the end of a job wait for.
+    pub const LIVE: [ExecStatus; 3] = [
+        ExecStatus::Pending,
+        ExecStatus::Dispatched,
+        ExecStatus::Running,
     ];
 
     /// The name stored in the database and shown by the API.
@@ -125,6 +146,7 @@ impl ExecStatus {
             ExecStatus::TimedOut => "timed_out",
             ExecStatus::Lost => "lost",
             ExecStatus::Cancelled => "cancelled",
+            ExecStatus::Skipped => "skipped",
         }
     }
 
@@ -171,6 +193,10 @@ pub struct Execution {
     pub started_at: Option<Millis>,
     /// When the execution reached a terminal state.
     pub finished_at: Option<Millis>,
+    /// When the caller (cancel) or the overlap policy (`replace`) asked the
+    /// running attempt to stop; workers see it through
+    /// [`crate::store::ExecutionStore::executions_stop_requested`].
+    pub stop_requested_at: Option<Millis>,
     /// Creation time.
     pub created_at: Millis,
 }
@@ -196,7 +222,7 @@ pub struct ExecEvent {
 mod tests {
     use super::*;
 
-    const ALL_MOVES: [ExecTransition; 9] = [
+    const ALL_MOVES: [ExecTransition; 11] = [
         ExecTransition::Dispatch,
         ExecTransition::Start,
         ExecTransition::Succeed,
@@ -206,6 +232,8 @@ mod tests {
         ExecTransition::Retry,
         ExecTransition::Cancel,
         ExecTransition::Requeue,
+        ExecTransition::Skip,
+        ExecTransition::Stop,
     ];
 
     #[test]
@@ -252,6 +280,18 @@ mod tests {
             }
         }
         assert!(!ExecTransition::Lose.allowed_from(ExecStatus::Pending));
+    }
+
+    #[test]
+    fn skipped_is_terminal_and_stop_cancels_any_live_attempt() {
+        assert!(ExecStatus::Skipped.is_terminal());
+        assert_eq!(ExecTransition::Skip.to_state(), ExecStatus::Skipped);
+        for from in ExecStatus::LIVE {
+            assert!(ExecTransition::Stop.allowed_from(from));
+            assert!(!from.is_terminal());
+        }
+        assert_eq!(ExecTransition::Stop.to_state(), ExecStatus::Cancelled);
+        assert!(!ExecTransition::Cancel.allowed_from(ExecStatus::Running));
     }
 
     #[test]

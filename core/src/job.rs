@@ -16,7 +16,8 @@ pub enum JobStatus {
     Running,
     /// Held by the caller; triggers are not claimed. `resume` moves it out.
     Paused,
-    /// One-shot job whose execution succeeded. Terminal.
+    /// One-shot job whose execution succeeded, or recurring job whose
+    /// schedule ended (`endAt`) after its last execution. Terminal.
     Succeeded,
     /// One-shot job whose last attempt failed. Terminal.
     Failed,
@@ -41,6 +42,9 @@ pub enum JobTransition {
     Resume,
     /// The caller cancelled the job.
     Cancel,
+    /// A recurring job's schedule has no trigger left (past its `endAt`) and
+    /// nothing of it runs any more: it is done.
+    Complete,
 }
 
 impl JobTransition {
@@ -57,6 +61,9 @@ impl JobTransition {
             JobTransition::Pause => &[Scheduled, Running],
             JobTransition::Resume => &[Paused],
             JobTransition::Cancel => &[Scheduled, Running, Paused],
+            // A paused job whose window closed is finished too: resuming it
+            // could never fire again.
+            JobTransition::Complete => &[Scheduled, Running, Paused],
         }
     }
 
@@ -65,7 +72,7 @@ impl JobTransition {
         match self {
             JobTransition::Claim => JobStatus::Running,
             JobTransition::Reschedule | JobTransition::Resume => JobStatus::Scheduled,
-            JobTransition::Succeed => JobStatus::Succeeded,
+            JobTransition::Succeed | JobTransition::Complete => JobStatus::Succeeded,
             JobTransition::Fail => JobStatus::Failed,
             JobTransition::Pause => JobStatus::Paused,
             JobTransition::Cancel => JobStatus::Cancelled,
@@ -242,6 +249,7 @@ mod tests {
             JobTransition::Pause,
             JobTransition::Resume,
             JobTransition::Cancel,
+            JobTransition::Complete,
         ];
         for st in JobStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
             assert!(

@@ -44,10 +44,37 @@ pub struct ExecSnapshot {
     pub attempt: u32,
     /// Job status now.
     pub job_status: JobStatus,
-    /// Whether the job fires again (cron) — it then goes back to `scheduled`.
-    pub recurring: bool,
+    /// What the job does once this execution ends.
+    pub continuation: Continuation,
+    /// Whether another execution of the job is still live: a job that ends
+    /// with its executions waits for the last one.
+    pub others_live: bool,
+    /// Whether a stop was requested (job cancelled, or execution replaced):
+    /// an unsuccessful end is then `cancelled`, never retried.
+    pub stop_requested: bool,
     /// The job's retry policy.
     pub retry: RetryPolicy,
+}
+
+/// What a job does after one of its executions ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continuation {
+    /// A trigger is pending (recurring job, or a one-shot rescheduled by a
+    /// PATCH): back to `scheduled`.
+    Scheduled,
+    /// One-shot: the job ends with this execution's outcome.
+    OneShot,
+    /// Fixed delay: the next trigger is `delay_ms` after this end, unless
+    /// that passes `end_at`, which ends the job.
+    Delay {
+        /// Pause after the end.
+        delay_ms: u64,
+        /// End of the job's window.
+        end_at: Option<Millis>,
+    },
+    /// Recurring job with no trigger left: the job is done (`succeeded`),
+    /// whatever this execution's outcome.
+    Ended,
 }
 
 /// What to write.
@@ -61,6 +88,9 @@ pub struct Plan {
     pub attempt_outcome: Option<ExecStatus>,
     /// Job move, if the execution ended.
     pub job: Option<JobTransition>,
+    /// For a fixed delay: the job's next trigger, written with the job move
+    /// (or alone when the job is paused).
+    pub next_trigger_at: Option<Millis>,
 }
 
 impl Plan {
@@ -85,6 +115,7 @@ pub fn plan(s: &ExecSnapshot, verdict: Verdict, attempt: u32, now: Millis) -> Op
                     retry_at: None,
                     attempt_outcome: None,
                     job: None,
+                    next_trigger_at: None,
                 });
         }
         Verdict::Succeeded => (ExecTransition::Succeed, ExecStatus::Succeeded),
@@ -95,7 +126,13 @@ pub fn plan(s: &ExecSnapshot, verdict: Verdict, attempt: u32, now: Millis) -> Op
     if !final_move.allowed_from(s.status) {
         return None;
     }
-    if verdict != Verdict::Succeeded
+    let final_move = if s.stop_requested && verdict != Verdict::Succeeded {
+        ExecTransition::Stop
+    } else {
+        final_move
+    };
+    if final_move != ExecTransition::Stop
+        && verdict != Verdict::Succeeded
         && let Some(at) = s.retry.next_attempt_at(attempt, now)
     {
         return Some(Plan {
@@ -103,21 +140,37 @@ pub fn plan(s: &ExecSnapshot, verdict: Verdict, attempt: u32, now: Millis) -> Op
             retry_at: Some(at),
             attempt_outcome: Some(outcome),
             job: None,
+            next_trigger_at: None,
         });
     }
-    let job = if s.recurring {
-        JobTransition::Reschedule
-    } else if verdict == Verdict::Succeeded {
-        JobTransition::Succeed
-    } else {
-        JobTransition::Fail
+    let (job, next_trigger_at) = match s.continuation {
+        Continuation::Scheduled => (Some(JobTransition::Reschedule), None),
+        Continuation::Delay { delay_ms, end_at } => {
+            let next = now.saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
+            if end_at.is_some_and(|end| next > end) {
+                (ending(s, JobTransition::Complete), None)
+            } else {
+                (Some(JobTransition::Reschedule), Some(next))
+            }
+        }
+        Continuation::Ended => (ending(s, JobTransition::Complete), None),
+        Continuation::OneShot if verdict == Verdict::Succeeded => {
+            (ending(s, JobTransition::Succeed), None)
+        }
+        Continuation::OneShot => (ending(s, JobTransition::Fail), None),
     };
     Some(Plan {
         exec: final_move,
         retry_at: None,
         attempt_outcome: None,
-        job: job.allowed_from(s.job_status).then_some(job),
+        job: job.filter(|t| t.allowed_from(s.job_status)),
+        next_trigger_at,
     })
+}
+
+/// A move that ends the job, held back while another execution is live.
+fn ending(s: &ExecSnapshot, t: JobTransition) -> Option<JobTransition> {
+    (!s.others_live).then_some(t)
 }
 
 #[cfg(test)]
@@ -129,7 +182,9 @@ mod tests {
             status,
             attempt,
             job_status: JobStatus::Running,
-            recurring: false,
+            continuation: Continuation::OneShot,
+            others_live: false,
+            stop_requested: false,
             retry: RetryPolicy {
                 max_attempts,
                 backoff_ms: 100,
@@ -165,9 +220,70 @@ mod tests {
     #[test]
     fn a_recurring_job_goes_back_to_scheduled() {
         let mut s = snap(ExecStatus::Running, 1, 1);
-        s.recurring = true;
+        s.continuation = Continuation::Scheduled;
         let p = plan(&s, Verdict::Failed, 1, 0).unwrap();
         assert_eq!(p.job, Some(JobTransition::Reschedule));
+        assert_eq!(p.next_trigger_at, None);
+    }
+
+    #[test]
+    fn a_fixed_delay_schedules_its_next_trigger_from_the_end() {
+        let mut s = snap(ExecStatus::Running, 1, 1);
+        s.continuation = Continuation::Delay {
+            delay_ms: 500,
+            end_at: Some(2_000),
+        };
+        let p = plan(&s, Verdict::Succeeded, 1, 1_000).unwrap();
+        assert_eq!(p.job, Some(JobTransition::Reschedule));
+        assert_eq!(p.next_trigger_at, Some(1_500));
+        // Paused: no move, but the next trigger is still written.
+        s.job_status = JobStatus::Paused;
+        let p = plan(&s, Verdict::Failed, 1, 1_000).unwrap();
+        assert_eq!((p.job, p.next_trigger_at), (None, Some(1_500)));
+        // Past the window's end the job is done.
+        s.job_status = JobStatus::Running;
+        let p = plan(&s, Verdict::Failed, 1, 1_600).unwrap();
+        assert_eq!(
+            (p.job, p.next_trigger_at),
+            (Some(JobTransition::Complete), None)
+        );
+    }
+
+    #[test]
+    fn an_ended_schedule_succeeds_after_its_last_live_execution() {
+        let mut s = snap(ExecStatus::Running, 1, 1);
+        s.continuation = Continuation::Ended;
+        s.others_live = true;
+        assert_eq!(plan(&s, Verdict::Failed, 1, 0).unwrap().job, None);
+        s.others_live = false;
+        let p = plan(&s, Verdict::Failed, 1, 0).unwrap();
+        assert_eq!(p.exec, ExecTransition::Fail);
+        assert_eq!(p.job, Some(JobTransition::Complete));
+        let mut one = snap(ExecStatus::Running, 1, 1);
+        one.others_live = true;
+        assert_eq!(plan(&one, Verdict::Succeeded, 1, 0).unwrap().job, None);
+    }
+
+    #[test]
+    fn a_stopped_attempt_is_cancelled_and_not_retried() {
+        let mut s = snap(ExecStatus::Running, 1, 3);
+        s.stop_requested = true;
+        let p = plan(&s, Verdict::Failed, 1, 0).unwrap();
+        assert_eq!(p.exec, ExecTransition::Stop);
+        assert_eq!(p.retry_at, None);
+        assert!(p.is_terminal());
+        let p = plan(&s, Verdict::Succeeded, 1, 0).unwrap();
+        assert_eq!(
+            p.exec,
+            ExecTransition::Succeed,
+            "it finished before stopping"
+        );
+        let mut pending = snap(ExecStatus::Dispatched, 1, 3);
+        pending.stop_requested = true;
+        assert_eq!(
+            plan(&pending, Verdict::Lost, 1, 0).unwrap().exec,
+            ExecTransition::Stop
+        );
     }
 
     #[test]

@@ -1,15 +1,23 @@
-//! Schedules: when a job fires. One-shot at a time, or a cron expression (five
-//! fields, or six with seconds) evaluated in the job's IANA time zone.
+//! Schedules: when a job fires. One-shot at a time, or a recurring rule — a
+//! cron expression in the job's IANA time zone ([`CronSchedule`]), a fixed
+//! rate (`every_ms`) or a fixed delay after the previous execution finished
+//! (`delay_ms`) — inside an optional `[start_at, end_at]` window, with the
+//! misfire and overlap policies that only make sense for recurring jobs.
 //!
-//! Cron parsing uses `croner` rather than the `cron` crate: croner takes both
-//! five- and six-field expressions (callers coming from crontab and from Quartz
-//! both work), supports `L`, `W` and `#`, and handles DST transitions.
+//! A fixed rate runs on a grid: `anchor + k * every_ms`, where the anchor is
+//! `start_at` or else the job's creation time, so a due time plus `every_ms`
+//! is always the next due time and a recomputation (after a PATCH or a
+//! misfire) lands on the same grid. A fixed delay has no grid: its next due
+//! time is written when the previous execution ends (see
+//! [`crate::outcome::Continuation::Delay`]).
+
+mod cron;
+#[cfg(test)]
+mod tests;
+
+pub use cron::CronSchedule;
 
 use crate::time::Millis;
-use chrono::{TimeZone, Utc};
-use chrono_tz::Tz;
-use croner::Cron;
-use croner::parser::{CronParser, Seconds, Year};
 use serde::{Deserialize, Serialize};
 
 /// When a job fires.
@@ -21,13 +29,120 @@ pub enum Schedule {
         /// Due time.
         at: Millis,
     },
-    /// Fires at every match of `expr` in time zone `tz`.
+    /// Fires repeatedly.
+    Recurring(Recurrence),
+}
+
+/// A recurring schedule: the rule, its window and its policies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Recurrence {
+    /// When it fires.
+    pub rule: Rule,
+    /// No trigger before this time (ms UTC).
+    pub start_at: Option<Millis>,
+    /// No trigger after this time (ms UTC); the job then ends `succeeded`.
+    pub end_at: Option<Millis>,
+    /// What to do with triggers missed while no dispatcher ran.
+    pub misfire: MisfirePolicy,
+    /// What to do with a trigger while an earlier execution still runs.
+    pub overlap: OverlapPolicy,
+}
+
+/// The rule of a recurring schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "camelCase")]
+pub enum Rule {
+    /// At every match of `expr` in time zone `tz`.
     Cron {
         /// The expression as the caller gave it.
         expr: String,
         /// IANA time zone name, e.g. `Europe/Berlin`.
         tz: String,
     },
+    /// Fixed rate: every `every_ms` on the job's grid.
+    Every {
+        /// Period.
+        every_ms: u64,
+    },
+    /// Fixed delay: `delay_ms` after the previous execution finished.
+    Delay {
+        /// Pause between the end of one execution and the next trigger.
+        delay_ms: u64,
+    },
+}
+
+/// Triggers missed while no dispatcher ran (due more than
+/// [`crate::trigger::MISFIRE_THRESHOLD_MS`] ago).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MisfirePolicy {
+    /// One catch-up execution, then continue from now.
+    #[default]
+    FireOnce,
+    /// No catch-up: move to the next future trigger without an execution.
+    Skip,
+    /// One execution per missed trigger, a bounded number per claim round.
+    FireAll,
+}
+
+/// A trigger of a recurring job whose previous execution has not ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OverlapPolicy {
+    /// Run it anyway, beside the earlier one.
+    #[default]
+    Allow,
+    /// Record the trigger as a `skipped` execution and wait for the next.
+    Forbid,
+    /// Ask the earlier execution to stop and run the new one.
+    Replace,
+}
+
+impl MisfirePolicy {
+    /// Every policy.
+    pub const ALL: [MisfirePolicy; 3] = [
+        MisfirePolicy::FireOnce,
+        MisfirePolicy::Skip,
+        MisfirePolicy::FireAll,
+    ];
+
+    /// The name stored and shown by the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MisfirePolicy::FireOnce => "fireOnce",
+            MisfirePolicy::Skip => "skip",
+            MisfirePolicy::FireAll => "fireAll",
+        }
+    }
+
+    /// Parses a stored or requested name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+impl OverlapPolicy {
+    /// Every policy.
+    pub const ALL: [OverlapPolicy; 3] = [
+        OverlapPolicy::Allow,
+        OverlapPolicy::Forbid,
+        OverlapPolicy::Replace,
+    ];
+
+    /// The name stored and shown by the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverlapPolicy::Allow => "allow",
+            OverlapPolicy::Forbid => "forbid",
+            OverlapPolicy::Replace => "replace",
+        }
+    }
+
+    /// Parses a stored or requested name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
 }
 
 /// Why a schedule was refused. Messages are shown to API callers.
@@ -47,164 +162,208 @@ pub enum ScheduleError {
     /// The expression parses but never matches a future time.
     #[error("cron expression {0:?} never fires")]
     NeverFires(String),
+    /// No trigger is left between now (or `start_at`) and `end_at`.
+    #[error("the schedule has no trigger left before its endAt")]
+    Ended,
 }
 
-/// A parsed cron schedule, ready to compute trigger times.
+/// A recurring rule ready to compute trigger times (the cron expression parsed
+/// once), bounded by its window.
 #[derive(Debug, Clone)]
-pub struct CronSchedule {
-    cron: Cron,
-    tz: Tz,
+pub struct Timeline {
+    rule: CompiledRule,
+    start_at: Option<Millis>,
+    end_at: Option<Millis>,
 }
 
-impl CronSchedule {
-    /// Parses `expr` (5 or 6 fields; 6 means the first is seconds) in `tz`.
-    pub fn parse(expr: &str, tz: &str) -> Result<Self, ScheduleError> {
-        let tz: Tz = tz
-            .parse()
-            .map_err(|_| ScheduleError::UnknownTimeZone(tz.to_string()))?;
-        // Years are disallowed so a six-field expression is unambiguous: it has seconds.
-        let cron = CronParser::builder()
-            .seconds(Seconds::Optional)
-            .year(Year::Disallowed)
-            .build()
-            .parse(expr)
-            .map_err(|e| ScheduleError::InvalidCron {
-                expr: expr.to_string(),
-                reason: e.to_string(),
-            })?;
-        Ok(Self { cron, tz })
+#[derive(Debug, Clone)]
+enum CompiledRule {
+    Cron(Box<CronSchedule>),
+    Every(i64),
+    Delay(i64),
+}
+
+/// Converts a stored period to signed milliseconds; at least 1 so grid
+/// arithmetic never divides by zero.
+fn period(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX).max(1)
+}
+
+impl Recurrence {
+    /// Defaults for `rule`: no window, `fireOnce`, `allow`.
+    pub fn new(rule: Rule) -> Self {
+        Self {
+            rule,
+            start_at: None,
+            end_at: None,
+            misfire: MisfirePolicy::default(),
+            overlap: OverlapPolicy::default(),
+        }
     }
 
-    /// The first trigger strictly after `after` (ms UTC), or `None` if the
-    /// expression has no further match.
-    pub fn next_after(&self, after: Millis) -> Option<Millis> {
-        let start = self
-            .tz
-            .from_utc_datetime(&Utc.timestamp_millis_opt(after).single()?.naive_utc());
-        self.cron
-            .find_next_occurrence(&start, false)
-            .ok()
-            .map(|t| t.with_timezone(&Utc).timestamp_millis())
+    /// Parses the rule once for repeated use.
+    pub fn timeline(&self) -> Result<Timeline, ScheduleError> {
+        let rule = match &self.rule {
+            Rule::Cron { expr, tz } => CompiledRule::Cron(Box::new(CronSchedule::parse(expr, tz)?)),
+            Rule::Every { every_ms } => CompiledRule::Every(period(*every_ms)),
+            Rule::Delay { delay_ms } => CompiledRule::Delay(period(*delay_ms)),
+        };
+        Ok(Timeline {
+            rule,
+            start_at: self.start_at,
+            end_at: self.end_at,
+        })
+    }
+}
+
+impl Timeline {
+    /// The earliest trigger at or after `t` (and `start_at`), or `None` if
+    /// none is left before `end_at`. `anchor` is the fixed-rate grid origin
+    /// when there is no `start_at` (the job's creation time, or any due time
+    /// on its grid). A fixed delay fires as soon as it is allowed.
+    pub fn at_or_after(&self, t: Millis, anchor: Millis) -> Option<Millis> {
+        let from = self.start_at.map_or(t, |s| s.max(t));
+        let at = match &self.rule {
+            CompiledRule::Cron(c) => c.next_after(from.saturating_sub(1))?,
+            CompiledRule::Every(every) => {
+                let origin = self.start_at.unwrap_or(anchor);
+                if from <= origin {
+                    origin
+                } else {
+                    let steps = (from - origin).saturating_add(every - 1) / every;
+                    origin.saturating_add(steps.saturating_mul(*every))
+                }
+            }
+            CompiledRule::Delay(_) => from,
+        };
+        self.within_end(at)
+    }
+
+    /// The trigger that follows the one due at `fired` on the rule's own
+    /// rhythm, or `None` when none is left (and always for a fixed delay,
+    /// whose next trigger depends on when the execution ends).
+    pub fn after(&self, fired: Millis) -> Option<Millis> {
+        match &self.rule {
+            CompiledRule::Cron(_) | CompiledRule::Every(_) => {
+                self.at_or_after(fired.saturating_add(1), fired)
+            }
+            CompiledRule::Delay(_) => None,
+        }
+    }
+
+    /// For a fixed delay: the trigger `delay_ms` after `finished`, or `None`
+    /// past `end_at`. `None` for other rules.
+    pub fn after_finish(&self, finished: Millis) -> Option<Millis> {
+        match &self.rule {
+            CompiledRule::Delay(d) => self.at_or_after(finished.saturating_add(*d), finished),
+            _ => None,
+        }
+    }
+
+    /// Whether the next trigger is written when an execution ends.
+    pub fn is_delay(&self) -> bool {
+        matches!(self.rule, CompiledRule::Delay(_))
+    }
+
+    fn within_end(&self, at: Millis) -> Option<Millis> {
+        match self.end_at {
+            Some(end) if at > end => None,
+            _ => Some(at),
+        }
     }
 }
 
 impl Schedule {
-    /// Checks the schedule and returns its first trigger at or after `now`.
-    /// A one-shot in the past fires at once (its due time is kept as given).
+    /// A cron schedule with default window and policies.
+    pub fn cron(expr: &str, tz: &str) -> Self {
+        Schedule::Recurring(Recurrence::new(Rule::Cron {
+            expr: expr.to_string(),
+            tz: tz.to_string(),
+        }))
+    }
+
+    /// A fixed-rate schedule with default window and policies.
+    pub fn every(every_ms: u64) -> Self {
+        Schedule::Recurring(Recurrence::new(Rule::Every { every_ms }))
+    }
+
+    /// A fixed-delay schedule with default window and policies.
+    pub fn delay(delay_ms: u64) -> Self {
+        Schedule::Recurring(Recurrence::new(Rule::Delay { delay_ms }))
+    }
+
+    /// The recurrence, `None` for a one-shot.
+    pub fn recurrence(&self) -> Option<&Recurrence> {
+        match self {
+            Schedule::Once { .. } => None,
+            Schedule::Recurring(r) => Some(r),
+        }
+    }
+
+    /// Checks the schedule and returns its first trigger at or after `now`
+    /// for a job created at `now`. A one-shot in the past fires at once (its
+    /// due time is kept as given).
     pub fn first_trigger(&self, now: Millis) -> Result<Millis, ScheduleError> {
+        self.first_trigger_from(now, now)
+    }
+
+    /// Checks the schedule and returns its first trigger at or after `now`
+    /// for a job created at `created_at` (the fixed-rate grid origin when
+    /// there is no `start_at`); [`ScheduleError::Ended`] if the window has no
+    /// trigger left.
+    pub fn first_trigger_from(
+        &self,
+        now: Millis,
+        created_at: Millis,
+    ) -> Result<Millis, ScheduleError> {
         match self {
             Schedule::Once { at } => Ok(*at),
-            Schedule::Cron { expr, tz } => CronSchedule::parse(expr, tz)?
-                .next_after(now - 1)
-                .ok_or_else(|| ScheduleError::NeverFires(expr.clone())),
+            Schedule::Recurring(r) => {
+                let timeline = r.timeline()?;
+                if let Some(at) = timeline.at_or_after(now, created_at) {
+                    return Ok(at);
+                }
+                // Tell "never matches" from "matches, but not before endAt".
+                match &r.rule {
+                    Rule::Cron { expr, .. }
+                        if timeline
+                            .without_end()
+                            .at_or_after(now, created_at)
+                            .is_none() =>
+                    {
+                        Err(ScheduleError::NeverFires(expr.clone()))
+                    }
+                    _ => Err(ScheduleError::Ended),
+                }
+            }
         }
     }
 
     /// The trigger after the one due at `fired_at`, skipping any that are
     /// already older than `now` (a misfire fires once, not once per miss).
+    /// [`crate::trigger::claims_for`] applies the job's misfire policy
+    /// instead; this is the `fireOnce` answer.
     pub fn next_trigger(&self, fired_at: Millis, now: Millis) -> Option<Millis> {
-        match self {
-            Schedule::Once { .. } => None,
-            Schedule::Cron { expr, tz } => {
-                let cron = CronSchedule::parse(expr, tz).ok()?;
-                cron.next_after(fired_at.max(now - 1))
-            }
+        let timeline = self.recurrence()?.timeline().ok()?;
+        let next = timeline.after(fired_at)?;
+        if next >= now {
+            Some(next)
+        } else {
+            timeline.at_or_after(now, fired_at)
         }
     }
 
     /// Whether the job can fire more than once.
     pub fn is_recurring(&self) -> bool {
-        matches!(self, Schedule::Cron { .. })
+        matches!(self, Schedule::Recurring(_))
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::time::parse_rfc3339;
-
-    fn ms(s: &str) -> Millis {
-        parse_rfc3339(s).unwrap()
-    }
-
-    #[test]
-    fn six_fields_fire_every_second() {
-        let s = Schedule::Cron {
-            expr: "* * * * * *".into(),
-            tz: "UTC".into(),
-        };
-        let t0 = ms("2026-03-01T10:00:00.250Z");
-        let first = s.first_trigger(t0).unwrap();
-        assert_eq!(first, ms("2026-03-01T10:00:01Z"));
-        assert_eq!(
-            s.next_trigger(first, first),
-            Some(ms("2026-03-01T10:00:02Z"))
-        );
-    }
-
-    #[test]
-    fn five_fields_mean_minutes() {
-        let s = Schedule::Cron {
-            expr: "*/15 * * * *".into(),
-            tz: "UTC".into(),
-        };
-        assert_eq!(
-            s.first_trigger(ms("2026-03-01T10:01:00Z")).unwrap(),
-            ms("2026-03-01T10:15:00Z")
-        );
-    }
-
-    #[test]
-    fn a_due_time_exactly_now_fires_now() {
-        let s = Schedule::Cron {
-            expr: "0 * * * * *".into(),
-            tz: "UTC".into(),
-        };
-        let now = ms("2026-03-01T10:01:00Z");
-        assert_eq!(s.first_trigger(now).unwrap(), now);
-    }
-
-    #[test]
-    fn time_zone_is_honoured() {
-        let s = Schedule::Cron {
-            expr: "0 0 9 * * *".into(),
-            tz: "Asia/Shanghai".into(),
-        };
-        assert_eq!(
-            s.first_trigger(ms("2026-03-01T00:00:00Z")).unwrap(),
-            ms("2026-03-01T01:00:00Z")
-        );
-    }
-
-    #[test]
-    fn missed_triggers_collapse_into_one() {
-        let s = Schedule::Cron {
-            expr: "* * * * * *".into(),
-            tz: "UTC".into(),
-        };
-        let fired = ms("2026-03-01T10:00:00Z");
-        let now = ms("2026-03-01T10:05:00.500Z");
-        assert_eq!(s.next_trigger(fired, now), Some(ms("2026-03-01T10:05:01Z")));
-    }
-
-    #[test]
-    fn bad_input_is_named() {
-        assert!(matches!(
-            CronSchedule::parse("not a cron", "UTC"),
-            Err(ScheduleError::InvalidCron { .. })
-        ));
-        assert_eq!(
-            CronSchedule::parse("* * * * *", "Mars/Olympus").unwrap_err(),
-            ScheduleError::UnknownTimeZone("Mars/Olympus".into())
-        );
-        assert!(CronSchedule::parse("* * * * * * *", "UTC").is_err());
-    }
-
-    #[test]
-    fn one_shot_has_no_successor() {
-        let s = Schedule::Once { at: 5 };
-        assert_eq!(s.first_trigger(100).unwrap(), 5);
-        assert_eq!(s.next_trigger(5, 100), None);
-        assert!(!s.is_recurring());
+impl Timeline {
+    fn without_end(&self) -> Timeline {
+        Timeline {
+            end_at: None,
+            ..self.clone()
+        }
     }
 }

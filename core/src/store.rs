@@ -7,9 +7,10 @@
 
 use crate::callback::{Callback, CallbackAttempt};
 use crate::execution::{ExecEvent, ExecStatus, Execution};
-use crate::job::{Job, JobStatus, NewJob};
+use crate::job::{Job, JobStatus, NewJob, RetryPolicy};
 use crate::outcome::Verdict;
 use crate::protocol::{DispatchMsg, HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
+use crate::schedule::Schedule;
 use crate::time::Millis;
 use crate::worker::{WorkerInfo, WorkerState};
 use async_trait::async_trait;
@@ -85,7 +86,55 @@ pub enum ControlOutcome {
     Conflict(Job),
 }
 
-/// One due trigger the dispatcher wants to claim.
+/// A caller's change to a job (`PATCH`): the job's definition as it is to
+/// be, every field given (the API merges the request into the job it read).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobUpdate {
+    /// Schedule, window and policies.
+    pub schedule: Schedule,
+    /// Whether the schedule changed: the next trigger is then recomputed.
+    pub reschedule: bool,
+    /// Handler input.
+    pub params: serde_json::Value,
+    /// Where to POST terminal outcomes.
+    pub callback_url: Option<String>,
+    /// Retries.
+    pub retry: RetryPolicy,
+    /// Handler time limit.
+    pub timeout_ms: Option<u64>,
+}
+
+/// Outcome of [`JobStore::job_update`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpdateOutcome {
+    /// Applied; the job as it is now.
+    Done(Job),
+    /// No such job for this tenant.
+    NotFound,
+    /// The job's version is not the one the caller read; the job as it is.
+    VersionConflict(Job),
+    /// The job is finished (terminal), or its schedule can no longer change
+    /// (a one-shot that already fired); the job as it is.
+    Conflict(Job),
+}
+
+/// An attempt whose stop was requested while a worker may be running it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StopRequest {
+    /// Execution.
+    pub execution_id: String,
+    /// Attempt to stop.
+    pub attempt: u32,
+    /// Worker holding it, if known.
+    pub worker_id: Option<String>,
+    /// When the stop was requested.
+    pub requested_at: Millis,
+}
+
+/// One due trigger the dispatcher wants to claim. Claims of one job in one
+/// call (consecutive missed triggers under the `fireAll` misfire policy)
+/// share its version check: they win or lose together, and the job's next
+/// trigger becomes that of its latest claim.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
     /// Job.
@@ -171,9 +220,12 @@ pub trait JobStore: Send + Sync {
     async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>>;
     /// `scheduled|running → paused`.
     async fn job_pause(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome>;
-    /// `paused → scheduled`; a trigger missed while paused fires once.
+    /// `paused → scheduled`; a trigger missed while paused is then a late or
+    /// missed trigger like any other (misfire policy).
     async fn job_resume(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome>;
-    /// Any non-terminal state → `cancelled`; its pending executions are cancelled too.
+    /// Any non-terminal state → `cancelled`; its pending executions are
+    /// cancelled too, and a stop is requested for its dispatched and running
+    /// ones (in the same transaction).
     async fn job_cancel(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome>;
     /// Adds an execution due `now`, outside the schedule (`POST …/trigger`).
     /// Only for jobs that are not terminal or paused.
@@ -184,6 +236,19 @@ pub trait JobStore: Send + Sync {
         execution_id: &str,
         now: Millis,
     ) -> StoreResult<ControlOutcome>;
+    /// Replaces a job's definition if its version is still `expected_version`
+    /// and it is not finished. When `update.reschedule`, the next trigger is
+    /// recomputed from `now` (a fixed delay with a live execution waits for
+    /// its end; a window with no trigger left ends the job at once when
+    /// nothing of it runs). Bumps the version.
+    async fn job_update(
+        &self,
+        tenant: &str,
+        id: &str,
+        expected_version: i64,
+        update: &JobUpdate,
+        now: Millis,
+    ) -> StoreResult<UpdateOutcome>;
 }
 
 /// Triggers and executions: the dispatcher's hot path and the API's history.
@@ -197,7 +262,13 @@ pub trait ExecutionStore: Send + Sync {
     /// `running`), and an execution row is inserted for each winning claim. The
     /// unique `(job_id, scheduled_at)` key makes a second claim of one trigger
     /// impossible. Refuses with [`StoreError::Fenced`] if a newer leader has
-    /// written. Returns the work that was claimed.
+    /// written. Returns the work that was claimed: what is to be published.
+    ///
+    /// Each job's claims go through [`crate::trigger::resolve`]: a misfire
+    /// under `skip` gets no execution; under `forbid` a trigger of a job with
+    /// a live execution is recorded `skipped` (with its callback); under
+    /// `replace` the live executions are cancelled if still pending and asked
+    /// to stop otherwise.
     async fn triggers_claim(
         &self,
         fence: u64,
@@ -260,6 +331,13 @@ pub trait ExecutionStore: Send + Sync {
     ) -> StoreResult<Page<Execution>>;
     /// Every recorded transition of an execution, oldest first.
     async fn execution_events(&self, tenant: &str, id: &str) -> StoreResult<Vec<ExecEvent>>;
+    /// Live (`dispatched`/`running`) attempts whose stop was requested at or
+    /// after `since`, oldest request first: what workers must be told to stop.
+    async fn executions_stop_requested(
+        &self,
+        since: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<StopRequest>>;
 }
 
 /// Workers as seen through their heartbeats.

@@ -33,6 +33,11 @@ pub struct ExecutionView {
     /// When the execution reached a terminal state.
     #[schema(format = DateTime)]
     pub finished_at: Option<String>,
+    /// When a stop of the running attempt was requested (job cancelled, or
+    /// replaced by a newer trigger under `overlapPolicy: replace`); `null` if
+    /// none was. The attempt ends `cancelled` unless it succeeds first.
+    #[schema(format = DateTime)]
+    pub stop_requested_at: Option<String>,
     /// Handler output of a success.
     pub output: Option<serde_json::Value>,
     /// Error of a failure.
@@ -51,6 +56,7 @@ impl From<Execution> for ExecutionView {
             dispatched_at: opt_time(e.dispatched_at),
             started_at: opt_time(e.started_at),
             finished_at: opt_time(e.finished_at),
+            stop_requested_at: opt_time(e.stop_requested_at),
             output: e.output,
             error: e.error,
         }

@@ -2,7 +2,7 @@
 
 use super::{ExecutionView, opt_time, time};
 use kairos_core::job::Job;
-use kairos_core::schedule::Schedule;
+use kairos_core::schedule::{Rule, Schedule};
 use kairos_core::store::Page;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -43,13 +43,29 @@ pub struct JobView {
     pub job_handler: String,
     /// Handler input.
     pub params: serde_json::Value,
-    /// Cron expression; `null` for a one-shot job.
+    /// Cron expression; `null` unless the job is a cron job.
     pub cron_expr: Option<String>,
-    /// Time zone of the cron expression; `null` for a one-shot job.
+    /// Time zone of the cron expression; `null` unless the job is a cron job.
     pub timezone: Option<String>,
-    /// Due time of a one-shot job; `null` for a cron job.
+    /// Due time of a one-shot job; `null` for a recurring job.
     #[schema(format = DateTime)]
     pub trigger_at: Option<String>,
+    /// Period of a fixed-rate job in ms; `null` otherwise.
+    pub every_ms: Option<u64>,
+    /// Delay of a fixed-delay job in ms; `null` otherwise.
+    pub delay_ms: Option<u64>,
+    /// No trigger of a recurring job before this time; `null` if unbounded.
+    #[schema(format = DateTime)]
+    pub start_at: Option<String>,
+    /// No trigger of a recurring job after this time; `null` if unbounded.
+    #[schema(format = DateTime)]
+    pub end_at: Option<String>,
+    /// Misfire policy of a recurring job; `null` for a one-shot job.
+    #[schema(schema_with = super::misfire_schema, nullable)]
+    pub misfire_policy: Option<String>,
+    /// Overlap policy of a recurring job; `null` for a one-shot job.
+    #[schema(schema_with = super::overlap_schema, nullable)]
+    pub overlap_policy: Option<String>,
     /// Current status.
     #[schema(schema_with = super::job_status_schema)]
     pub status: String,
@@ -78,18 +94,38 @@ pub struct JobView {
 
 impl From<Job> for JobView {
     fn from(job: Job) -> Self {
-        let (cron_expr, timezone, trigger_at) = match job.schedule {
-            Schedule::Once { at } => (None, None, Some(time(at))),
-            Schedule::Cron { expr, tz } => (Some(expr), Some(tz), None),
-        };
+        let mut view = ScheduleView::default();
+        match job.schedule {
+            Schedule::Once { at } => view.trigger_at = Some(time(at)),
+            Schedule::Recurring(r) => {
+                match r.rule {
+                    Rule::Cron { expr, tz } => {
+                        view.cron_expr = Some(expr);
+                        view.timezone = Some(tz);
+                    }
+                    Rule::Every { every_ms } => view.every_ms = Some(every_ms),
+                    Rule::Delay { delay_ms } => view.delay_ms = Some(delay_ms),
+                }
+                view.start_at = opt_time(r.start_at);
+                view.end_at = opt_time(r.end_at);
+                view.misfire_policy = Some(r.misfire.as_str().to_string());
+                view.overlap_policy = Some(r.overlap.as_str().to_string());
+            }
+        }
         JobView {
             job_id: job.id,
             job_name: job.name,
             job_handler: job.handler,
             params: job.params,
-            cron_expr,
-            timezone,
-            trigger_at,
+            cron_expr: view.cron_expr,
+            timezone: view.timezone,
+            trigger_at: view.trigger_at,
+            every_ms: view.every_ms,
+            delay_ms: view.delay_ms,
+            start_at: view.start_at,
+            end_at: view.end_at,
+            misfire_policy: view.misfire_policy,
+            overlap_policy: view.overlap_policy,
             status: job.status.as_str().to_string(),
             next_trigger_at: opt_time(job.next_trigger_at),
             version: job.version,
@@ -102,6 +138,20 @@ impl From<Job> for JobView {
             updated_at: time(job.updated_at),
         }
     }
+}
+
+/// The schedule fields of a [`JobView`], `None` where they do not apply.
+#[derive(Default)]
+struct ScheduleView {
+    cron_expr: Option<String>,
+    timezone: Option<String>,
+    trigger_at: Option<String>,
+    every_ms: Option<u64>,
+    delay_ms: Option<u64>,
+    start_at: Option<String>,
+    end_at: Option<String>,
+    misfire_policy: Option<String>,
+    overlap_policy: Option<String>,
 }
 
 /// A job with its newest execution (`GET /openapi/jobs/{id}`).

@@ -1,6 +1,7 @@
-//! What callers send: the create body and the listing query strings.
+//! What callers send: the create and patch bodies and the listing query
+//! strings.
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use utoipa::{IntoParams, ToSchema};
 
 /// Body of `POST /openapi/jobs`. Unknown fields are refused.
@@ -18,16 +19,40 @@ pub struct CreateJobRequest {
     /// Handler input, any JSON (default `null`); at most 64 KiB serialized.
     #[serde(default)]
     pub params: serde_json::Value,
-    /// Cron expression, five fields or six with seconds first; absent for a
-    /// one-shot job.
+    /// Cron expression, five fields or six with seconds first. At most one
+    /// of `cronExpr`, `everyMs` and `delayMs`; with none, the job is a one-shot.
     #[schema(example = "0 */5 * * * *")]
     pub cron_expr: Option<String>,
     /// IANA time zone the cron expression is evaluated in.
     #[schema(default = "UTC", example = "Europe/Berlin")]
     pub timezone: Option<String>,
-    /// RFC 3339 due time of a one-shot job (absent: now). Refused with `cronExpr`.
+    /// RFC 3339 due time of a one-shot job (absent: now). Refused with
+    /// `cronExpr`, `everyMs` or `delayMs`.
     #[schema(format = DateTime, example = "2026-03-01T10:00:00Z")]
     pub trigger_at: Option<String>,
+    /// Fixed rate in ms: a trigger every `everyMs` from `startAt` (or from
+    /// creation), whether or not the previous execution has finished.
+    #[schema(minimum = 100, maximum = 31_622_400_000_i64, example = 60000)]
+    pub every_ms: Option<i64>,
+    /// Fixed delay in ms: the next trigger is `delayMs` after the previous
+    /// execution ended (the first one is at `startAt`, or now).
+    #[schema(minimum = 100, maximum = 31_622_400_000_i64, example = 5000)]
+    pub delay_ms: Option<i64>,
+    /// RFC 3339 time before which a recurring job does not fire.
+    #[schema(format = DateTime)]
+    pub start_at: Option<String>,
+    /// RFC 3339 time after which a recurring job does not fire; the job then
+    /// ends `succeeded` after its last execution.
+    #[schema(format = DateTime)]
+    pub end_at: Option<String>,
+    /// Recurring jobs: what to do with triggers missed (more than 5 s late)
+    /// while no dispatcher ran.
+    #[schema(schema_with = super::misfire_schema)]
+    pub misfire_policy: Option<String>,
+    /// Recurring jobs: what to do with a trigger while the previous
+    /// execution still runs.
+    #[schema(schema_with = super::overlap_schema)]
+    pub overlap_policy: Option<String>,
     /// Absolute http(s) URL that receives the outcome of each execution.
     #[schema(example = "https://example.com/hooks/kairos")]
     pub callback_url: Option<String>,
@@ -44,6 +69,72 @@ pub struct CreateJobRequest {
     /// Time limit of one attempt in ms (absent: none).
     #[schema(minimum = 1, maximum = 86_400_000)]
     pub timeout_ms: Option<i64>,
+}
+
+/// Body of `PATCH /openapi/jobs/{id}`: `version` plus the fields to change;
+/// an absent field keeps its value, `null` clears a clearable one. Unknown
+/// fields are refused.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PatchJobRequest {
+    /// The `version` of the job as the caller read it; 409
+    /// `version_conflict` if it has changed since.
+    pub version: i64,
+    /// New handler input (`null` is a value here, not a removal).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub params: Option<Option<serde_json::Value>>,
+    /// Makes the job a cron job (with `timezone`, or its current zone, or UTC).
+    pub cron_expr: Option<String>,
+    /// New time zone of a cron job.
+    pub timezone: Option<String>,
+    /// Makes the job a one-shot due at this RFC 3339 time (only before it fired).
+    #[schema(format = DateTime)]
+    pub trigger_at: Option<String>,
+    /// Makes the job a fixed-rate job.
+    #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
+    pub every_ms: Option<i64>,
+    /// Makes the job a fixed-delay job.
+    #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
+    pub delay_ms: Option<i64>,
+    /// New start of the window of a recurring job; `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, format = DateTime, nullable)]
+    pub start_at: Option<Option<String>>,
+    /// New end of the window of a recurring job; `null` removes it. An end
+    /// before the next trigger ends the job (after its running execution).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, format = DateTime, nullable)]
+    pub end_at: Option<Option<String>>,
+    /// New callback URL; `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, nullable)]
+    pub callback_url: Option<Option<String>>,
+    /// New number of attempts in all.
+    #[schema(minimum = 1, maximum = 100)]
+    pub max_attempts: Option<i64>,
+    /// New delay before the second attempt in ms.
+    #[schema(minimum = 0, maximum = 3_600_000)]
+    pub retry_backoff_ms: Option<i64>,
+    /// New time limit of one attempt in ms; `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 86_400_000, nullable)]
+    pub timeout_ms: Option<Option<i64>>,
+    /// New misfire policy of a recurring job.
+    #[schema(schema_with = super::misfire_schema)]
+    pub misfire_policy: Option<String>,
+    /// New overlap policy of a recurring job.
+    #[schema(schema_with = super::overlap_schema)]
+    pub overlap_policy: Option<String>,
+}
+
+/// Tells a field sent as `null` (`Some(None)`) from an absent one (`None`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// Query of `GET /openapi/jobs`.

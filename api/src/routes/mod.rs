@@ -6,6 +6,7 @@ mod control;
 mod executions;
 mod health;
 mod jobs;
+mod update;
 mod workers;
 
 use crate::AppState;
@@ -17,7 +18,11 @@ use utoipa_axum::routes;
 pub(crate) fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(crate::openapi::base())
         .routes(routes!(jobs::create_job, jobs::list_jobs))
-        .routes(routes!(jobs::get_job, control::cancel_job))
+        .routes(routes!(
+            jobs::get_job,
+            control::cancel_job,
+            update::update_job
+        ))
         .routes(routes!(control::pause_job))
         .routes(routes!(control::resume_job))
         .routes(routes!(control::trigger_job))

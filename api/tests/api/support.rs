@@ -167,6 +167,16 @@ impl App {
         .await
     }
 
+    pub async fn patch_json(&self, uri: &str, body: &Value) -> Resp {
+        self.raw(
+            Method::PATCH,
+            uri,
+            Some("application/json"),
+            body.to_string().into_bytes(),
+        )
+        .await
+    }
+
     pub async fn post(&self, uri: &str) -> Resp {
         self.raw(Method::POST, uri, None, Vec::new()).await
     }

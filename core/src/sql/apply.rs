@@ -4,14 +4,15 @@
 //! terminal executions of jobs with a callback URL, the outbox row.
 
 use super::SqlStore;
+use super::apply_job::{JobState, continuation};
 use super::error::{db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, EXEC_COLS, R, select_list};
 use super::stmt::{CHUNK, bind_names, from_u64, marks, q};
 use crate::callback::Callback;
 use crate::execution::{ExecStatus, ExecTransition, Execution};
-use crate::job::{JobStatus, RetryPolicy};
-use crate::outcome::{self, ExecSnapshot, Plan, Verdict};
+use crate::job::JobTransition;
+use crate::outcome::{self, Continuation, ExecSnapshot, Plan, Verdict};
 use crate::store::{Applied, StoreResult};
 use crate::time::Millis;
 use sqlx::AnyConnection;
@@ -28,15 +29,6 @@ pub(crate) struct Input<'a> {
     pub(crate) error: Option<&'a str>,
     /// When it happened.
     pub(crate) at: Millis,
-}
-
-/// The job of one or more executions in the batch, as it is now.
-struct JobState {
-    status: JobStatus,
-    recurring: bool,
-    retry: RetryPolicy,
-    timeout_ms: Option<u64>,
-    callback_url: Option<String>,
 }
 
 /// What the batch writes after the per-result updates.
@@ -62,6 +54,7 @@ impl SqlStore {
     async fn try_apply(&self, inputs: &[Input<'_>], now: Millis) -> StoreResult<Vec<Applied>> {
         let mut tx = self.begin().await?;
         let (mut execs, mut jobs) = self.load(&mut tx, inputs).await?;
+        self.count_live(&mut tx, &mut jobs).await?;
         let mut tail = Tail::default();
         let mut out = Vec::with_capacity(inputs.len());
         for input in inputs {
@@ -106,7 +99,7 @@ impl SqlStore {
                 "SELECT {}, j.status AS job_status, j.schedule_kind AS schedule_kind, \
                  j.next_trigger_at AS next_trigger_at, j.max_attempts AS max_attempts, \
                  j.retry_backoff_ms AS retry_backoff_ms, j.timeout_ms AS timeout_ms, \
-                 j.callback_url AS callback_url \
+                 j.callback_url AS callback_url, j.delay_ms AS delay_ms, j.end_at AS end_at \
                  FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ({}){}",
                 select_list("e", &EXEC_COLS),
                 marks(chunk.len()),
@@ -121,11 +114,11 @@ impl SqlStore {
                 let r = R::new(&row, "jobs");
                 let job = JobState {
                     status: r.job_status("job_status")?,
-                    recurring: r.string("schedule_kind")? == "cron"
-                        && r.opt_i64("next_trigger_at")?.is_some(),
+                    continuation: continuation(&r)?,
                     retry: r.retry()?,
                     timeout_ms: r.opt_u64("timeout_ms")?,
                     callback_url: r.opt_string("callback_url")?,
+                    live: 0,
                 };
                 jobs.insert(exec.job_id.clone(), job);
                 execs.insert(exec.id.clone(), exec);
@@ -144,11 +137,14 @@ impl SqlStore {
         now: Millis,
         tail: &mut Tail,
     ) -> StoreResult<Option<ExecStatus>> {
+        let own = u64::from(!exec.status.is_terminal());
         let snapshot = ExecSnapshot {
             status: exec.status,
             attempt: exec.attempt,
             job_status: job.status,
-            recurring: job.recurring,
+            continuation: job.continuation,
+            others_live: job.live > own,
+            stop_requested: exec.stop_requested_at.is_some(),
             retry: job.retry,
         };
         let Some(plan) = outcome::plan(&snapshot, input.verdict, input.attempt, now) else {
@@ -160,13 +156,17 @@ impl SqlStore {
             ExecTransition::Succeed
             | ExecTransition::Fail
             | ExecTransition::TimeOut
-            | ExecTransition::Lose => {
+            | ExecTransition::Lose
+            | ExecTransition::Stop => {
                 self.finish(conn, exec, job, &plan, input, now, tail)
                     .await?
             }
             // `plan` never yields these; they belong to the publisher, to
-            // cancel and to the requeue of unstarted work.
-            ExecTransition::Dispatch | ExecTransition::Cancel | ExecTransition::Requeue => false,
+            // cancel, to the claim and to the requeue of unstarted work.
+            ExecTransition::Dispatch
+            | ExecTransition::Cancel
+            | ExecTransition::Skip
+            | ExecTransition::Requeue => false,
         };
         Ok(applied.then(|| plan.exec.to_state()))
     }
@@ -317,29 +317,28 @@ impl SqlStore {
         exec.output = input.output.cloned();
         exec.error = error.map(str::to_string);
         exec.finished_at = Some(input.at);
+        job.live = job.live.saturating_sub(1);
         tail.events.push(EventRow {
             worker_id: exec.worker_id.clone(),
             error: exec.error.clone(),
             ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
         });
-        if let Some(t) = plan.job {
-            let from = t.from_states();
-            let sql = format!(
-                "UPDATE jobs SET status = ?, version = version + 1, updated_at = ? \
-                 WHERE id = ? AND status IN ({})",
-                marks(from.len())
-            );
-            let query = q(sql)
-                .bind(t.to_state().as_str())
-                .bind(now)
-                .bind(exec.job_id.as_str());
-            let res = bind_names(query, from.iter().map(|s| s.as_str()))
-                .execute(&mut *conn)
-                .await
-                .map_err(db_err)?;
-            if res.rows_affected() == 1 {
-                job.status = t.to_state();
+        let moved = match plan.job {
+            Some(t) => {
+                self.move_job(conn, &exec.job_id, t, plan.next_trigger_at, now)
+                    .await?
             }
+            None => false,
+        };
+        if moved {
+            job.status = plan.job.map_or(job.status, JobTransition::to_state);
+        }
+        if let Some(next) = plan.next_trigger_at {
+            if !moved {
+                self.keep_delay_rhythm(conn, &exec.job_id, next, now)
+                    .await?;
+            }
+            job.continuation = Continuation::Scheduled;
         }
         if let Some(url) = &job.callback_url {
             tail.callbacks.push(inserts::new_callback(exec, url, now));

@@ -11,7 +11,9 @@ use crate::execution::{ExecEvent, ExecStatus, ExecTransition, Execution};
 use crate::job::Job;
 use crate::outcome::Verdict;
 use crate::protocol::ResultMsg;
-use crate::store::{Applied, Claim, DispatchWork, DispatchedTo, ExecutionStore, Page, StoreResult};
+use crate::store::{
+    Applied, Claim, DispatchWork, DispatchedTo, ExecutionStore, Page, StopRequest, StoreResult,
+};
 use crate::time::Millis;
 use async_trait::async_trait;
 
@@ -214,5 +216,13 @@ impl ExecutionStore for SqlStore {
             .await
             .map_err(db_err)?;
         found.iter().map(rows::event).collect()
+    }
+
+    async fn executions_stop_requested(
+        &self,
+        since: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<StopRequest>> {
+        self.stop_requested(since, limit).await
     }
 }

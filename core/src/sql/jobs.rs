@@ -4,11 +4,14 @@
 use super::SqlStore;
 use super::error::{db_err, is_unique_violation, retrying};
 use super::inserts::{self, EventRow};
-use super::rows::{self, JOB_COLS, decode_cursor, encode_cursor, schedule_columns, select_list};
+use super::rows::{self, JOB_COLS, decode_cursor, encode_cursor, select_list};
+use super::sched_cols::{bind_schedule_head, bind_schedule_tail, schedule_columns};
 use super::stmt::{CHUNK, bind_names, marks, q};
 use crate::execution::{ExecStatus, ExecTransition};
 use crate::job::{Job, JobStatus, JobTransition, NewJob};
-use crate::store::{ControlOutcome, CreateOutcome, JobFilter, JobStore, Page, StoreResult};
+use crate::store::{
+    ControlOutcome, CreateOutcome, JobFilter, JobStore, JobUpdate, Page, StoreResult, UpdateOutcome,
+};
 use crate::time::Millis;
 use async_trait::async_trait;
 use sqlx::AnyConnection;
@@ -109,6 +112,7 @@ impl SqlStore {
         }
         if t == JobTransition::Cancel {
             self.cancel_pending(&mut tx, &job, now).await?;
+            super::stop::request_for_job(&mut tx, &job.id, now).await?;
         }
         tx.commit().await.map_err(db_err)?;
         Ok(ControlOutcome::Done(job))
@@ -201,22 +205,19 @@ impl SqlStore {
 #[async_trait]
 impl JobStore for SqlStore {
     async fn job_create(&self, job: NewJob) -> StoreResult<CreateOutcome> {
-        let (kind, expr, tz, once_at) = schedule_columns(&job.schedule);
+        let cols = schedule_columns(&job.schedule);
         let sql = format!(
             "INSERT INTO jobs ({}) VALUES ({})",
             JOB_COLS.join(", "),
             marks(JOB_COLS.len())
         );
-        let inserted = q(sql)
+        let query = q(sql)
             .bind(job.id.as_str())
             .bind(job.tenant.as_str())
             .bind(job.name.as_str())
             .bind(job.handler.as_str())
-            .bind(job.params.to_string())
-            .bind(kind)
-            .bind(expr)
-            .bind(tz)
-            .bind(once_at)
+            .bind(job.params.to_string());
+        let query = bind_schedule_head(query, &cols)
             .bind(job.next_trigger_at)
             .bind(JobStatus::Scheduled.as_str())
             .bind(FIRST_VERSION)
@@ -227,9 +228,8 @@ impl JobStore for SqlStore {
             .bind(super::stmt::from_u64(job.retry.backoff_ms))
             .bind(job.timeout_ms.map(super::stmt::from_u64))
             .bind(job.created_at)
-            .bind(job.created_at)
-            .execute(self.write())
-            .await;
+            .bind(job.created_at);
+        let inserted = bind_schedule_tail(query, &cols).execute(self.write()).await;
         match inserted {
             Ok(_) => Ok(CreateOutcome::Created(Job {
                 id: job.id,
@@ -345,6 +345,17 @@ impl JobStore for SqlStore {
         now: Millis,
     ) -> StoreResult<ControlOutcome> {
         retrying(|| self.try_trigger_now(tenant, id, execution_id, now)).await
+    }
+
+    async fn job_update(
+        &self,
+        tenant: &str,
+        id: &str,
+        expected_version: i64,
+        update: &JobUpdate,
+        now: Millis,
+    ) -> StoreResult<UpdateOutcome> {
+        retrying(|| self.try_update(tenant, id, expected_version, update, now)).await
     }
 }
 

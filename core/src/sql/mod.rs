@@ -39,15 +39,17 @@
 //! | call | statements |
 //! |---|---|
 //! | `jobs_find_due` | 1 |
-//! | `triggers_claim` | fence upsert + fence read + `n` job updates + 1 job read + 1 execution insert + 1 event insert (+1 read when a trigger already had an execution) |
+//! | `triggers_claim` | fence upsert + fence read + 1 job read + `n` job updates (one per job, whatever its number of `fireAll` claims) + 1 execution insert + 1 event insert (+1 read when a trigger already had an execution; +1 read of live executions when a job's overlap policy is not `allow` or its window closes; with `replace`, +1 cancel and +1 stop-request update; +1 callback insert for skipped or cancelled executions with a callback URL) |
 //! | `executions_mark_dispatched` | 1 locking read + 1 update per (worker, attempt) group (usually one) + 1 event insert |
 //! | `executions_requeue_unstarted` | 1 locking read + 1 update per attempt number + 1 event insert |
-//! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 update per applied result + 1 job update per execution that ended + 1 event insert + 1 callback insert (if any) |
+//! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end: one-shots and closed windows) + 1 update per applied result + 1 job update per execution that ended + 1 event insert + 1 callback insert (if any) |
 //! | `executions_find_unpublished`, `executions_find_overdue` | 1 |
 //! | `callbacks_claim_due` | 1 read + 1 lease update + 1 read back |
 //! | `workers_record_heartbeats` | 1 upsert |
 //! | `job_create` | 1 insert (+1 read when the idempotency key exists) |
-//! | `job_pause`/`resume`/`cancel` | 1 update + 1 read (cancel: + 1 locking read, 1 update, 1 event insert, 1 callback insert for its pending executions) |
+//! | `job_pause`/`resume`/`cancel` | 1 update + 1 read (cancel: + 1 locking read, 1 update, 1 event insert, 1 callback insert for its pending executions, 1 stop-request update for its running ones) |
+//! | `job_update` | 1 locking read + 1 update + 1 read (+1 read of live executions when the schedule changed) |
+//! | `executions_stop_requested` | 1 |
 //! | `job_trigger_now` | 1 locking read + 1 read of taken trigger times + 1 insert + 1 event insert |
 //!
 //! plus `BEGIN`/`COMMIT` for the transactional calls.
@@ -59,7 +61,9 @@
 //! ~0.15 s.
 
 mod apply;
+mod apply_job;
 mod callbacks;
+mod claim;
 mod confirm;
 mod dispatch;
 mod error;
@@ -68,7 +72,10 @@ mod inserts;
 mod jobs;
 mod migrations;
 mod rows;
+mod sched_cols;
 mod stmt;
+mod stop;
+mod update;
 mod workers;
 
 use crate::store::{Health, StoreError, StoreResult};

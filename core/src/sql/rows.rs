@@ -8,14 +8,13 @@ use super::stmt::to_u32;
 use crate::callback::{Callback, CallbackAttempt, CallbackState};
 use crate::execution::{ExecEvent, ExecStatus, Execution};
 use crate::job::{Job, JobStatus, RetryPolicy};
-use crate::schedule::Schedule;
 use crate::store::StoreResult;
 use crate::worker::{WorkerInfo, WorkerState};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 20] = [
+pub(crate) const JOB_COLS: [&str; 26] = [
     "id",
     "tenant",
     "name",
@@ -36,10 +35,16 @@ pub(crate) const JOB_COLS: [&str; 20] = [
     "timeout_ms",
     "created_at",
     "updated_at",
+    "every_ms",
+    "delay_ms",
+    "start_at",
+    "end_at",
+    "misfire_policy",
+    "overlap_policy",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
-pub(crate) const EXEC_COLS: [&str; 14] = [
+pub(crate) const EXEC_COLS: [&str; 15] = [
     "id",
     "job_id",
     "tenant",
@@ -53,6 +58,7 @@ pub(crate) const EXEC_COLS: [&str; 14] = [
     "dispatched_at",
     "started_at",
     "finished_at",
+    "stop_requested_at",
     "created_at",
 ];
 
@@ -82,7 +88,7 @@ pub(crate) fn select_list(alias: &str, cols: &[&str]) -> String {
 /// Typed, table-aware access to one row; decode failures are `Corrupt`.
 pub(crate) struct R<'a> {
     row: &'a AnyRow,
-    table: &'static str,
+    pub(crate) table: &'static str,
 }
 
 impl<'a> R<'a> {
@@ -147,7 +153,7 @@ impl<'a> R<'a> {
         }
     }
 
-    fn parsed<T>(&self, col: &str, parse: impl Fn(&str) -> Option<T>) -> StoreResult<T> {
+    pub(crate) fn parsed<T>(&self, col: &str, parse: impl Fn(&str) -> Option<T>) -> StoreResult<T> {
         let s = self.string(col)?;
         parse(&s).ok_or_else(|| corrupt(self.table, format!("column {col}: unknown value {s:?}")))
     }
@@ -160,48 +166,12 @@ impl<'a> R<'a> {
         self.parsed(col, ExecStatus::parse)
     }
 
-    /// The schedule columns (`schedule_kind`, `once_at`, `cron_expr`, `timezone`).
-    pub(crate) fn schedule(&self) -> StoreResult<Schedule> {
-        match self.string("schedule_kind")?.as_str() {
-            "once" => {
-                let at = self.opt_i64("once_at")?;
-                let at = at.ok_or_else(|| corrupt(self.table, "one-shot job without once_at"))?;
-                Ok(Schedule::Once { at })
-            }
-            "cron" => {
-                let expr = self.opt_string("cron_expr")?;
-                let tz = self.opt_string("timezone")?;
-                match (expr, tz) {
-                    (Some(expr), Some(tz)) => Ok(Schedule::Cron { expr, tz }),
-                    _ => Err(corrupt(
-                        self.table,
-                        "cron job without expression or time zone",
-                    )),
-                }
-            }
-            other => Err(corrupt(
-                self.table,
-                format!("unknown schedule kind {other:?}"),
-            )),
-        }
-    }
-
     /// The retry columns (`max_attempts`, `retry_backoff_ms`).
     pub(crate) fn retry(&self) -> StoreResult<RetryPolicy> {
         Ok(RetryPolicy {
             max_attempts: self.u32("max_attempts")?,
             backoff_ms: self.opt_u64("retry_backoff_ms")?.unwrap_or_default(),
         })
-    }
-}
-
-/// The stored form of a schedule: `(kind, cron_expr, timezone, once_at)`.
-pub(crate) fn schedule_columns(
-    s: &Schedule,
-) -> (&'static str, Option<&str>, Option<&str>, Option<i64>) {
-    match s {
-        Schedule::Once { at } => ("once", None, None, Some(*at)),
-        Schedule::Cron { expr, tz } => ("cron", Some(expr), Some(tz), None),
     }
 }
 
@@ -243,6 +213,7 @@ pub(crate) fn execution(row: &AnyRow) -> StoreResult<Execution> {
         dispatched_at: r.opt_i64("dispatched_at")?,
         started_at: r.opt_i64("started_at")?,
         finished_at: r.opt_i64("finished_at")?,
+        stop_requested_at: r.opt_i64("stop_requested_at")?,
         created_at: r.i64("created_at")?,
     })
 }

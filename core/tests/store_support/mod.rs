@@ -2,9 +2,10 @@
 //! and result builders, and the macro that runs each case on both databases.
 #![allow(dead_code)]
 
+use kairos_core::execution::Execution;
 use kairos_core::job::{Job, NewJob, RetryPolicy};
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
-use kairos_core::schedule::Schedule;
+use kairos_core::schedule::{Recurrence, Schedule};
 use kairos_core::sql::SqlStore;
 use kairos_core::store::{Claim, CreateOutcome, DispatchWork, ExecutionStore, JobStore};
 use kairos_core::testkit;
@@ -82,12 +83,45 @@ pub fn one_shot(tenant: &str, at: Millis) -> NewJob {
 /// A cron job (every second) of `tenant`, first due at `at`.
 pub fn cron(tenant: &str, at: Millis) -> NewJob {
     NewJob {
-        schedule: Schedule::Cron {
-            expr: "* * * * * *".to_string(),
-            tz: "UTC".to_string(),
-        },
+        schedule: Schedule::cron("* * * * * *", "UTC"),
         ..one_shot(tenant, at)
     }
+}
+
+/// A `noop` job of `tenant` on `schedule`, first due at `at`.
+pub fn recurring(tenant: &str, schedule: Schedule, at: Millis) -> NewJob {
+    NewJob {
+        schedule,
+        ..one_shot(tenant, at)
+    }
+}
+
+/// `schedule` with its recurrence changed by `f`.
+pub fn tweak(schedule: Schedule, f: impl FnOnce(&mut Recurrence)) -> Schedule {
+    let Schedule::Recurring(mut r) = schedule else {
+        panic!("a recurring schedule is expected");
+    };
+    f(&mut r);
+    Schedule::Recurring(r)
+}
+
+/// Claims what is due of `job` at `now` the way the dispatcher does
+/// (`trigger::claims_for`, fence 1) and returns the work to publish.
+pub async fn claim_due(store: &SqlStore, job: &Job, now: Millis) -> Vec<DispatchWork> {
+    let job = job_now(store, job).await;
+    let claims = kairos_core::trigger::claims_for(std::slice::from_ref(&job), now);
+    store.triggers_claim(1, &claims, now).await.expect("claim")
+}
+
+/// Every execution of `job`, oldest trigger first.
+pub async fn executions(store: &SqlStore, job: &Job) -> Vec<Execution> {
+    let mut page = store
+        .executions_list_for_job(&job.tenant, &job.id, 1_000, None)
+        .await
+        .expect("list executions")
+        .items;
+    page.reverse();
+    page
 }
 
 /// Stores `job`, which must be new.
