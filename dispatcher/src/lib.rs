@@ -25,13 +25,14 @@ pub mod scan;
 use balancer::{Balancer, Strategy};
 use kairos_core::broker::Broker;
 use kairos_core::coord::LeaseStore;
+use kairos_core::due::DueSignal;
 use kairos_core::store::Store;
 use leader::{LeaderConfig, Term};
 use publish::Publisher;
 use scan::{DispatchLoop, ScanConfig};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// Dispatcher settings.
@@ -43,6 +44,8 @@ pub struct DispatcherConfig {
     pub lease_ttl: Duration,
     /// Longest pause between scans when nothing wakes the loop.
     pub scan_interval: Duration,
+    /// How far ahead a scan looks for the next trigger to sleep until.
+    pub lookahead: Duration,
     /// Triggers claimed per transaction.
     pub batch: u32,
     /// Worker selection strategy.
@@ -61,6 +64,7 @@ impl Default for DispatcherConfig {
             lease_name: "dispatcher".into(),
             lease_ttl: Duration::from_secs(10),
             scan_interval: Duration::from_millis(100),
+            lookahead: Duration::from_secs(2),
             batch: 500,
             strategy: Strategy::EqualCost,
             worker_stale_after: Duration::from_secs(15),
@@ -76,7 +80,7 @@ pub struct Dispatcher {
     broker: Arc<dyn Broker>,
     lock: Arc<dyn LeaseStore>,
     cfg: DispatcherConfig,
-    wake: Arc<Notify>,
+    due: Option<Arc<dyn DueSignal>>,
     on_terminal: Option<Arc<Notify>>,
 }
 
@@ -93,14 +97,16 @@ impl Dispatcher {
             broker,
             lock,
             cfg,
-            wake: Arc::new(Notify::new()),
+            due: None,
             on_terminal: None,
         }
     }
 
-    /// Notify this to make the leader scan at once (e.g. after a job was created).
-    pub fn waker(&self) -> Arc<Notify> {
-        self.wake.clone()
+    /// Listens to due signals (the API announces jobs it made due), so the
+    /// leader dispatches them at once instead of at its next scan.
+    pub fn due_signal(mut self, due: Arc<dyn DueSignal>) -> Self {
+        self.due = Some(due);
+        self
     }
 
     /// Notified whenever results made an execution terminal (callback relay wake-up).
@@ -146,7 +152,7 @@ impl Dispatcher {
         };
         let store = self.store.clone();
         let broker = self.broker.clone();
-        let wake = self.wake.clone();
+        let due = self.due.clone();
         let cfg = self.cfg.clone();
         leader::campaign(
             self.lock.clone(),
@@ -156,7 +162,7 @@ impl Dispatcher {
                 lead(
                     store.clone(),
                     broker.clone(),
-                    wake.clone(),
+                    due.clone(),
                     cfg.clone(),
                     term,
                 )
@@ -173,7 +179,7 @@ impl Dispatcher {
 async fn lead(
     store: Arc<dyn Store>,
     broker: Arc<dyn Broker>,
-    wake: Arc<Notify>,
+    due: Option<Arc<dyn DueSignal>>,
     cfg: DispatcherConfig,
     term: Term,
 ) {
@@ -184,13 +190,16 @@ async fn lead(
         balancer.clone(),
         term.token.clone(),
     ));
+    let (due_tx, due_rx) = mpsc::channel(1024);
+    let listener = due.map(|d| tokio::spawn(listen_for_due(d, due_tx, term.token.clone())));
     let dispatch = DispatchLoop {
         store: store.clone(),
         publisher: Publisher::new(store, broker, balancer.clone(), cfg.max_in_flight),
         balancer,
-        wake,
+        due: due_rx,
         cfg: ScanConfig {
             interval: cfg.scan_interval,
+            lookahead: cfg.lookahead,
             batch: cfg.batch,
             sweep_every: Duration::from_secs(1),
             workers_every: Duration::from_millis(500),
@@ -199,4 +208,37 @@ async fn lead(
     dispatch.run(term.clone()).await;
     term.token.cancel();
     let _ = reroute.await;
+    if let Some(l) = listener {
+        let _ = l.await;
+    }
+}
+
+/// Forwards due signals to the dispatch loop for the length of a term,
+/// subscribing again whenever the subscription drops.
+async fn listen_for_due(
+    due: Arc<dyn DueSignal>,
+    tx: mpsc::Sender<kairos_core::time::Millis>,
+    token: CancellationToken,
+) {
+    use futures::StreamExt;
+    while !token.is_cancelled() {
+        match due.subscribe().await {
+            Ok(mut signals) => loop {
+                let next = tokio::select! {
+                    _ = token.cancelled() => return,
+                    s = signals.next() => s,
+                };
+                let Some(at) = next else { break };
+                // A full channel means the loop is busy scanning anyway.
+                let _ = tx.try_send(at);
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot subscribe to due signals; relying on the scan")
+            }
+        }
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
 }

@@ -5,6 +5,7 @@ use crate::settings::{FileSettings, pick, require};
 use anyhow::{Context, Result};
 use kairos_api::{ApiConfig, AppState};
 use kairos_core::connect;
+use kairos_core::due::RedisDue;
 use std::sync::Arc;
 use tracing::info;
 
@@ -21,8 +22,14 @@ pub async fn run(args: ApiArgs, file: &FileSettings) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr} (KAIROS_HTTP_ADDR)"))?;
     info!(addr = %listener.local_addr()?, "API listening");
-    let state =
+    let mut state =
         AppState::new(Arc::new(store), ApiConfig::default()).with_prometheus(super::prometheus()?);
+    // With Redis, new and triggered jobs wake the leader at once; without it
+    // they are picked up by the leader's next scan (at most 100 ms later).
+    if let Some(redis_url) = pick(args.redis.redis_url, file.redis_url.clone()) {
+        let due = RedisDue::connect(&redis_url, &super::names(&args.ns, file)).await?;
+        state = state.with_due_notifier(super::announce_due(Arc::new(due)));
+    }
     let shutdown = crate::signal::shutdown_token();
     kairos_api::serve(listener, state, shutdown.cancelled_owned()).await?;
     info!("API stopped");

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use kairos_api::{ApiConfig, AppState};
 use kairos_callback_relay::{Relay, RelayConfig};
 use kairos_core::connect;
+use kairos_core::due::MemoryDue;
 use kairos_core::memory_broker::MemoryBroker;
 use kairos_core::memory_coord::MemoryCoord;
 use kairos_core::protocol::Names;
@@ -47,14 +48,15 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     let broker = Arc::new(MemoryBroker::new(names.clone()));
     let coord = Arc::new(MemoryCoord::new());
     let relay_wake = Arc::new(Notify::new());
+    let due = Arc::new(MemoryDue::new());
     let dispatcher = Dispatcher::new(
         store.clone(),
         broker.clone(),
         coord.clone(),
         DispatcherConfig::default(),
     )
-    .notify_terminal(relay_wake.clone());
-    let dispatch_wake = dispatcher.waker();
+    .notify_terminal(relay_wake.clone())
+    .due_signal(due.clone());
     let mut worker = Worker::builder()
         .id(DEV_WORKER)
         .builtin_handlers()
@@ -76,7 +78,7 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     let relay = Relay::new(store.clone(), relay_cfg)?;
     let state = AppState::new(store.clone(), ApiConfig::default())
         .with_prometheus(super::prometheus()?)
-        .with_due_notifier(Arc::new(move |_due| dispatch_wake.notify_one()));
+        .with_due_notifier(super::announce_due(due));
 
     let front = crate::signal::shutdown_token();
     let back = CancellationToken::new();

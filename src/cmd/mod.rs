@@ -39,3 +39,12 @@ fn prometheus() -> Result<metrics_exporter_prometheus::PrometheusHandle> {
         .install_recorder()
         .map_err(|e| anyhow::anyhow!("cannot set up metrics: {e}"))
 }
+
+/// The API's due notifier: announces a due time without making the request
+/// wait for it (a lost announcement only costs latency).
+fn announce_due(due: std::sync::Arc<dyn kairos_core::due::DueSignal>) -> kairos_api::DueNotifier {
+    std::sync::Arc::new(move |at| {
+        let due = due.clone();
+        tokio::spawn(async move { due.announce(at).await });
+    })
+}
