@@ -33,18 +33,21 @@ pub enum Command {
     Migrate(MigrateArgs),
     /// Serve the REST API. Writes jobs to the database; never talks to workers.
     ///
-    /// Reads KAIROS_DATABASE_URL and KAIROS_HTTP_ADDR.
+    /// Reads KAIROS_DATABASE_URL and KAIROS_HTTP_ADDR; with KAIROS_REDIS_URL
+    /// (and KAIROS_NAMESPACE) it wakes the leader dispatcher when a job is due.
     Api(ApiArgs),
     /// Run a dispatcher. Any number may run; the one holding the Redis lease
     /// dispatches, every one records results and heartbeats.
     ///
     /// Reads KAIROS_DATABASE_URL, KAIROS_REDIS_URL, KAIROS_AMQP_URL,
-    /// KAIROS_NAMESPACE and KAIROS_BALANCER.
+    /// KAIROS_NAMESPACE, KAIROS_BALANCER, KAIROS_LEASE_TTL_MS and
+    /// KAIROS_WORKER_DEAD_AFTER_MS.
     Dispatcher(DispatcherArgs),
     /// Run a worker with the built-in handlers (noop, sleep, fail, http).
     ///
     /// Reads KAIROS_REDIS_URL, KAIROS_AMQP_URL, KAIROS_NAMESPACE,
-    /// KAIROS_WORKER_ID and KAIROS_WORKER_CAPACITY.
+    /// KAIROS_WORKER_ID, KAIROS_WORKER_CAPACITY, KAIROS_WORKER_BUFFER,
+    /// KAIROS_WORKER_HEARTBEAT_MS and KAIROS_WORKER_GRACE_MS.
     Worker(WorkerArgs),
     /// Deliver callbacks from the outbox with signatures and retries.
     ///
@@ -141,6 +144,10 @@ pub struct ApiArgs {
     pub db: DatabaseArg,
     #[command(flatten)]
     pub http: HttpArg,
+    #[command(flatten)]
+    pub redis: RedisArg,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
 }
 
 /// `kairos dispatcher`.
@@ -157,6 +164,17 @@ pub struct DispatcherArgs {
     /// Worker selection: equal-cost, round-robin or random [default: equal-cost].
     #[arg(long, env = "KAIROS_BALANCER", value_name = "STRATEGY")]
     pub balancer: Option<String>,
+    /// Leader lease time to live in milliseconds: the longest a crashed or
+    /// frozen leader delays dispatching; renewed every third of it
+    /// [default: 10000; at least 500].
+    #[arg(long, env = "KAIROS_LEASE_TTL_MS", value_name = "MS")]
+    pub lease_ttl_ms: Option<u64>,
+    /// A worker whose last heartbeat is older than this many milliseconds,
+    /// and whose queue has no consumer, is declared dead and its work rescued
+    /// [default: 15000; at least 1000, and well above the workers' heartbeat
+    /// period].
+    #[arg(long, env = "KAIROS_WORKER_DEAD_AFTER_MS", value_name = "MS")]
+    pub worker_dead_after_ms: Option<u64>,
 }
 
 /// `kairos worker`.
@@ -170,6 +188,19 @@ pub struct WorkerArgs {
     pub ns: NamespaceArg,
     #[command(flatten)]
     pub identity: WorkerIdentityArg,
+    /// Dispatches that may wait for a free handler slot; beyond capacity +
+    /// buffer the worker refuses dispatches so they are rerouted
+    /// [default: the capacity].
+    #[arg(long, env = "KAIROS_WORKER_BUFFER", value_name = "N")]
+    pub worker_buffer: Option<u32>,
+    /// Heartbeat period in milliseconds [default: 3000].
+    #[arg(long, env = "KAIROS_WORKER_HEARTBEAT_MS", value_name = "MS")]
+    pub worker_heartbeat_ms: Option<u64>,
+    /// Time running handlers get to finish after SIGTERM, in milliseconds;
+    /// what is still running then is reported failed and retried
+    /// [default: 30000].
+    #[arg(long, env = "KAIROS_WORKER_GRACE_MS", value_name = "MS")]
+    pub worker_grace_ms: Option<u64>,
 }
 
 /// `kairos callback-relay`.

@@ -20,6 +20,11 @@ pub struct FileSettings {
     pub balancer: Option<String>,
     pub callback_secret: Option<String>,
     pub callback_allow_private: Option<bool>,
+    pub lease_ttl_ms: Option<u64>,
+    pub worker_dead_after_ms: Option<u64>,
+    pub worker_buffer: Option<u32>,
+    pub worker_heartbeat_ms: Option<u64>,
+    pub worker_grace_ms: Option<u64>,
 }
 
 impl FileSettings {

@@ -72,7 +72,17 @@ impl LeaderConfig {
     fn renew_every(&self) -> Duration {
         self.ttl / 3
     }
+
+    /// How often a follower tries to take the lease. Short, so a successor
+    /// starts soon after a leader releases it on shutdown; the attempt is one
+    /// cheap `SET NX`.
+    fn campaign_every(&self) -> Duration {
+        self.renew_every().min(CAMPAIGN_MAX_PAUSE)
+    }
 }
+
+/// Upper bound on a follower's pause between two tries for the lease.
+const CAMPAIGN_MAX_PAUSE: Duration = Duration::from_secs(1);
 
 /// Campaigns for the lease until `shutdown`; while it is held, runs
 /// `lead(term)` and cancels the term as soon as the lease is lost. On shutdown
@@ -96,7 +106,7 @@ pub async fn campaign<F, Fut>(
         }
         tokio::select! {
             _ = shutdown.cancelled() => {}
-            _ = tokio::time::sleep(cfg.renew_every()) => {}
+            _ = tokio::time::sleep(cfg.campaign_every()) => {}
         }
     }
 }
@@ -118,12 +128,17 @@ async fn hold<F, Fut>(
     loop {
         tokio::select! {
             _ = term.token.cancelled() => break,
-            res = &mut work, if !work_done => {
+            res = &mut work => {
+                // The work ends only when the term did (e.g. its local deadline
+                // passed while a renewal was slow). Holding on to the lease
+                // without it would leave nobody dispatching, so step down and
+                // let the campaign start a fresh term.
                 work_done = true;
-                if let Err(e) = res {
-                    warn!(error = %e, "leader work ended abnormally; giving up the lease");
-                    break;
+                match res {
+                    Err(e) => warn!(error = %e, "leader work ended abnormally; giving up the lease"),
+                    Ok(()) => warn!(fence = lease.fence, "leader work ended with its term (lease not renewed in time); stepping down"),
                 }
+                break;
             }
             _ = tokio::time::sleep(cfg.renew_every()) => {
                 let started = Instant::now();
@@ -149,19 +164,24 @@ async fn hold<F, Fut>(
     if !work_done {
         let _ = work.await;
     }
-    if shutdown.is_cancelled() {
-        match lock.lease_release(&lease).await {
-            Ok(()) => info!(fence = lease.fence, "released the lease"),
-            Err(e) => warn!(error = %e, "could not release the lease; it expires with its TTL"),
-        }
-    } else {
-        info!(fence = lease.fence, "no longer leader");
+    // Released on every step-down, not only on shutdown: the release is a
+    // compare-and-set, so a successor's lease is never touched, and a lease
+    // this instance still holds becomes free at once instead of after its TTL.
+    match lock.lease_release(&lease).await {
+        Ok(()) if shutdown.is_cancelled() => info!(fence = lease.fence, "released the lease"),
+        Ok(()) => info!(fence = lease.fence, "no longer leader"),
+        Err(e) => warn!(
+            fence = lease.fence,
+            error = %e,
+            "no longer leader; could not release the lease, it expires with its TTL"
+        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kairos_core::memory_coord::MemoryCoord;
 
     #[test]
     fn a_term_expires_without_renewal() {
@@ -171,5 +191,35 @@ mod tests {
         assert!(term.is_valid());
         term.token.cancel();
         assert!(!term.is_valid());
+    }
+
+    #[tokio::test]
+    async fn a_term_whose_work_ends_is_released_and_campaigned_for_again() {
+        let lock: Arc<dyn LeaseStore> = Arc::new(MemoryCoord::new());
+        // A TTL far beyond the test: a second term proves the first lease
+        // was released, not left to expire.
+        let cfg = LeaderConfig {
+            name: "t".into(),
+            ttl: Duration::from_secs(600),
+        };
+        let shutdown = CancellationToken::new();
+        let fences = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (seen, stop) = (fences.clone(), shutdown.clone());
+        let run = campaign(lock, cfg, shutdown, move |term: Term| {
+            let (seen, stop) = (seen.clone(), stop.clone());
+            async move {
+                let mut seen = seen.lock().unwrap();
+                seen.push(term.fence);
+                if seen.len() == 2 {
+                    stop.cancel();
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(30), run)
+            .await
+            .expect("a second term within 30 s");
+        let fences = fences.lock().unwrap().clone();
+        assert_eq!(fences.len(), 2);
+        assert!(fences[1] > fences[0], "{fences:?}");
     }
 }

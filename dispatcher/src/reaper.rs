@@ -27,6 +27,11 @@ pub struct ReaperConfig {
     /// Grace beyond an attempt's time limit before the reaper times it out
     /// (the worker normally reports `timed_out` itself).
     pub timeout_margin: Duration,
+    /// How long after a worker said `offline` its leftover work is rescued.
+    /// Its last results travel on another queue than its last heartbeat and
+    /// may be applied after it; rescuing at once could declare lost an
+    /// attempt whose success is still on its way, and run it again.
+    pub offline_grace: Duration,
 }
 
 impl Default for ReaperConfig {
@@ -35,6 +40,7 @@ impl Default for ReaperConfig {
             every: Duration::from_secs(2),
             dead_after: Duration::from_secs(15),
             timeout_margin: Duration::from_secs(5),
+            offline_grace: Duration::from_secs(5),
         }
     }
 }
@@ -94,13 +100,19 @@ pub async fn run(
 async fn sweep(store: &dyn Store, broker: &dyn Broker, cfg: &ReaperConfig) -> StoreResult<()> {
     let now = now_ms();
     let dead_after = cfg.dead_after.as_millis() as Millis;
+    let offline_grace = cfg.offline_grace.as_millis() as Millis;
     for w in store.workers_list().await? {
-        if w.state == WorkerState::Offline && store.executions_in_flight_on(&w.id).await?.is_empty()
-        {
+        let silent_for = now - w.last_heartbeat_at;
+        let wait = if w.state == WorkerState::Offline {
+            offline_grace
+        } else {
+            dead_after
+        };
+        if silent_for <= wait {
             continue;
         }
-        let silent_for = now - w.last_heartbeat_at;
-        if w.state != WorkerState::Offline && silent_for <= dead_after {
+        if w.state == WorkerState::Offline && store.executions_in_flight_on(&w.id).await?.is_empty()
+        {
             continue;
         }
         // Second opinion: a worker still consuming its queue is alive, just slow.

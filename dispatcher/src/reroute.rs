@@ -2,19 +2,47 @@
 //! another worker. The refusing worker is avoided; only when no other worker
 //! can take the message (e.g. a single-worker deployment) does it go back to
 //! the refusing one, after a pause that gives it time to drain.
+//!
+//! A message refused again soon after it was rerouted means every worker it
+//! could go to is full (heartbeats lag behind a burst): it waits a moment
+//! before going out again, instead of bouncing between full workers as fast
+//! as the broker can carry it.
 
 use crate::balancer::Balancer;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, Delivery};
 use kairos_core::protocol::DispatchMsg;
 use kairos_core::time::now_ms;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 /// How long to wait before trying again when no other worker can take a message.
 const HOLD: Duration = Duration::from_millis(250);
+/// A message back within this long of its last reroute is bouncing.
+const BOUNCE_WINDOW: Duration = Duration::from_secs(2);
+
+/// When each execution was last rerouted, to notice bouncing.
+#[derive(Default)]
+struct Recent {
+    at: HashMap<String, Instant>,
+}
+
+impl Recent {
+    /// Records a reroute of `execution` now; whether it bounced.
+    fn bounced(&mut self, execution: &str) -> bool {
+        let now = Instant::now();
+        if self.at.len() > 10_000 {
+            self.at
+                .retain(|_, t| now.duration_since(*t) < BOUNCE_WINDOW);
+        }
+        self.at
+            .insert(execution.to_string(), now)
+            .is_some_and(|t| now.duration_since(t) < BOUNCE_WINDOW)
+    }
+}
 
 /// Reroutes until `token` is cancelled (the leader's term).
 pub async fn run_reroute(
@@ -22,6 +50,7 @@ pub async fn run_reroute(
     balancer: Arc<Mutex<Balancer>>,
     token: CancellationToken,
 ) {
+    let mut recent = Recent::default();
     while !token.is_cancelled() {
         let mut stream = match broker.reroute_consume(64).await {
             Ok(s) => s,
@@ -37,7 +66,7 @@ pub async fn run_reroute(
                 d = stream.next() => d,
             };
             let Some(delivery) = next else { break };
-            reroute_one(broker.as_ref(), &balancer, delivery, &token).await;
+            reroute_one(broker.as_ref(), &balancer, delivery, &mut recent, &token).await;
         }
         hold(&token).await;
     }
@@ -47,6 +76,7 @@ async fn reroute_one(
     broker: &dyn Broker,
     balancer: &Mutex<Balancer>,
     d: Delivery,
+    recent: &mut Recent,
     token: &CancellationToken,
 ) {
     let msg: DispatchMsg = match serde_json::from_slice(&d.payload) {
@@ -57,6 +87,9 @@ async fn reroute_one(
             return;
         }
     };
+    if recent.bounced(&msg.execution_id) {
+        hold(token).await;
+    }
     // Held unacked until a worker has room: the message stays safe in the
     // broker, and the dispatcher keeps the rest of its work flowing.
     let mut exclude = d.rejected_by.as_deref();
@@ -93,5 +126,18 @@ async fn hold(token: &CancellationToken) {
     tokio::select! {
         _ = token.cancelled() => {}
         _ = tokio::time::sleep(HOLD) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_back_soon_after_its_reroute_has_bounced() {
+        let mut recent = Recent::default();
+        assert!(!recent.bounced("e1"));
+        assert!(recent.bounced("e1"));
+        assert!(!recent.bounced("e2"));
     }
 }

@@ -4,9 +4,16 @@ use crate::cli::DispatcherArgs;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, anyhow};
 use kairos_core::connect;
+use kairos_core::due::RedisDue;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
 use std::sync::Arc;
+use std::time::Duration;
 use tracing::info;
+
+/// Shorter leases renew so often that a busy box would lose them to latency.
+const MIN_LEASE_TTL_MS: u64 = 500;
+/// A shorter threshold would declare healthy workers dead between heartbeats.
+const MIN_DEAD_AFTER_MS: u64 = 1000;
 
 pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
     let db_url = require(
@@ -25,14 +32,35 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
     if let Some(b) = pick(args.balancer, file.balancer.clone()) {
         cfg.strategy = b.parse().map_err(|e| anyhow!("KAIROS_BALANCER: {e}"))?;
     }
+    if let Some(ms) = pick(args.lease_ttl_ms, file.lease_ttl_ms) {
+        cfg.lease_ttl = at_least(ms, MIN_LEASE_TTL_MS, "KAIROS_LEASE_TTL_MS")?;
+    }
+    if let Some(ms) = pick(args.worker_dead_after_ms, file.worker_dead_after_ms) {
+        cfg.reaper.dead_after = at_least(ms, MIN_DEAD_AFTER_MS, "KAIROS_WORKER_DEAD_AFTER_MS")?;
+    }
     let store = connect::database(&db_url, false).await?;
     let broker = connect::rabbitmq(&amqp_url, names.clone()).await?;
+    let due = RedisDue::connect(&redis_url, &names).await?;
     let lock = connect::redis(&redis_url, names).await?;
-    info!(balancer = ?cfg.strategy, "dispatcher starting");
+    info!(
+        balancer = ?cfg.strategy,
+        lease_ttl = ?cfg.lease_ttl,
+        worker_dead_after = ?cfg.reaper.dead_after,
+        "dispatcher starting"
+    );
     let shutdown = crate::signal::shutdown_token();
     Dispatcher::new(Arc::new(store), Arc::new(broker), Arc::new(lock), cfg)
+        .due_signal(Arc::new(due))
         .run(shutdown)
         .await;
     info!("dispatcher stopped");
     Ok(())
+}
+
+/// `ms` as a duration, refused below `min` with the setting's name.
+fn at_least(ms: u64, min: u64, var: &str) -> Result<Duration> {
+    if ms < min {
+        return Err(anyhow!("{var} must be at least {min} ms (got {ms})"));
+    }
+    Ok(Duration::from_millis(ms))
 }

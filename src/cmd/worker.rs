@@ -2,10 +2,11 @@
 
 use crate::cli::WorkerArgs;
 use crate::settings::{FileSettings, pick, require};
-use anyhow::Result;
+use anyhow::{Result, bail};
 use kairos_core::connect;
 use kairos_worker::Worker;
 use std::sync::Arc;
+use std::time::Duration;
 use tracing::info;
 
 pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
@@ -28,6 +29,18 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
     }
     if let Some(c) = pick(args.identity.worker_capacity, file.worker_capacity) {
         builder = builder.capacity(c);
+    }
+    if let Some(b) = pick(args.worker_buffer, file.worker_buffer) {
+        builder = builder.buffer(b);
+    }
+    if let Some(ms) = pick(args.worker_heartbeat_ms, file.worker_heartbeat_ms) {
+        if ms == 0 {
+            bail!("KAIROS_WORKER_HEARTBEAT_MS must be positive");
+        }
+        builder = builder.heartbeat_every(Duration::from_millis(ms));
+    }
+    if let Some(ms) = pick(args.worker_grace_ms, file.worker_grace_ms) {
+        builder = builder.grace_period(Duration::from_millis(ms));
     }
     let worker = builder.build()?;
     info!(worker = worker.id(), "worker starting");

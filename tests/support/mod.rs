@@ -6,10 +6,15 @@
 //!   namespace (so tests run in parallel).
 //! - [`Stack::Embedded`]: one `kairos dev` process on a fresh SQLite file.
 //!
-//! Every child is killed when the [`Cluster`] is dropped.
+//! Every child is killed when the [`Cluster`] is dropped. Each child's stderr
+//! goes to the terminal as before and also to `<log_dir>/<name>.log`, so a
+//! test can read what a process logged ([`Cluster::log`]).
 #![allow(dead_code)]
 
+mod logs;
+
 use kairos_core::testkit;
+use logs::{strip_ansi, tee};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,6 +40,8 @@ pub struct Cluster {
     http: reqwest::Client,
     /// For the embedded stack: the database file.
     pub sqlite_url: Option<String>,
+    /// Where each child's stderr is copied, one `<name>.log` per process name.
+    pub log_dir: PathBuf,
 }
 
 fn free_port() -> u16 {
@@ -52,6 +59,17 @@ impl Cluster {
     /// Starts a cluster, or `None` when the services are missing (after the
     /// skip-or-fail policy).
     pub async fn start(stack: Stack, dispatchers: usize, workers: usize) -> Option<Cluster> {
+        Self::start_with(stack, dispatchers, workers, &[]).await
+    }
+
+    /// Like [`Cluster::start`], with extra environment for every process
+    /// (e.g. shorter lease and dead-worker thresholds).
+    pub async fn start_with(
+        stack: Stack,
+        dispatchers: usize,
+        workers: usize,
+        extra_env: &[(&str, &str)],
+    ) -> Option<Cluster> {
         let port = free_port();
         let mut env = HashMap::new();
         env.insert("KAIROS_HTTP_ADDR".to_string(), format!("127.0.0.1:{port}"));
@@ -64,24 +82,36 @@ impl Cluster {
             "KAIROS_CALLBACK_ALLOW_PRIVATE".to_string(),
             "true".to_string(),
         );
+        // Plain text, so tests can grep the logs.
+        env.insert("NO_COLOR".to_string(), "1".to_string());
+        for (k, v) in extra_env {
+            env.insert(k.to_string(), v.to_string());
+        }
+        let log_dir = std::env::temp_dir().join(testkit::unique("kairos_logs"));
+        std::fs::create_dir_all(&log_dir).expect("create the log directory");
         let mut cluster = Cluster {
             base: format!("http://127.0.0.1:{port}"),
             env,
             children: HashMap::new(),
             http: reqwest::Client::new(),
             sqlite_url: None,
+            log_dir,
         };
         match stack {
             Stack::Services => {
-                let db = testkit::mysql_fresh_database().await?;
+                // A caller may bring its own database URL (e.g. through a proxy).
+                if !cluster.env.contains_key("KAIROS_DATABASE_URL") {
+                    let db = testkit::mysql_fresh_database().await?;
+                    cluster.env.insert("KAIROS_DATABASE_URL".into(), db);
+                }
                 let redis = testkit::redis_available().await?;
                 let amqp = testkit::amqp_available().await?;
-                cluster.env.insert("KAIROS_DATABASE_URL".into(), db);
                 cluster.env.insert("KAIROS_REDIS_URL".into(), redis);
                 cluster.env.insert("KAIROS_AMQP_URL".into(), amqp);
                 cluster
                     .env
-                    .insert("KAIROS_NAMESPACE".into(), testkit::unique("e2e"));
+                    .entry("KAIROS_NAMESPACE".into())
+                    .or_insert_with(|| testkit::unique("e2e"));
                 let status = cluster
                     .command(&["migrate"])
                     .status()
@@ -118,21 +148,77 @@ impl Cluster {
 
     /// Starts a named process.
     pub fn spawn(&mut self, name: &str, args: &[&str]) {
-        let child = self
-            .command(args)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        self.children.insert(name.to_string(), child);
+        self.spawn_with(name, args, &[]);
+    }
+
+    /// Starts a named process with extra environment.
+    pub fn spawn_with(&mut self, name: &str, args: &[&str], extra_env: &[(&str, &str)]) {
+        let mut cmd = self.command(args);
+        cmd.envs(extra_env.iter().copied());
+        self.launch(name, cmd);
     }
 
     /// Starts a worker whose id is the process name.
     pub fn spawn_worker(&mut self, name: &str) {
-        let mut cmd = self.command(&["worker"]);
-        cmd.env("KAIROS_WORKER_ID", name);
-        let child = cmd
+        self.spawn_worker_with(name, &[]);
+    }
+
+    /// Starts a worker whose id is the process name, with extra environment
+    /// (e.g. `KAIROS_WORKER_CAPACITY`).
+    pub fn spawn_worker_with(&mut self, name: &str, extra_env: &[(&str, &str)]) {
+        let mut env = vec![("KAIROS_WORKER_ID", name)];
+        env.extend_from_slice(extra_env);
+        self.spawn_with(name, &["worker"], &env);
+    }
+
+    fn launch(&mut self, name: &str, mut cmd: Command) {
+        cmd.stderr(Stdio::piped());
+        let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        if let Some(stderr) = child.stderr.take() {
+            tee(stderr, &self.log_path(name));
+        }
         self.children.insert(name.to_string(), child);
+    }
+
+    fn log_path(&self, name: &str) -> PathBuf {
+        self.log_dir.join(format!("{name}.log"))
+    }
+
+    /// What the named process has logged so far (every run of that name),
+    /// without terminal colour codes.
+    pub fn log(&self, name: &str) -> String {
+        let raw = std::fs::read(self.log_path(name)).unwrap_or_default();
+        strip_ansi(&String::from_utf8_lossy(&raw))
+    }
+
+    /// Operating-system id of a running named process.
+    pub fn pid(&self, name: &str) -> u32 {
+        self.children
+            .get(name)
+            .unwrap_or_else(|| panic!("no process {name}"))
+            .id()
+    }
+
+    /// Names of the running processes whose name starts with `prefix`, sorted.
+    pub fn names(&self, prefix: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .children
+            .keys()
+            .filter(|n| n.starts_with(prefix))
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The namespace of the services stack (queue, key and connection names).
+    pub fn namespace(&self) -> &str {
+        self.env
+            .get("KAIROS_NAMESPACE")
+            .map(String::as_str)
+            .unwrap_or("kairos")
     }
 
     /// Sends a signal to a named process (`KILL`, `TERM`, `STOP`, `CONT`).
@@ -202,6 +288,18 @@ impl Cluster {
             .await
             .expect("GET");
         r.json().await.unwrap_or(Value::Null)
+    }
+
+    /// GET returning the status code and JSON (`Null` if the body is not JSON).
+    pub async fn get_status(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("GET");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
     }
 
     /// GET returning JSON, or `None` while the server is unreachable.
@@ -305,6 +403,11 @@ impl Drop for Cluster {
         for (_, mut child) in self.children.drain() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("process logs kept in {}", self.log_dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.log_dir);
         }
     }
 }

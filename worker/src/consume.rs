@@ -1,5 +1,14 @@
 //! The delivery loop: consumes the worker's queue, applies backpressure, and
-//! takes each accepted dispatch through guard → `started` → ack → pool → result.
+//! takes each accepted dispatch through pool slot → guard → `started` → ack →
+//! handler → result.
+//!
+//! An accepted dispatch waits for a pool slot *unacked*: `started` must mean
+//! the handler starts now, so the dispatcher's view stays true. An attempt
+//! still waiting in the buffer when the worker dies or stops was never started:
+//! its message goes back to the queue (the channel closes) and the dispatcher
+//! requeues it with the same attempt number instead of spending an attempt on
+//! it, and the reaper's deadline (start + `timeoutMs`) is not eaten by time
+//! spent waiting behind other handlers.
 
 use crate::execute::run_attempt;
 use crate::results::{self, Report};
@@ -41,7 +50,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
                 match next {
                     Some(d) => {
                         backoff = RECONNECT_MIN;
-                        accept(&shared, d).await;
+                        accept(&shared, d, &stop).await;
                     }
                     None => {
                         tracing::warn!(worker_id = %shared.id, "dispatch consumer ended (broker restart or cancel); consuming again in {backoff:?}");
@@ -72,10 +81,12 @@ async fn start(
 
 /// Takes a delivery into the pool, or refuses it when pool and buffer are full
 /// so the dead-letter route sends it to another worker.
-async fn accept(shared: &Arc<Shared>, d: Delivery) {
+async fn accept(shared: &Arc<Shared>, d: Delivery, stop: &CancellationToken) {
     match shared.try_reserve() {
         Some(slot) => {
-            shared.tasks.spawn(process(Arc::clone(shared), d, slot));
+            shared
+                .tasks
+                .spawn(process(Arc::clone(shared), d, slot, stop.clone()));
         }
         None => {
             tracing::info!(worker_id = %shared.id, "pool and buffer full; rejecting a dispatch for reroute");
@@ -102,7 +113,9 @@ fn decode(payload: &[u8]) -> Result<DispatchMsg, String> {
 }
 
 /// One delivery, end to end. `_slot` holds its place until the result is out.
-async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot) {
+/// `stop` is the end of consuming: a dispatch still waiting for a pool slot
+/// then is left unsettled, and closing the consumer hands it back to the queue.
+async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: CancellationToken) {
     let msg = match decode(&d.payload) {
         Ok(m) => m,
         Err(why) => {
@@ -113,6 +126,18 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot) {
             return;
         }
     };
+    let permit = tokio::select! {
+        biased;
+        _ = stop.cancelled() => return,
+        p = shared.permits.acquire() => match p {
+            Ok(p) => p,
+            // The semaphore is never closed; leave the dispatch to the queue.
+            Err(_) => return,
+        },
+    };
+    if stop.is_cancelled() {
+        return;
+    }
     let key = shared.names.attempt_key(&msg.execution_id, msg.attempt);
     match shared.guard.once(&key, ATTEMPT_KEY_TTL).await {
         Ok(true) => {}
@@ -147,7 +172,7 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot) {
     if let Err(e) = d.acker.ack().await {
         tracing::warn!(execution_id = %msg.execution_id, "acking a dispatch failed: {e}; a redelivery will be skipped by the attempt key");
     }
-    let report = run_attempt(&shared, msg).await;
+    let report = run_attempt(&shared, msg, permit).await;
     let result = report.into_msg(&shared.id, &execution_id, attempt);
     // A final failure is already logged loudly by `publish`.
     let _ = results::publish(shared.broker.as_ref(), &result).await;

@@ -1,6 +1,6 @@
-//! Runs one attempt in the bounded pool: waits for a slot, runs the handler in
-//! its own task (so a panic is caught), enforces the timeout, and stops it at
-//! the end of a shutdown's grace period.
+//! Runs one attempt in the bounded pool: runs the handler in its own task (so
+//! a panic is caught) while holding a pool slot, enforces the timeout, and
+//! stops it at the end of a shutdown's grace period.
 
 use crate::handler::{HandlerOutcome, JobContext};
 use crate::results::Report;
@@ -8,6 +8,7 @@ use crate::shared::Shared;
 use kairos_core::protocol::DispatchMsg;
 use std::any::Any;
 use std::time::Duration;
+use tokio::sync::SemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -33,17 +34,12 @@ async fn deadline(timeout_ms: Option<u64>) {
     }
 }
 
-/// Runs `msg`'s handler once a pool slot is free and says how it ended.
-pub(crate) async fn run_attempt(shared: &Shared, msg: DispatchMsg) -> Report {
-    let permit = tokio::select! {
-        biased;
-        p = shared.permits.acquire() => match p {
-            Ok(p) => p,
-            // The semaphore is never closed; treat it like a shutdown anyway.
-            Err(_) => return Report::failed(SHUTDOWN_ERROR),
-        },
-        _ = shared.hard_stop.cancelled() => return Report::failed(SHUTDOWN_ERROR),
-    };
+/// Runs `msg`'s handler in the pool slot `permit` and says how it ended.
+pub(crate) async fn run_attempt(
+    shared: &Shared,
+    msg: DispatchMsg,
+    permit: SemaphorePermit<'_>,
+) -> Report {
     let Some(handler) = shared.handlers.get(&msg.handler) else {
         return Report::failed(shared.handlers.unknown(&msg.handler));
     };

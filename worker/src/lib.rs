@@ -95,6 +95,8 @@ impl WorkerBuilder {
 
     /// Accepted dispatches that may wait for a free slot (default: the
     /// capacity). Beyond capacity + buffer, dispatches are refused for reroute.
+    /// A waiting dispatch stays unacked until its handler starts, so for jobs
+    /// that run longer than RabbitMQ's `consumer_timeout` set this to 0.
     pub fn buffer(mut self, buffer: u32) -> Self {
         self.buffer = Some(buffer);
         self
@@ -236,10 +238,11 @@ impl Worker {
     }
 
     /// Declares the queue, heartbeats and consumes until `shutdown` is
-    /// cancelled; then stops consuming (deliveries not taken yet go back to
-    /// the queue), reports `draining`, gives running handlers the grace period,
-    /// reports the ones still running as failed so they are retried, and
-    /// reports `offline`. Errors only if the broker fails at startup.
+    /// cancelled; then stops consuming (deliveries whose handler has not
+    /// started go back to the queue, and the dispatcher requeues them once
+    /// this worker is offline), reports `draining`, gives running handlers the
+    /// grace period, reports the ones still running as failed so they are
+    /// retried, and reports `offline`. Errors only if the broker fails at startup.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let shared = self.shared;
         shared.broker.worker_queue_declare(&shared.id).await?;
