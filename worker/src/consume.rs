@@ -33,7 +33,12 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 /// not yet taken go back to the queue. A consumer that ends or fails to start
 /// is restarted with capped backoff.
 pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
-    let prefetch = u16::try_from(shared.capacity.saturating_add(shared.buffer)).unwrap_or(u16::MAX);
+    // Running attempts are already acked, so unacked deliveries are only the
+    // ones waiting for a slot. One more than the buffer lets a full worker see
+    // (and refuse, for reroute) one surplus dispatch at a time, while the rest
+    // wait in the broker's queue. With `capacity + buffer` a busy worker would
+    // take twice its capacity and reject the surplus into a reroute loop.
+    let prefetch = u16::try_from(shared.buffer.saturating_add(1)).unwrap_or(u16::MAX);
     let mut backoff = RECONNECT_MIN;
     loop {
         let started = tokio::select! {

@@ -5,7 +5,7 @@ use super::SqlStore;
 use super::apply::Input;
 use super::error::db_err;
 use super::jobs::page_size;
-use super::rows::{self, EXEC_COLS, R, decode_cursor, encode_cursor, select_list};
+use super::rows::{self, EXEC_COLS, R, decode_cursor, select_list};
 use super::stmt::{bind_names, marks, q};
 use crate::execution::{ExecEvent, ExecStatus, ExecTransition, Execution};
 use crate::job::Job;
@@ -190,17 +190,13 @@ impl ExecutionStore for SqlStore {
             .fetch_all(self.read())
             .await
             .map_err(db_err)?;
-        let mut items = found
+        let items = found
             .iter()
             .map(rows::execution)
             .collect::<StoreResult<Vec<_>>>()?;
-        let next_cursor = if items.len() > limit as usize {
-            items.truncate(limit as usize);
-            items.last().map(|e| encode_cursor(e.scheduled_at, &e.id))
-        } else {
-            None
-        };
-        Ok(Page { items, next_cursor })
+        Ok(rows::page(items, limit, |e| {
+            (e.scheduled_at, e.id.as_str())
+        }))
     }
 
     async fn execution_events(&self, tenant: &str, id: &str) -> StoreResult<Vec<ExecEvent>> {

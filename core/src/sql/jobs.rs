@@ -4,7 +4,7 @@
 use super::SqlStore;
 use super::error::{db_err, is_unique_violation, retrying};
 use super::inserts::{self, EventRow};
-use super::rows::{self, JOB_COLS, decode_cursor, encode_cursor, select_list};
+use super::rows::{self, JOB_COLS, decode_cursor, select_list};
 use super::sched_cols::{bind_schedule_head, bind_schedule_tail, schedule_columns};
 use super::stmt::{CHUNK, bind_names, marks, q};
 use crate::execution::{ExecStatus, ExecTransition};
@@ -312,17 +312,11 @@ impl JobStore for SqlStore {
             .fetch_all(self.read())
             .await
             .map_err(db_err)?;
-        let mut items = found
+        let items = found
             .iter()
             .map(rows::job)
             .collect::<StoreResult<Vec<_>>>()?;
-        let next_cursor = if items.len() > limit as usize {
-            items.truncate(limit as usize);
-            items.last().map(|j| encode_cursor(j.created_at, &j.id))
-        } else {
-            None
-        };
-        Ok(Page { items, next_cursor })
+        Ok(rows::page(items, limit, |j| (j.created_at, j.id.as_str())))
     }
 
     async fn job_pause(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {

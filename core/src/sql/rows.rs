@@ -280,6 +280,25 @@ pub(crate) fn worker(row: &AnyRow) -> StoreResult<WorkerInfo> {
     })
 }
 
+/// A page from `limit + 1` fetched items: the extra one only proves there is
+/// a next page, whose cursor is the key of the last item kept.
+pub(crate) fn page<T>(
+    mut items: Vec<T>,
+    limit: u32,
+    key: impl Fn(&T) -> (i64, &str),
+) -> crate::store::Page<T> {
+    let next_cursor = if items.len() > limit as usize {
+        items.truncate(limit as usize);
+        items.last().map(|item| {
+            let (at, id) = key(item);
+            encode_cursor(at, id)
+        })
+    } else {
+        None
+    };
+    crate::store::Page { items, next_cursor }
+}
+
 /// Page cursor: hex of `<time>:<id>` of the last item shown.
 pub(crate) fn encode_cursor(at: i64, id: &str) -> String {
     format!("{at}:{id}")
