@@ -231,8 +231,15 @@ async fn noop_succeeds_after_started(env: Env) {
 async fn a_duplicate_attempt_runs_once(env: Env) {
     env.collect().await;
     let runs = Arc::new(AtomicU32::new(0));
+    // Capacity 1 and no buffer: one delivery in hand at a time, so the
+    // sentinel below is delivered only after the duplicate was settled.
     let w = env
-        .start(env.builder().handler("count", counting(runs.clone())))
+        .start(
+            env.builder()
+                .capacity(1)
+                .buffer(0)
+                .handler("count", counting(runs.clone())),
+        )
         .await;
     let msg = DispatchMsg {
         v: PROTOCOL_VERSION,
@@ -245,16 +252,13 @@ async fn a_duplicate_attempt_runs_once(env: Env) {
         timeout_ms: None,
     };
     env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
-    env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
     env.outcome(&msg.execution_id).await;
-    wait_for("both dispatches taken from the queue", DEADLINE, || async {
-        let s = env.broker.worker_queue_stats(&w.id).await.unwrap()?;
-        (s.messages == 0).then_some(())
-    })
-    .await;
+    env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
+    let sentinel = env
+        .dispatch(&w.id, "noop", json!("after the duplicate"), None)
+        .await;
+    env.outcome(&sentinel).await;
     let id = w.id.clone();
-    // Stopping waits for every delivery taken; one not yet processed would be
-    // back in the queue afterwards.
     w.stop().await;
     let left = env.broker.worker_queue_stats(&id).await.unwrap().unwrap();
     assert_eq!(left.messages, 0, "both dispatches were handled");
