@@ -5,7 +5,7 @@ use super::SqlStore;
 use super::apply::Input;
 use super::error::db_err;
 use super::jobs::page_size;
-use super::rows::{self, EXEC_COLS, R, decode_cursor, select_list};
+use super::rows::{self, EXEC_COLS, R, select_list};
 use super::stmt::{bind_names, marks, q};
 use crate::execution::{ExecEvent, ExecStatus, ExecTransition, Execution};
 use crate::job::Job;
@@ -164,17 +164,9 @@ impl ExecutionStore for SqlStore {
         cursor: Option<&str>,
     ) -> StoreResult<Page<Execution>> {
         let limit = page_size(limit);
-        let after = match cursor {
-            Some(c) => match decode_cursor(c) {
-                Some(pos) => Some(pos),
-                None => {
-                    return Ok(Page {
-                        items: Vec::new(),
-                        next_cursor: None,
-                    });
-                }
-            },
-            None => None,
+        let after = match rows::page_start(cursor) {
+            Ok(after) => after,
+            Err(empty) => return Ok(empty),
         };
         let mut sql = format!("{} WHERE e.job_id = ? AND e.tenant = ?", exec_select());
         if after.is_some() {

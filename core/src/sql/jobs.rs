@@ -4,7 +4,7 @@
 use super::SqlStore;
 use super::error::{db_err, is_unique_violation, retrying};
 use super::inserts::{self, EventRow};
-use super::rows::{self, JOB_COLS, decode_cursor, select_list};
+use super::rows::{self, JOB_COLS, select_list};
 use super::sched_cols::{bind_schedule_head, bind_schedule_tail, schedule_columns};
 use super::stmt::{CHUNK, bind_names, marks, q};
 use crate::execution::{ExecStatus, ExecTransition};
@@ -279,18 +279,9 @@ impl JobStore for SqlStore {
 
     async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>> {
         let limit = page_size(filter.limit);
-        let after = match filter.cursor.as_deref() {
-            // A cursor this store did not make names no page: empty, not an error.
-            Some(c) => match decode_cursor(c) {
-                Some(pos) => Some(pos),
-                None => {
-                    return Ok(Page {
-                        items: Vec::new(),
-                        next_cursor: None,
-                    });
-                }
-            },
-            None => None,
+        let after = match rows::page_start(filter.cursor.as_deref()) {
+            Ok(after) => after,
+            Err(empty) => return Ok(empty),
         };
         let mut sql = format!("{} WHERE j.tenant = ?", job_select());
         if filter.status.is_some() {

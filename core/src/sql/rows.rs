@@ -299,6 +299,21 @@ pub(crate) fn page<T>(
     crate::store::Page { items, next_cursor }
 }
 
+/// Where a page starts: `Ok(None)` for the first page, `Ok(Some(key))` after
+/// `key`, `Err(empty page)` for a cursor this store did not make — it names no
+/// page, so the answer is empty rather than an error.
+pub(crate) fn page_start<T>(
+    cursor: Option<&str>,
+) -> Result<Option<(i64, String)>, crate::store::Page<T>> {
+    match cursor {
+        None => Ok(None),
+        Some(c) => decode_cursor(c).map(Some).ok_or(crate::store::Page {
+            items: Vec::new(),
+            next_cursor: None,
+        }),
+    }
+}
+
 /// Page cursor: hex of `<time>:<id>` of the last item shown.
 pub(crate) fn encode_cursor(at: i64, id: &str) -> String {
     format!("{at}:{id}")
