@@ -15,6 +15,8 @@ mod check;
 mod inject;
 #[path = "faults/outages.rs"]
 mod outages;
+#[path = "faults/partition.rs"]
+mod partition;
 #[path = "faults/proxy.rs"]
 mod proxy;
 

@@ -1,6 +1,7 @@
-//! Coordination ports: the dispatcher's leader lease and the worker's
-//! once-per-attempt guard. [`crate::redis_coord`] and [`crate::memory_coord`]
-//! implement them.
+//! Coordination ports: the dispatcher's leader lease, the worker's
+//! once-per-attempt guard, and the board where dispatchers post requests to
+//! stop an attempt. [`crate::redis_coord`] and [`crate::memory_coord`]
+//! implement them all, so a process holds one [`Coordination`] handle.
 
 use async_trait::async_trait;
 use std::time::Duration;
@@ -43,10 +44,33 @@ pub trait LeaseStore: Send + Sync {
 }
 
 /// A "first one wins" marker, used so one attempt runs at most once.
+///
+/// The marker records its `owner` (a worker id), so it can be given back when
+/// that owner provably never ran the attempt: the worker itself when it cannot
+/// confirm `started`, or the reaper when the owner died before confirming it.
 #[async_trait]
 pub trait OnceGuard: Send + Sync {
-    /// Sets `key` if absent, for `ttl`. `true` if this caller set it.
-    async fn once(&self, key: &str, ttl: Duration) -> CoordResult<bool>;
+    /// Sets `key` for `owner` if absent, for `ttl`. `true` if this call set it
+    /// (a second call by the same owner is refused like any other).
+    async fn once(&self, key: &str, owner: &str, ttl: Duration) -> CoordResult<bool>;
+    /// Removes `key` if `owner` holds it; `true` if it did.
+    async fn release(&self, key: &str, owner: &str) -> CoordResult<bool>;
     /// Whether the service answers (for `/readyz`).
     async fn is_healthy(&self) -> bool;
 }
+
+/// Requests to stop attempts, posted by dispatchers and read by the workers
+/// running them. A request is a key per attempt ([`crate::protocol::Names::stop_key`])
+/// that outlives any partition the worker may come back from.
+#[async_trait]
+pub trait StopBoard: Send + Sync {
+    /// Posts a stop request under each key, kept for `ttl`. Posting again is harmless.
+    async fn stops_post(&self, keys: &[String], ttl: Duration) -> CoordResult<()>;
+    /// Which of `keys` carry a stop request, in order.
+    async fn stops_posted(&self, keys: &[String]) -> CoordResult<Vec<bool>>;
+}
+
+/// The whole coordination port: what the dispatcher and the worker are given.
+pub trait Coordination: LeaseStore + OnceGuard + StopBoard {}
+
+impl<T: LeaseStore + OnceGuard + StopBoard> Coordination for T {}

@@ -1,10 +1,11 @@
-//! In-process coordination for `kairos dev` and tests: the lease and once-guard
-//! semantics of [`crate::redis_coord`], held in this process's memory.
+//! In-process coordination for `kairos dev` and tests: the lease, once-guard
+//! and stop-board semantics of [`crate::redis_coord`], held in this process's
+//! memory.
 //!
 //! Expiry uses [`tokio::time::Instant`], so tests under `tokio::time::pause()`
 //! move leases and guards through their lifetime without waiting.
 
-use crate::coord::{CoordResult, Lease, LeaseStore, OnceGuard};
+use crate::coord::{CoordResult, Lease, LeaseStore, OnceGuard, StopBoard};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,11 +28,19 @@ struct State {
     /// Last fence handed out per lease name. Never reset, so fences keep
     /// increasing across holders, as the Redis counter does.
     fences: HashMap<String, u64>,
-    /// Expiry per once-key.
-    once: HashMap<String, Instant>,
+    /// Owner and expiry per once-key.
+    once: HashMap<String, Marker>,
+    /// Expiry per posted stop request.
+    stops: HashMap<String, Instant>,
     /// Size of `once` at which expired keys are next swept; doubling it after
     /// each sweep keeps the cost per call constant.
     sweep_at: usize,
+}
+
+#[derive(Debug)]
+struct Marker {
+    owner: String,
+    expires: Instant,
 }
 
 #[derive(Debug)]
@@ -119,22 +128,61 @@ impl LeaseStore for MemoryCoord {
 
 #[async_trait]
 impl OnceGuard for MemoryCoord {
-    async fn once(&self, key: &str, ttl: Duration) -> CoordResult<bool> {
+    async fn once(&self, key: &str, owner: &str, ttl: Duration) -> CoordResult<bool> {
         let now = Instant::now();
         let mut state = self.lock();
-        if state.once.get(key).is_some_and(|expires| now < *expires) {
+        if state.once.get(key).is_some_and(|m| now < m.expires) {
             return Ok(false);
         }
         if state.once.len() >= state.sweep_at {
-            state.once.retain(|_, expires| now < *expires);
+            state.once.retain(|_, m| now < m.expires);
+            state.stops.retain(|_, expires| now < *expires);
             state.sweep_at = (state.once.len() * 2).max(MIN_SWEEP);
         }
-        state.once.insert(key.to_string(), expiry(now, ttl));
+        let marker = Marker {
+            owner: owner.to_string(),
+            expires: expiry(now, ttl),
+        };
+        state.once.insert(key.to_string(), marker);
         Ok(true)
+    }
+
+    async fn release(&self, key: &str, owner: &str) -> CoordResult<bool> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let held = state
+            .once
+            .get(key)
+            .is_some_and(|m| m.owner == owner && now < m.expires);
+        if held {
+            state.once.remove(key);
+        }
+        Ok(held)
     }
 
     async fn is_healthy(&self) -> bool {
         true
+    }
+}
+
+#[async_trait]
+impl StopBoard for MemoryCoord {
+    async fn stops_post(&self, keys: &[String], ttl: Duration) -> CoordResult<()> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        for key in keys {
+            state.stops.insert(key.clone(), expiry(now, ttl));
+        }
+        Ok(())
+    }
+
+    async fn stops_posted(&self, keys: &[String]) -> CoordResult<Vec<bool>> {
+        let now = Instant::now();
+        let state = self.lock();
+        Ok(keys
+            .iter()
+            .map(|k| state.stops.get(k).is_some_and(|expires| now < *expires))
+            .collect())
     }
 }
 
@@ -147,13 +195,13 @@ mod tests {
         let c = MemoryCoord::new();
         for i in 0..MIN_SWEEP {
             assert!(
-                c.once(&format!("k{i}"), Duration::from_secs(1))
+                c.once(&format!("k{i}"), "w", Duration::from_secs(1))
                     .await
                     .unwrap()
             );
         }
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert!(c.once("fresh", Duration::from_secs(1)).await.unwrap());
+        assert!(c.once("fresh", "w", Duration::from_secs(1)).await.unwrap());
         assert_eq!(c.lock().once.len(), 1);
     }
 
@@ -162,7 +210,7 @@ mod tests {
         let c = MemoryCoord::new();
         let lease = c.lease_try_acquire("l", Duration::MAX).await.unwrap();
         assert!(c.lease_renew(&lease.unwrap()).await.unwrap());
-        assert!(c.once("k", Duration::MAX).await.unwrap());
-        assert!(!c.once("k", Duration::MAX).await.unwrap());
+        assert!(c.once("k", "w", Duration::MAX).await.unwrap());
+        assert!(!c.once("k", "w", Duration::MAX).await.unwrap());
     }
 }

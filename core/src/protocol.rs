@@ -164,6 +164,11 @@ impl Names {
     pub fn attempt_key(&self, execution_id: &str, attempt: u32) -> String {
         format!("{}:attempt:{execution_id}:{attempt}", self.ns)
     }
+
+    /// Redis key whose presence asks the worker running an attempt to stop it.
+    pub fn stop_key(&self, execution_id: &str, attempt: u32) -> String {
+        format!("{}:stop:{execution_id}:{attempt}", self.ns)
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Redis coordination: the dispatcher's leader lease (`SET NX PX` plus a
-//! fencing counter, renewed and released only by compare-and-set in Lua) and
-//! the worker's once-per-attempt guard, over one auto-reconnecting connection.
+//! fencing counter, renewed and released only by compare-and-set in Lua), the
+//! worker's once-per-attempt guard (value `<token> <owner>`, released only by
+//! its owner, in Lua) and the stop board (plain keys with a TTL), over one
+//! auto-reconnecting connection.
 //!
 //! # Failures
 //!
@@ -20,7 +22,7 @@
 //! operation therefore normally succeeds on the new connection; it fails only
 //! if the reconnect itself fails, and later ones succeed once Redis is back.
 
-use crate::coord::{CoordError, CoordResult, Lease, LeaseStore, OnceGuard};
+use crate::coord::{CoordError, CoordResult, Lease, LeaseStore, OnceGuard, StopBoard};
 use crate::protocol::Names;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -69,6 +71,21 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"if redis.call('GET', KEYS[1]) == ARGV[1] then
     return redis.call('DEL', KEYS[1])
+end
+return 0",
+    )
+});
+
+/// Deletes a once-key only if `owner` holds it. The value is `<token> <owner>`
+/// and tokens have no spaces, so the owner is everything after the first one.
+static RELEASE_ONCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"local v = redis.call('GET', KEYS[1])
+if v then
+    local at = string.find(v, ' ', 1, true)
+    if at and string.sub(v, at + 1) == ARGV[1] then
+        return redis.call('DEL', KEYS[1])
+    end
 end
 return 0",
     )
@@ -282,14 +299,16 @@ impl OnceGuard for RedisCoord {
     /// neither runs the handler nor settles the message, which comes back
     /// later: `true` on a guess could run the attempt twice, `false` would
     /// drop it for good.
-    async fn once(&self, key: &str, ttl: Duration) -> CoordResult<bool> {
-        let token = new_token();
+    async fn once(&self, key: &str, owner: &str, ttl: Duration) -> CoordResult<bool> {
+        // The token tells this call's write from an earlier one by the same
+        // owner when a reply is lost.
+        let value = format!("{} {owner}", new_token());
         let mut tries = 0;
         loop {
             tries += 1;
             let reply: RedisResult<Option<String>> = redis::cmd("SET")
                 .arg(key)
-                .arg(&token)
+                .arg(&value)
                 .arg("NX")
                 .arg("PX")
                 .arg(ttl_ms(ttl))
@@ -301,7 +320,7 @@ impl OnceGuard for RedisCoord {
                 Err(e) => return Err(self.error(e)),
             };
             self.log_ambiguous(key, &e);
-            match self.owner(key, &token).await? {
+            match self.owner(key, &value).await? {
                 Owner::Us => return Ok(true),
                 Owner::Other => return Ok(false),
                 Owner::Nobody if tries < WRITE_TRIES => continue,
@@ -310,10 +329,54 @@ impl OnceGuard for RedisCoord {
         }
     }
 
+    async fn release(&self, key: &str, owner: &str) -> CoordResult<bool> {
+        let deleted: u64 = self
+            .idempotent(|mut c| {
+                let mut call = RELEASE_ONCE.key(key);
+                call.arg(owner);
+                async move { call.invoke_async(&mut c).await }
+            })
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(deleted == 1)
+    }
+
     async fn is_healthy(&self) -> bool {
         let ping = self
             .idempotent(|mut c| async move { redis::cmd("PING").query_async::<()>(&mut c).await });
         matches!(tokio::time::timeout(HEALTH_TIMEOUT, ping).await, Ok(Ok(())))
+    }
+}
+
+#[async_trait]
+impl StopBoard for RedisCoord {
+    async fn stops_post(&self, keys: &[String], ttl: Duration) -> CoordResult<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let ms = ttl_ms(ttl);
+        self.idempotent(|mut c| {
+            let mut pipe = redis::pipe();
+            for key in keys {
+                pipe.cmd("SET").arg(key).arg(1).arg("PX").arg(ms).ignore();
+            }
+            async move { pipe.query_async::<()>(&mut c).await }
+        })
+        .await
+        .map_err(|e| self.error(e))
+    }
+
+    async fn stops_posted(&self, keys: &[String]) -> CoordResult<Vec<bool>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found: Vec<Option<String>> = self
+            .idempotent(
+                |mut c| async move { redis::cmd("MGET").arg(keys).query_async(&mut c).await },
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(found.iter().map(Option::is_some).collect())
     }
 }
 

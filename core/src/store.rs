@@ -197,6 +197,24 @@ pub struct DispatchedTo {
     pub worker_id: String,
 }
 
+/// An attempt a worker holds (see [`ExecutionStore::executions_in_flight_on`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldAttempt {
+    /// Execution.
+    pub execution_id: String,
+    /// Attempt.
+    pub attempt: u32,
+    /// `dispatched` (never confirmed started) or `running`.
+    pub status: ExecStatus,
+}
+
+impl HeldAttempt {
+    /// As the `(execution_id, attempt)` target other calls take.
+    pub fn target(&self) -> (String, u32) {
+        (self.execution_id.clone(), self.attempt)
+    }
+}
+
 /// What applying one result or verdict did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
@@ -309,8 +327,8 @@ pub trait ExecutionStore: Send + Sync {
         reason: &str,
         now: Millis,
     ) -> StoreResult<u64>;
-    /// `dispatched`/`running` attempts held by a worker, as `(execution_id, attempt)`.
-    async fn executions_in_flight_on(&self, worker_id: &str) -> StoreResult<Vec<(String, u32)>>;
+    /// `dispatched`/`running` attempts held by a worker.
+    async fn executions_in_flight_on(&self, worker_id: &str) -> StoreResult<Vec<HeldAttempt>>;
     /// `dispatched`/`running` attempts whose time limit (plus `margin_ms`) has
     /// passed by `now`, as `(execution_id, attempt)`.
     async fn executions_find_overdue(

@@ -3,7 +3,7 @@
 //! Redis-only tests: a connection killed by the server, a db number in the URL,
 //! and connect errors.
 
-use kairos_core::coord::{Lease, LeaseStore, OnceGuard};
+use kairos_core::coord::{Coordination, Lease, LeaseStore, OnceGuard};
 use kairos_core::memory_coord::MemoryCoord;
 use kairos_core::protocol::Names;
 use kairos_core::redis_coord::RedisCoord;
@@ -16,8 +16,8 @@ const TTL: Duration = Duration::from_millis(200);
 const LONG: Duration = Duration::from_secs(60);
 const DEADLINE: Duration = Duration::from_secs(10);
 
-trait Coord: LeaseStore + OnceGuard {}
-impl<T: LeaseStore + OnceGuard> Coord for T {}
+trait Coord: Coordination {}
+impl<T: Coordination> Coord for T {}
 
 /// The same lease as seen by someone who does not hold it.
 fn stale(lease: &Lease) -> Lease {
@@ -106,12 +106,15 @@ async fn fences_strictly_increase<C: Coord>(a: &C, b: &C, _ns: &str) {
 
 async fn once_first_caller_wins<C: Coord>(a: &C, b: &C, ns: &str) {
     let key = format!("{ns}:attempt:e1:1");
-    assert!(a.once(&key, LONG).await.unwrap());
-    assert!(!a.once(&key, LONG).await.unwrap());
-    assert!(!b.once(&key, LONG).await.unwrap());
+    assert!(a.once(&key, "w1", LONG).await.unwrap());
+    assert!(
+        !a.once(&key, "w1", LONG).await.unwrap(),
+        "the owner itself is refused too"
+    );
+    assert!(!b.once(&key, "w2", LONG).await.unwrap());
     let retry = format!("{ns}:attempt:e1:2");
     assert!(
-        b.once(&retry, LONG).await.unwrap(),
+        b.once(&retry, "w2", LONG).await.unwrap(),
         "a new attempt is a new key"
     );
     assert!(a.is_healthy().await && b.is_healthy().await);
@@ -120,12 +123,51 @@ async fn once_first_caller_wins<C: Coord>(a: &C, b: &C, ns: &str) {
 async fn once_expires<C: Coord>(a: &C, b: &C, ns: &str) {
     let key = format!("{ns}:attempt:e2:1");
     let key = key.as_str();
-    assert!(a.once(key, TTL).await.unwrap());
+    assert!(a.once(key, "w1", TTL).await.unwrap());
     wait_for("the once-key to expire", DEADLINE, || async move {
-        b.once(key, LONG).await.unwrap().then_some(())
+        b.once(key, "w2", LONG).await.unwrap().then_some(())
     })
     .await;
-    assert!(!a.once(key, LONG).await.unwrap());
+    assert!(!a.once(key, "w1", LONG).await.unwrap());
+}
+
+async fn once_released_only_by_its_owner<C: Coord>(a: &C, b: &C, ns: &str) {
+    let key = format!("{ns}:attempt:e3:1");
+    assert!(a.once(&key, "w-1", LONG).await.unwrap());
+    assert!(!b.release(&key, "w-2").await.unwrap(), "not the owner");
+    assert!(
+        !b.release(&key, "w").await.unwrap(),
+        "a prefix is not the owner"
+    );
+    assert!(!b.once(&key, "w-2", LONG).await.unwrap(), "still held");
+    assert!(
+        b.release(&key, "w-1").await.unwrap(),
+        "anyone may release for the owner"
+    );
+    assert!(!a.release(&key, "w-1").await.unwrap(), "already gone");
+    assert!(b.once(&key, "w-2", LONG).await.unwrap(), "free again");
+    assert!(
+        !a.release(&format!("{ns}:attempt:none:1"), "w-1")
+            .await
+            .unwrap()
+    );
+}
+
+async fn stop_requests_are_seen_by_everyone<C: Coord>(a: &C, b: &C, ns: &str) {
+    let keys: Vec<String> = (1..=3).map(|i| format!("{ns}:stop:e:{i}")).collect();
+    assert_eq!(b.stops_posted(&keys).await.unwrap(), [false; 3]);
+    a.stops_post(&keys[1..2], LONG).await.unwrap();
+    a.stops_post(&keys[1..2], LONG).await.unwrap();
+    assert_eq!(b.stops_posted(&keys).await.unwrap(), [false, true, false]);
+    a.stops_post(&[keys[2].clone()], TTL).await.unwrap();
+    assert_eq!(b.stops_posted(&keys).await.unwrap(), [false, true, true]);
+    let keys = &keys;
+    wait_for("the short stop request to expire", DEADLINE, || async move {
+        (b.stops_posted(keys).await.unwrap() == [false, true, false]).then_some(())
+    })
+    .await;
+    assert!(b.stops_posted(&[]).await.unwrap().is_empty());
+    a.stops_post(&[], LONG).await.unwrap();
 }
 
 /// Runs each case against a fresh in-process pair (paused clock) and a fresh
@@ -166,6 +208,8 @@ suite!(
     fences_strictly_increase,
     once_first_caller_wins,
     once_expires,
+    once_released_only_by_its_owner,
+    stop_requests_are_seen_by_everyone,
 );
 
 async fn redis_namespace() -> Option<(String, String)> {
@@ -224,14 +268,14 @@ async fn memory_expiry_follows_the_paused_clock() {
     assert!(!c.lease_renew(&held).await.unwrap());
     assert!(take(&c, "leader", TTL).await.expect("expired").fence > held.fence);
 
-    assert!(c.once("k", TTL).await.unwrap());
+    assert!(c.once("k", "w", TTL).await.unwrap());
     tokio::time::advance(TTL - tick).await;
     assert!(
-        !c.once("k", TTL).await.unwrap(),
+        !c.once("k", "w", TTL).await.unwrap(),
         "a refused once keeps the expiry"
     );
     tokio::time::advance(tick).await;
-    assert!(c.once("k", TTL).await.unwrap());
+    assert!(c.once("k", "w", TTL).await.unwrap());
 }
 
 /// `CLIENT KILL`s the coordinator's managed connection from another one.
@@ -279,7 +323,7 @@ async fn redis_recovers_after_server_kills_connection() {
             let key = format!("{ns}:attempt:{round}:{i}");
             let outcome = match op {
                 "renew" => coord.lease_renew(&held).await.map(|ok| assert!(ok)),
-                "once" => coord.once(&key, LONG).await.map(|ok| assert!(ok)),
+                "once" => coord.once(&key, "w", LONG).await.map(|ok| assert!(ok)),
                 "acquire" => coord
                     .lease_try_acquire(&key, LONG)
                     .await
@@ -311,7 +355,7 @@ async fn redis_honours_the_db_number_in_the_url() {
     let coord = redis_coord(&url5, &ns).await;
     let held = take(&coord, "leader", LONG).await.expect("taken");
     let once_key = names.attempt_key("e1", 1);
-    assert!(coord.once(&once_key, LONG).await.unwrap());
+    assert!(coord.once(&once_key, "w", LONG).await.unwrap());
 
     let mut db5 = plain(&url5).await;
     let in5: Option<String> = redis::cmd("GET")

@@ -11,7 +11,7 @@ use kairos_core::job::{JobStatus, RetryPolicy};
 use kairos_core::outcome::Verdict;
 use kairos_core::protocol::ResultKind::Started;
 use kairos_core::sql::SqlStore;
-use kairos_core::store::{CallbackStore, DispatchedTo, ExecutionStore};
+use kairos_core::store::{CallbackStore, DispatchedTo, ExecutionStore, HeldAttempt};
 use support::{T0, claim, create, job_now, one_shot, result};
 
 store_cases!(
@@ -74,12 +74,20 @@ async fn unpublished_and_requeued_work(store: SqlStore) {
     started.worker_id = "w9".into();
     store.results_apply(&[started], T0).await.unwrap();
     let mut held = store.executions_in_flight_on("w9").await.unwrap();
-    held.sort();
-    let mut expected: Vec<(String, u32)> = [&w_early, &w_late, &w_run]
-        .iter()
-        .map(|w| (w.execution_id.clone(), 1))
-        .collect();
-    expected.sort();
+    held.sort_by(|a, b| a.execution_id.cmp(&b.execution_id));
+    let mut expected: Vec<HeldAttempt> = [
+        (&w_early, ExecStatus::Dispatched),
+        (&w_late, ExecStatus::Dispatched),
+        (&w_run, ExecStatus::Running),
+    ]
+    .iter()
+    .map(|(w, status)| HeldAttempt {
+        execution_id: w.execution_id.clone(),
+        attempt: 1,
+        status: *status,
+    })
+    .collect();
+    expected.sort_by(|a, b| a.execution_id.cmp(&b.execution_id));
     assert_eq!(held, expected);
 
     let targets: Vec<(String, u32)> = [&w_early, &w_late, &w_run]

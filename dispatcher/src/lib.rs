@@ -10,6 +10,7 @@
 //! - [`reroute`]: dispatches refused by a full worker go to another one (leader only).
 //! - [`consume`]: results and heartbeats, applied in batches (every instance).
 //! - [`reaper`]: dead workers' work rescued, silent attempts timed out (every instance).
+//! - [`stops`]: stop requests recorded in the database carried to workers (leader only).
 //!
 //! Any number of instances may run; exactly one holds the lease and dispatches.
 #![warn(missing_docs, unreachable_pub)]
@@ -21,14 +22,17 @@ pub mod publish;
 pub mod reaper;
 pub mod reroute;
 pub mod scan;
+pub mod stops;
 
 use balancer::{Balancer, Strategy};
 use kairos_core::broker::Broker;
-use kairos_core::coord::LeaseStore;
+use kairos_core::coord::{Coordination, LeaseStore};
 use kairos_core::due::DueSignal;
+use kairos_core::protocol::Names;
 use kairos_core::store::Store;
 use leader::{LeaderConfig, Term};
 use publish::Publisher;
+use reaper::Attempts;
 use scan::{DispatchLoop, ScanConfig};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,6 +60,10 @@ pub struct DispatcherConfig {
     pub max_in_flight: usize,
     /// Dead-worker and timeout detection.
     pub reaper: reaper::ReaperConfig,
+    /// How often the leader carries new stop requests to workers.
+    pub stop_relay_every: Duration,
+    /// Queue and key names (must match the workers').
+    pub names: Names,
 }
 
 impl Default for DispatcherConfig {
@@ -70,6 +78,8 @@ impl Default for DispatcherConfig {
             worker_stale_after: Duration::from_secs(15),
             max_in_flight: 1024,
             reaper: reaper::ReaperConfig::default(),
+            stop_relay_every: Duration::from_millis(250),
+            names: Names::default(),
         }
     }
 }
@@ -78,24 +88,25 @@ impl Default for DispatcherConfig {
 pub struct Dispatcher {
     store: Arc<dyn Store>,
     broker: Arc<dyn Broker>,
-    lock: Arc<dyn LeaseStore>,
+    coord: Arc<dyn Coordination>,
     cfg: DispatcherConfig,
     due: Option<Arc<dyn DueSignal>>,
     on_terminal: Option<Arc<Notify>>,
 }
 
 impl Dispatcher {
-    /// A dispatcher over the given adapters.
+    /// A dispatcher over the given adapters; `coord` holds the leader lease,
+    /// the workers' attempt keys and the stop requests.
     pub fn new(
         store: Arc<dyn Store>,
         broker: Arc<dyn Broker>,
-        lock: Arc<dyn LeaseStore>,
+        coord: Arc<dyn Coordination>,
         cfg: DispatcherConfig,
     ) -> Self {
         Self {
             store,
             broker,
-            lock,
+            coord,
             cfg,
             due: None,
             on_terminal: None,
@@ -140,9 +151,14 @@ impl Dispatcher {
             self.broker.clone(),
             stop_consuming.clone(),
         ));
+        let attempts = Attempts {
+            coord: self.coord.clone(),
+            names: self.cfg.names.clone(),
+        };
         let reaper = tokio::spawn(reaper::run(
             self.store.clone(),
             self.broker.clone(),
+            attempts.clone(),
             self.cfg.reaper.clone(),
             stop_consuming.clone(),
         ));
@@ -154,20 +170,17 @@ impl Dispatcher {
         let broker = self.broker.clone();
         let due = self.due.clone();
         let cfg = self.cfg.clone();
-        leader::campaign(
-            self.lock.clone(),
-            leader_cfg,
-            stop_leading,
-            move |term: Term| {
-                lead(
-                    store.clone(),
-                    broker.clone(),
-                    due.clone(),
-                    cfg.clone(),
-                    term,
-                )
-            },
-        )
+        let lock: Arc<dyn LeaseStore> = self.coord.clone();
+        leader::campaign(lock, leader_cfg, stop_leading, move |term: Term| {
+            lead(
+                store.clone(),
+                broker.clone(),
+                attempts.clone(),
+                due.clone(),
+                cfg.clone(),
+                term,
+            )
+        })
         .await;
         let _ = results.await;
         let _ = heartbeats.await;
@@ -179,6 +192,7 @@ impl Dispatcher {
 async fn lead(
     store: Arc<dyn Store>,
     broker: Arc<dyn Broker>,
+    attempts: Attempts,
     due: Option<Arc<dyn DueSignal>>,
     cfg: DispatcherConfig,
     term: Term,
@@ -188,6 +202,12 @@ async fn lead(
     let reroute = tokio::spawn(reroute::run_reroute(
         broker.clone(),
         balancer.clone(),
+        term.token.clone(),
+    ));
+    let stop_relay = tokio::spawn(stops::run(
+        store.clone(),
+        attempts,
+        cfg.stop_relay_every,
         term.token.clone(),
     ));
     let (due_tx, due_rx) = mpsc::channel(1024);
@@ -208,6 +228,7 @@ async fn lead(
     dispatch.run(term.clone()).await;
     term.token.cancel();
     let _ = reroute.await;
+    let _ = stop_relay.await;
     if let Some(l) = listener {
         let _ = l.await;
     }

@@ -6,10 +6,19 @@
 //! older than the threshold *and* its queue has no consumer (or is gone). A
 //! worker that is merely slow to heartbeat but still consuming is left alone —
 //! the seed's lesson about "dead" workers that were only busy.
+//!
+//! Rescue gives back the attempt keys the dead worker took for attempts it
+//! never confirmed started (so the requeued attempt is not skipped as a
+//! duplicate), and posts a stop request for every attempt it declares lost or
+//! timed out: a worker that was only cut off finds it when it comes back and
+//! stops the handler, whose result would be refused anyway.
 
 use kairos_core::broker::Broker;
+use kairos_core::coord::Coordination;
+use kairos_core::execution::ExecStatus;
 use kairos_core::outcome::Verdict;
-use kairos_core::store::{Store, StoreResult};
+use kairos_core::protocol::Names;
+use kairos_core::store::{Applied, Store, StoreResult};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::worker::WorkerState;
 use std::sync::Arc;
@@ -54,10 +63,40 @@ pub struct Rescue {
     pub lost: usize,
 }
 
-/// Moves a worker's in-flight work on: unstarted attempts are requeued,
-/// started ones are lost (and retried if the job allows).
+/// How long a stop request stays posted: longer than any partition a worker
+/// could come back from with its handlers still running.
+pub const STOP_REQUEST_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// Coordination and names, for attempt keys and stop requests.
+#[derive(Clone)]
+pub struct Attempts {
+    /// Attempt keys and stop requests.
+    pub coord: Arc<dyn Coordination>,
+    /// Key names.
+    pub names: Names,
+}
+
+impl Attempts {
+    /// Posts a stop request for each attempt that `applied` moved. Best
+    /// effort: the attempt's result is refused either way.
+    pub async fn stop_moved(&self, applied: &[Applied]) {
+        let keys: Vec<String> = applied
+            .iter()
+            .filter(|a| a.new_status.is_some())
+            .map(|a| self.names.stop_key(&a.execution_id, a.attempt))
+            .collect();
+        if let Err(e) = self.coord.stops_post(&keys, STOP_REQUEST_TTL).await {
+            warn!(error = %e, count = keys.len(), "cannot post stop requests for attempts taken from their worker");
+        }
+    }
+}
+
+/// Moves a worker's in-flight work on: unstarted attempts are requeued (with
+/// their attempt keys given back), started ones are lost (retried if the job
+/// allows, and asked to stop in case the worker is still running them).
 pub async fn rescue_work_of(
     store: &dyn Store,
+    attempts: &Attempts,
     worker_id: &str,
     reason: &str,
 ) -> StoreResult<Rescue> {
@@ -65,14 +104,32 @@ pub async fn rescue_work_of(
     if held.is_empty() {
         return Ok(Rescue::default());
     }
+    let mut unstarted = Vec::new();
+    for h in held.iter().filter(|h| h.status == ExecStatus::Dispatched) {
+        let key = attempts.names.attempt_key(&h.execution_id, h.attempt);
+        // The key goes first: a requeued attempt whose key is still held
+        // would be skipped as a duplicate by every worker.
+        match attempts.coord.release(&key, worker_id).await {
+            Ok(_) => unstarted.push(h.target()),
+            Err(e) => {
+                warn!(worker = worker_id, execution = %h.execution_id, error = %e, "cannot give back the attempt key; requeueing on a later round")
+            }
+        }
+    }
     let now = now_ms();
     let requeued = store
-        .executions_requeue_unstarted(&held, reason, now)
+        .executions_requeue_unstarted(&unstarted, reason, now)
         .await?;
     // Requeued rows are `pending` now and no longer match `Lose`.
+    let targets: Vec<(String, u32)> = held
+        .iter()
+        .filter(|h| h.status != ExecStatus::Dispatched)
+        .map(|h| h.target())
+        .collect();
     let lost = store
-        .executions_apply_verdict(&held, Verdict::Lost, reason, now)
+        .executions_apply_verdict(&targets, Verdict::Lost, reason, now)
         .await?;
+    attempts.stop_moved(&lost).await;
     Ok(Rescue {
         requeued,
         lost: lost.iter().filter(|a| a.new_status.is_some()).count(),
@@ -83,11 +140,12 @@ pub async fn rescue_work_of(
 pub async fn run(
     store: Arc<dyn Store>,
     broker: Arc<dyn Broker>,
+    attempts: Attempts,
     cfg: ReaperConfig,
     shutdown: CancellationToken,
 ) {
     while !shutdown.is_cancelled() {
-        if let Err(e) = sweep(store.as_ref(), broker.as_ref(), &cfg).await {
+        if let Err(e) = sweep(store.as_ref(), broker.as_ref(), &attempts, &cfg).await {
             warn!(error = %e, "reaper round failed");
         }
         tokio::select! {
@@ -97,7 +155,12 @@ pub async fn run(
     }
 }
 
-async fn sweep(store: &dyn Store, broker: &dyn Broker, cfg: &ReaperConfig) -> StoreResult<()> {
+async fn sweep(
+    store: &dyn Store,
+    broker: &dyn Broker,
+    attempts: &Attempts,
+    cfg: &ReaperConfig,
+) -> StoreResult<()> {
     let now = now_ms();
     let dead_after = cfg.dead_after.as_millis() as Millis;
     let offline_grace = cfg.offline_grace.as_millis() as Millis;
@@ -139,7 +202,7 @@ async fn sweep(store: &dyn Store, broker: &dyn Broker, cfg: &ReaperConfig) -> St
         store
             .worker_set_state(&w.id, WorkerState::Offline, now)
             .await?;
-        let rescue = rescue_work_of(store, &w.id, &reason).await?;
+        let rescue = rescue_work_of(store, attempts, &w.id, &reason).await?;
         // The queue's messages are stale now: their executions were requeued or
         // lost in the database, which republishes them; delivering them too
         // could run an attempt the database no longer expects.
@@ -162,6 +225,7 @@ async fn sweep(store: &dyn Store, broker: &dyn Broker, cfg: &ReaperConfig) -> St
                 now,
             )
             .await?;
+        attempts.stop_moved(&applied).await;
         info!(
             count = applied.iter().filter(|a| a.new_status.is_some()).count(),
             "timed out silent attempts"

@@ -42,18 +42,25 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
             format!("cannot listen on {addr} (set KAIROS_HTTP_ADDR to another address)")
         })?;
     let local = listener.local_addr()?;
-    recover_interrupted(store.as_ref()).await;
-
     let names = Names::default();
-    let broker = Arc::new(MemoryBroker::new(names.clone()));
     let coord = Arc::new(MemoryCoord::new());
+    let attempts = reaper::Attempts {
+        coord: coord.clone(),
+        names: names.clone(),
+    };
+    recover_interrupted(store.as_ref(), &attempts).await;
+
+    let broker = Arc::new(MemoryBroker::new(names.clone()));
     let relay_wake = Arc::new(Notify::new());
     let due = Arc::new(MemoryDue::new());
     let dispatcher = Dispatcher::new(
         store.clone(),
         broker.clone(),
         coord.clone(),
-        DispatcherConfig::default(),
+        DispatcherConfig {
+            names: names.clone(),
+            ..DispatcherConfig::default()
+        },
     )
     .notify_terminal(relay_wake.clone())
     .due_signal(due.clone());
@@ -61,7 +68,7 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
         .id(DEV_WORKER)
         .builtin_handlers()
         .broker(broker.clone())
-        .once_guard(coord.clone())
+        .coordination(coord.clone())
         .names(names);
     if let Some(c) = pick(args.identity.worker_capacity, file.worker_capacity) {
         worker = worker.capacity(c);
@@ -114,9 +121,9 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
 /// (killed, power loss) can never report: their broker lived in memory. They
 /// are rescued like a dead worker's: unstarted ones are published again,
 /// started ones are lost and retried if the job allows.
-async fn recover_interrupted(store: &dyn Store) {
+async fn recover_interrupted(store: &dyn Store, attempts: &reaper::Attempts) {
     let reason = "kairos dev stopped while this attempt was in flight";
-    match reaper::rescue_work_of(store, DEV_WORKER, reason).await {
+    match reaper::rescue_work_of(store, attempts, DEV_WORKER, reason).await {
         Ok(r) if r.requeued > 0 || r.lost > 0 => {
             info!(
                 requeued = r.requeued,

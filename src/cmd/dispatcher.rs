@@ -41,7 +41,8 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
     let store = connect::database(&db_url, false).await?;
     let broker = connect::rabbitmq(&amqp_url, names.clone()).await?;
     let due = RedisDue::connect(&redis_url, &names).await?;
-    let lock = connect::redis(&redis_url, names).await?;
+    cfg.names = names.clone();
+    let coord = connect::redis(&redis_url, names).await?;
     info!(
         balancer = ?cfg.strategy,
         lease_ttl = ?cfg.lease_ttl,
@@ -49,7 +50,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         "dispatcher starting"
     );
     let shutdown = crate::signal::shutdown_token();
-    Dispatcher::new(Arc::new(store), Arc::new(broker), Arc::new(lock), cfg)
+    Dispatcher::new(Arc::new(store), Arc::new(broker), Arc::new(coord), cfg)
         .due_signal(Arc::new(due))
         .run(shutdown)
         .await;

@@ -22,7 +22,7 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
     let mut builder = Worker::builder()
         .builtin_handlers()
         .broker(Arc::new(broker))
-        .once_guard(Arc::new(guard))
+        .coordination(Arc::new(guard))
         .names(names);
     if let Some(id) = pick(args.identity.worker_id, file.worker_id.clone()) {
         builder = builder.id(id);

@@ -326,6 +326,18 @@ impl Cluster {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// DELETE, returning status and JSON.
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .delete(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("DELETE");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
     /// Creates a job and returns its id.
     pub async fn create_job(&self, body: Value) -> String {
         let (status, resp) = self.post("/openapi/jobs", &body).await;

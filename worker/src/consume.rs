@@ -144,7 +144,7 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
         return;
     }
     let key = shared.names.attempt_key(&msg.execution_id, msg.attempt);
-    match shared.guard.once(&key, ATTEMPT_KEY_TTL).await {
+    match shared.coord.once(&key, &shared.id, ATTEMPT_KEY_TTL).await {
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(execution_id = %msg.execution_id, attempt = msg.attempt, "attempt already ran or is running; skipping the duplicate");
@@ -164,13 +164,16 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
     }
     let (execution_id, attempt) = (msg.execution_id.clone(), msg.attempt);
     let started = Report::started().into_msg(&shared.id, &execution_id, attempt);
-    if results::publish(shared.broker.as_ref(), &started)
+    if results::publish_started(shared.broker.as_ref(), &started)
         .await
         .is_err()
     {
-        // The attempt key is ours, so a redelivery would be skipped as a
-        // duplicate: running now is the only way this attempt still happens.
-        tracing::error!(execution_id = %msg.execution_id, "running the attempt without a confirmed `started`");
+        // `started` is the point of no return: without it the dispatcher may
+        // requeue the attempt (if this worker is declared dead) and another
+        // worker would run it too. So it does not run here: the key is given
+        // back and the dispatch returned to the queue.
+        hand_back(&shared, &key, d).await;
+        return;
     }
     // Acked before the handler runs: a long job must not hold an unacked
     // dispatch (RabbitMQ closes the channel after its consumer ack timeout).
@@ -181,6 +184,24 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
     let result = report.into_msg(&shared.id, &execution_id, attempt);
     // A final failure is already logged loudly by `publish`.
     let _ = results::publish(shared.broker.as_ref(), &result).await;
+}
+
+/// Gives back an attempt this worker took but did not start.
+async fn hand_back(shared: &Shared, key: &str, d: Delivery) {
+    match shared.coord.release(key, &shared.id).await {
+        Ok(_) => tracing::warn!(
+            key,
+            "`started` could not be confirmed; handing the attempt back"
+        ),
+        // The reaper releases it if this worker is declared dead.
+        Err(e) => tracing::error!(
+            key,
+            "`started` could not be confirmed and the attempt key could not be released: {e}"
+        ),
+    }
+    if let Err(e) = d.acker.reject(true).await {
+        tracing::warn!("requeueing a dispatch failed: {e}; the broker will redeliver it");
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Runs one attempt in the bounded pool: runs the handler in its own task (so
 //! a panic is caught) while holding a pool slot, enforces the timeout, and
-//! stops it at the end of a shutdown's grace period.
+//! stops it when the scheduler asks (see `stops`) or at the end of a
+//! shutdown's grace period.
 
 use crate::handler::{HandlerOutcome, JobContext};
 use crate::results::Report;
@@ -14,6 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 /// Error reported for work the grace period did not let finish.
 pub(crate) const SHUTDOWN_ERROR: &str = "worker shut down before the handler finished";
+
+/// Error reported for an attempt stopped at the scheduler's request (job
+/// cancelled, execution replaced, or attempt already declared lost). The
+/// dispatcher records it as `cancelled`, or ignores it for a lost attempt.
+pub(crate) const STOPPED_ERROR: &str = "stopped at the scheduler's request";
 
 /// How long a cancelled handler gets to return on its own before it is aborted.
 const ABORT_WAIT: Duration = Duration::from_secs(1);
@@ -46,6 +52,12 @@ pub(crate) async fn run_attempt(
     // Not a child of `hard_stop`: the handler must learn of a stop only after
     // the report is decided, or its own "cancelled" failure would win the race.
     let cancel = CancellationToken::new();
+    // Cancelled by the stop watcher when a stop request is posted.
+    let stop = CancellationToken::new();
+    let _tracked = shared.track(
+        shared.names.stop_key(&msg.execution_id, msg.attempt),
+        stop.clone(),
+    );
     let ctx = JobContext {
         execution_id: msg.execution_id,
         job_id: msg.job_id,
@@ -68,6 +80,7 @@ pub(crate) async fn run_attempt(
             "handler exceeded its timeout of {} ms",
             msg.timeout_ms.unwrap_or_default()
         )),
+        _ = stop.cancelled() => Report::failed(STOPPED_ERROR),
         _ = shared.hard_stop.cancelled() => Report::failed(SHUTDOWN_ERROR),
     };
     if !task.is_finished() {

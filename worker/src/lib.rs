@@ -6,7 +6,8 @@
 //! - [`handler`]: the [`Handler`] trait, [`JobContext`] and [`HandlerOutcome`].
 //! - [`builtin`]: the stock handlers `noop`, `sleep`, `fail` and `http`.
 //! - `consume`: the delivery loop — backpressure, attempt key, `started`, ack.
-//! - `execute`: one attempt in the bounded pool — timeout, panics, shutdown.
+//! - `execute`: one attempt in the bounded pool — timeout, stop, panics, shutdown.
+//! - `stops`: the stop watcher — stop requests for the attempts running here.
 //! - `results`: result messages and their publishing with retries.
 //! - `heartbeat`: load figures (cost window, CPU idle) and the heartbeat loop.
 //! - `shared`: the state those tasks share.
@@ -23,12 +24,13 @@ pub mod handler;
 mod heartbeat;
 mod results;
 mod shared;
+mod stops;
 
 pub use handler::{Handler, HandlerOutcome, JobContext};
 
 use handler::Registry;
 use kairos_core::broker::{Broker, BrokerError};
-use kairos_core::coord::OnceGuard;
+use kairos_core::coord::Coordination;
 use kairos_core::protocol::Names;
 use kairos_core::worker::WorkerState;
 use shared::Shared;
@@ -42,6 +44,8 @@ pub const DEFAULT_CAPACITY: u32 = 8;
 pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_secs(3);
 /// Time running handlers get to finish on shutdown, unless told otherwise.
 pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
+/// How often running attempts are checked for stop requests, unless told otherwise.
+pub const DEFAULT_STOP_POLL: Duration = Duration::from_millis(250);
 /// Worker ids end up in queue names and routing keys.
 const MAX_ID_LEN: usize = 200;
 
@@ -61,6 +65,7 @@ pub struct Worker {
     shared: Arc<Shared>,
     heartbeat_every: Duration,
     grace_period: Duration,
+    stop_poll: Duration,
 }
 
 /// Builds a [`Worker`]; see [`Worker::builder`].
@@ -71,9 +76,10 @@ pub struct WorkerBuilder {
     buffer: Option<u32>,
     heartbeat_every: Option<Duration>,
     grace_period: Option<Duration>,
+    stop_poll: Option<Duration>,
     handlers: Registry,
     broker: Option<Arc<dyn Broker>>,
-    once_guard: Option<Arc<dyn OnceGuard>>,
+    coord: Option<Arc<dyn Coordination>>,
     names: Option<Names>,
     /// An error met while registering (e.g. the HTTP client), reported by `build`.
     deferred: Option<String>,
@@ -114,6 +120,12 @@ impl WorkerBuilder {
         self
     }
 
+    /// How often running attempts are checked for stop requests (default 250 ms).
+    pub fn stop_poll(mut self, every: Duration) -> Self {
+        self.stop_poll = Some(every);
+        self
+    }
+
     /// Registers a handler under `name`; a later registration of the same
     /// name replaces the earlier one.
     pub fn handler(mut self, name: impl Into<String>, handler: impl Handler) -> Self {
@@ -142,9 +154,10 @@ impl WorkerBuilder {
         self
     }
 
-    /// The once-per-attempt guard (required).
-    pub fn once_guard(mut self, guard: Arc<dyn OnceGuard>) -> Self {
-        self.once_guard = Some(guard);
+    /// Coordination (required): the once-per-attempt guard and the stop
+    /// requests. Redis in production, in-process for `kairos dev`.
+    pub fn coordination(mut self, coord: Arc<dyn Coordination>) -> Self {
+        self.coord = Some(coord);
         self
     }
 
@@ -177,18 +190,23 @@ impl WorkerBuilder {
             return Err(config("heartbeat period must be positive"));
         }
         let broker = self.broker.ok_or_else(|| config("a broker is required"))?;
-        let guard = self
-            .once_guard
-            .ok_or_else(|| config("a once-guard (attempt idempotency store) is required"))?;
+        let coord = self
+            .coord
+            .ok_or_else(|| config("coordination (attempt keys and stop requests) is required"))?;
+        let stop_poll = self.stop_poll.unwrap_or(DEFAULT_STOP_POLL);
+        if stop_poll.is_zero() {
+            return Err(config("stop poll period must be positive"));
+        }
         if self.handlers.is_empty() {
             return Err(config("no handlers registered"));
         }
         let names = self.names.unwrap_or_default();
-        let shared = Shared::new(id, names, broker, guard, self.handlers, capacity, buffer);
+        let shared = Shared::new(id, names, broker, coord, self.handlers, capacity, buffer);
         Ok(Worker {
             shared: Arc::new(shared),
             heartbeat_every,
             grace_period: self.grace_period.unwrap_or(DEFAULT_GRACE_PERIOD),
+            stop_poll,
         })
     }
 }
@@ -253,6 +271,11 @@ impl Worker {
             self.heartbeat_every,
             beats_stop.clone(),
         ));
+        let stop_watch = tokio::spawn(stops::run(
+            Arc::clone(&shared),
+            self.stop_poll,
+            beats_stop.clone(),
+        ));
 
         consume::run(Arc::clone(&shared), shutdown).await;
 
@@ -271,6 +294,9 @@ impl Worker {
         beats_stop.cancel();
         if let Err(e) = beats.await {
             tracing::error!(worker_id = %shared.id, "heartbeat task failed: {e}");
+        }
+        if let Err(e) = stop_watch.await {
+            tracing::error!(worker_id = %shared.id, "stop watcher failed: {e}");
         }
         tracing::info!(worker_id = %shared.id, "worker stopped");
         Ok(())

@@ -73,11 +73,38 @@ fn backoff() -> ExponentialBuilder {
         .with_jitter()
 }
 
+/// `started` is retried only briefly: until it is confirmed the handler does
+/// not run, and the attempt is better handed back to the queue than held
+/// while the reaper may be declaring this worker dead.
+fn started_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(1))
+        .with_max_times(6)
+        .with_jitter()
+}
+
 /// Publishes `msg` and waits for its confirm, retrying while the broker is
 /// unavailable or refuses it. A final failure is logged as an error here.
 pub(crate) async fn publish(broker: &dyn Broker, msg: &ResultMsg) -> Result<(), BrokerError> {
+    publish_with(broker, msg, backoff()).await
+}
+
+/// Publishes a `started` report, retrying for a few seconds at most.
+pub(crate) async fn publish_started(
+    broker: &dyn Broker,
+    msg: &ResultMsg,
+) -> Result<(), BrokerError> {
+    publish_with(broker, msg, started_backoff()).await
+}
+
+async fn publish_with(
+    broker: &dyn Broker,
+    msg: &ResultMsg,
+    backoff: ExponentialBuilder,
+) -> Result<(), BrokerError> {
     let outcome = (|| broker.result_publish(msg))
-        .retry(backoff())
+        .retry(backoff)
         .when(|e| !matches!(e, BrokerError::Encode(_)))
         .notify(|e, wait| {
             tracing::warn!(

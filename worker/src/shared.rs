@@ -1,12 +1,14 @@
 //! State shared by a running worker's tasks: configuration, the bounded pool
-//! and its counters, the cost window and the lifecycle state.
+//! and its counters, the attempts running now (so stop requests can reach
+//! them), the cost window and the lifecycle state.
 
 use crate::handler::Registry;
 use crate::heartbeat::CostWindow;
 use kairos_core::broker::Broker;
-use kairos_core::coord::OnceGuard;
+use kairos_core::coord::Coordination;
 use kairos_core::protocol::Names;
 use kairos_core::worker::WorkerState;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Notify, Semaphore};
@@ -17,7 +19,8 @@ pub(crate) struct Shared {
     pub(crate) id: String,
     pub(crate) names: Names,
     pub(crate) broker: Arc<dyn Broker>,
-    pub(crate) guard: Arc<dyn OnceGuard>,
+    /// Attempt keys and stop requests.
+    pub(crate) coord: Arc<dyn Coordination>,
     pub(crate) handlers: Registry,
     /// Handlers allowed to run at once.
     pub(crate) capacity: u32,
@@ -33,6 +36,8 @@ pub(crate) struct Shared {
     /// Cancelled when the grace period ends: handlers still running are
     /// stopped and reported failed.
     pub(crate) hard_stop: CancellationToken,
+    /// Running attempts by stop key, each with the token that stops it.
+    running: Mutex<HashMap<String, CancellationToken>>,
     costs: Mutex<CostWindow>,
     state: Mutex<WorkerState>,
     /// Wakes the heartbeat loop when the state changes.
@@ -44,7 +49,7 @@ impl Shared {
         id: String,
         names: Names,
         broker: Arc<dyn Broker>,
-        guard: Arc<dyn OnceGuard>,
+        coord: Arc<dyn Coordination>,
         handlers: Registry,
         capacity: u32,
         buffer: u32,
@@ -53,7 +58,7 @@ impl Shared {
             id,
             names,
             broker,
-            guard,
+            coord,
             handlers,
             capacity,
             buffer,
@@ -61,6 +66,7 @@ impl Shared {
             in_flight: AtomicU32::new(0),
             tasks: TaskTracker::new(),
             hard_stop: CancellationToken::new(),
+            running: Mutex::new(HashMap::new()),
             costs: Mutex::new(CostWindow::default()),
             state: Mutex::new(WorkerState::Online),
             state_changed: Notify::new(),
@@ -84,6 +90,41 @@ impl Shared {
             .map(|_| Slot(Arc::clone(self)))
     }
 
+    /// Registers a running attempt under its stop key; the registration ends
+    /// when the returned guard is dropped.
+    pub(crate) fn track(&self, stop_key: String, stop: CancellationToken) -> Tracked<'_> {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(stop_key.clone(), stop);
+        Tracked {
+            shared: self,
+            stop_key,
+        }
+    }
+
+    /// Stop keys of the attempts running now.
+    pub(crate) fn running_keys(&self) -> Vec<String> {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Stops the running attempt registered under `stop_key`, if any.
+    pub(crate) fn stop(&self, stop_key: &str) -> bool {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        match running.get(stop_key) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
     pub(crate) fn record_cost(&self, ms: f64) {
         self.costs
             .lock()
@@ -105,6 +146,22 @@ impl Shared {
     pub(crate) fn set_state(&self, state: WorkerState) {
         *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
         self.state_changed.notify_one();
+    }
+}
+
+/// A running attempt's registration; see [`Shared::track`].
+pub(crate) struct Tracked<'a> {
+    shared: &'a Shared,
+    stop_key: String,
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.stop_key);
     }
 }
 

@@ -4,7 +4,7 @@
 use futures::StreamExt;
 use kairos_core::amqp::AmqpBroker;
 use kairos_core::broker::Broker;
-use kairos_core::coord::OnceGuard;
+use kairos_core::coord::Coordination;
 use kairos_core::memory_broker::MemoryBroker;
 use kairos_core::memory_coord::MemoryCoord;
 use kairos_core::protocol::{
@@ -23,11 +23,11 @@ use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
-/// One test's broker, guard and what the worker sent back.
+/// One test's broker, coordination and what the worker sent back.
 struct Env {
     names: Names,
     broker: Arc<dyn Broker>,
-    guard: Arc<dyn OnceGuard>,
+    coord: Arc<dyn Coordination>,
     amqp: Option<AmqpBroker>,
     results: Arc<Mutex<Vec<ResultMsg>>>,
     beats: Arc<Mutex<Vec<HeartbeatMsg>>>,
@@ -61,13 +61,13 @@ impl Env {
     fn with(
         names: Names,
         broker: Arc<dyn Broker>,
-        guard: Arc<dyn OnceGuard>,
+        coord: Arc<dyn Coordination>,
         amqp: Option<AmqpBroker>,
     ) -> Env {
         Env {
             names,
             broker,
-            guard,
+            coord,
             amqp,
             results: Arc::default(),
             beats: Arc::default(),
@@ -92,7 +92,8 @@ impl Env {
             .id(unique("w").replace('_', "-"))
             .names(self.names.clone())
             .broker(self.broker.clone())
-            .once_guard(self.guard.clone())
+            .coordination(self.coord.clone())
+            .stop_poll(Duration::from_millis(50))
             .heartbeat_every(Duration::from_millis(200))
             .builtin_handlers()
     }
@@ -402,6 +403,88 @@ async fn shutdown_reports_unfinished_work_and_goes_offline(env: Env) {
     env.cleanup(&[&id]).await;
 }
 
+async fn a_stop_request_stops_the_running_handler(env: Env) {
+    env.collect().await;
+    let w = env.start(env.builder().capacity(1).buffer(0)).await;
+    let exec = env
+        .dispatch(&w.id, "sleep", json!({"ms": 600_000}), None)
+        .await;
+    wait_for("the attempt to start", DEADLINE, || async {
+        (!env.results_for(&exec).is_empty()).then_some(())
+    })
+    .await;
+    let other = env.names.stop_key(&exec, 2);
+    env.coord
+        .stops_post(&[other], Duration::from_secs(60))
+        .await
+        .unwrap();
+    env.coord
+        .stops_post(&[env.names.stop_key(&exec, 1)], Duration::from_secs(60))
+        .await
+        .unwrap();
+    let done = env.outcome(&exec).await;
+    assert_eq!(done.kind, ResultKind::Failed);
+    assert_eq!(
+        done.error.as_deref(),
+        Some("stopped at the scheduler's request")
+    );
+    // The slot is free again: the next attempt runs.
+    let next = env.dispatch(&w.id, "noop", json!("next"), None).await;
+    assert_eq!(env.outcome(&next).await.kind, ResultKind::Succeeded);
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
+async fn an_attempt_key_released_for_its_dead_owner_runs_again(env: Env) {
+    env.collect().await;
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = env
+        .start(
+            env.builder()
+                .capacity(1)
+                .buffer(0)
+                .handler("count", counting(runs.clone())),
+        )
+        .await;
+    let exec = unique("e");
+    let key = env.names.attempt_key(&exec, 1);
+    // A worker that died after taking the key, before confirming `started`.
+    assert!(
+        env.coord
+            .once(&key, "ghost", Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    let msg = DispatchMsg {
+        v: PROTOCOL_VERSION,
+        execution_id: exec.clone(),
+        job_id: unique("j"),
+        attempt: 1,
+        handler: "count".into(),
+        params: json!(null),
+        scheduled_at: 0,
+        timeout_ms: None,
+    };
+    env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
+    let sentinel = env.dispatch(&w.id, "noop", json!(1), None).await;
+    env.outcome(&sentinel).await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "skipped while the ghost held it"
+    );
+    assert!(env.results_for(&exec).is_empty());
+    // What the reaper does for a dead worker's unstarted attempts.
+    assert!(env.coord.release(&key, "ghost").await.unwrap());
+    env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
+    assert_eq!(env.outcome(&exec).await.kind, ResultKind::Succeeded);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
 async fn a_lost_consumer_is_restarted(env: Env) {
     env.collect().await;
     let w = env.start(env.builder()).await;
@@ -455,4 +538,6 @@ on_both!(
     a_full_pool_and_buffer_reroutes,
     shutdown_reports_unfinished_work_and_goes_offline,
     a_lost_consumer_is_restarted,
+    a_stop_request_stops_the_running_handler,
+    an_attempt_key_released_for_its_dead_owner_runs_again,
 );

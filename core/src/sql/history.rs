@@ -12,7 +12,8 @@ use crate::job::Job;
 use crate::outcome::Verdict;
 use crate::protocol::ResultMsg;
 use crate::store::{
-    Applied, Claim, DispatchWork, DispatchedTo, ExecutionStore, Page, StopRequest, StoreResult,
+    Applied, Claim, DispatchWork, DispatchedTo, ExecutionStore, HeldAttempt, Page, StopRequest,
+    StoreResult,
 };
 use crate::time::Millis;
 use async_trait::async_trait;
@@ -110,11 +111,11 @@ impl ExecutionStore for SqlStore {
         self.requeue_unstarted(targets, reason, now).await
     }
 
-    async fn executions_in_flight_on(&self, worker_id: &str) -> StoreResult<Vec<(String, u32)>> {
+    async fn executions_in_flight_on(&self, worker_id: &str) -> StoreResult<Vec<HeldAttempt>> {
         // What a worker holds is exactly what losing it may move.
         let from = ExecTransition::Lose.from_states();
         let sql = format!(
-            "SELECT id, attempt FROM executions WHERE worker_id = ? AND status IN ({}) \
+            "SELECT id, attempt, status FROM executions WHERE worker_id = ? AND status IN ({}) \
              ORDER BY id",
             marks(from.len())
         );
@@ -122,7 +123,17 @@ impl ExecutionStore for SqlStore {
             .fetch_all(self.read())
             .await
             .map_err(db_err)?;
-        attempts(&found)
+        found
+            .iter()
+            .map(|row| {
+                let r = R::new(row, "executions");
+                Ok(HeldAttempt {
+                    execution_id: r.string("id")?,
+                    attempt: r.u32("attempt")?,
+                    status: r.exec_status("status")?,
+                })
+            })
+            .collect()
     }
 
     async fn executions_find_overdue(
