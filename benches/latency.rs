@@ -4,8 +4,8 @@
 //! stack). Prints, per stack:
 //! - immediate jobs created one after another: create → started (server
 //!   clocks) and create → succeeded as seen by a client polling the status;
-//! - cron (`* * * * * *`) and fixed-rate (`everyMs`) jobs: trigger lateness,
-//!   scheduled → dispatched and scheduled → started;
+//! - cron (`* * * * * *`), fixed-rate (`everyMs`) and fixed-delay (`delayMs`)
+//!   jobs: trigger lateness, scheduled → dispatched and scheduled → started;
 //! - throughput: jobs created concurrently until all have succeeded.
 //!
 //! A benchmark, not a test: it asserts nothing and prints figures.
@@ -185,6 +185,15 @@ async fn run(stack: Stack) {
         &cluster,
         "fixed rate 500 ms (20 jobs, 10 s)",
         rate,
+        20,
+        Duration::from_secs(10),
+    )
+    .await;
+    let delay = json!({"jobHandler": "noop", "delayMs": 300});
+    recurring(
+        &cluster,
+        "fixed delay 300 ms (20 jobs, 10 s)",
+        delay,
         20,
         Duration::from_secs(10),
     )

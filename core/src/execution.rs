@@ -41,6 +41,10 @@ pub enum ExecStatus {
 pub enum ExecTransition {
     /// A publisher confirm arrived for the dispatch message.
     Dispatch,
+    /// A worker refused the dispatch (full) and it was sent to another
+    /// worker's queue: still `Dispatched`, with the new worker recorded so
+    /// the reaper rescues it from the right one.
+    Reroute,
     /// The worker reported `started`.
     Start,
     /// The worker reported success.
@@ -80,6 +84,7 @@ impl ExecTransition {
         use ExecStatus::*;
         match self {
             ExecTransition::Dispatch => &[Pending],
+            ExecTransition::Reroute => &[Dispatched],
             ExecTransition::Start => &[Pending, Dispatched],
             ExecTransition::Succeed | ExecTransition::Fail | ExecTransition::TimeOut => {
                 &[Pending, Dispatched, Running]
@@ -95,7 +100,7 @@ impl ExecTransition {
     /// The state this move ends in.
     pub fn to_state(self) -> ExecStatus {
         match self {
-            ExecTransition::Dispatch => ExecStatus::Dispatched,
+            ExecTransition::Dispatch | ExecTransition::Reroute => ExecStatus::Dispatched,
             ExecTransition::Start => ExecStatus::Running,
             ExecTransition::Succeed => ExecStatus::Succeeded,
             ExecTransition::Fail => ExecStatus::Failed,

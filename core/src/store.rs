@@ -215,6 +215,15 @@ impl HeldAttempt {
     }
 }
 
+/// What recording publisher confirms did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marked {
+    /// Attempts moved to `dispatched`.
+    pub dispatched: u64,
+    /// Sent attempts found `cancelled`, as `(execution_id, attempt)`.
+    pub cancelled: Vec<(String, u32)>,
+}
+
 /// What applying one result or verdict did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
@@ -301,11 +310,23 @@ pub trait ExecutionStore: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<DispatchWork>>;
     /// Records publisher confirms: `pending → dispatched` for the named attempt only.
+    /// Also reports the sent attempts that were cancelled meanwhile (their job
+    /// was cancelled between claim and confirm): a worker now holds them, and
+    /// must be asked to stop.
     async fn executions_mark_dispatched(
         &self,
         sent: &[DispatchedTo],
         now: Millis,
-    ) -> StoreResult<u64>;
+    ) -> StoreResult<Marked>;
+    /// Records that a dispatch refused by its worker now sits in another
+    /// worker's queue (`sent.worker_id`), with `reason` in its history. Only
+    /// for the named attempt while `dispatched`; `false` if nothing changed.
+    async fn execution_mark_rerouted(
+        &self,
+        sent: &DispatchedTo,
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<bool>;
     /// Applies worker results in one transaction, each through [`crate::outcome::plan`];
     /// terminal executions of jobs with a callback URL get their outbox row in
     /// the same transaction.

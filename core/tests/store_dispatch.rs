@@ -20,6 +20,8 @@ store_cases!(
     a_trigger_with_an_execution_is_left_out_of_the_batch,
     an_older_fence_is_refused_and_writes_nothing,
     mark_dispatched_moves_only_the_named_pending_attempt,
+    mark_dispatched_reports_attempts_cancelled_since_the_claim,
+    a_rerouted_dispatch_names_its_new_worker,
 );
 
 fn claim_of(job: &kairos_core::job::Job, next: Option<i64>) -> Claim {
@@ -211,7 +213,8 @@ async fn mark_dispatched_moves_only_the_named_pending_attempt(store: SqlStore) {
         store
             .executions_mark_dispatched(&sent, T0 + 5)
             .await
-            .unwrap(),
+            .unwrap()
+            .dispatched,
         2
     );
     let e0 = store
@@ -248,7 +251,8 @@ async fn mark_dispatched_moves_only_the_named_pending_attempt(store: SqlStore) {
         store
             .executions_mark_dispatched(&[to(3, 1, "w1")], T0)
             .await
-            .unwrap(),
+            .unwrap()
+            .dispatched,
         0
     );
     let e3 = store
@@ -261,7 +265,8 @@ async fn mark_dispatched_moves_only_the_named_pending_attempt(store: SqlStore) {
         store
             .executions_mark_dispatched(&sent, T0 + 6)
             .await
-            .unwrap(),
+            .unwrap()
+            .dispatched,
         0,
         "duplicates"
     );
@@ -315,4 +320,100 @@ async fn mysql_due_scan_uses_the_status_next_trigger_index() {
         "EXPLAIN: {rows:?}"
     );
     assert_eq!(store.jobs_find_due(T0, 100).await.unwrap().len(), 3);
+}
+
+async fn mark_dispatched_reports_attempts_cancelled_since_the_claim(store: SqlStore) {
+    let kept = create(&store, one_shot("mc", T0)).await;
+    let dropped = create(&store, one_shot("mc", T0)).await;
+    let kept_work = claim(&store, &kept, None).await;
+    let dropped_work = claim(&store, &dropped, None).await;
+    store.job_cancel("mc", &dropped.id, T0 + 1).await.unwrap();
+    let sent: Vec<DispatchedTo> = [&kept_work, &dropped_work]
+        .iter()
+        .map(|w| DispatchedTo {
+            execution_id: w.execution_id.clone(),
+            attempt: 1,
+            worker_id: "w1".into(),
+        })
+        .collect();
+    let marked = store
+        .executions_mark_dispatched(&sent, T0 + 2)
+        .await
+        .unwrap();
+    assert_eq!(marked.dispatched, 1);
+    assert_eq!(marked.cancelled, [(dropped_work.execution_id.clone(), 1)]);
+    let e = store
+        .execution_get("mc", &dropped_work.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        e.status,
+        ExecStatus::Cancelled,
+        "a confirm does not revive it"
+    );
+}
+
+async fn a_rerouted_dispatch_names_its_new_worker(store: SqlStore) {
+    let job = create(&store, one_shot("rr", T0)).await;
+    let work = claim(&store, &job, None).await;
+    let to = |worker: &str, attempt: u32| DispatchedTo {
+        execution_id: work.execution_id.clone(),
+        attempt,
+        worker_id: worker.into(),
+    };
+    assert!(
+        !store
+            .execution_mark_rerouted(&to("w2", 1), "rerouted", T0 + 1)
+            .await
+            .unwrap(),
+        "not dispatched yet"
+    );
+    store
+        .executions_mark_dispatched(&[to("w1", 1)], T0 + 2)
+        .await
+        .unwrap();
+    assert!(
+        !store
+            .execution_mark_rerouted(&to("w2", 2), "rerouted", T0 + 3)
+            .await
+            .unwrap(),
+        "another attempt"
+    );
+    assert!(
+        store
+            .execution_mark_rerouted(&to("w2", 1), "rerouted: worker w1 was full", T0 + 3)
+            .await
+            .unwrap()
+    );
+    let e = store
+        .execution_get("rr", &work.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (e.status, e.worker_id.as_deref()),
+        (ExecStatus::Dispatched, Some("w2"))
+    );
+    assert_eq!(
+        store.executions_in_flight_on("w2").await.unwrap().len(),
+        1,
+        "the reaper finds it on its new worker"
+    );
+    assert!(
+        store
+            .executions_in_flight_on("w1")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let events = store
+        .execution_events("rr", &work.execution_id)
+        .await
+        .unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last.worker_id.as_deref(), last.error.as_deref()),
+        (Some("w2"), Some("rerouted: worker w1 was full"))
+    );
 }

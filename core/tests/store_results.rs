@@ -51,7 +51,8 @@ async fn results_in_any_order_apply_once(store: SqlStore) {
         store
             .executions_mark_dispatched(&[sent], T0 + 12)
             .await
-            .unwrap(),
+            .unwrap()
+            .dispatched,
         0
     );
 

@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //!
+//! - [`attempts`]: attempt keys given back and stop requests posted on the coordination service.
 //! - [`leader`]: the Redis (or in-process) lease; leader-only work runs inside a [`leader::Term`].
 //! - [`scan`]: the leader's loop — due triggers → batched claim → publish; sweeps `pending` work.
 //! - [`publish`]: worker choice per execution, confirms kept in flight, batched bookkeeping.
@@ -15,6 +16,7 @@
 //! Any number of instances may run; exactly one holds the lease and dispatches.
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod attempts;
 pub mod balancer;
 pub mod consume;
 pub mod leader;
@@ -24,6 +26,7 @@ pub mod reroute;
 pub mod scan;
 pub mod stops;
 
+use attempts::Attempts;
 use balancer::{Balancer, Strategy};
 use kairos_core::broker::Broker;
 use kairos_core::coord::{Coordination, LeaseStore};
@@ -32,7 +35,6 @@ use kairos_core::protocol::Names;
 use kairos_core::store::Store;
 use leader::{LeaderConfig, Term};
 use publish::Publisher;
-use reaper::Attempts;
 use scan::{DispatchLoop, ScanConfig};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -50,6 +52,9 @@ pub struct DispatcherConfig {
     pub scan_interval: Duration,
     /// How far ahead a scan looks for the next trigger to sleep until.
     pub lookahead: Duration,
+    /// How long before its due time a trigger is claimed (it is published at
+    /// the due time): covers the claim transaction's latency.
+    pub claim_ahead: Duration,
     /// Triggers claimed per transaction.
     pub batch: u32,
     /// Worker selection strategy.
@@ -73,6 +78,7 @@ impl Default for DispatcherConfig {
             lease_ttl: Duration::from_secs(10),
             scan_interval: Duration::from_millis(100),
             lookahead: Duration::from_secs(2),
+            claim_ahead: Duration::from_millis(100),
             batch: 500,
             strategy: Strategy::EqualCost,
             worker_stale_after: Duration::from_secs(15),
@@ -201,12 +207,13 @@ async fn lead(
     let balancer = Arc::new(Mutex::new(Balancer::new(cfg.strategy, stale_ms)));
     let reroute = tokio::spawn(reroute::run_reroute(
         broker.clone(),
+        store.clone(),
         balancer.clone(),
         term.token.clone(),
     ));
     let stop_relay = tokio::spawn(stops::run(
         store.clone(),
-        attempts,
+        attempts.clone(),
         cfg.stop_relay_every,
         term.token.clone(),
     ));
@@ -214,15 +221,23 @@ async fn lead(
     let listener = due.map(|d| tokio::spawn(listen_for_due(d, due_tx, term.token.clone())));
     let dispatch = DispatchLoop {
         store: store.clone(),
-        publisher: Publisher::new(store, broker, balancer.clone(), cfg.max_in_flight),
+        publisher: Arc::new(Publisher::new(
+            store,
+            broker,
+            balancer.clone(),
+            attempts,
+            cfg.max_in_flight,
+        )),
         balancer,
         due: due_rx,
         cfg: ScanConfig {
             interval: cfg.scan_interval,
             lookahead: cfg.lookahead,
+            claim_ahead: cfg.claim_ahead,
             batch: cfg.batch,
             sweep_every: Duration::from_secs(1),
             workers_every: Duration::from_millis(500),
+            publishers: 4,
         },
     };
     dispatch.run(term.clone()).await;

@@ -1,7 +1,9 @@
 //! Publishes claimed work to worker queues: picks a worker per execution,
 //! keeps many publisher confirms in flight at once, and records the confirmed
-//! ones in one batched update.
+//! ones in one batched update. An execution cancelled between its claim and
+//! that update is asked to stop, since a worker holds it now.
 
+use crate::attempts::Attempts;
 use crate::balancer::Balancer;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerError};
@@ -26,6 +28,7 @@ pub struct Publisher {
     store: Arc<dyn Store>,
     broker: Arc<dyn Broker>,
     balancer: Arc<Mutex<Balancer>>,
+    attempts: Attempts,
     max_in_flight: usize,
 }
 
@@ -35,12 +38,14 @@ impl Publisher {
         store: Arc<dyn Store>,
         broker: Arc<dyn Broker>,
         balancer: Arc<Mutex<Balancer>>,
+        attempts: Attempts,
         max_in_flight: usize,
     ) -> Self {
         Self {
             store,
             broker,
             balancer,
+            attempts,
             max_in_flight: max_in_flight.max(1),
         }
     }
@@ -105,7 +110,15 @@ impl Publisher {
             // worker queues; the sweep publishes them again and the worker's
             // once-per-attempt guard drops the duplicate.
             match self.store.executions_mark_dispatched(&sent, now_ms()).await {
-                Ok(_) => report.dispatched = sent.len(),
+                Ok(marked) => {
+                    report.dispatched = sent.len();
+                    self.attempts
+                        .stop(
+                            &marked.cancelled,
+                            "cancelled before their dispatch was recorded",
+                        )
+                        .await;
+                }
                 Err(e) => warn!(error = %e, count = sent.len(), "could not record dispatches"),
             }
         }

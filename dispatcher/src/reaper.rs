@@ -13,12 +13,11 @@
 //! timed out: a worker that was only cut off finds it when it comes back and
 //! stops the handler, whose result would be refused anyway.
 
+pub use crate::attempts::Attempts;
 use kairos_core::broker::Broker;
-use kairos_core::coord::Coordination;
 use kairos_core::execution::ExecStatus;
 use kairos_core::outcome::Verdict;
-use kairos_core::protocol::Names;
-use kairos_core::store::{Applied, Store, StoreResult};
+use kairos_core::store::{Store, StoreResult};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::worker::WorkerState;
 use std::sync::Arc;
@@ -63,34 +62,6 @@ pub struct Rescue {
     pub lost: usize,
 }
 
-/// How long a stop request stays posted: longer than any partition a worker
-/// could come back from with its handlers still running.
-pub const STOP_REQUEST_TTL: Duration = Duration::from_secs(24 * 3600);
-
-/// Coordination and names, for attempt keys and stop requests.
-#[derive(Clone)]
-pub struct Attempts {
-    /// Attempt keys and stop requests.
-    pub coord: Arc<dyn Coordination>,
-    /// Key names.
-    pub names: Names,
-}
-
-impl Attempts {
-    /// Posts a stop request for each attempt that `applied` moved. Best
-    /// effort: the attempt's result is refused either way.
-    pub async fn stop_moved(&self, applied: &[Applied]) {
-        let keys: Vec<String> = applied
-            .iter()
-            .filter(|a| a.new_status.is_some())
-            .map(|a| self.names.stop_key(&a.execution_id, a.attempt))
-            .collect();
-        if let Err(e) = self.coord.stops_post(&keys, STOP_REQUEST_TTL).await {
-            warn!(error = %e, count = keys.len(), "cannot post stop requests for attempts taken from their worker");
-        }
-    }
-}
-
 /// Moves a worker's in-flight work on: unstarted attempts are requeued (with
 /// their attempt keys given back), started ones are lost (retried if the job
 /// allows, and asked to stop in case the worker is still running them).
@@ -129,7 +100,7 @@ pub async fn rescue_work_of(
     let lost = store
         .executions_apply_verdict(&targets, Verdict::Lost, reason, now)
         .await?;
-    attempts.stop_moved(&lost).await;
+    attempts.stop_moved(&lost, "declared lost").await;
     Ok(Rescue {
         requeued,
         lost: lost.iter().filter(|a| a.new_status.is_some()).count(),
@@ -225,7 +196,7 @@ async fn sweep(
                 now,
             )
             .await?;
-        attempts.stop_moved(&applied).await;
+        attempts.stop_moved(&applied, "timed out").await;
         info!(
             count = applied.iter().filter(|a| a.new_status.is_some()).count(),
             "timed out silent attempts"

@@ -3,6 +3,9 @@
 //! can take the message (e.g. a single-worker deployment) does it go back to
 //! the refusing one, after a pause that gives it time to drain.
 //!
+//! The execution's row then names the new worker, so if that worker dies the
+//! reaper rescues the execution from the right queue.
+//!
 //! A message refused again soon after it was rerouted means every worker it
 //! could go to is full (heartbeats lag behind a burst): it waits a moment
 //! before going out again, instead of bouncing between full workers as fast
@@ -12,6 +15,7 @@ use crate::balancer::Balancer;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, Delivery};
 use kairos_core::protocol::DispatchMsg;
+use kairos_core::store::{DispatchedTo, Store};
 use kairos_core::time::now_ms;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,6 +25,10 @@ use tracing::{debug, warn};
 
 /// How long to wait before trying again when no other worker can take a message.
 const HOLD: Duration = Duration::from_millis(250);
+/// Tries at recording a rerouted dispatch's new worker, and the first pause
+/// between them (doubling): about 1.5 s in all.
+const RECORD_TRIES: u32 = 5;
+const RECORD_FIRST_RETRY: Duration = Duration::from_millis(50);
 /// A message back within this long of its last reroute is bouncing.
 const BOUNCE_WINDOW: Duration = Duration::from_secs(2);
 
@@ -47,6 +55,7 @@ impl Recent {
 /// Reroutes until `token` is cancelled (the leader's term).
 pub async fn run_reroute(
     broker: Arc<dyn Broker>,
+    store: Arc<dyn Store>,
     balancer: Arc<Mutex<Balancer>>,
     token: CancellationToken,
 ) {
@@ -66,19 +75,25 @@ pub async fn run_reroute(
                 d = stream.next() => d,
             };
             let Some(delivery) = next else { break };
-            reroute_one(broker.as_ref(), &balancer, delivery, &mut recent, &token).await;
+            let to = Route {
+                broker: broker.as_ref(),
+                store: &store,
+                balancer: &balancer,
+            };
+            reroute_one(&to, delivery, &mut recent, &token).await;
         }
         hold(&token).await;
     }
 }
 
-async fn reroute_one(
-    broker: &dyn Broker,
-    balancer: &Mutex<Balancer>,
-    d: Delivery,
-    recent: &mut Recent,
-    token: &CancellationToken,
-) {
+/// Where rerouted messages go and where that is recorded.
+struct Route<'a> {
+    broker: &'a dyn Broker,
+    store: &'a Arc<dyn Store>,
+    balancer: &'a Mutex<Balancer>,
+}
+
+async fn reroute_one(to: &Route<'_>, d: Delivery, recent: &mut Recent, token: &CancellationToken) {
     let msg: DispatchMsg = match serde_json::from_slice(&d.payload) {
         Ok(m) => m,
         Err(e) => {
@@ -94,7 +109,8 @@ async fn reroute_one(
     // broker, and the dispatcher keeps the rest of its work flowing.
     let mut exclude = d.rejected_by.as_deref();
     while !token.is_cancelled() {
-        let pick = balancer
+        let pick = to
+            .balancer
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .pick(now_ms(), exclude);
@@ -104,14 +120,15 @@ async fn reroute_one(
             hold(token).await;
             continue;
         };
-        match broker.dispatch_publish(&worker, &msg).await {
+        match to.broker.dispatch_publish(&worker, &msg).await {
             Ok(()) => {
                 debug!(execution = %msg.execution_id, from = ?d.rejected_by, to = %worker, "rerouted");
+                record(to.store.clone(), &msg, &worker, d.rejected_by.as_deref());
                 let _ = d.acker.ack().await;
                 return;
             }
             Err(e) => {
-                balancer
+                to.balancer
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .unpick(&worker);
@@ -120,6 +137,40 @@ async fn reroute_one(
             }
         }
     }
+}
+
+/// Records the execution's new worker, in the background. A refusal can
+/// come back before the publisher has recorded the first confirm (the row is
+/// still `pending` then, and that record would name the refusing worker), so
+/// a record that changed nothing is tried again a few times.
+fn record(store: Arc<dyn Store>, msg: &DispatchMsg, worker: &str, from: Option<&str>) {
+    let sent = DispatchedTo {
+        execution_id: msg.execution_id.clone(),
+        attempt: msg.attempt,
+        worker_id: worker.to_string(),
+    };
+    let reason = match from {
+        Some(from) => format!("rerouted: worker {from} was full"),
+        None => "rerouted".to_string(),
+    };
+    tokio::spawn(async move {
+        let mut pause = RECORD_FIRST_RETRY;
+        for _ in 0..RECORD_TRIES {
+            match store
+                .execution_mark_rerouted(&sent, &reason, now_ms())
+                .await
+            {
+                Ok(true) => return,
+                // Not `dispatched` (yet): the publisher's record may follow.
+                Ok(false) => {}
+                Err(e) => {
+                    warn!(execution = %sent.execution_id, error = %e, "cannot record the rerouted dispatch's new worker")
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause *= 2;
+        }
+    });
 }
 
 async fn hold(token: &CancellationToken) {

@@ -3,26 +3,34 @@
 //! Each round reads due jobs through the `(status, next_trigger_at)` index,
 //! computes each job's following trigger, claims the batch in one transaction
 //! (version check per job, fencing token, unique `(job_id, scheduled_at)`), and
-//! hands the claimed work to the publisher.
+//! hands the claimed work to publishing tasks.
 //!
-//! Timing: each scan also looks a little ahead, and the loop then sleeps until
-//! exactly the earliest upcoming trigger — so a trigger is claimed at its due
-//! time, not at the next poll. A due signal from the API (a job created,
-//! triggered or resumed) cuts the sleep short when it names an earlier time. A
-//! full batch starts the next round at once. The periodic scan stays as the
-//! safety net: a lost signal costs latency, never a trigger. Executions left
-//! `pending` (retries, failed publishes, a predecessor's unfinished work) are
-//! swept up regularly.
+//! Timing: a trigger is claimed a little *before* it is due (`claim_ahead`),
+//! so the claim transaction is paid while waiting, and its publishing task
+//! sleeps until exactly the due time and publishes then. Each scan also looks
+//! further ahead, and the loop sleeps until the next trigger's claim time. A
+//! due signal from the API (a job created, triggered or resumed) cuts the
+//! sleep short when it names an earlier time. A full batch starts the next
+//! round at once. Publishing runs beside the loop (a few batches at once), so
+//! a slow confirm does not hold up the next claim.
+//!
+//! The periodic scan stays as the safety net: a lost signal costs latency,
+//! never a trigger. Executions left `pending` (retries, failed publishes, a
+//! predecessor's unfinished work, work no worker could take) are swept up
+//! regularly, and at once after a publish left some behind.
 
 use crate::balancer::Balancer;
 use crate::leader::Term;
 use crate::publish::Publisher;
 use kairos_core::job::Job;
-use kairos_core::store::{Claim, Store, StoreError};
+use kairos_core::store::{DispatchWork, Store, StoreError};
 use kairos_core::time::{Millis, now_ms};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 /// Dispatch loop settings.
@@ -32,12 +40,17 @@ pub struct ScanConfig {
     pub interval: Duration,
     /// How far ahead each scan looks for the next trigger to sleep until.
     pub lookahead: Duration,
+    /// How long before its due time a trigger is claimed; it is published at
+    /// the due time. Covers the claim transaction's latency.
+    pub claim_ahead: Duration,
     /// Jobs claimed per transaction.
     pub batch: u32,
     /// How often `pending` executions are swept up and published.
     pub sweep_every: Duration,
     /// How often the worker view is reloaded from the database.
     pub workers_every: Duration,
+    /// Batches published at once.
+    pub publishers: usize,
 }
 
 /// Everything the loop needs.
@@ -45,7 +58,7 @@ pub struct DispatchLoop {
     /// Storage.
     pub store: Arc<dyn Store>,
     /// Sends claimed work.
-    pub publisher: Publisher,
+    pub publisher: Arc<Publisher>,
     /// Worker view shared with the publisher.
     pub balancer: Arc<Mutex<Balancer>>,
     /// Due times announced by the API (see [`kairos_core::due`]).
@@ -59,55 +72,111 @@ pub struct DispatchLoop {
 struct Round {
     /// The batch was full: more triggers are due now.
     more_due: bool,
-    /// Earliest trigger inside the look-ahead window that is not due yet.
+    /// Earliest trigger inside the look-ahead window not claimed yet.
     next_due: Option<Millis>,
 }
 
+/// Claimed work this term has not finished publishing, so the sweep leaves
+/// it alone, and the publishing tasks' shared limits.
+struct Outbox {
+    held: Mutex<HashSet<String>>,
+    /// One permit per batch being published.
+    permits: Arc<Semaphore>,
+    /// Set when a publish left work pending (no worker, broker error).
+    left_behind: AtomicBool,
+    /// Wakes the loop when `left_behind` is set.
+    wake: Notify,
+    tasks: TaskTracker,
+}
+
+impl Outbox {
+    fn new(publishers: usize) -> Self {
+        Self {
+            held: Mutex::new(HashSet::new()),
+            permits: Arc::new(Semaphore::new(publishers.max(1))),
+            left_behind: AtomicBool::new(false),
+            wake: Notify::new(),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn hold(&self, work: &[DispatchWork]) {
+        self.lock()
+            .extend(work.iter().map(|w| w.execution_id.clone()));
+    }
+
+    fn leave_behind(&self) {
+        self.left_behind.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+
+    fn release(&self, ids: &[String]) {
+        let mut held = self.lock();
+        for id in ids {
+            held.remove(id);
+        }
+    }
+}
+
 impl DispatchLoop {
-    /// Runs until the term ends.
+    /// Runs until the term ends, then waits for its publishing tasks.
     pub async fn run(mut self, term: Term) {
+        let outbox = Arc::new(Outbox::new(self.cfg.publishers));
         let mut last_sweep = Instant::now() - self.cfg.sweep_every;
         let mut last_workers = Instant::now() - self.cfg.workers_every;
         while term.is_valid() {
-            if last_workers.elapsed() >= self.cfg.workers_every {
+            // Work left behind usually means the worker view is out of date
+            // (a worker just started): reload it and sweep now, not later.
+            let left_behind = outbox.left_behind.swap(false, Ordering::AcqRel);
+            if left_behind || last_workers.elapsed() >= self.cfg.workers_every {
                 self.refresh_workers().await;
                 last_workers = Instant::now();
             }
-            let mut round = match self.claim_round(&term).await {
+            let mut round = match self.claim_round(&term, &outbox).await {
                 Ok(round) => round,
                 Err(StoreError::Fenced { ours, current }) => {
                     warn!(ours, current, "a newer leader has written; stepping down");
                     term.token.cancel();
-                    return;
+                    break;
                 }
                 Err(e) => {
                     warn!(error = %e, "dispatch round failed; retrying");
-                    let retry_at = now_ms()
-                        + self
-                            .cfg
-                            .interval
-                            .max(Duration::from_millis(500))
-                            .as_millis() as Millis;
-                    self.sleep_until(&term, retry_at).await;
+                    let pause = self.cfg.interval.max(Duration::from_millis(500));
+                    self.sleep_until(&term, &outbox, now_ms() + pause.as_millis() as Millis)
+                        .await;
                     continue;
                 }
             };
-            if last_sweep.elapsed() >= self.cfg.sweep_every && term.is_valid() {
-                round.more_due |= self.sweep(&term).await;
+            if (left_behind || last_sweep.elapsed() >= self.cfg.sweep_every) && term.is_valid() {
+                round.more_due |= self.sweep(&term, &outbox).await;
                 last_sweep = Instant::now();
             }
             if !round.more_due {
+                let ahead = self.claim_ahead_ms();
                 let safety_net = now_ms() + self.cfg.interval.as_millis() as Millis;
-                let wake_at = round.next_due.map_or(safety_net, |t| t.min(safety_net));
-                self.sleep_until(&term, wake_at).await;
+                let wake_at = round
+                    .next_due
+                    .map_or(safety_net, |t| (t - ahead).min(safety_net));
+                self.sleep_until(&term, &outbox, wake_at).await;
             }
         }
+        outbox.tasks.close();
+        outbox.tasks.wait().await;
         debug!("dispatch loop ended with the term");
     }
 
-    /// Sleeps until `wake_at` (ms UTC), the end of the term, or a due signal
-    /// naming a time before `wake_at`.
-    async fn sleep_until(&mut self, term: &Term, wake_at: Millis) {
+    fn claim_ahead_ms(&self) -> Millis {
+        self.cfg.claim_ahead.as_millis() as Millis
+    }
+
+    /// Sleeps until `wake_at` (ms UTC), the end of the term, a due signal
+    /// whose claim time is before `wake_at`, or a publish that left work behind.
+    async fn sleep_until(&mut self, term: &Term, outbox: &Outbox, wake_at: Millis) {
+        let ahead = self.claim_ahead_ms();
         loop {
             let left = Duration::from_millis((wake_at - now_ms()).max(0) as u64);
             if left.is_zero() {
@@ -116,8 +185,9 @@ impl DispatchLoop {
             tokio::select! {
                 _ = term.token.cancelled() => return,
                 _ = tokio::time::sleep(left) => return,
+                _ = outbox.wake.notified() => return,
                 signal = self.due.recv() => match signal {
-                    Some(at) if at < wake_at => return,
+                    Some(at) if at - ahead < wake_at => return,
                     Some(_) => continue,
                     // No signal source any more: the timer alone is enough.
                     None => {
@@ -140,18 +210,20 @@ impl DispatchLoop {
         }
     }
 
-    /// One claim-and-publish round.
-    async fn claim_round(&self, term: &Term) -> Result<Round, StoreError> {
+    /// One claim round: claims what is due within `claim_ahead` and hands it
+    /// to publishing tasks.
+    async fn claim_round(&self, term: &Term, outbox: &Arc<Outbox>) -> Result<Round, StoreError> {
         let now = now_ms();
+        let claim_by = now + self.claim_ahead_ms();
         let horizon = now + self.cfg.lookahead.as_millis() as Millis;
         let found = self.store.jobs_find_due(horizon, self.cfg.batch).await?;
         let next_due = found
             .iter()
             .filter_map(|j| j.next_trigger_at)
-            .find(|&t| t > now);
+            .find(|&t| t > claim_by);
         let due: Vec<Job> = found
             .into_iter()
-            .filter(|j| j.next_trigger_at.is_some_and(|t| t <= now))
+            .filter(|j| j.next_trigger_at.is_some_and(|t| t <= claim_by))
             .collect();
         let more_due = due.len() as u32 >= self.cfg.batch;
         if due.is_empty() || !term.is_valid() {
@@ -160,7 +232,7 @@ impl DispatchLoop {
                 next_due,
             });
         }
-        let claims = build_claims(&due, now);
+        let claims = kairos_core::trigger::claims_for(&due, now);
         let work = self.store.triggers_claim(term.fence, &claims, now).await?;
         if work.len() < claims.len() {
             debug!(
@@ -170,21 +242,47 @@ impl DispatchLoop {
         }
         // A leader frozen between claim and publish must not publish on waking:
         // the claimed rows stay `pending` for the current leader's sweep.
-        if !term.is_valid() {
-            return Ok(Round {
-                more_due: false,
-                next_due,
-            });
-        }
-        let report = self.publisher.publish(work).await;
-        if report.dispatched > 0 {
-            debug!(?report, "dispatched");
+        if term.is_valid() {
+            self.send(work, term, outbox).await;
         }
         Ok(Round { more_due, next_due })
     }
 
+    /// Hands `work` to publishing tasks, one per due time; each publishes at
+    /// its due time. Waits for a free publisher only for work due now, so a
+    /// backlog slows claiming down instead of piling up tasks.
+    async fn send(&self, work: Vec<DispatchWork>, term: &Term, outbox: &Arc<Outbox>) {
+        outbox.hold(&work);
+        let now = now_ms();
+        let mut by_time: BTreeMap<Millis, Vec<DispatchWork>> = BTreeMap::new();
+        for w in work {
+            by_time.entry(w.scheduled_at.max(now)).or_default().push(w);
+        }
+        for (at, batch) in by_time {
+            let permit = if at <= now {
+                let permit = tokio::select! {
+                    _ = term.token.cancelled() => return,
+                    p = outbox.permits.clone().acquire_owned() => p,
+                };
+                // The semaphore is never closed.
+                permit.ok()
+            } else {
+                None
+            };
+            let task = publish_at(
+                at,
+                batch,
+                permit,
+                self.publisher.clone(),
+                outbox.clone(),
+                term.clone(),
+            );
+            outbox.tasks.spawn(task);
+        }
+    }
+
     /// Publishes executions left `pending`; `true` if there may be more.
-    async fn sweep(&self, term: &Term) -> bool {
+    async fn sweep(&self, term: &Term, outbox: &Outbox) -> bool {
         match self
             .store
             .executions_find_unpublished(now_ms(), self.cfg.batch)
@@ -193,7 +291,20 @@ impl DispatchLoop {
             Ok(work) if work.is_empty() || !term.is_valid() => false,
             Ok(work) => {
                 let full = work.len() as u32 >= self.cfg.batch;
+                let work: Vec<DispatchWork> = {
+                    let held = outbox.lock();
+                    work.into_iter()
+                        .filter(|w| !held.contains(&w.execution_id))
+                        .collect()
+                };
+                if work.is_empty() {
+                    return false;
+                }
                 let report = self.publisher.publish(work).await;
+                if report.no_worker > 0 || report.failed > 0 {
+                    // Retried on the next round, not at once: no spinning.
+                    outbox.left_behind.store(true, Ordering::Release);
+                }
                 if report.dispatched > 0 {
                     info!(?report, "published pending executions");
                 }
@@ -207,8 +318,39 @@ impl DispatchLoop {
     }
 }
 
-/// The claims for jobs due at `now`, with the jobs' misfire policies, fixed
-/// rates and delays and windows applied (see [`kairos_core::trigger::claims_for`]).
-fn build_claims(due: &[Job], now: Millis) -> Vec<Claim> {
-    kairos_core::trigger::claims_for(due, now)
+/// Waits until `at` (ms UTC), then publishes `batch` if the term still holds.
+async fn publish_at(
+    at: Millis,
+    batch: Vec<DispatchWork>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    publisher: Arc<Publisher>,
+    outbox: Arc<Outbox>,
+    term: Term,
+) {
+    let ids: Vec<String> = batch.iter().map(|w| w.execution_id.clone()).collect();
+    let wait = Duration::from_millis((at - now_ms()).max(0) as u64);
+    let ready = tokio::select! {
+        _ = term.token.cancelled() => false,
+        _ = tokio::time::sleep(wait) => true,
+    };
+    let permit = match (ready, permit) {
+        (false, _) => None,
+        (true, Some(p)) => Some(p),
+        (true, None) => tokio::select! {
+            _ = term.token.cancelled() => None,
+            p = outbox.permits.clone().acquire_owned() => p.ok(),
+        },
+    };
+    // Unpublished work stays `pending`: this term's sweep (once released
+    // here) or the next leader's picks it up.
+    if permit.is_some() && term.is_valid() {
+        let report = publisher.publish(batch).await;
+        if report.no_worker > 0 || report.failed > 0 {
+            outbox.leave_behind();
+        }
+        if report.dispatched > 0 {
+            debug!(?report, "dispatched");
+        }
+    }
+    outbox.release(&ids);
 }

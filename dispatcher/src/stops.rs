@@ -7,7 +7,7 @@
 //! cancel or the replacing claim; this relay only carries it to workers, so a
 //! relay that dies midway loses nothing: the next leader posts it again.
 
-use crate::reaper::{Attempts, STOP_REQUEST_TTL};
+use crate::attempts::{Attempts, STOP_REQUEST_TTL};
 use kairos_core::store::Store;
 use kairos_core::time::{Millis, now_ms};
 use std::collections::HashSet;

@@ -405,7 +405,9 @@ async fn shutdown_reports_unfinished_work_and_goes_offline(env: Env) {
 
 async fn a_stop_request_stops_the_running_handler(env: Env) {
     env.collect().await;
-    let w = env.start(env.builder().capacity(1).buffer(0)).await;
+    // A buffer of one: the next dispatch may arrive before the stopped
+    // attempt has given its place back.
+    let w = env.start(env.builder().capacity(1).buffer(1)).await;
     let exec = env
         .dispatch(&w.id, "sleep", json!({"ms": 600_000}), None)
         .await;
@@ -439,14 +441,12 @@ async fn a_stop_request_stops_the_running_handler(env: Env) {
 async fn an_attempt_key_released_for_its_dead_owner_runs_again(env: Env) {
     env.collect().await;
     let runs = Arc::new(AtomicU32::new(0));
-    let w = env
-        .start(
-            env.builder()
-                .capacity(1)
-                .buffer(0)
-                .handler("count", counting(runs.clone())),
-        )
-        .await;
+    let counting_worker = || {
+        env.builder()
+            .capacity(1)
+            .buffer(0)
+            .handler("count", counting(runs.clone()))
+    };
     let exec = unique("e");
     let key = env.names.attempt_key(&exec, 1);
     // A worker that died after taking the key, before confirming `started`.
@@ -466,23 +466,36 @@ async fn an_attempt_key_released_for_its_dead_owner_runs_again(env: Env) {
         scheduled_at: 0,
         timeout_ms: None,
     };
+    let w = env.start(counting_worker()).await;
     env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
     let sentinel = env.dispatch(&w.id, "noop", json!(1), None).await;
     env.outcome(&sentinel).await;
+    let first = w.id.clone();
+    // Stopping settles every delivery the worker had.
+    w.stop().await;
+    let left = env
+        .broker
+        .worker_queue_stats(&first)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(left.messages, 0, "the duplicate was acked");
     assert_eq!(
         runs.load(Ordering::SeqCst),
         0,
         "skipped while the ghost held it"
     );
     assert!(env.results_for(&exec).is_empty());
+
     // What the reaper does for a dead worker's unstarted attempts.
     assert!(env.coord.release(&key, "ghost").await.unwrap());
+    let w = env.start(counting_worker()).await;
     env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
     assert_eq!(env.outcome(&exec).await.kind, ResultKind::Succeeded);
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     let id = w.id.clone();
     w.stop().await;
-    env.cleanup(&[&id]).await;
+    env.cleanup(&[&first, &id]).await;
 }
 
 async fn a_lost_consumer_is_restarted(env: Env) {

@@ -161,9 +161,11 @@ impl SqlStore {
                 self.finish(conn, exec, job, &plan, input, now, tail)
                     .await?
             }
-            // `plan` never yields these; they belong to the publisher, to
-            // cancel, to the claim and to the requeue of unstarted work.
+            // `plan` never yields these; they belong to the publisher and
+            // the reroute, to cancel, to the claim and to the requeue of
+            // unstarted work.
             ExecTransition::Dispatch
+            | ExecTransition::Reroute
             | ExecTransition::Cancel
             | ExecTransition::Skip
             | ExecTransition::Requeue => false,

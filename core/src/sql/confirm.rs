@@ -8,7 +8,7 @@ use super::inserts::{self, EventRow};
 use super::rows::R;
 use super::stmt::{CHUNK, Q, bind_names, marks, q};
 use crate::execution::{ExecStatus, ExecTransition};
-use crate::store::{DispatchedTo, StoreResult};
+use crate::store::{DispatchedTo, Marked, StoreResult};
 use crate::time::Millis;
 use sqlx::AnyConnection;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -89,14 +89,14 @@ impl SqlStore {
         &self,
         sent: &[DispatchedTo],
         now: Millis,
-    ) -> StoreResult<u64> {
+    ) -> StoreResult<Marked> {
         if sent.is_empty() {
-            return Ok(0);
+            return Ok(Marked::default());
         }
         retrying(|| self.try_mark_dispatched(sent, now)).await
     }
 
-    async fn try_mark_dispatched(&self, sent: &[DispatchedTo], now: Millis) -> StoreResult<u64> {
+    async fn try_mark_dispatched(&self, sent: &[DispatchedTo], now: Millis) -> StoreResult<Marked> {
         let mut tx = self.begin().await?;
         let mut state = self
             .lock_states(&mut tx, sent.iter().map(|s| s.execution_id.as_str()))
@@ -104,10 +104,14 @@ impl SqlStore {
         let t = ExecTransition::Dispatch;
         let mut groups: BTreeMap<(&str, u32), Vec<&str>> = BTreeMap::new();
         let mut events = Vec::new();
+        let mut cancelled = Vec::new();
         for s in sent {
             let Some((attempt, status, _)) = state.get_mut(&s.execution_id) else {
                 continue;
             };
+            if *attempt == s.attempt && *status == ExecStatus::Cancelled {
+                cancelled.push((s.execution_id.clone(), s.attempt));
+            }
             if *attempt != s.attempt || !t.allowed_from(*status) {
                 continue;
             }
@@ -138,7 +142,51 @@ impl SqlStore {
         }
         inserts::events(&mut tx, &events).await?;
         tx.commit().await.map_err(db_err)?;
-        Ok(changed)
+        cancelled.sort();
+        cancelled.dedup();
+        Ok(Marked {
+            dispatched: changed,
+            cancelled,
+        })
+    }
+
+    pub(crate) async fn mark_rerouted(
+        &self,
+        sent: &DispatchedTo,
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        retrying(|| async {
+            let mut tx = self.begin().await?;
+            let worker = sent.worker_id.clone();
+            let binds = move |q: Q<'static>| q.bind(worker.clone()).bind(now);
+            let changed = self
+                .move_group(
+                    &mut tx,
+                    ExecTransition::Reroute,
+                    "worker_id = ?, updated_at = ?",
+                    &binds,
+                    &[sent.execution_id.as_str()],
+                    sent.attempt,
+                )
+                .await?;
+            if changed > 0 {
+                let event = EventRow {
+                    worker_id: Some(sent.worker_id.clone()),
+                    error: Some(reason.to_string()),
+                    ..EventRow::plain(
+                        &sent.execution_id,
+                        sent.attempt,
+                        ExecStatus::Dispatched,
+                        now,
+                    )
+                };
+                inserts::events(&mut tx, &[event]).await?;
+            }
+            tx.commit().await.map_err(db_err)?;
+            Ok(changed > 0)
+        })
+        .await
     }
 
     pub(crate) async fn requeue_unstarted(

@@ -12,8 +12,8 @@ use crate::job::Job;
 use crate::outcome::Verdict;
 use crate::protocol::ResultMsg;
 use crate::store::{
-    Applied, Claim, DispatchWork, DispatchedTo, ExecutionStore, HeldAttempt, Page, StopRequest,
-    StoreResult,
+    Applied, Claim, DispatchWork, DispatchedTo, ExecutionStore, HeldAttempt, Marked, Page,
+    StopRequest, StoreResult,
 };
 use crate::time::Millis;
 use async_trait::async_trait;
@@ -60,8 +60,17 @@ impl ExecutionStore for SqlStore {
         &self,
         sent: &[DispatchedTo],
         now: Millis,
-    ) -> StoreResult<u64> {
+    ) -> StoreResult<Marked> {
         self.mark_dispatched(sent, now).await
+    }
+
+    async fn execution_mark_rerouted(
+        &self,
+        sent: &DispatchedTo,
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        self.mark_rerouted(sent, reason, now).await
     }
 
     async fn results_apply(&self, results: &[ResultMsg], now: Millis) -> StoreResult<Vec<Applied>> {
