@@ -326,6 +326,19 @@ impl Cluster {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// PATCH JSON, returning status and JSON.
+    pub async fn patch(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = self
+            .http
+            .patch(format!("{}{path}", self.base))
+            .json(body)
+            .send()
+            .await
+            .expect("PATCH");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
     /// DELETE, returning status and JSON.
     pub async fn delete(&self, path: &str) -> (u16, Value) {
         let r = self
