@@ -313,42 +313,41 @@ impl Cluster {
         r.json().await.ok()
     }
 
-    /// POST JSON, returning status and JSON.
-    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        let r = self
+    /// Sends `method` to `path` with an optional JSON body; returns status
+    /// and JSON (`Null` if the body is not JSON).
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let mut req = self
             .http
-            .post(format!("{}{path}", self.base))
-            .json(body)
+            .request(method.clone(), format!("{}{path}", self.base));
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let r = req
             .send()
             .await
-            .expect("POST");
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// POST JSON, returning status and JSON.
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.send(reqwest::Method::POST, path, Some(body)).await
     }
 
     /// PATCH JSON, returning status and JSON.
     pub async fn patch(&self, path: &str, body: &Value) -> (u16, Value) {
-        let r = self
-            .http
-            .patch(format!("{}{path}", self.base))
-            .json(body)
-            .send()
-            .await
-            .expect("PATCH");
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
+        self.send(reqwest::Method::PATCH, path, Some(body)).await
     }
 
     /// DELETE, returning status and JSON.
     pub async fn delete(&self, path: &str) -> (u16, Value) {
-        let r = self
-            .http
-            .delete(format!("{}{path}", self.base))
-            .send()
-            .await
-            .expect("DELETE");
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
+        self.send(reqwest::Method::DELETE, path, None).await
     }
 
     /// Creates a job and returns its id.

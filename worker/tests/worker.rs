@@ -124,14 +124,9 @@ impl Env {
         timeout_ms: Option<u64>,
     ) -> String {
         let msg = DispatchMsg {
-            v: PROTOCOL_VERSION,
-            execution_id: unique("e"),
-            job_id: unique("j"),
-            attempt: 1,
-            handler: handler.into(),
             params,
-            scheduled_at: 0,
             timeout_ms,
+            ..first_attempt(&unique("e"), handler)
         };
         self.broker.dispatch_publish(worker, &msg).await.unwrap();
         msg.execution_id
@@ -204,6 +199,20 @@ impl Running {
     }
 }
 
+/// Attempt 1 of `execution_id` for `handler`, without params or time limit.
+fn first_attempt(execution_id: &str, handler: &str) -> DispatchMsg {
+    DispatchMsg {
+        v: PROTOCOL_VERSION,
+        execution_id: execution_id.to_string(),
+        job_id: unique("j"),
+        attempt: 1,
+        handler: handler.into(),
+        params: json!(null),
+        scheduled_at: 0,
+        timeout_ms: None,
+    }
+}
+
 /// A handler that counts its runs.
 fn counting(
     runs: Arc<AtomicU32>,
@@ -242,16 +251,7 @@ async fn a_duplicate_attempt_runs_once(env: Env) {
                 .handler("count", counting(runs.clone())),
         )
         .await;
-    let msg = DispatchMsg {
-        v: PROTOCOL_VERSION,
-        execution_id: unique("e"),
-        job_id: unique("j"),
-        attempt: 1,
-        handler: "count".into(),
-        params: json!(null),
-        scheduled_at: 0,
-        timeout_ms: None,
-    };
+    let msg = first_attempt(&unique("e"), "count");
     env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
     env.outcome(&msg.execution_id).await;
     env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
@@ -456,16 +456,7 @@ async fn an_attempt_key_released_for_its_dead_owner_runs_again(env: Env) {
             .await
             .unwrap()
     );
-    let msg = DispatchMsg {
-        v: PROTOCOL_VERSION,
-        execution_id: exec.clone(),
-        job_id: unique("j"),
-        attempt: 1,
-        handler: "count".into(),
-        params: json!(null),
-        scheduled_at: 0,
-        timeout_ms: None,
-    };
+    let msg = first_attempt(&exec, "count");
     let w = env.start(counting_worker()).await;
     env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
     let sentinel = env.dispatch(&w.id, "noop", json!(1), None).await;
