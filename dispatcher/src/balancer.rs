@@ -5,6 +5,13 @@
 //! adds what this dispatcher has just sent to the reported `active` count. A
 //! burst is therefore spread across workers instead of piling onto whichever
 //! looked idlest at the last heartbeat.
+//!
+//! A worker whose last heartbeat said its pool was full is skipped while
+//! another has room. When every worker said so, work still goes out (to the
+//! least loaded): the figure is up to a heartbeat old, short jobs free slots
+//! in milliseconds, and a worker that really is full refuses the dispatch,
+//! which is then rerouted. Holding everything back until the next heartbeat
+//! would stall a burst for seconds.
 
 use kairos_core::time::Millis;
 use kairos_core::worker::{WorkerInfo, WorkerState};
@@ -95,13 +102,17 @@ impl Balancer {
         self.slots.sort_by(|a, b| a.info.id.cmp(&b.info.id));
     }
 
-    /// Whether a worker may receive work now: online, heard from recently, and
-    /// not reporting a full pool.
+    /// Whether a worker may receive work now: online, heard from recently,
+    /// and not excluded.
     fn eligible(&self, s: &Slot, now: Millis, exclude: Option<&str>) -> bool {
         s.info.state == WorkerState::Online
             && now - s.info.last_heartbeat_at <= self.stale_after_ms
-            && s.info.active < s.info.capacity.max(1)
             && exclude != Some(s.info.id.as_str())
+    }
+
+    /// Whether its last heartbeat reported a free slot.
+    fn has_room(s: &Slot) -> bool {
+        s.info.active < s.info.capacity.max(1)
     }
 
     fn load(s: &Slot) -> f64 {
@@ -112,9 +123,12 @@ impl Balancer {
     /// Chooses a worker for one dispatch (never `exclude`), and counts the
     /// dispatch against it. `None` when no worker can take work.
     pub fn pick(&mut self, now: Millis, exclude: Option<&str>) -> Option<String> {
-        let eligible: Vec<usize> = (0..self.slots.len())
+        let mut eligible: Vec<usize> = (0..self.slots.len())
             .filter(|&i| self.eligible(&self.slots[i], now, exclude))
             .collect();
+        if eligible.iter().any(|&i| Self::has_room(&self.slots[i])) {
+            eligible.retain(|&i| Self::has_room(&self.slots[i]));
+        }
         if eligible.is_empty() {
             return None;
         }
@@ -220,6 +234,14 @@ mod tests {
     }
 
     #[test]
+    fn when_every_worker_reported_full_the_least_loaded_still_gets_work() {
+        let mut b = Balancer::new(Strategy::EqualCost, 15_000);
+        b.refresh(vec![w("a", 16, 10.0, 50.0), w("b", 16, 10.0, 90.0)]);
+        assert_eq!(b.pick(1_000, None).as_deref(), Some("b"));
+        assert_eq!(b.pick(1_000, Some("b")).as_deref(), Some("a"));
+    }
+
+    #[test]
     fn draining_stale_full_and_excluded_workers_are_skipped() {
         let mut b = Balancer::new(Strategy::EqualCost, 15_000);
         let mut draining = w("draining", 0, 0.0, 100.0);
@@ -234,7 +256,11 @@ mod tests {
             w("ok", 3, 0.0, 0.0),
             w("refuser", 0, 0.0, 100.0),
         ]);
-        assert_eq!(b.eligible_count(1_000), 2);
+        assert_eq!(
+            b.eligible_count(1_000),
+            3,
+            "full counts: it may have room by now"
+        );
         for _ in 0..10 {
             assert_eq!(b.pick(1_000, Some("refuser")).as_deref(), Some("ok"));
         }

@@ -237,7 +237,7 @@ async fn lead(
             batch: cfg.batch,
             sweep_every: Duration::from_secs(1),
             workers_every: Duration::from_millis(500),
-            publishers: 4,
+            publishers: 16,
         },
     };
     dispatch.run(term.clone()).await;

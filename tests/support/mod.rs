@@ -73,7 +73,10 @@ impl Cluster {
         let port = free_port();
         let mut env = HashMap::new();
         env.insert("KAIROS_HTTP_ADDR".to_string(), format!("127.0.0.1:{port}"));
-        env.insert("KAIROS_LOG".to_string(), "warn,kairos=info".to_string());
+        // KAIROS_TEST_LOG (e.g. `warn,kairos=debug`) overrides the processes'
+        // log filter and keeps their logs after a passing run too.
+        let log = std::env::var("KAIROS_TEST_LOG").unwrap_or_else(|_| "warn,kairos=info".into());
+        env.insert("KAIROS_LOG".to_string(), log);
         env.insert(
             "KAIROS_CALLBACK_SECRET".to_string(),
             "e2e-secret".to_string(),
@@ -428,7 +431,7 @@ impl Drop for Cluster {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if std::thread::panicking() {
+        if std::thread::panicking() || std::env::var_os("KAIROS_TEST_LOG").is_some() {
             eprintln!("process logs kept in {}", self.log_dir.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.log_dir);

@@ -26,6 +26,11 @@ const ATTEMPT_KEY_TTL: Duration = Duration::from_secs(24 * 3600);
 /// Pause before handing a dispatch back when the guard service is down, so the
 /// redelivery does not spin.
 const GUARD_RETRY_DELAY: Duration = Duration::from_secs(1);
+/// How long a full worker waits for a place before refusing a dispatch. A
+/// busy worker running short handlers has one back within this; one running
+/// long handlers refuses, and the dispatch goes to another worker. Refusing at
+/// once made a backlog bounce between full workers through the reroute queue.
+const FULL_WAIT: Duration = Duration::from_millis(100);
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
@@ -84,10 +89,16 @@ async fn start(
     shared.broker.dispatch_consume(&shared.id, prefetch).await
 }
 
-/// Takes a delivery into the pool, or refuses it when pool and buffer are full
-/// so the dead-letter route sends it to another worker.
+/// Takes a delivery into the pool, or refuses it when pool and buffer stay
+/// full for [`FULL_WAIT`], so the dead-letter route sends it to another worker.
 async fn accept(shared: &Arc<Shared>, d: Delivery, stop: &CancellationToken) {
-    match shared.try_reserve() {
+    let slot = tokio::select! {
+        biased;
+        // Unsettled: closing the consumer hands it back to the queue.
+        _ = stop.cancelled() => return,
+        slot = shared.reserve_within(FULL_WAIT) => slot,
+    };
+    match slot {
         Some(slot) => {
             shared
                 .tasks

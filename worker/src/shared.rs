@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     state: Mutex<WorkerState>,
     /// Wakes the heartbeat loop when the state changes.
     pub(crate) state_changed: Notify,
+    /// Signalled whenever a place in the pool or buffer is given back.
+    slot_freed: Notify,
 }
 
 impl Shared {
@@ -70,6 +72,7 @@ impl Shared {
             costs: Mutex::new(CostWindow::default()),
             state: Mutex::new(WorkerState::Online),
             state_changed: Notify::new(),
+            slot_freed: Notify::new(),
         }
     }
 
@@ -125,6 +128,27 @@ impl Shared {
         }
     }
 
+    /// Like [`Shared::try_reserve`], but waits up to `wait` for a place to be
+    /// given back. Short handlers free places within milliseconds, so a full
+    /// worker would otherwise refuse (and send into reroute) dispatches it
+    /// could take a moment later.
+    pub(crate) async fn reserve_within(
+        self: &Arc<Self>,
+        wait: std::time::Duration,
+    ) -> Option<Slot> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Registered before the check, so a place freed in between is seen.
+            let freed = self.slot_freed.notified();
+            if let Some(slot) = self.try_reserve() {
+                return Some(slot);
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return self.try_reserve();
+            }
+        }
+    }
+
     pub(crate) fn record_cost(&self, ms: f64) {
         self.costs
             .lock()
@@ -171,5 +195,6 @@ pub(crate) struct Slot(Arc<Shared>);
 impl Drop for Slot {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.slot_freed.notify_waiters();
     }
 }
