@@ -227,8 +227,9 @@ pub struct ExecEvent {
 mod tests {
     use super::*;
 
-    const ALL_MOVES: [ExecTransition; 11] = [
+    const ALL_MOVES: [ExecTransition; 12] = [
         ExecTransition::Dispatch,
+        ExecTransition::Reroute,
         ExecTransition::Start,
         ExecTransition::Succeed,
         ExecTransition::Fail,
