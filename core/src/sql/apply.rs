@@ -1,14 +1,21 @@
 //! Results and reaper verdicts: one transaction per batch that locks the
-//! executions and their jobs, asks [`outcome::plan`] what each input does, and
-//! applies the plan with conditional updates, history events and, for
-//! terminal executions of jobs with a callback URL, the outbox row.
+//! executions and their jobs, asks [`outcome::plan`] what each input does,
+//! applies the plans to the locked rows in memory, and writes them back: the
+//! changed executions in one multi-row statement (see `apply_rows`), job moves,
+//! history events and, for terminal executions of jobs with a callback URL,
+//! the outbox row.
+//!
+//! The rows are locked (`FOR UPDATE` on MySQL, the single writer on SQLite)
+//! from the read to the commit, so what `plan` decided from them is what the
+//! database holds: no other writer can move an execution in between.
 
 use super::SqlStore;
 use super::apply_job::{JobState, continuation};
+use super::apply_rows::Touched;
 use super::error::{db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, EXEC_COLS, R, select_list};
-use super::stmt::{CHUNK, bind_names, from_u64, marks, q};
+use super::stmt::{CHUNK, from_u64, marks, q};
 use crate::callback::Callback;
 use crate::execution::{ExecStatus, ExecTransition, Execution};
 use crate::job::JobTransition;
@@ -31,9 +38,10 @@ pub(crate) struct Input<'a> {
     pub(crate) at: Millis,
 }
 
-/// What the batch writes after the per-result updates.
+/// What the batch writes once every input is decided.
 #[derive(Default)]
 struct Tail {
+    touched: Touched,
     events: Vec<EventRow>,
     callbacks: Vec<Callback>,
 }
@@ -74,6 +82,8 @@ impl SqlStore {
                 new_status,
             });
         }
+        self.write_executions(&mut tx, &execs, &tail.touched, now)
+            .await?;
         inserts::events(&mut tx, &tail.events).await?;
         inserts::callbacks(&mut tx, &tail.callbacks).await?;
         tx.commit().await.map_err(db_err)?;
@@ -150,9 +160,20 @@ impl SqlStore {
         let Some(plan) = outcome::plan(&snapshot, input.verdict, input.attempt, now) else {
             return Ok(None);
         };
+        // `plan` only proposes legal moves; this keeps the guard a
+        // conditional `UPDATE` used to give.
+        if !plan.exec.allowed_from(exec.status) {
+            return Ok(None);
+        }
         let applied = match plan.exec {
-            ExecTransition::Start => self.start(conn, exec, job, input, tail).await?,
-            ExecTransition::Retry => self.retry(conn, exec, &plan, input, now, tail).await?,
+            ExecTransition::Start => {
+                start(exec, job, input, tail);
+                true
+            }
+            ExecTransition::Retry => {
+                retry(exec, &plan, input, now, tail);
+                true
+            }
             ExecTransition::Succeed
             | ExecTransition::Fail
             | ExecTransition::TimeOut
@@ -173,108 +194,6 @@ impl SqlStore {
         Ok(applied.then(|| plan.exec.to_state()))
     }
 
-    /// Runs `UPDATE executions SET <sets> WHERE id, attempt and status match
-    /// the plan`; binds come as `set_binds` then the condition.
-    async fn guarded_update(
-        &self,
-        conn: &mut AnyConnection,
-        t: ExecTransition,
-        sets: &str,
-        query_binds: impl FnOnce(super::stmt::Q<'_>) -> super::stmt::Q<'_>,
-        exec: &Execution,
-    ) -> StoreResult<bool> {
-        let from = t.from_states();
-        let sql = format!(
-            "UPDATE executions SET status = ?, {sets} WHERE id = ? AND attempt = ? AND status IN ({})",
-            marks(from.len())
-        );
-        let query = query_binds(q(sql).bind(t.to_state().as_str()))
-            .bind(exec.id.as_str())
-            .bind(i64::from(exec.attempt));
-        let res = bind_names(query, from.iter().map(|s| s.as_str()))
-            .execute(conn)
-            .await
-            .map_err(db_err)?;
-        Ok(res.rows_affected() == 1)
-    }
-
-    async fn start(
-        &self,
-        conn: &mut AnyConnection,
-        exec: &mut Execution,
-        job: &JobState,
-        input: &Input<'_>,
-        tail: &mut Tail,
-    ) -> StoreResult<bool> {
-        let deadline = job.timeout_ms.map(|t| input.at.saturating_add(from_u64(t)));
-        let ok = self
-            .guarded_update(
-                conn,
-                ExecTransition::Start,
-                "worker_id = COALESCE(?, worker_id), started_at = ?, deadline_at = ?, updated_at = ?",
-                |q| q.bind(input.worker_id).bind(input.at).bind(deadline).bind(input.at),
-                exec,
-            )
-            .await?;
-        if ok {
-            exec.status = ExecTransition::Start.to_state();
-            exec.worker_id = input
-                .worker_id
-                .map(str::to_string)
-                .or(exec.worker_id.take());
-            exec.started_at = Some(input.at);
-            tail.events.push(EventRow {
-                worker_id: exec.worker_id.clone(),
-                ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
-            });
-        }
-        Ok(ok)
-    }
-
-    async fn retry(
-        &self,
-        conn: &mut AnyConnection,
-        exec: &mut Execution,
-        plan: &Plan,
-        input: &Input<'_>,
-        now: Millis,
-        tail: &mut Tail,
-    ) -> StoreResult<bool> {
-        let retry_at = plan.retry_at.unwrap_or(now);
-        let ok = self
-            .guarded_update(
-                conn,
-                ExecTransition::Retry,
-                "attempt = attempt + 1, not_before = ?, worker_id = NULL, dispatched_at = NULL, \
-                 started_at = NULL, deadline_at = NULL, error = ?, updated_at = ?",
-                |q| q.bind(retry_at).bind(input.error).bind(now),
-                exec,
-            )
-            .await?;
-        if ok {
-            let worker = input
-                .worker_id
-                .map(str::to_string)
-                .or(exec.worker_id.take());
-            let outcome = plan.attempt_outcome.unwrap_or(ExecStatus::Failed);
-            tail.events.push(EventRow {
-                worker_id: worker,
-                error: input.error.map(str::to_string),
-                ..EventRow::plain(&exec.id, exec.attempt, outcome, input.at)
-            });
-            exec.attempt += 1;
-            exec.status = ExecTransition::Retry.to_state();
-            exec.not_before = retry_at;
-            exec.worker_id = None;
-            exec.dispatched_at = None;
-            exec.started_at = None;
-            exec.error = input.error.map(str::to_string);
-            tail.events
-                .push(EventRow::plain(&exec.id, exec.attempt, exec.status, now));
-        }
-        Ok(ok)
-    }
-
     #[allow(clippy::too_many_arguments)]
     async fn finish(
         &self,
@@ -286,31 +205,12 @@ impl SqlStore {
         now: Millis,
         tail: &mut Tail,
     ) -> StoreResult<bool> {
-        let output = input.output.map(|v| v.to_string());
         let error = if plan.exec == ExecTransition::Succeed {
             None
         } else {
             input.error
         };
-        let ok = self
-            .guarded_update(
-                conn,
-                plan.exec,
-                "worker_id = COALESCE(?, worker_id), output = ?, error = ?, finished_at = ?, \
-                 updated_at = ?",
-                |q| {
-                    q.bind(input.worker_id)
-                        .bind(output)
-                        .bind(error)
-                        .bind(input.at)
-                        .bind(now)
-                },
-                exec,
-            )
-            .await?;
-        if !ok {
-            return Ok(false);
-        }
+        tail.touched.touch(&exec.id, None);
         exec.status = plan.exec.to_state();
         exec.worker_id = input
             .worker_id
@@ -347,4 +247,46 @@ impl SqlStore {
         }
         Ok(true)
     }
+}
+
+/// `started`: the attempt runs, with its deadline if the job has a time limit.
+fn start(exec: &mut Execution, job: &JobState, input: &Input<'_>, tail: &mut Tail) {
+    let deadline = job.timeout_ms.map(|t| input.at.saturating_add(from_u64(t)));
+    exec.status = ExecTransition::Start.to_state();
+    exec.worker_id = input
+        .worker_id
+        .map(str::to_string)
+        .or(exec.worker_id.take());
+    exec.started_at = Some(input.at);
+    tail.touched.touch(&exec.id, Some(deadline));
+    tail.events.push(EventRow {
+        worker_id: exec.worker_id.clone(),
+        ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
+    });
+}
+
+/// A failed, timed-out or lost attempt with attempts left: the next attempt
+/// waits in `pending` until its backoff has passed.
+fn retry(exec: &mut Execution, plan: &Plan, input: &Input<'_>, now: Millis, tail: &mut Tail) {
+    let retry_at = plan.retry_at.unwrap_or(now);
+    let worker = input
+        .worker_id
+        .map(str::to_string)
+        .or(exec.worker_id.take());
+    let outcome = plan.attempt_outcome.unwrap_or(ExecStatus::Failed);
+    tail.events.push(EventRow {
+        worker_id: worker,
+        error: input.error.map(str::to_string),
+        ..EventRow::plain(&exec.id, exec.attempt, outcome, input.at)
+    });
+    exec.attempt += 1;
+    exec.status = ExecTransition::Retry.to_state();
+    exec.not_before = retry_at;
+    exec.worker_id = None;
+    exec.dispatched_at = None;
+    exec.started_at = None;
+    exec.error = input.error.map(str::to_string);
+    tail.touched.touch(&exec.id, Some(None));
+    tail.events
+        .push(EventRow::plain(&exec.id, exec.attempt, exec.status, now));
 }
