@@ -11,14 +11,13 @@
 
 use super::SqlStore;
 use super::apply_job::{JobState, continuation};
-use super::apply_rows::Touched;
+use super::apply_rows::{Touched, TouchedJobs};
 use super::error::{db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, EXEC_COLS, R, select_list};
 use super::stmt::{CHUNK, from_u64, marks, q};
 use crate::callback::Callback;
 use crate::execution::{ExecStatus, ExecTransition, Execution};
-use crate::job::JobTransition;
 use crate::outcome::{self, Continuation, ExecSnapshot, Plan, Verdict};
 use crate::store::{Applied, StoreResult};
 use crate::time::Millis;
@@ -42,6 +41,7 @@ pub(crate) struct Input<'a> {
 #[derive(Default)]
 struct Tail {
     touched: Touched,
+    jobs: TouchedJobs,
     events: Vec<EventRow>,
     callbacks: Vec<Callback>,
 }
@@ -68,10 +68,7 @@ impl SqlStore {
         for input in inputs {
             let new_status = match execs.get_mut(input.execution_id) {
                 Some(exec) => match jobs.get_mut(&exec.job_id) {
-                    Some(job) => {
-                        self.apply_one(&mut tx, exec, job, input, now, &mut tail)
-                            .await?
-                    }
+                    Some(job) => apply_one(exec, job, input, now, &mut tail),
                     None => None,
                 },
                 None => None,
@@ -84,6 +81,7 @@ impl SqlStore {
         }
         self.write_executions(&mut tx, &execs, &tail.touched, now)
             .await?;
+        self.write_jobs(&mut tx, &tail.jobs, now).await?;
         inserts::events(&mut tx, &tail.events).await?;
         inserts::callbacks(&mut tx, &tail.callbacks).await?;
         tx.commit().await.map_err(db_err)?;
@@ -136,116 +134,113 @@ impl SqlStore {
         }
         Ok((execs, jobs))
     }
+}
 
-    /// Plans and applies one input; the state it moved the execution to, if any.
-    async fn apply_one(
-        &self,
-        conn: &mut AnyConnection,
-        exec: &mut Execution,
-        job: &mut JobState,
-        input: &Input<'_>,
-        now: Millis,
-        tail: &mut Tail,
-    ) -> StoreResult<Option<ExecStatus>> {
-        let own = u64::from(!exec.status.is_terminal());
-        let snapshot = ExecSnapshot {
-            status: exec.status,
-            attempt: exec.attempt,
-            job_status: job.status,
-            continuation: job.continuation,
-            others_live: job.live > own,
-            stop_requested: exec.stop_requested_at.is_some(),
-            retry: job.retry,
-        };
-        let Some(plan) = outcome::plan(&snapshot, input.verdict, input.attempt, now) else {
-            return Ok(None);
-        };
-        // `plan` only proposes legal moves; this keeps the guard a
-        // conditional `UPDATE` used to give.
-        if !plan.exec.allowed_from(exec.status) {
-            return Ok(None);
-        }
-        let applied = match plan.exec {
-            ExecTransition::Start => {
-                start(exec, job, input, tail);
-                true
-            }
-            ExecTransition::Retry => {
-                retry(exec, &plan, input, now, tail);
-                true
-            }
-            ExecTransition::Succeed
-            | ExecTransition::Fail
-            | ExecTransition::TimeOut
-            | ExecTransition::Lose
-            | ExecTransition::Stop => {
-                self.finish(conn, exec, job, &plan, input, now, tail)
-                    .await?
-            }
-            // `plan` never yields these; they belong to the publisher and
-            // the reroute, to cancel, to the claim and to the requeue of
-            // unstarted work.
-            ExecTransition::Dispatch
-            | ExecTransition::Reroute
-            | ExecTransition::Cancel
-            | ExecTransition::Skip
-            | ExecTransition::Requeue => false,
-        };
-        Ok(applied.then(|| plan.exec.to_state()))
+/// Plans and applies one input; the state it moved the execution to, if any.
+fn apply_one(
+    exec: &mut Execution,
+    job: &mut JobState,
+    input: &Input<'_>,
+    now: Millis,
+    tail: &mut Tail,
+) -> Option<ExecStatus> {
+    let own = u64::from(!exec.status.is_terminal());
+    let snapshot = ExecSnapshot {
+        status: exec.status,
+        attempt: exec.attempt,
+        job_status: job.status,
+        continuation: job.continuation,
+        others_live: job.live > own,
+        stop_requested: exec.stop_requested_at.is_some(),
+        retry: job.retry,
+    };
+    let plan = outcome::plan(&snapshot, input.verdict, input.attempt, now)?;
+    // `plan` only proposes legal moves; this keeps the guard a
+    // conditional `UPDATE` used to give.
+    if !plan.exec.allowed_from(exec.status) {
+        return None;
     }
+    let applied = match plan.exec {
+        ExecTransition::Start => {
+            start(exec, job, input, tail);
+            true
+        }
+        ExecTransition::Retry => {
+            retry(exec, &plan, input, now, tail);
+            true
+        }
+        ExecTransition::Succeed
+        | ExecTransition::Fail
+        | ExecTransition::TimeOut
+        | ExecTransition::Lose
+        | ExecTransition::Stop => {
+            finish(exec, job, &plan, input, now, tail);
+            true
+        }
+        // `plan` never yields these; they belong to the publisher and
+        // the reroute, to cancel, to the claim and to the requeue of
+        // unstarted work.
+        ExecTransition::Dispatch
+        | ExecTransition::Reroute
+        | ExecTransition::Cancel
+        | ExecTransition::Skip
+        | ExecTransition::Requeue => false,
+    };
+    applied.then(|| plan.exec.to_state())
+}
 
-    #[allow(clippy::too_many_arguments)]
-    async fn finish(
-        &self,
-        conn: &mut AnyConnection,
-        exec: &mut Execution,
-        job: &mut JobState,
-        plan: &Plan,
-        input: &Input<'_>,
-        now: Millis,
-        tail: &mut Tail,
-    ) -> StoreResult<bool> {
-        let error = if plan.exec == ExecTransition::Succeed {
-            None
-        } else {
-            input.error
-        };
-        tail.touched.touch(&exec.id, None);
-        exec.status = plan.exec.to_state();
-        exec.worker_id = input
-            .worker_id
-            .map(str::to_string)
-            .or(exec.worker_id.take());
-        exec.output = input.output.cloned();
-        exec.error = error.map(str::to_string);
-        exec.finished_at = Some(input.at);
-        job.live = job.live.saturating_sub(1);
-        tail.events.push(EventRow {
-            worker_id: exec.worker_id.clone(),
-            error: exec.error.clone(),
-            ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
-        });
-        let moved = match plan.job {
-            Some(t) => {
-                self.move_job(conn, &exec.job_id, t, plan.next_trigger_at, now)
-                    .await?
-            }
-            None => false,
-        };
-        if moved {
-            job.status = plan.job.map_or(job.status, JobTransition::to_state);
+/// A final outcome: the execution ends, its job moves on (or ends), and the
+/// callback is queued.
+fn finish(
+    exec: &mut Execution,
+    job: &mut JobState,
+    plan: &Plan,
+    input: &Input<'_>,
+    now: Millis,
+    tail: &mut Tail,
+) {
+    let error = if plan.exec == ExecTransition::Succeed {
+        None
+    } else {
+        input.error
+    };
+    tail.touched.touch(&exec.id, None);
+    exec.status = plan.exec.to_state();
+    exec.worker_id = input
+        .worker_id
+        .map(str::to_string)
+        .or(exec.worker_id.take());
+    exec.output = input.output.cloned();
+    exec.error = error.map(str::to_string);
+    exec.finished_at = Some(input.at);
+    job.live = job.live.saturating_sub(1);
+    tail.events.push(EventRow {
+        worker_id: exec.worker_id.clone(),
+        error: exec.error.clone(),
+        ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
+    });
+    // The job row is locked with the execution, so its status in memory
+    // is the stored one: the move's condition is checked here.
+    let moved = match plan.job {
+        Some(t) if t.allowed_from(job.status) => {
+            job.status = t.to_state();
+            tail.jobs
+                .moved(&exec.job_id, job.status, plan.next_trigger_at);
+            true
         }
-        if let Some(next) = plan.next_trigger_at {
-            if !moved {
-                self.keep_delay_rhythm(conn, &exec.job_id, next, now)
-                    .await?;
-            }
-            job.continuation = Continuation::Scheduled;
+        _ => false,
+    };
+    if let Some(next) = plan.next_trigger_at {
+        // A fixed-delay job that could not be moved (paused while its
+        // execution ran, or kept `scheduled` by a skipped overlap) still
+        // gets its next trigger if it has none, so it never stalls.
+        if !moved && !job.status.is_terminal() && job.continuation != Continuation::Scheduled {
+            tail.jobs.rescheduled(&exec.job_id, next);
         }
-        if let Some(url) = &job.callback_url {
-            tail.callbacks.push(inserts::new_callback(exec, url, now));
-        }
-        Ok(true)
+        job.continuation = Continuation::Scheduled;
+    }
+    if let Some(url) = &job.callback_url {
+        tail.callbacks.push(inserts::new_callback(exec, url, now));
     }
 }
 

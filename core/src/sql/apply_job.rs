@@ -1,16 +1,14 @@
 //! The job side of applying results: what a job does once an execution
-//! ends ([`Continuation`]), how many of its executions are still live, and
-//! the conditional job updates.
+//! ends ([`Continuation`]) and how many of its executions are still live.
 
 use super::SqlStore;
 use super::error::db_err;
 use super::rows::R;
 use super::stmt::{CHUNK, bind_names, marks, q};
 use crate::execution::ExecStatus;
-use crate::job::{JobStatus, JobTransition, RetryPolicy};
+use crate::job::{JobStatus, RetryPolicy};
 use crate::outcome::Continuation;
 use crate::store::StoreResult;
-use crate::time::Millis;
 use sqlx::AnyConnection;
 use std::collections::HashMap;
 
@@ -74,65 +72,6 @@ impl SqlStore {
                 }
             }
         }
-        Ok(())
-    }
-
-    /// Applies a job move (with the fixed delay's next trigger, if any);
-    /// whether the job was in a state that allows it.
-    pub(super) async fn move_job(
-        &self,
-        conn: &mut AnyConnection,
-        job_id: &str,
-        t: JobTransition,
-        next: Option<Millis>,
-        now: Millis,
-    ) -> StoreResult<bool> {
-        let from = t.from_states();
-        let set_next = if next.is_some() {
-            ", next_trigger_at = ?"
-        } else {
-            ""
-        };
-        let sql = format!(
-            "UPDATE jobs SET status = ?, version = version + 1, updated_at = ?{set_next} \
-             WHERE id = ? AND status IN ({})",
-            marks(from.len())
-        );
-        let mut query = q(sql).bind(t.to_state().as_str()).bind(now);
-        if let Some(next) = next {
-            query = query.bind(next);
-        }
-        let res = bind_names(query.bind(job_id), from.iter().map(|s| s.as_str()))
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err)?;
-        Ok(res.rows_affected() == 1)
-    }
-
-    /// A fixed-delay job that could not be moved (paused while its execution
-    /// ran, or kept `scheduled` by a skipped overlap) still gets its next
-    /// trigger if it has none, so it never stalls without one.
-    pub(super) async fn keep_delay_rhythm(
-        &self,
-        conn: &mut AnyConnection,
-        job_id: &str,
-        next: Millis,
-        now: Millis,
-    ) -> StoreResult<()> {
-        let open: Vec<&'static str> = JobStatus::ALL
-            .iter()
-            .filter(|s| !s.is_terminal())
-            .map(|s| s.as_str())
-            .collect();
-        let sql = format!(
-            "UPDATE jobs SET next_trigger_at = ?, version = version + 1, updated_at = ? \
-             WHERE id = ? AND status IN ({}) AND next_trigger_at IS NULL",
-            marks(open.len())
-        );
-        bind_names(q(sql).bind(next).bind(now).bind(job_id), open)
-            .execute(conn)
-            .await
-            .map_err(db_err)?;
         Ok(())
     }
 }

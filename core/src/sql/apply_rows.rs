@@ -1,12 +1,14 @@
-//! The execution side of applying results: after every result of a batch has
+//! Writing back what a batch of results decided: after every result has
 //! been decided in memory (on rows the transaction has locked), each changed
-//! execution's final row is written in one multi-row `UPDATE … CASE id …`
-//! per chunk, instead of one statement per result.
+//! execution's final row, and each changed job's status, next trigger and
+//! version, are written in one multi-row `UPDATE … CASE id …` per chunk,
+//! instead of one statement per result.
 
 use super::SqlStore;
 use super::error::db_err;
 use super::stmt::{Q, marks, q};
 use crate::execution::Execution;
+use crate::job::JobStatus;
 use crate::store::StoreResult;
 use crate::time::Millis;
 use sqlx::AnyConnection;
@@ -33,6 +35,47 @@ impl Touched {
         if let Some(d) = deadline {
             self.deadlines.insert(id.to_string(), d);
         }
+    }
+}
+
+/// What a batch changed on one job.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct JobChange {
+    status: Option<JobStatus>,
+    next_trigger_at: Option<Millis>,
+    /// Version bumps: one per change, as separate updates would have made.
+    bumps: i64,
+}
+
+/// Jobs changed by a batch, in the order first changed.
+#[derive(Default)]
+pub(super) struct TouchedJobs {
+    order: Vec<String>,
+    changes: HashMap<String, JobChange>,
+}
+
+impl TouchedJobs {
+    fn change(&mut self, job_id: &str) -> &mut JobChange {
+        if !self.changes.contains_key(job_id) {
+            self.order.push(job_id.to_string());
+        }
+        let change = self.changes.entry(job_id.to_string()).or_default();
+        change.bumps += 1;
+        change
+    }
+
+    /// The job moved to `status`, with its next trigger if one is given.
+    pub(super) fn moved(&mut self, job_id: &str, status: JobStatus, next: Option<Millis>) {
+        let change = self.change(job_id);
+        change.status = Some(status);
+        if next.is_some() {
+            change.next_trigger_at = next;
+        }
+    }
+
+    /// The job keeps its status and gets `next` as its next trigger.
+    pub(super) fn rescheduled(&mut self, job_id: &str, next: Millis) {
+        self.change(job_id).next_trigger_at = Some(next);
     }
 }
 
@@ -117,6 +160,61 @@ impl SqlStore {
     }
 }
 
+impl SqlStore {
+    /// Writes every touched job's new status, next trigger and version.
+    pub(super) async fn write_jobs(
+        &self,
+        conn: &mut AnyConnection,
+        touched: &TouchedJobs,
+        now: Millis,
+    ) -> StoreResult<()> {
+        for chunk in touched.order.chunks(ROWS) {
+            let rows: Vec<(&str, &JobChange)> = chunk
+                .iter()
+                .filter_map(|id| touched.changes.get(id).map(|c| (id.as_str(), c)))
+                .collect();
+            let statuses: Vec<(&str, JobStatus)> = rows
+                .iter()
+                .filter_map(|(id, c)| c.status.map(|s| (*id, s)))
+                .collect();
+            let nexts: Vec<(&str, Millis)> = rows
+                .iter()
+                .filter_map(|(id, c)| c.next_trigger_at.map(|t| (*id, t)))
+                .collect();
+            let mut sets = Vec::new();
+            if !statuses.is_empty() {
+                sets.push(case("status", statuses.len(), true));
+            }
+            if !nexts.is_empty() {
+                sets.push(case("next_trigger_at", nexts.len(), true));
+            }
+            let bump = case("version", rows.len(), false).replacen("version = ", "", 1);
+            sets.push(format!("version = version + {bump}"));
+            let sql = format!(
+                "UPDATE jobs SET {}, updated_at = ? WHERE id IN ({})",
+                sets.join(", "),
+                marks(rows.len())
+            );
+            let mut query = q(sql);
+            for (id, status) in &statuses {
+                query = query.bind(id.to_string()).bind(status.as_str());
+            }
+            for (id, next) in &nexts {
+                query = query.bind(id.to_string()).bind(*next);
+            }
+            for (id, change) in &rows {
+                query = query.bind(id.to_string()).bind(change.bumps);
+            }
+            query = query.bind(now);
+            for (id, _) in &rows {
+                query = query.bind(id.to_string());
+            }
+            query.execute(&mut *conn).await.map_err(db_err)?;
+        }
+        Ok(())
+    }
+}
+
 /// Binds `WHEN id THEN value` for every row.
 fn each<'q>(
     mut query: Q<'q>,
@@ -140,6 +238,21 @@ mod tests {
             "a = CASE id WHEN ? THEN ? WHEN ? THEN ? END"
         );
         assert_eq!(case("d", 1, true), "d = CASE id WHEN ? THEN ? ELSE d END");
+    }
+
+    #[test]
+    fn job_changes_add_up() {
+        let mut t = TouchedJobs::default();
+        t.rescheduled("j1", 10);
+        t.moved("j2", JobStatus::Succeeded, None);
+        t.moved("j1", JobStatus::Running, None);
+        assert_eq!(t.order, ["j1", "j2"]);
+        let j1 = &t.changes["j1"];
+        assert_eq!(
+            (j1.status, j1.next_trigger_at, j1.bumps),
+            (Some(JobStatus::Running), Some(10), 2)
+        );
+        assert_eq!(t.changes["j2"].next_trigger_at, None);
     }
 
     #[test]
