@@ -95,8 +95,9 @@ impl SqlStore {
         let ids: Vec<&str> = groups.keys().copied().collect();
         let jobs = self.read_jobs(&mut tx, &ids).await?;
 
-        // The version check below is what decides; this read only spares the
-        // overlap lookup for jobs that cannot win anyway.
+        // The jobs are locked from this read to the commit (`FOR UPDATE` on
+        // MySQL, the single writer on SQLite), so the version check here is
+        // the one that decides.
         let t = JobTransition::Claim;
         let candidates: Vec<(Job, Vec<&Claim>)> = groups
             .into_iter()
@@ -126,6 +127,7 @@ impl SqlStore {
         let live = self.live_executions(&mut tx, &watched, lock).await?;
 
         let mut won = Vec::with_capacity(candidates.len());
+        let mut moves = Vec::with_capacity(candidates.len());
         for (job, claims) in candidates {
             let due: Vec<Millis> = claims.iter().map(|c| c.scheduled_at).collect();
             let next = claims.last().and_then(|c| c.next_trigger_at);
@@ -136,13 +138,15 @@ impl SqlStore {
                 JobMove::Keep => job.status,
                 JobMove::Complete => JobTransition::Complete.to_state(),
             };
-            if self
-                .update_claimed(&mut tx, &job, next, status.as_str(), now)
-                .await?
-            {
-                won.push(Won { job, claims, res });
-            }
+            moves.push(ClaimedJob {
+                id: job.id.clone(),
+                version: job.version,
+                next,
+                status,
+            });
+            won.push(Won { job, claims, res });
         }
+        self.update_claimed(&mut tx, &moves, now).await?;
 
         let mut events = Vec::new();
         let mut callbacks = Vec::new();
@@ -223,9 +227,10 @@ impl SqlStore {
         let mut jobs = HashMap::with_capacity(ids.len());
         for chunk in ids.chunks(CHUNK) {
             let sql = format!(
-                "SELECT {} FROM jobs j WHERE j.id IN ({})",
+                "SELECT {} FROM jobs j WHERE j.id IN ({}){}",
                 select_list("j", &JOB_COLS),
-                marks(chunk.len())
+                marks(chunk.len()),
+                self.dialect().for_update()
             );
             let mut query = q(sql);
             for id in chunk {
@@ -273,32 +278,63 @@ impl SqlStore {
         Ok(live)
     }
 
-    /// The version-checked move of one claimed job; whether it won.
+    /// Moves every claimed job (next trigger, status, version + 1) in one
+    /// statement per chunk. The rows are locked and their versions checked,
+    /// so every one of them moves; the version stays in the condition
+    /// (`version = CASE id …`), and a count that differs is an error.
     async fn update_claimed(
         &self,
         conn: &mut AnyConnection,
-        job: &Job,
-        next: Option<Millis>,
-        status: &'static str,
+        moves: &[ClaimedJob],
         now: Millis,
-    ) -> StoreResult<bool> {
-        let from = JobTransition::Claim.from_states();
-        let sql = format!(
-            "UPDATE jobs SET next_trigger_at = ?, status = ?, version = version + 1, \
-             updated_at = ? WHERE id = ? AND version = ? AND status IN ({})",
-            marks(from.len())
-        );
-        let query = q(sql)
-            .bind(next)
-            .bind(status)
-            .bind(now)
-            .bind(job.id.as_str())
-            .bind(job.version);
-        let res = bind_names(query, from.iter().map(|s| s.as_str()))
-            .execute(conn)
-            .await
-            .map_err(db_err)?;
-        Ok(res.rows_affected() == 1)
+    ) -> StoreResult<()> {
+        for chunk in moves.chunks(CLAIM_ROWS) {
+            let n = chunk.len();
+            let when = |col: &str| {
+                let mut s = format!("{col} = CASE id");
+                for _ in 0..n {
+                    s.push_str(" WHEN ? THEN ?");
+                }
+                s.push_str(" END");
+                s
+            };
+            let sql = format!(
+                "UPDATE jobs SET {}, {}, version = version + 1, updated_at = ? \
+                 WHERE id IN ({}) AND {}",
+                when("next_trigger_at"),
+                when("status"),
+                marks(n),
+                when("version")
+            );
+            let mut query = q(sql);
+            for m in chunk {
+                query = query.bind(m.id.as_str()).bind(m.next);
+            }
+            for m in chunk {
+                query = query.bind(m.id.as_str()).bind(m.status.as_str());
+            }
+            query = query.bind(now);
+            for m in chunk {
+                query = query.bind(m.id.as_str());
+            }
+            for m in chunk {
+                query = query.bind(m.id.as_str()).bind(m.version);
+            }
+            let moved = query
+                .execute(&mut *conn)
+                .await
+                .map_err(db_err)?
+                .rows_affected();
+            if moved != n as u64 {
+                // Unreachable unless something writes jobs without locking
+                // them; the round is rolled back and retried.
+                return Err(StoreError::Corrupt {
+                    table: "jobs",
+                    reason: format!("a claim moved {moved} of {n} locked jobs"),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Inserts the rows, skipping triggers that already have an execution
@@ -357,6 +393,17 @@ impl SqlStore {
         }
         Ok(Some(ids))
     }
+}
+
+/// Jobs per claim `UPDATE`: four placeholders each plus the `IN` list.
+const CLAIM_ROWS: usize = 500;
+
+/// A claimed job's move, decided on its locked row.
+struct ClaimedJob {
+    id: String,
+    version: i64,
+    next: Option<Millis>,
+    status: crate::job::JobStatus,
 }
 
 /// The execution a skipped trigger became, for its callback.

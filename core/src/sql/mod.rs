@@ -39,7 +39,7 @@
 //! | call | statements |
 //! |---|---|
 //! | `jobs_find_due` | 1 |
-//! | `triggers_claim` | fence upsert + fence read + 1 job read + `n` job updates (one per job, whatever its number of `fireAll` claims) + 1 execution insert + 1 event insert (+1 read when a trigger already had an execution; +1 read of live executions when a job's overlap policy is not `allow` or its window closes; with `replace`, +1 cancel and +1 stop-request update; +1 callback insert for skipped or cancelled executions with a callback URL) |
+//! | `triggers_claim` | fence upsert + fence read + 1 locking job read + 1 update of every claimed job (`CASE id`, version-checked) + 1 execution insert + 1 event insert (+1 read when a trigger already had an execution; +1 read of live executions when a job's overlap policy is not `allow` or its window closes; with `replace`, +1 cancel and +1 stop-request update; +1 callback insert for skipped or cancelled executions with a callback URL) |
 //! | `executions_mark_dispatched` | 1 locking read + 1 update per (worker, attempt) group (usually one) + 1 event insert |
 //! | `executions_requeue_unstarted` | 1 locking read + 1 update per attempt number + 1 event insert |
 //! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end: one-shots and closed windows) + 1 update of every changed execution and 1 of every changed job (`CASE id`, 200 rows a statement) + 1 event insert + 1 callback insert (if any) |
