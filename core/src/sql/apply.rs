@@ -11,7 +11,7 @@
 
 use super::SqlStore;
 use super::apply_job::{JobState, continuation};
-use super::apply_rows::{Touched, TouchedJobs};
+use super::apply_rows::{TouchedExecutions, TouchedJobs};
 use super::error::{db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, EXEC_COLS, R, select_list};
@@ -40,7 +40,7 @@ pub(crate) struct Input<'a> {
 /// What the batch writes once every input is decided.
 #[derive(Default)]
 struct Tail {
-    touched: Touched,
+    executions: TouchedExecutions,
     jobs: TouchedJobs,
     events: Vec<EventRow>,
     callbacks: Vec<Callback>,
@@ -79,7 +79,7 @@ impl SqlStore {
                 new_status,
             });
         }
-        self.write_executions(&mut tx, &execs, &tail.touched, now)
+        self.write_executions(&mut tx, &execs, &tail.executions, now)
             .await?;
         self.write_jobs(&mut tx, &tail.jobs, now).await?;
         inserts::events(&mut tx, &tail.events).await?;
@@ -204,7 +204,7 @@ fn finish(
     } else {
         input.error
     };
-    tail.touched.touch(&exec.id, None);
+    tail.executions.touch(&exec.id, None);
     exec.status = plan.exec.to_state();
     exec.worker_id = input
         .worker_id
@@ -253,7 +253,7 @@ fn start(exec: &mut Execution, job: &JobState, input: &Input<'_>, tail: &mut Tai
         .map(str::to_string)
         .or(exec.worker_id.take());
     exec.started_at = Some(input.at);
-    tail.touched.touch(&exec.id, Some(deadline));
+    tail.executions.touch(&exec.id, Some(deadline));
     tail.events.push(EventRow {
         worker_id: exec.worker_id.clone(),
         ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
@@ -281,7 +281,7 @@ fn retry(exec: &mut Execution, plan: &Plan, input: &Input<'_>, now: Millis, tail
     exec.dispatched_at = None;
     exec.started_at = None;
     exec.error = input.error.map(str::to_string);
-    tail.touched.touch(&exec.id, Some(None));
+    tail.executions.touch(&exec.id, Some(None));
     tail.events
         .push(EventRow::plain(&exec.id, exec.attempt, exec.status, now));
 }

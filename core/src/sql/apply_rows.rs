@@ -19,14 +19,14 @@ const ROWS: usize = 200;
 
 /// Executions changed by a batch, in the order first changed.
 #[derive(Default)]
-pub(super) struct Touched {
+pub(super) struct TouchedExecutions {
     order: Vec<String>,
     seen: HashSet<String>,
     /// New `deadline_at` of the executions whose deadline changed.
     deadlines: HashMap<String, Option<Millis>>,
 }
 
-impl Touched {
+impl TouchedExecutions {
     /// Marks `id` changed; `deadline` is `Some` when its deadline changed too.
     pub(super) fn touch(&mut self, id: &str, deadline: Option<Option<Millis>>) {
         if self.seen.insert(id.to_string()) {
@@ -99,7 +99,7 @@ impl SqlStore {
         &self,
         conn: &mut AnyConnection,
         execs: &HashMap<String, Execution>,
-        touched: &Touched,
+        touched: &TouchedExecutions,
         now: Millis,
     ) -> StoreResult<()> {
         let rows: Vec<&Execution> = touched
@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn touching_twice_keeps_the_first_place_and_the_last_deadline() {
-        let mut t = Touched::default();
+        let mut t = TouchedExecutions::default();
         t.touch("e1", Some(Some(5)));
         t.touch("e2", None);
         t.touch("e1", Some(None));
