@@ -2,7 +2,7 @@
 //! giving back attempt keys, and posting stop requests that the worker
 //! running an attempt looks up.
 
-use kairos_core::coord::Coordination;
+use kairos_core::coord::{CoordResult, Coordination};
 use kairos_core::protocol::Names;
 use kairos_core::store::Applied;
 use std::sync::Arc;
@@ -23,18 +23,23 @@ pub struct Attempts {
 }
 
 impl Attempts {
-    /// Posts a stop request for each `(execution_id, attempt)`. Best effort,
-    /// logged on failure: the attempt's result is refused either way.
-    pub async fn stop(&self, targets: &[(String, u32)], why: &str) {
+    /// Posts a stop request for each `(execution_id, attempt)`.
+    pub async fn post_stops(&self, targets: &[(String, u32)]) -> CoordResult<()> {
         if targets.is_empty() {
-            return;
+            return Ok(());
         }
         let keys: Vec<String> = targets
             .iter()
             .map(|(id, attempt)| self.names.stop_key(id, *attempt))
             .collect();
-        if let Err(e) = self.coord.stops_post(&keys, STOP_REQUEST_TTL).await {
-            warn!(error = %e, count = keys.len(), "cannot post stop requests for attempts {why}");
+        self.coord.stops_post(&keys, STOP_REQUEST_TTL).await
+    }
+
+    /// Like [`Attempts::post_stops`], best effort: logged on failure, since
+    /// the attempt's result is refused either way.
+    pub async fn stop(&self, targets: &[(String, u32)], why: &str) {
+        if let Err(e) = self.post_stops(targets).await {
+            warn!(error = %e, count = targets.len(), "cannot post stop requests for attempts {why}");
         }
     }
 

@@ -7,8 +7,9 @@
 //! cancel or the replacing claim; this relay only carries it to workers, so a
 //! relay that dies midway loses nothing: the next leader posts it again.
 
-use crate::attempts::{Attempts, STOP_REQUEST_TTL};
-use kairos_core::store::Store;
+use crate::attempts::Attempts;
+use kairos_core::coord::CoordError;
+use kairos_core::store::{Store, StoreError};
 use kairos_core::time::{Millis, now_ms};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 /// Requests older than this are not posted again by a new leader: by then
-/// the previous leader posted them (they live for [`STOP_REQUEST_TTL`]) or the
-/// attempt has ended.
+/// the previous leader posted them (they live for
+/// [`crate::attempts::STOP_REQUEST_TTL`]) or the attempt has ended.
 const WINDOW: Duration = Duration::from_secs(600);
 /// Requests read per look.
 const LIMIT: u32 = 500;
@@ -55,17 +56,23 @@ pub async fn run(
     }
 }
 
+/// Why a relay round failed.
+#[derive(Debug, thiserror::Error)]
+enum RelayError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Coord(#[from] CoordError),
+}
+
 /// Posts the requests not posted yet; how many it posted.
 async fn relay_once(
     store: &dyn Store,
     attempts: &Attempts,
     since: Millis,
     posted: &mut HashSet<(String, u32)>,
-) -> Result<usize, String> {
-    let requests = store
-        .executions_stop_requested(since, LIMIT)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<usize, RelayError> {
+    let requests = store.executions_stop_requested(since, LIMIT).await?;
     let live: HashSet<(String, u32)> = requests
         .iter()
         .map(|r| (r.execution_id.clone(), r.attempt))
@@ -76,15 +83,7 @@ async fn relay_once(
     if fresh.is_empty() {
         return Ok(0);
     }
-    let keys: Vec<String> = fresh
-        .iter()
-        .map(|(id, attempt)| attempts.names.stop_key(id, *attempt))
-        .collect();
-    attempts
-        .coord
-        .stops_post(&keys, STOP_REQUEST_TTL)
-        .await
-        .map_err(|e| e.to_string())?;
+    attempts.post_stops(&fresh).await?;
     let n = fresh.len();
     posted.extend(fresh);
     Ok(n)
