@@ -3,6 +3,7 @@
 //! pause / resume / trigger / PATCH / DELETE on a running recurring job.
 //! (`replace` and stopping are in `stops.rs`.)
 
+#[macro_use]
 mod support;
 
 use kairos_core::testkit::wait_for;
@@ -248,32 +249,8 @@ async fn control_of_a_recurring_job(stack: Stack) {
     cluster.stop_all();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn services_misfire_policies_after_downtime() {
-    misfire_policies_after_downtime(Stack::Services).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn embedded_misfire_policies_after_downtime() {
-    misfire_policies_after_downtime(Stack::Embedded).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn services_forbid_skips_triggers_while_one_runs() {
-    forbid_skips_triggers_while_one_runs(Stack::Services).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn embedded_forbid_skips_triggers_while_one_runs() {
-    forbid_skips_triggers_while_one_runs(Stack::Embedded).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn services_control_of_a_recurring_job() {
-    control_of_a_recurring_job(Stack::Services).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn embedded_control_of_a_recurring_job() {
-    control_of_a_recurring_job(Stack::Embedded).await;
-}
+on_both_stacks!(
+    misfire_policies_after_downtime,
+    forbid_skips_triggers_while_one_runs,
+    control_of_a_recurring_job,
+);

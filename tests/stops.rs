@@ -3,6 +3,7 @@
 //! policy stops the previous execution when the next trigger comes. The
 //! handlers sleep for ten minutes, so only a stop can end them in time.
 
+#[macro_use]
 mod support;
 
 use kairos_core::testkit::wait_for;
@@ -87,22 +88,7 @@ async fn replace_stops_the_previous_execution(stack: Stack) {
     cluster.stop_all();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn services_cancelling_a_running_job_stops_its_handler() {
-    cancelling_a_running_job_stops_its_handler(Stack::Services).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn embedded_cancelling_a_running_job_stops_its_handler() {
-    cancelling_a_running_job_stops_its_handler(Stack::Embedded).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn services_replace_stops_the_previous_execution() {
-    replace_stops_the_previous_execution(Stack::Services).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn embedded_replace_stops_the_previous_execution() {
-    replace_stops_the_previous_execution(Stack::Embedded).await;
-}
+on_both_stacks!(
+    cancelling_a_running_job_stops_its_handler,
+    replace_stops_the_previous_execution,
+);

@@ -22,6 +22,30 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// Which stack a cluster runs on.
+/// One test per case and stack: `services::<case>` and `embedded::<case>`,
+/// each calling `<case>(stack)` from the including file.
+#[allow(unused_macros)]
+macro_rules! on_both_stacks {
+    ($($case:ident),* $(,)?) => {
+        mod services {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $case() {
+                    super::$case(crate::support::Stack::Services).await;
+                }
+            )*
+        }
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $case() {
+                    super::$case(crate::support::Stack::Embedded).await;
+                }
+            )*
+        }
+    };
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stack {
     /// MySQL + Redis + RabbitMQ, one process per role.

@@ -15,7 +15,7 @@ use super::apply_rows::{TouchedExecutions, TouchedJobs};
 use super::error::{db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, EXEC_COLS, R, select_list};
-use super::stmt::{CHUNK, from_u64, marks, q};
+use super::stmt::{fetch_by_ids, from_u64, marks};
 use crate::callback::Callback;
 use crate::execution::{ExecStatus, ExecTransition, Execution};
 use crate::outcome::{self, Continuation, ExecSnapshot, Plan, Verdict};
@@ -100,37 +100,34 @@ impl SqlStore {
             .map(|i| i.execution_id)
             .filter(|id| seen.insert(*id))
             .collect();
-        let mut execs = HashMap::with_capacity(ids.len());
-        let mut jobs = HashMap::new();
-        for chunk in ids.chunks(CHUNK) {
-            let sql = format!(
+        let lock = self.dialect().for_update();
+        let found = fetch_by_ids(conn, &ids, |n| {
+            format!(
                 "SELECT {}, j.status AS job_status, j.schedule_kind AS schedule_kind, \
                  j.next_trigger_at AS next_trigger_at, j.max_attempts AS max_attempts, \
                  j.retry_backoff_ms AS retry_backoff_ms, j.timeout_ms AS timeout_ms, \
                  j.callback_url AS callback_url, j.delay_ms AS delay_ms, j.end_at AS end_at \
-                 FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ({}){}",
+                 FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ({}){lock}",
                 select_list("e", &EXEC_COLS),
-                marks(chunk.len()),
-                self.dialect().for_update()
-            );
-            let mut query = q(sql);
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            for row in query.fetch_all(&mut *conn).await.map_err(db_err)? {
-                let exec = rows::execution(&row)?;
-                let r = R::new(&row, "jobs");
-                let job = JobState {
-                    status: r.job_status("job_status")?,
-                    continuation: continuation(&r)?,
-                    retry: r.retry()?,
-                    timeout_ms: r.opt_u64("timeout_ms")?,
-                    callback_url: r.opt_string("callback_url")?,
-                    live: 0,
-                };
-                jobs.insert(exec.job_id.clone(), job);
-                execs.insert(exec.id.clone(), exec);
-            }
+                marks(n)
+            )
+        })
+        .await?;
+        let mut execs = HashMap::with_capacity(found.len());
+        let mut jobs = HashMap::new();
+        for row in &found {
+            let exec = rows::execution(row)?;
+            let r = R::new(row, "jobs");
+            let job = JobState {
+                status: r.job_status("job_status")?,
+                continuation: continuation(&r)?,
+                retry: r.retry()?,
+                timeout_ms: r.opt_u64("timeout_ms")?,
+                callback_url: r.opt_string("callback_url")?,
+                live: 0,
+            };
+            jobs.insert(exec.job_id.clone(), job);
+            execs.insert(exec.id.clone(), exec);
         }
         Ok((execs, jobs))
     }

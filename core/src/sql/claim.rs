@@ -7,7 +7,7 @@ use super::SqlStore;
 use super::error::{corrupt, db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, EXEC_COLS, JOB_COLS, select_list};
-use super::stmt::{CHUNK, bind_names, from_u64, marks, q, row_marks};
+use super::stmt::{CHUNK, bind_names, fetch_by_ids, from_u64, marks, q, row_marks};
 use super::stop;
 use crate::execution::{ExecStatus, ExecTransition, Execution};
 use crate::job::{Job, JobTransition};
@@ -224,22 +224,19 @@ impl SqlStore {
         conn: &mut AnyConnection,
         ids: &[&str],
     ) -> StoreResult<HashMap<String, Job>> {
-        let mut jobs = HashMap::with_capacity(ids.len());
-        for chunk in ids.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT {} FROM jobs j WHERE j.id IN ({}){}",
+        let lock = self.dialect().for_update();
+        let found = fetch_by_ids(conn, ids, |n| {
+            format!(
+                "SELECT {} FROM jobs j WHERE j.id IN ({}){lock}",
                 select_list("j", &JOB_COLS),
-                marks(chunk.len()),
-                self.dialect().for_update()
-            );
-            let mut query = q(sql);
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            for row in query.fetch_all(&mut *conn).await.map_err(db_err)? {
-                let job = rows::job(&row)?;
-                jobs.insert(job.id.clone(), job);
-            }
+                marks(n)
+            )
+        })
+        .await?;
+        let mut jobs = HashMap::with_capacity(found.len());
+        for row in &found {
+            let job = rows::job(row)?;
+            jobs.insert(job.id.clone(), job);
         }
         Ok(jobs)
     }

@@ -6,7 +6,7 @@ use super::SqlStore;
 use super::error::{db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::R;
-use super::stmt::{CHUNK, Q, bind_names, marks, q};
+use super::stmt::{CHUNK, Q, bind_names, fetch_by_ids, marks, q};
 use crate::execution::{ExecStatus, ExecTransition};
 use crate::store::{DispatchedTo, Marked, StoreResult};
 use crate::time::Millis;
@@ -23,27 +23,24 @@ impl SqlStore {
         let mut seen = HashSet::new();
         let ids: Vec<&str> = ids.filter(|id| seen.insert(*id)).collect();
         let mut state = HashMap::with_capacity(ids.len());
-        for chunk in ids.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT id, attempt, status, worker_id FROM executions WHERE id IN ({}){}",
-                marks(chunk.len()),
-                self.dialect().for_update()
+        let lock = self.dialect().for_update();
+        let rows = fetch_by_ids(conn, &ids, |n| {
+            format!(
+                "SELECT id, attempt, status, worker_id FROM executions WHERE id IN ({}){lock}",
+                marks(n)
+            )
+        })
+        .await?;
+        for row in &rows {
+            let r = R::new(row, "executions");
+            state.insert(
+                r.string("id")?,
+                (
+                    r.u32("attempt")?,
+                    r.exec_status("status")?,
+                    r.opt_string("worker_id")?,
+                ),
             );
-            let mut query = q(sql);
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            for row in query.fetch_all(&mut *conn).await.map_err(db_err)? {
-                let r = R::new(&row, "executions");
-                state.insert(
-                    r.string("id")?,
-                    (
-                        r.u32("attempt")?,
-                        r.exec_status("status")?,
-                        r.opt_string("worker_id")?,
-                    ),
-                );
-            }
         }
         Ok(state)
     }

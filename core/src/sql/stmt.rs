@@ -17,6 +17,29 @@ pub(crate) fn q<'q>(sql: String) -> Q<'q> {
     sqlx::query(AssertSqlSafe(sql))
 }
 
+/// Runs `select(n)` — a query whose only placeholders are an `IN` list of
+/// `n` ids — over `ids` in chunks, and returns every row.
+pub(crate) async fn fetch_by_ids(
+    conn: &mut sqlx::AnyConnection,
+    ids: &[&str],
+    select: impl Fn(usize) -> String,
+) -> crate::store::StoreResult<Vec<sqlx::any::AnyRow>> {
+    let mut rows = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(CHUNK) {
+        let mut query = q(select(chunk.len()));
+        for id in chunk {
+            query = query.bind(*id);
+        }
+        rows.extend(
+            query
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(super::error::db_err)?,
+        );
+    }
+    Ok(rows)
+}
+
 /// `?, ?, ?` for `n` values.
 pub(crate) fn marks(n: usize) -> String {
     let mut s = String::with_capacity(n * 3);
