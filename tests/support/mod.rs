@@ -308,25 +308,12 @@ impl Cluster {
 
     /// GET returning JSON (any status).
     pub async fn get(&self, path: &str) -> Value {
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .expect("GET");
-        r.json().await.unwrap_or(Value::Null)
+        self.get_status(path).await.1
     }
 
     /// GET returning the status code and JSON (`Null` if the body is not JSON).
     pub async fn get_status(&self, path: &str) -> (u16, Value) {
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .expect("GET");
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
+        self.send(reqwest::Method::GET, path, None).await
     }
 
     /// GET returning JSON, or `None` while the server is unreachable.
