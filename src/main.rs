@@ -5,6 +5,7 @@
 
 mod cli;
 mod cmd;
+mod connect;
 mod settings;
 mod signal;
 

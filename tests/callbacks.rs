@@ -109,7 +109,7 @@ async fn fifty_jobs_get_exactly_one_accepted_callback_each(stack: Stack, kill_re
         .await;
     // Killed relays hold leases on what they had claimed until the lease
     // expires, so allow for one lease period before everything is delivered.
-    kairos_core::testkit::wait_for(
+    kairos_testkit::wait_for(
         "one accepted callback per job",
         Duration::from_secs(150),
         || async {

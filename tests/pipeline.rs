@@ -68,13 +68,12 @@ async fn every_second_cron_gets_a_new_trigger_each_second(stack: Stack) {
     let id = cluster
         .create_job(json!({"jobName": "tick", "jobHandler": "noop", "cronExpr": "* * * * * *"}))
         .await;
-    let execs =
-        kairos_core::testkit::wait_for("four cron triggers", Duration::from_secs(30), || async {
-            let execs = cluster.executions(&id).await;
-            let done = execs.iter().filter(|e| e["status"] == "succeeded").count();
-            (done >= 4).then_some(execs)
-        })
-        .await;
+    let execs = kairos_testkit::wait_for("four cron triggers", Duration::from_secs(30), || async {
+        let execs = cluster.executions(&id).await;
+        let done = execs.iter().filter(|e| e["status"] == "succeeded").count();
+        (done >= 4).then_some(execs)
+    })
+    .await;
     let mut scheduled: Vec<i64> = execs
         .iter()
         .map(|e| kairos_core::time::parse_rfc3339(e["scheduledAt"].as_str().unwrap()).unwrap())
@@ -193,7 +192,7 @@ async fn embedded_jobs_survive_a_restart() {
         "kairos dev exits cleanly on Ctrl-C"
     );
     cluster.spawn("dev", &["dev"]);
-    kairos_core::testkit::wait_for("restarted API", Duration::from_secs(60), || async {
+    kairos_testkit::wait_for("restarted API", Duration::from_secs(60), || async {
         cluster.try_get("/healthz").await.map(|_| ())
     })
     .await;

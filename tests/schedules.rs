@@ -6,8 +6,8 @@
 #[macro_use]
 mod support;
 
-use kairos_core::testkit::wait_for;
 use kairos_core::time::{Millis, now_ms, parse_rfc3339};
+use kairos_testkit::wait_for;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{Cluster, Stack};

@@ -6,7 +6,7 @@
 #[macro_use]
 mod support;
 
-use kairos_core::testkit::wait_for;
+use kairos_testkit::wait_for;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{Cluster, Stack};

@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 /// Version written into every message; readers refuse other major versions.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// Heartbeats older than this are dropped by the broker, so beats published
+/// while no dispatcher runs do not pile up.
+pub const HEARTBEAT_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Dispatcher → worker: run one attempt of one execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DispatchMsg {

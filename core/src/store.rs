@@ -37,10 +37,18 @@ pub enum StoreError {
         /// What was wrong.
         reason: String,
     },
-    /// Any other database error.
+    /// The transaction lost a deadlock or serialization race with another
+    /// writer; running it again may succeed (adapters retry it themselves
+    /// before reporting this).
+    #[error("database contention: {0}")]
+    Contention(#[source] BoxError),
+    /// Any other database error, with the driver's error as its source.
     #[error("database error: {0}")]
-    Database(#[source] sqlx::Error),
+    Database(#[source] BoxError),
 }
+
+/// A driver's error, kept whole as the source of a [`StoreError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Result alias for the port.
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -181,7 +181,7 @@ async fn hold<F, Fut>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kairos_core::memory_coord::MemoryCoord;
+    use kairos_inproc::MemoryCoord;
 
     #[test]
     fn a_term_expires_without_renewal() {

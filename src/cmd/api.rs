@@ -1,11 +1,11 @@
 //! `kairos api`: the REST API against the configured database.
 
 use crate::cli::ApiArgs;
+use crate::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Context, Result};
 use kairos_api::{ApiConfig, AppState};
-use kairos_core::connect;
-use kairos_core::due::RedisDue;
+use kairos_coord_redis::RedisDue;
 use std::sync::Arc;
 use tracing::info;
 

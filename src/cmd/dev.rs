@@ -7,17 +7,17 @@
 //! reported for retry); then the result consumers and the relay stop.
 
 use crate::cli::DevArgs;
+use crate::connect;
 use crate::settings::{FileSettings, pick};
 use anyhow::{Context, Result};
 use kairos_api::{ApiConfig, AppState};
 use kairos_callback_relay::{Relay, RelayConfig};
-use kairos_core::connect;
-use kairos_core::due::MemoryDue;
-use kairos_core::memory_broker::MemoryBroker;
-use kairos_core::memory_coord::MemoryCoord;
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig, reaper};
+use kairos_inproc::MemoryBroker;
+use kairos_inproc::MemoryCoord;
+use kairos_inproc::MemoryDue;
 use kairos_worker::Worker;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -151,6 +151,6 @@ Read it back:
 
 Press Ctrl-C to stop (running handlers finish first).
 "#,
-        db = connect::redact(db_url)
+        db = kairos_core::redact::redact_url(db_url)
     );
 }

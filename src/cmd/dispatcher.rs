@@ -1,10 +1,10 @@
 //! `kairos dispatcher`: one dispatcher instance against MySQL, Redis and RabbitMQ.
 
 use crate::cli::DispatcherArgs;
+use crate::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, anyhow};
-use kairos_core::connect;
-use kairos_core::due::RedisDue;
+use kairos_coord_redis::RedisDue;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,9 +1,9 @@
 //! `kairos migrate`: applies the schema for the configured database.
 
 use crate::cli::MigrateArgs;
+use crate::connect;
 use crate::settings::{FileSettings, require};
 use anyhow::Result;
-use kairos_core::connect;
 
 pub async fn run(args: MigrateArgs, file: &FileSettings) -> Result<()> {
     let url = require(
@@ -12,6 +12,9 @@ pub async fn run(args: MigrateArgs, file: &FileSettings) -> Result<()> {
         "KAIROS_DATABASE_URL",
     )?;
     connect::database(&url, true).await?;
-    println!("schema is up to date at {}", connect::redact(&url));
+    println!(
+        "schema is up to date at {}",
+        kairos_core::redact::redact_url(&url)
+    );
     Ok(())
 }

@@ -1,10 +1,10 @@
 //! `kairos callback-relay`: delivers callbacks from the outbox.
 
 use crate::cli::RelayArgs;
+use crate::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::Result;
 use kairos_callback_relay::{Relay, RelayConfig};
-use kairos_core::connect;
 use std::sync::Arc;
 use tokio::sync::Notify;
 use tracing::info;

@@ -1,9 +1,9 @@
 //! `kairos worker`: a worker with the built-in handlers, on RabbitMQ and Redis.
 
 use crate::cli::WorkerArgs;
+use crate::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, bail};
-use kairos_core::connect;
 use kairos_worker::Worker;
 use std::sync::Arc;
 use std::time::Duration;

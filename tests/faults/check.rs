@@ -3,7 +3,7 @@
 //! leader is, read from the dispatchers' logs.
 
 use crate::support::Cluster;
-use kairos_core::testkit;
+use kairos_testkit as testkit;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! whose sockets belong to the test's process ids, MariaDB connections to the
 //! test's own database. The services themselves are never stopped.
 
-use kairos_core::testkit;
+use kairos_testkit as testkit;
 use std::collections::HashSet;
 use std::process::Command;
 

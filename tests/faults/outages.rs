@@ -64,7 +64,7 @@ async fn connections_cut_by_the_services_are_reestablished() {
 /// jobs accepted before the outage and new ones succeed.
 #[tokio::test(flavor = "multi_thread")]
 async fn readyz_is_unready_while_the_database_is_unreachable() {
-    let Some(db_url) = kairos_core::testkit::mysql_fresh_database().await else {
+    let Some(db_url) = kairos_testkit::mysql_fresh_database().await else {
         return;
     };
     let mut url = reqwest::Url::parse(&db_url).expect("database URL");

@@ -13,7 +13,7 @@
 
 mod logs;
 
-use kairos_core::testkit;
+use kairos_testkit as testkit;
 use logs::{strip_ansi, tee};
 use serde_json::{Value, json};
 use std::collections::HashMap;

@@ -2,17 +2,17 @@
 //! in-process adapters and on RabbitMQ + Redis, under a unique namespace.
 
 use futures::StreamExt;
-use kairos_core::amqp::AmqpBroker;
+use kairos_broker_rabbitmq::AmqpBroker;
+use kairos_coord_redis::RedisCoord;
 use kairos_core::broker::Broker;
 use kairos_core::coord::Coordination;
-use kairos_core::memory_broker::MemoryBroker;
-use kairos_core::memory_coord::MemoryCoord;
 use kairos_core::protocol::{
     DispatchMsg, HeartbeatMsg, Names, PROTOCOL_VERSION, ResultKind, ResultMsg,
 };
-use kairos_core::redis_coord::RedisCoord;
-use kairos_core::testkit::{amqp_available, redis_available, unique, wait_for};
 use kairos_core::worker::WorkerState;
+use kairos_inproc::MemoryBroker;
+use kairos_inproc::MemoryCoord;
+use kairos_testkit::{amqp_available, redis_available, unique, wait_for};
 use kairos_worker::{HandlerOutcome, JobContext, Worker, WorkerBuilder};
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, Ordering};

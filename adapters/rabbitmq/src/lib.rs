@@ -1,0 +1,224 @@
+//! RabbitMQ adapter of the broker port, on lapin: the topology of DESIGN.md
+//! ("Broker contract"), persistent mandatory publishes with publisher confirms
+//! kept in flight concurrently, manual-ack consumers on their own channels.
+//!
+//! # Failure behaviour
+//!
+//! Every call is bounded by a timeout and fails with
+//! [`BrokerError::Unavailable`] when the connection is broken; consumer streams
+//! end when their channel or connection goes. The next call after a break
+//! reconnects (the `link` module), so callers only need to retry and re-consume.
+//!
+//! lapin's `enable_auto_recover()` is deliberately not used: it replays each
+//! channel's consumers and declarations on the new connection, which would
+//! resurrect consumers whose streams the port has already ended (their
+//! prefetched deliveries would sit unacked with nobody reading them), and a
+//! single failed replay (a consumer on a queue the reaper deleted) aborts the
+//! whole recovery. Reconnecting lazily gives callers the same contract with no
+//! hidden state.
+
+mod consume;
+mod link;
+mod publish;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lapin::options::{QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+
+use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
+use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, Names, ResultMsg};
+
+use link::LinkHandle;
+
+/// Bound on every broker round trip except publisher confirms.
+const OP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on [`Broker::is_healthy`], which a readiness probe calls.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The RabbitMQ broker. Cheap to clone; clones share one connection.
+#[derive(Clone)]
+pub struct AmqpBroker {
+    names: Names,
+    link: Arc<LinkHandle>,
+}
+
+impl std::fmt::Debug for AmqpBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpBroker")
+            .field("url", &self.link.shown_url())
+            .field("namespace", &self.names.namespace())
+            .finish()
+    }
+}
+
+impl AmqpBroker {
+    /// Connects to `url` (`amqp://user:pass@host:port/vhost`) and declares the
+    /// shared topology under `names`. The connection is named after the
+    /// namespace in the management UI. Fails with
+    /// [`BrokerError::Unavailable`] naming the URL (password masked).
+    pub async fn connect(url: &str, names: Names) -> BrokerResult<AmqpBroker> {
+        let link = LinkHandle::connect(url, names.clone()).await?;
+        Ok(AmqpBroker {
+            names,
+            link: Arc::new(link),
+        })
+    }
+
+    /// The names this broker uses.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// Deletes the shared queues and exchanges of this namespace (not the
+    /// worker queues: delete those with [`Broker::worker_queue_delete`]).
+    /// For tests and uninstalling; running processes will fail to publish.
+    pub async fn topology_delete(&self) -> BrokerResult<()> {
+        let link = self.link.get().await?;
+        let ch = link.temp_channel().await?;
+        let queues = [
+            self.names.reroute_queue(),
+            self.names.results_queue(),
+            self.names.heartbeats_queue(),
+        ];
+        for queue in queues {
+            let op = ch.queue_delete(short(&queue)?, QueueDeleteOptions::default());
+            link.bounded("queue.delete", op).await?;
+        }
+        for exchange in [
+            self.names.dispatch_exchange(),
+            self.names.reroute_exchange(),
+        ] {
+            let op = ch.exchange_delete(short(&exchange)?, Default::default());
+            link.bounded("exchange.delete", op).await?;
+        }
+        Ok(())
+    }
+
+    async fn consume(
+        &self,
+        queue: String,
+        prefetch: u16,
+        reroute: bool,
+    ) -> BrokerResult<DeliveryStream> {
+        let link = self.link.get().await?;
+        let names = reroute.then(|| self.names.clone());
+        consume::open(&link, &queue, prefetch, names).await
+    }
+}
+
+/// A name as AMQP wants it; RabbitMQ caps names at 255 bytes.
+pub(crate) fn short(name: &str) -> BrokerResult<ShortString> {
+    ShortString::try_new(name)
+        .map_err(|e| BrokerError::Refused(format!("name {name:.40}… is too long: {e}")))
+}
+
+#[async_trait]
+impl Broker for AmqpBroker {
+    async fn worker_queue_declare(&self, worker_id: &str) -> BrokerResult<()> {
+        let queue = short(&self.names.worker_queue(worker_id))?;
+        let key = short(worker_id)?;
+        let mut args = FieldTable::default();
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            AMQPValue::LongString(self.names.reroute_exchange().into()),
+        );
+        let link = self.link.get().await?;
+        let ch = link.temp_channel().await?;
+        let op = ch.queue_declare(queue.clone(), QueueDeclareOptions::durable(), args);
+        link.bounded("queue.declare", op).await?;
+        let exchange = short(&self.names.dispatch_exchange())?;
+        let op = ch.queue_bind(
+            queue,
+            exchange,
+            key,
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        );
+        link.bounded("queue.bind", op).await?;
+        Ok(())
+    }
+
+    /// RabbitMQ's passive declare counts ready messages only (not those
+    /// delivered and unacked); the in-process broker reports the same.
+    async fn worker_queue_stats(&self, worker_id: &str) -> BrokerResult<Option<QueueStats>> {
+        let queue = short(&self.names.worker_queue(worker_id))?;
+        let link = self.link.get().await?;
+        let ch = link.temp_channel().await?;
+        let options = QueueDeclareOptions::default().passive();
+        let op = ch.queue_declare(queue, options, FieldTable::default());
+        // A missing queue answers 404, which also closes the channel.
+        match link.bounded_raw("queue.declare", op).await? {
+            Ok(q) => Ok(Some(QueueStats {
+                messages: q.message_count(),
+                consumers: q.consumer_count(),
+            })),
+            Err(e) if link::is_not_found(&e) => Ok(None),
+            Err(e) => Err(link.unavailable("queue.declare", &e)),
+        }
+    }
+
+    async fn worker_queue_delete(&self, worker_id: &str) -> BrokerResult<()> {
+        let queue = short(&self.names.worker_queue(worker_id))?;
+        let link = self.link.get().await?;
+        let ch = link.temp_channel().await?;
+        let op = ch.queue_delete(queue, QueueDeleteOptions::default());
+        match link.bounded_raw("queue.delete", op).await? {
+            Ok(_) => Ok(()),
+            Err(e) if link::is_not_found(&e) => Ok(()),
+            Err(e) => Err(link.unavailable("queue.delete", &e)),
+        }
+    }
+
+    async fn dispatch_publish(&self, worker_id: &str, msg: &DispatchMsg) -> BrokerResult<()> {
+        let body = serde_json::to_vec(msg)?;
+        let link = self.link.get().await?;
+        let exchange = self.names.dispatch_exchange();
+        publish::publish(&link, &exchange, worker_id, &body, true).await
+    }
+
+    async fn result_publish(&self, msg: &ResultMsg) -> BrokerResult<()> {
+        let body = serde_json::to_vec(msg)?;
+        let link = self.link.get().await?;
+        publish::publish(&link, "", &self.names.results_queue(), &body, true).await
+    }
+
+    async fn heartbeat_publish(&self, msg: &HeartbeatMsg) -> BrokerResult<()> {
+        let body = serde_json::to_vec(msg)?;
+        let link = self.link.get().await?;
+        publish::publish(&link, "", &self.names.heartbeats_queue(), &body, false).await
+    }
+
+    async fn dispatch_consume(
+        &self,
+        worker_id: &str,
+        prefetch: u16,
+    ) -> BrokerResult<DeliveryStream> {
+        self.consume(self.names.worker_queue(worker_id), prefetch, false)
+            .await
+    }
+
+    async fn results_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream> {
+        self.consume(self.names.results_queue(), prefetch, false)
+            .await
+    }
+
+    async fn heartbeats_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream> {
+        self.consume(self.names.heartbeats_queue(), prefetch, false)
+            .await
+    }
+
+    async fn reroute_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream> {
+        self.consume(self.names.reroute_queue(), prefetch, true)
+            .await
+    }
+
+    /// Reconnects first if the connection broke, so `/readyz` recovers on its
+    /// own once RabbitMQ is back; answers within `HEALTH_TIMEOUT` regardless.
+    async fn is_healthy(&self) -> bool {
+        let check = tokio::time::timeout(HEALTH_TIMEOUT, self.link.get());
+        matches!(check.await, Ok(Ok(_)))
+    }
+}

@@ -1,0 +1,284 @@
+//! Results and reaper verdicts: one transaction per batch that locks the
+//! executions and their jobs, asks [`outcome::plan`] what each input does,
+//! applies the plans to the locked rows in memory, and writes them back: the
+//! changed executions in one multi-row statement (see `apply_rows`), job moves,
+//! history events and, for terminal executions of jobs with a callback URL,
+//! the outbox row.
+//!
+//! The rows are locked (`FOR UPDATE` on MySQL, the single writer on SQLite)
+//! from the read to the commit, so what `plan` decided from them is what the
+//! database holds: no other writer can move an execution in between.
+
+use super::SqlStore;
+use super::apply_job::{JobState, continuation};
+use super::apply_rows::{TouchedExecutions, TouchedJobs};
+use super::error::{db_err, retrying};
+use super::inserts::{self, EventRow};
+use super::rows::{self, EXEC_COLS, R, select_list};
+use super::stmt::{fetch_by_ids, from_u64, marks};
+use kairos_core::callback::Callback;
+use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
+use kairos_core::outcome::{self, Continuation, ExecSnapshot, Plan, Verdict};
+use kairos_core::store::{Applied, StoreResult};
+use kairos_core::time::Millis;
+use sqlx::AnyConnection;
+use std::collections::{HashMap, HashSet};
+
+/// One thing that happened to an attempt: a worker's result or a verdict.
+pub(crate) struct Input<'a> {
+    pub(crate) execution_id: &'a str,
+    pub(crate) attempt: u32,
+    pub(crate) verdict: Verdict,
+    /// Reporting worker (`None` for verdicts: the execution keeps its own).
+    pub(crate) worker_id: Option<&'a str>,
+    pub(crate) output: Option<&'a serde_json::Value>,
+    pub(crate) error: Option<&'a str>,
+    /// When it happened.
+    pub(crate) at: Millis,
+}
+
+/// What the batch writes once every input is decided.
+#[derive(Default)]
+struct Tail {
+    executions: TouchedExecutions,
+    jobs: TouchedJobs,
+    events: Vec<EventRow>,
+    callbacks: Vec<Callback>,
+}
+
+impl SqlStore {
+    /// Applies `inputs` in order in one transaction (retried on deadlock).
+    pub(crate) async fn apply(
+        &self,
+        inputs: &[Input<'_>],
+        now: Millis,
+    ) -> StoreResult<Vec<Applied>> {
+        if inputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        retrying(|| self.try_apply(inputs, now)).await
+    }
+
+    async fn try_apply(&self, inputs: &[Input<'_>], now: Millis) -> StoreResult<Vec<Applied>> {
+        let mut tx = self.begin().await?;
+        let (mut execs, mut jobs) = self.load(&mut tx, inputs).await?;
+        self.count_live(&mut tx, &mut jobs).await?;
+        let mut tail = Tail::default();
+        let mut out = Vec::with_capacity(inputs.len());
+        for input in inputs {
+            let new_status = match execs.get_mut(input.execution_id) {
+                Some(exec) => match jobs.get_mut(&exec.job_id) {
+                    Some(job) => apply_one(exec, job, input, now, &mut tail),
+                    None => None,
+                },
+                None => None,
+            };
+            out.push(Applied {
+                execution_id: input.execution_id.to_string(),
+                attempt: input.attempt,
+                new_status,
+            });
+        }
+        self.write_executions(&mut tx, &execs, &tail.executions, now)
+            .await?;
+        self.write_jobs(&mut tx, &tail.jobs, now).await?;
+        inserts::events(&mut tx, &tail.events).await?;
+        inserts::callbacks(&mut tx, &tail.callbacks).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(out)
+    }
+
+    /// Reads (and on MySQL locks) every named execution with its job.
+    async fn load(
+        &self,
+        conn: &mut AnyConnection,
+        inputs: &[Input<'_>],
+    ) -> StoreResult<(HashMap<String, Execution>, HashMap<String, JobState>)> {
+        let mut seen = HashSet::new();
+        let ids: Vec<&str> = inputs
+            .iter()
+            .map(|i| i.execution_id)
+            .filter(|id| seen.insert(*id))
+            .collect();
+        let lock = self.dialect().for_update();
+        let found = fetch_by_ids(conn, &ids, |n| {
+            format!(
+                "SELECT {}, j.status AS job_status, j.schedule_kind AS schedule_kind, \
+                 j.next_trigger_at AS next_trigger_at, j.max_attempts AS max_attempts, \
+                 j.retry_backoff_ms AS retry_backoff_ms, j.timeout_ms AS timeout_ms, \
+                 j.callback_url AS callback_url, j.delay_ms AS delay_ms, j.end_at AS end_at \
+                 FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ({}){lock}",
+                select_list("e", &EXEC_COLS),
+                marks(n)
+            )
+        })
+        .await?;
+        let mut execs = HashMap::with_capacity(found.len());
+        let mut jobs = HashMap::new();
+        for row in &found {
+            let exec = rows::execution(row)?;
+            let r = R::new(row, "jobs");
+            let job = JobState {
+                status: r.job_status("job_status")?,
+                continuation: continuation(&r)?,
+                retry: r.retry()?,
+                timeout_ms: r.opt_u64("timeout_ms")?,
+                callback_url: r.opt_string("callback_url")?,
+                live: 0,
+            };
+            jobs.insert(exec.job_id.clone(), job);
+            execs.insert(exec.id.clone(), exec);
+        }
+        Ok((execs, jobs))
+    }
+}
+
+/// Plans and applies one input; the state it moved the execution to, if any.
+fn apply_one(
+    exec: &mut Execution,
+    job: &mut JobState,
+    input: &Input<'_>,
+    now: Millis,
+    tail: &mut Tail,
+) -> Option<ExecStatus> {
+    let own = u64::from(!exec.status.is_terminal());
+    let snapshot = ExecSnapshot {
+        status: exec.status,
+        attempt: exec.attempt,
+        job_status: job.status,
+        continuation: job.continuation,
+        others_live: job.live > own,
+        stop_requested: exec.stop_requested_at.is_some(),
+        retry: job.retry,
+    };
+    let plan = outcome::plan(&snapshot, input.verdict, input.attempt, now)?;
+    // `plan` only proposes legal moves; this keeps the guard a
+    // conditional `UPDATE` used to give.
+    if !plan.exec.allowed_from(exec.status) {
+        return None;
+    }
+    let applied = match plan.exec {
+        ExecTransition::Start => {
+            start(exec, job, input, tail);
+            true
+        }
+        ExecTransition::Retry => {
+            retry(exec, &plan, input, now, tail);
+            true
+        }
+        ExecTransition::Succeed
+        | ExecTransition::Fail
+        | ExecTransition::TimeOut
+        | ExecTransition::Lose
+        | ExecTransition::Stop => {
+            finish(exec, job, &plan, input, now, tail);
+            true
+        }
+        // `plan` never yields these; they belong to the publisher and
+        // the reroute, to cancel, to the claim and to the requeue of
+        // unstarted work.
+        ExecTransition::Dispatch
+        | ExecTransition::Reroute
+        | ExecTransition::Cancel
+        | ExecTransition::Skip
+        | ExecTransition::Requeue => false,
+    };
+    applied.then(|| plan.exec.to_state())
+}
+
+/// A final outcome: the execution ends, its job moves on (or ends), and the
+/// callback is queued.
+fn finish(
+    exec: &mut Execution,
+    job: &mut JobState,
+    plan: &Plan,
+    input: &Input<'_>,
+    now: Millis,
+    tail: &mut Tail,
+) {
+    let error = if plan.exec == ExecTransition::Succeed {
+        None
+    } else {
+        input.error
+    };
+    tail.executions.touch(&exec.id, None);
+    exec.status = plan.exec.to_state();
+    exec.worker_id = input
+        .worker_id
+        .map(str::to_string)
+        .or(exec.worker_id.take());
+    exec.output = input.output.cloned();
+    exec.error = error.map(str::to_string);
+    exec.finished_at = Some(input.at);
+    job.live = job.live.saturating_sub(1);
+    tail.events.push(EventRow {
+        worker_id: exec.worker_id.clone(),
+        error: exec.error.clone(),
+        ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
+    });
+    // The job row is locked with the execution, so its status in memory
+    // is the stored one: the move's condition is checked here.
+    let moved = match plan.job {
+        Some(t) if t.allowed_from(job.status) => {
+            job.status = t.to_state();
+            tail.jobs
+                .moved(&exec.job_id, job.status, plan.next_trigger_at);
+            true
+        }
+        _ => false,
+    };
+    if let Some(next) = plan.next_trigger_at {
+        // A fixed-delay job that could not be moved (paused while its
+        // execution ran, or kept `scheduled` by a skipped overlap) still
+        // gets its next trigger if it has none, so it never stalls.
+        if !moved && !job.status.is_terminal() && job.continuation != Continuation::Scheduled {
+            tail.jobs.rescheduled(&exec.job_id, next);
+        }
+        job.continuation = Continuation::Scheduled;
+    }
+    if let Some(url) = &job.callback_url {
+        tail.callbacks.push(inserts::new_callback(exec, url, now));
+    }
+}
+
+/// `started`: the attempt runs, with its deadline if the job has a time limit.
+fn start(exec: &mut Execution, job: &JobState, input: &Input<'_>, tail: &mut Tail) {
+    let deadline = job.timeout_ms.map(|t| input.at.saturating_add(from_u64(t)));
+    exec.status = ExecTransition::Start.to_state();
+    exec.worker_id = input
+        .worker_id
+        .map(str::to_string)
+        .or(exec.worker_id.take());
+    exec.started_at = Some(input.at);
+    tail.executions.touch(&exec.id, Some(deadline));
+    tail.events.push(EventRow {
+        worker_id: exec.worker_id.clone(),
+        ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
+    });
+}
+
+/// A failed, timed-out or lost attempt with attempts left: the next attempt
+/// waits in `pending` until its backoff has passed.
+fn retry(exec: &mut Execution, plan: &Plan, input: &Input<'_>, now: Millis, tail: &mut Tail) {
+    let retry_at = plan.retry_at.unwrap_or(now);
+    let worker = input
+        .worker_id
+        .map(str::to_string)
+        .or(exec.worker_id.take());
+    let outcome = plan.attempt_outcome.unwrap_or(ExecStatus::Failed);
+    tail.events.push(EventRow {
+        worker_id: worker,
+        error: input.error.map(str::to_string),
+        ..EventRow::plain(&exec.id, exec.attempt, outcome, input.at)
+    });
+    exec.attempt += 1;
+    exec.status = ExecTransition::Retry.to_state();
+    exec.not_before = retry_at;
+    exec.worker_id = None;
+    exec.dispatched_at = None;
+    exec.started_at = None;
+    exec.error = input.error.map(str::to_string);
+    tail.executions.touch(&exec.id, Some(None));
+    tail.events
+        .push(EventRow::plain(&exec.id, exec.attempt, exec.status, now));
+}

@@ -1,0 +1,77 @@
+//! The job side of applying results: what a job does once an execution
+//! ends ([`Continuation`]) and how many of its executions are still live.
+
+use super::SqlStore;
+use super::error::db_err;
+use super::rows::R;
+use super::stmt::{CHUNK, bind_names, marks, q};
+use kairos_core::execution::ExecStatus;
+use kairos_core::job::{JobStatus, RetryPolicy};
+use kairos_core::outcome::Continuation;
+use kairos_core::store::StoreResult;
+use sqlx::AnyConnection;
+use std::collections::HashMap;
+
+/// The job of one or more executions in the batch, as it is now.
+pub(super) struct JobState {
+    pub(super) status: JobStatus,
+    pub(super) continuation: Continuation,
+    pub(super) retry: RetryPolicy,
+    pub(super) timeout_ms: Option<u64>,
+    pub(super) callback_url: Option<String>,
+    /// Live executions of the job (counted only when it may end with them).
+    pub(super) live: u64,
+}
+
+/// What the job does after an execution ends, from its stored columns.
+pub(super) fn continuation(r: &R<'_>) -> StoreResult<Continuation> {
+    if r.opt_i64("next_trigger_at")?.is_some() {
+        return Ok(Continuation::Scheduled);
+    }
+    Ok(match r.string("schedule_kind")?.as_str() {
+        "once" => Continuation::OneShot,
+        "delay" => Continuation::Delay {
+            delay_ms: r.opt_u64("delay_ms")?.unwrap_or_default(),
+            end_at: r.opt_i64("end_at")?,
+        },
+        _ => Continuation::Ended,
+    })
+}
+
+impl SqlStore {
+    /// Counts the live executions of the jobs that end with their executions
+    /// (one-shots, and recurring jobs with no trigger left): one statement
+    /// per batch, so a job waits for its last live execution to end.
+    pub(super) async fn count_live(
+        &self,
+        conn: &mut AnyConnection,
+        jobs: &mut HashMap<String, JobState>,
+    ) -> StoreResult<()> {
+        let ending: Vec<String> = jobs
+            .iter()
+            .filter(|(_, j)| matches!(j.continuation, Continuation::OneShot | Continuation::Ended))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let live = ExecStatus::LIVE;
+        for chunk in ending.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT job_id, COUNT(*) AS n FROM executions WHERE job_id IN ({}) \
+                 AND status IN ({}) GROUP BY job_id",
+                marks(chunk.len()),
+                marks(live.len())
+            );
+            let mut query = q(sql);
+            for id in chunk {
+                query = query.bind(id.as_str());
+            }
+            let query = bind_names(query, live.iter().map(|s| s.as_str()));
+            for row in query.fetch_all(&mut *conn).await.map_err(db_err)? {
+                let r = R::new(&row, "executions");
+                if let Some(job) = jobs.get_mut(&r.string("job_id")?) {
+                    job.live = u64::try_from(r.i64("n")?).unwrap_or_default();
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,275 @@
+//! [`CallbackStore`]: the outbox the relay drains. Rows are leased with a
+//! conditional update and a token unique to each claim, so two relays never
+//! hold the same row at once.
+
+use super::SqlStore;
+use super::error::{db_err, retrying};
+use super::rows::{self, CALLBACK_COLS, select_list};
+use super::stmt::{CHUNK, marks, q};
+use async_trait::async_trait;
+use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
+use kairos_core::store::{CallbackNext, CallbackStore, StoreResult};
+use kairos_core::time::Millis;
+use std::collections::HashMap;
+
+fn callback_select() -> String {
+    format!(
+        "SELECT {} FROM callbacks c",
+        select_list("c", &CALLBACK_COLS)
+    )
+}
+
+#[async_trait]
+impl CallbackStore for SqlStore {
+    async fn callbacks_claim_due(
+        &self,
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Callback>> {
+        let pending = CallbackState::Pending.as_str();
+        let candidates: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM callbacks WHERE state = ? AND next_attempt_at <= ? \
+             AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at LIMIT ?",
+        )
+        .bind(pending)
+        .bind(now)
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(self.read())
+        .await
+        .map_err(db_err)?;
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Another relay may have picked the same candidates; the condition
+        // is re-checked under the row lock, and the token tells our rows apart.
+        let token = uuid::Uuid::now_v7().to_string();
+        let sql = format!(
+            "UPDATE callbacks SET lease_owner = ?, lease_token = ?, lease_until = ? \
+             WHERE id IN ({}) AND state = ? AND (lease_until IS NULL OR lease_until < ?)",
+            marks(candidates.len())
+        );
+        let mut query = q(sql)
+            .bind(owner)
+            .bind(token.as_str())
+            .bind(now.saturating_add(lease_ms));
+        for id in &candidates {
+            query = query.bind(id.as_str());
+        }
+        let leased = query
+            .bind(pending)
+            .bind(now)
+            .execute(self.write())
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        if leased == 0 {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "{} WHERE c.id IN ({}) AND c.lease_token = ? ORDER BY c.next_attempt_at, c.id",
+            callback_select(),
+            marks(candidates.len())
+        );
+        let mut query = q(sql);
+        for id in &candidates {
+            query = query.bind(id.as_str());
+        }
+        let found = query
+            .bind(token.as_str())
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
+        found.iter().map(rows::callback).collect()
+    }
+
+    async fn callback_record_attempt(
+        &self,
+        id: &str,
+        owner: &str,
+        attempt: &CallbackAttempt,
+        next: CallbackNext,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        retrying(|| self.try_record_attempt(id, owner, attempt, next, now)).await
+    }
+
+    async fn callbacks_next_due(&self) -> StoreResult<Option<Millis>> {
+        // A leased row is not claimable before its lease runs out.
+        sqlx::query_scalar(
+            "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until >= next_attempt_at \
+             THEN lease_until + 1 ELSE next_attempt_at END) FROM callbacks WHERE state = ?",
+        )
+        .bind(CallbackState::Pending.as_str())
+        .fetch_one(self.read())
+        .await
+        .map_err(db_err)
+    }
+
+    async fn callbacks_for_execution(
+        &self,
+        tenant: &str,
+        execution_id: &str,
+    ) -> StoreResult<Vec<(Callback, Vec<CallbackAttempt>)>> {
+        let sql = format!(
+            "{} WHERE c.tenant = ? AND c.execution_id = ? ORDER BY c.created_at, c.id",
+            callback_select()
+        );
+        let found = q(sql)
+            .bind(tenant)
+            .bind(execution_id)
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
+        let callbacks = found
+            .iter()
+            .map(rows::callback)
+            .collect::<StoreResult<Vec<_>>>()?;
+        let mut attempts: HashMap<String, Vec<CallbackAttempt>> = HashMap::new();
+        let ids: Vec<&str> = callbacks.iter().map(|c| c.id.as_str()).collect();
+        for chunk in ids.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT callback_id, attempt, attempted_at, status_code, latency_ms, error \
+                 FROM callback_attempts WHERE callback_id IN ({}) ORDER BY id",
+                marks(chunk.len())
+            );
+            let mut query = q(sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            for row in query.fetch_all(self.read()).await.map_err(db_err)? {
+                let owner = rows::R::new(&row, "callback_attempts").string("callback_id")?;
+                attempts
+                    .entry(owner)
+                    .or_default()
+                    .push(rows::callback_attempt(&row)?);
+            }
+        }
+        Ok(callbacks
+            .into_iter()
+            .map(|c| {
+                let a = attempts.remove(&c.id).unwrap_or_default();
+                (c, a)
+            })
+            .collect())
+    }
+
+    async fn callback_redeliver(
+        &self,
+        tenant: &str,
+        execution_id: &str,
+        new_id: &str,
+        now: Millis,
+    ) -> StoreResult<Option<Callback>> {
+        retrying(|| self.try_redeliver(tenant, execution_id, new_id, now)).await
+    }
+}
+
+impl SqlStore {
+    async fn try_record_attempt(
+        &self,
+        id: &str,
+        owner: &str,
+        attempt: &CallbackAttempt,
+        next: CallbackNext,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO callback_attempts \
+             (callback_id, attempt, attempted_at, status_code, latency_ms, error) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(i64::from(attempt.attempt))
+        .bind(attempt.at)
+        .bind(attempt.status_code.map(i64::from))
+        .bind(super::stmt::from_u64(attempt.latency_ms))
+        .bind(attempt.error.as_deref())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let (state, next_at) = match next {
+            CallbackNext::Delivered => (CallbackState::Delivered, None),
+            CallbackNext::RetryAt(at) => (CallbackState::Pending, Some(at)),
+            CallbackNext::Dead => (CallbackState::Dead, None),
+        };
+        let error = match (&attempt.error, attempt.status_code) {
+            (Some(e), _) => Some(e.clone()),
+            (None, Some(code)) if !(200..300).contains(&code) => Some(format!("HTTP {code}")),
+            _ => None,
+        };
+        let res = sqlx::query(
+            "UPDATE callbacks SET state = ?, attempts = attempts + 1, \
+             next_attempt_at = COALESCE(?, next_attempt_at), \
+             last_error = COALESCE(?, last_error), lease_owner = NULL, lease_token = NULL, \
+             lease_until = NULL, updated_at = ? WHERE id = ? AND lease_owner = ?",
+        )
+        .bind(state.as_str())
+        .bind(next_at)
+        .bind(error)
+        .bind(now)
+        .bind(id)
+        .bind(owner)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    async fn try_redeliver(
+        &self,
+        tenant: &str,
+        execution_id: &str,
+        new_id: &str,
+        now: Millis,
+    ) -> StoreResult<Option<Callback>> {
+        let mut tx = self.begin().await?;
+        // Locking the execution serialises redeliveries of one execution, so
+        // two concurrent requests cannot both queue a new delivery.
+        let lock = format!(
+            "SELECT id FROM executions WHERE tenant = ? AND id = ?{}",
+            self.dialect().for_update()
+        );
+        let exists = q(lock)
+            .bind(tenant)
+            .bind(execution_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        if exists.is_none() {
+            return Ok(None);
+        }
+        let sql = format!(
+            "{} WHERE c.tenant = ? AND c.execution_id = ? ORDER BY c.created_at DESC, c.id DESC LIMIT 1",
+            callback_select()
+        );
+        let latest = q(sql)
+            .bind(tenant)
+            .bind(execution_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let Some(latest) = latest.as_ref().map(rows::callback).transpose()? else {
+            return Ok(None);
+        };
+        if latest.state == CallbackState::Pending {
+            return Ok(None);
+        }
+        let fresh = Callback {
+            id: new_id.to_string(),
+            state: CallbackState::Pending,
+            attempts: 0,
+            next_attempt_at: now,
+            last_error: None,
+            created_at: now,
+            ..latest
+        };
+        super::inserts::callbacks(&mut tx, std::slice::from_ref(&fresh)).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(Some(fresh))
+    }
+}

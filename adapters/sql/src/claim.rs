@@ -1,0 +1,425 @@
+//! The claim transaction: fencing check, the claimed jobs read once, their
+//! live executions read once (only for jobs whose overlap policy needs it),
+//! one version-checked update per job, one multi-row execution insert, and
+//! the history and outbox rows — whatever the batch size.
+
+use super::SqlStore;
+use super::error::{corrupt, db_err, retrying};
+use super::inserts::{self, EventRow};
+use super::rows::{self, EXEC_COLS, JOB_COLS, select_list};
+use super::stmt::{CHUNK, bind_names, fetch_by_ids, from_u64, marks, q, row_marks};
+use super::stop;
+use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
+use kairos_core::job::{Job, JobTransition};
+use kairos_core::schedule::OverlapPolicy;
+use kairos_core::store::{Claim, DispatchWork, StoreError, StoreResult};
+use kairos_core::time::Millis;
+use kairos_core::trigger::{self, Fate, JobMove, Resolution};
+use sqlx::AnyConnection;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Name of the dispatcher lease in `leader_fences`.
+const DISPATCH_FENCE: &str = "dispatcher";
+
+/// Error recorded on a pending execution cancelled by a newer trigger.
+const REPLACED: &str = "cancelled: replaced by a newer trigger (overlapPolicy replace)";
+
+/// A job whose claims won, with what they become.
+struct Won<'a> {
+    job: Job,
+    claims: Vec<&'a Claim>,
+    res: Resolution,
+}
+
+/// One execution row to insert.
+struct NewExec<'a> {
+    claim: &'a Claim,
+    tenant: &'a str,
+    status: ExecStatus,
+    error: Option<&'static str>,
+}
+
+impl SqlStore {
+    pub(crate) async fn claim(
+        &self,
+        fence: u64,
+        claims: &[Claim],
+        now: Millis,
+    ) -> StoreResult<Vec<DispatchWork>> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        retrying(|| self.try_claim(fence, claims, now)).await
+    }
+
+    async fn check_fence(&self, conn: &mut AnyConnection, fence: u64) -> StoreResult<()> {
+        let ours = from_u64(fence);
+        sqlx::query(self.dialect().fence_upsert())
+            .bind(DISPATCH_FENCE)
+            .bind(ours)
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        let current: i64 = sqlx::query_scalar("SELECT fence FROM leader_fences WHERE name = ?")
+            .bind(DISPATCH_FENCE)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        if current > ours {
+            return Err(StoreError::Fenced {
+                ours: fence,
+                current: u64::try_from(current).unwrap_or_default(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn try_claim(
+        &self,
+        fence: u64,
+        claims: &[Claim],
+        now: Millis,
+    ) -> StoreResult<Vec<DispatchWork>> {
+        let mut tx = self.begin().await?;
+        self.check_fence(&mut tx, fence).await?;
+
+        // Claims grouped per job, due times ascending. A BTreeMap keeps the
+        // jobs in id order, so two claimers lock them in one order.
+        let mut groups: BTreeMap<&str, Vec<&Claim>> = BTreeMap::new();
+        for c in claims {
+            groups.entry(c.job_id.as_str()).or_default().push(c);
+        }
+        for g in groups.values_mut() {
+            g.sort_by_key(|c| c.scheduled_at);
+        }
+        let ids: Vec<&str> = groups.keys().copied().collect();
+        let jobs = self.read_jobs(&mut tx, &ids).await?;
+
+        // The jobs are locked from this read to the commit (`FOR UPDATE` on
+        // MySQL, the single writer on SQLite), so the version check here is
+        // the one that decides.
+        let t = JobTransition::Claim;
+        let candidates: Vec<(Job, Vec<&Claim>)> = groups
+            .into_iter()
+            .filter_map(|(id, g)| {
+                let job = jobs.get(id)?;
+                (job.version == g[0].version && t.allowed_from(job.status))
+                    .then(|| (job.clone(), g))
+            })
+            .collect();
+        // Live executions matter to the overlap policy, and to a recurring
+        // job whose window closes now: it ends at once only if none is live.
+        let watched: Vec<&str> = candidates
+            .iter()
+            .filter(|(j, g)| {
+                j.schedule.recurrence().is_some_and(|r| {
+                    r.overlap != OverlapPolicy::Allow
+                        || g.last().is_some_and(|c| c.next_trigger_at.is_none())
+                })
+            })
+            .map(|(j, _)| j.id.as_str())
+            .collect();
+        let lock = candidates.iter().any(|(j, _)| {
+            j.schedule
+                .recurrence()
+                .is_some_and(|r| r.overlap == OverlapPolicy::Replace)
+        });
+        let live = self.live_executions(&mut tx, &watched, lock).await?;
+
+        let mut won = Vec::with_capacity(candidates.len());
+        let mut moves = Vec::with_capacity(candidates.len());
+        for (job, claims) in candidates {
+            let due: Vec<Millis> = claims.iter().map(|c| c.scheduled_at).collect();
+            let next = claims.last().and_then(|c| c.next_trigger_at);
+            let live_before = live.get(&job.id).is_some_and(|v| !v.is_empty());
+            let res = trigger::resolve(&job.schedule, &due, live_before, next.is_some(), now);
+            let status = match res.job {
+                JobMove::Run => t.to_state(),
+                JobMove::Keep => job.status,
+                JobMove::Complete => JobTransition::Complete.to_state(),
+            };
+            moves.push(ClaimedJob {
+                id: job.id.clone(),
+                version: job.version,
+                next,
+                status,
+            });
+            won.push(Won { job, claims, res });
+        }
+        self.update_claimed(&mut tx, &moves, now).await?;
+
+        let mut events = Vec::new();
+        let mut callbacks = Vec::new();
+        let mut rows = Vec::new();
+        for w in &won {
+            for (c, fate) in w.claims.iter().zip(&w.res.fates) {
+                let (status, error) = match fate {
+                    Fate::Dispatch => (ExecStatus::Pending, None),
+                    Fate::Skipped(reason) => (ExecTransition::Skip.to_state(), Some(*reason)),
+                    Fate::Dropped => continue,
+                };
+                rows.push(NewExec {
+                    claim: c,
+                    tenant: &w.job.tenant,
+                    status,
+                    error,
+                });
+            }
+        }
+        let present = self.insert_executions(&mut tx, &rows, now).await?;
+        let by_id: HashMap<&str, &Job> = won.iter().map(|w| (w.job.id.as_str(), &w.job)).collect();
+        let mut out = Vec::new();
+        for r in rows.iter().filter(|r| {
+            present
+                .as_ref()
+                .is_none_or(|p| p.contains(&r.claim.execution_id))
+        }) {
+            let job = by_id.get(r.claim.job_id.as_str()).ok_or_else(|| {
+                corrupt("jobs", format!("claimed job {} vanished", r.claim.job_id))
+            })?;
+            events.push(EventRow {
+                error: r.error.map(str::to_string),
+                ..EventRow::plain(&r.claim.execution_id, 1, r.status, now)
+            });
+            if r.status == ExecStatus::Pending {
+                out.push(DispatchWork {
+                    execution_id: r.claim.execution_id.clone(),
+                    job_id: job.id.clone(),
+                    tenant: job.tenant.clone(),
+                    attempt: 1,
+                    handler: job.handler.clone(),
+                    params: job.params.clone(),
+                    scheduled_at: r.claim.scheduled_at,
+                    timeout_ms: job.timeout_ms,
+                });
+            } else if let Some(url) = &job.callback_url {
+                callbacks.push(inserts::new_callback(&skipped(r, now), url, now));
+            }
+        }
+
+        for w in won.iter().filter(|w| w.res.stop_live) {
+            let Some(execs) = live.get(&w.job.id) else {
+                continue;
+            };
+            let cancelled = stop::replace(&mut tx, execs, REPLACED, now).await?;
+            for e in cancelled {
+                events.push(EventRow {
+                    error: e.error.clone(),
+                    ..EventRow::plain(&e.id, e.attempt, e.status, now)
+                });
+                if let Some(url) = &w.job.callback_url {
+                    callbacks.push(inserts::new_callback(&e, url, now));
+                }
+            }
+        }
+        inserts::events(&mut tx, &events).await?;
+        inserts::callbacks(&mut tx, &callbacks).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(out)
+    }
+
+    /// The named jobs, by id.
+    async fn read_jobs(
+        &self,
+        conn: &mut AnyConnection,
+        ids: &[&str],
+    ) -> StoreResult<HashMap<String, Job>> {
+        let lock = self.dialect().for_update();
+        let found = fetch_by_ids(conn, ids, |n| {
+            format!(
+                "SELECT {} FROM jobs j WHERE j.id IN ({}){lock}",
+                select_list("j", &JOB_COLS),
+                marks(n)
+            )
+        })
+        .await?;
+        let mut jobs = HashMap::with_capacity(found.len());
+        for row in &found {
+            let job = rows::job(row)?;
+            jobs.insert(job.id.clone(), job);
+        }
+        Ok(jobs)
+    }
+
+    /// Live executions of the named jobs (locked on MySQL when `lock`), by job.
+    async fn live_executions(
+        &self,
+        conn: &mut AnyConnection,
+        job_ids: &[&str],
+        lock: bool,
+    ) -> StoreResult<HashMap<String, Vec<Execution>>> {
+        let mut live: HashMap<String, Vec<Execution>> = HashMap::new();
+        let states = ExecStatus::LIVE;
+        let lock = if lock {
+            self.dialect().for_update()
+        } else {
+            ""
+        };
+        for chunk in job_ids.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT {} FROM executions e WHERE e.job_id IN ({}) AND e.status IN ({}){lock}",
+                select_list("e", &EXEC_COLS),
+                marks(chunk.len()),
+                marks(states.len())
+            );
+            let mut query = q(sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            let query = bind_names(query, states.iter().map(|s| s.as_str()));
+            for row in query.fetch_all(&mut *conn).await.map_err(db_err)? {
+                let e = rows::execution(&row)?;
+                live.entry(e.job_id.clone()).or_default().push(e);
+            }
+        }
+        Ok(live)
+    }
+
+    /// Moves every claimed job (next trigger, status, version + 1) in one
+    /// statement per chunk. The rows are locked and their versions checked,
+    /// so every one of them moves; the version stays in the condition
+    /// (`version = CASE id …`), and a count that differs is an error.
+    async fn update_claimed(
+        &self,
+        conn: &mut AnyConnection,
+        moves: &[ClaimedJob],
+        now: Millis,
+    ) -> StoreResult<()> {
+        for chunk in moves.chunks(CLAIM_ROWS) {
+            let n = chunk.len();
+            let when = |col: &str| {
+                let mut s = format!("{col} = CASE id");
+                for _ in 0..n {
+                    s.push_str(" WHEN ? THEN ?");
+                }
+                s.push_str(" END");
+                s
+            };
+            let sql = format!(
+                "UPDATE jobs SET {}, {}, version = version + 1, updated_at = ? \
+                 WHERE id IN ({}) AND {}",
+                when("next_trigger_at"),
+                when("status"),
+                marks(n),
+                when("version")
+            );
+            let mut query = q(sql);
+            for m in chunk {
+                query = query.bind(m.id.as_str()).bind(m.next);
+            }
+            for m in chunk {
+                query = query.bind(m.id.as_str()).bind(m.status.as_str());
+            }
+            query = query.bind(now);
+            for m in chunk {
+                query = query.bind(m.id.as_str());
+            }
+            for m in chunk {
+                query = query.bind(m.id.as_str()).bind(m.version);
+            }
+            let moved = query
+                .execute(&mut *conn)
+                .await
+                .map_err(db_err)?
+                .rows_affected();
+            if moved != n as u64 {
+                // Unreachable unless something writes jobs without locking
+                // them; the round is rolled back and retried.
+                return Err(StoreError::Corrupt {
+                    table: "jobs",
+                    reason: format!("a claim moved {moved} of {n} locked jobs"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Inserts the rows, skipping triggers that already have an execution
+    /// (unique `(job_id, scheduled_at)`). `None` if every row went in,
+    /// otherwise the ids that are present.
+    async fn insert_executions(
+        &self,
+        conn: &mut AnyConnection,
+        rows: &[NewExec<'_>],
+        now: Millis,
+    ) -> StoreResult<Option<HashSet<String>>> {
+        let mut inserted = 0u64;
+        for chunk in rows.chunks(CHUNK) {
+            let sql = format!(
+                "{} executions (id, job_id, tenant, scheduled_at, attempt, status, not_before, \
+                 finished_at, error, created_at, updated_at) VALUES {}",
+                self.dialect().insert_ignore(),
+                row_marks(chunk.len(), 11)
+            );
+            let mut query = q(sql);
+            for r in chunk {
+                let finished = r.status.is_terminal().then_some(now);
+                query = query
+                    .bind(r.claim.execution_id.as_str())
+                    .bind(r.claim.job_id.as_str())
+                    .bind(r.tenant)
+                    .bind(r.claim.scheduled_at)
+                    .bind(1_i64)
+                    .bind(r.status.as_str())
+                    .bind(r.claim.scheduled_at)
+                    .bind(finished)
+                    .bind(r.error)
+                    .bind(now)
+                    .bind(now);
+            }
+            inserted += query
+                .execute(&mut *conn)
+                .await
+                .map_err(db_err)?
+                .rows_affected();
+        }
+        if inserted == rows.len() as u64 {
+            return Ok(None);
+        }
+        let mut ids = HashSet::new();
+        for chunk in rows.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT id FROM executions WHERE id IN ({})",
+                marks(chunk.len())
+            );
+            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+            for r in chunk {
+                query = query.bind(r.claim.execution_id.as_str());
+            }
+            ids.extend(query.fetch_all(&mut *conn).await.map_err(db_err)?);
+        }
+        Ok(Some(ids))
+    }
+}
+
+/// Jobs per claim `UPDATE`: four placeholders each plus the `IN` list.
+const CLAIM_ROWS: usize = 500;
+
+/// A claimed job's move, decided on its locked row.
+struct ClaimedJob {
+    id: String,
+    version: i64,
+    next: Option<Millis>,
+    status: kairos_core::job::JobStatus,
+}
+
+/// The execution a skipped trigger became, for its callback.
+fn skipped(r: &NewExec<'_>, now: Millis) -> Execution {
+    Execution {
+        id: r.claim.execution_id.clone(),
+        job_id: r.claim.job_id.clone(),
+        tenant: r.tenant.to_string(),
+        scheduled_at: r.claim.scheduled_at,
+        attempt: 1,
+        status: r.status,
+        worker_id: None,
+        output: None,
+        error: r.error.map(str::to_string),
+        not_before: r.claim.scheduled_at,
+        dispatched_at: None,
+        started_at: None,
+        finished_at: Some(now),
+        stop_requested_at: None,
+        created_at: now,
+    }
+}

@@ -1,0 +1,236 @@
+//! [`ExecutionStore`]: the hot-path writes (in `dispatch` and `apply`) and the
+//! reads behind the reaper and the API's execution history.
+
+use super::SqlStore;
+use super::apply::Input;
+use super::error::db_err;
+use super::jobs::page_size;
+use super::rows::{self, EXEC_COLS, R, select_list};
+use super::stmt::{bind_names, marks, q};
+use async_trait::async_trait;
+use kairos_core::execution::{ExecEvent, ExecStatus, ExecTransition, Execution};
+use kairos_core::job::Job;
+use kairos_core::outcome::Verdict;
+use kairos_core::protocol::ResultMsg;
+use kairos_core::store::{
+    Applied, Claim, DispatchWork, DispatchedTo, ExecutionStore, HeldAttempt, Marked, Page,
+    StopRequest, StoreResult,
+};
+use kairos_core::time::Millis;
+
+fn exec_select() -> String {
+    format!("SELECT {} FROM executions e", select_list("e", &EXEC_COLS))
+}
+
+/// `(execution_id, attempt)` pairs from rows with `id` and `attempt`.
+fn attempts(found: &[sqlx::any::AnyRow]) -> StoreResult<Vec<(String, u32)>> {
+    found
+        .iter()
+        .map(|row| {
+            let r = R::new(row, "executions");
+            Ok((r.string("id")?, r.u32("attempt")?))
+        })
+        .collect()
+}
+
+#[async_trait]
+impl ExecutionStore for SqlStore {
+    async fn jobs_find_due(&self, now: Millis, limit: u32) -> StoreResult<Vec<Job>> {
+        self.find_due(now, limit).await
+    }
+
+    async fn triggers_claim(
+        &self,
+        fence: u64,
+        claims: &[Claim],
+        now: Millis,
+    ) -> StoreResult<Vec<DispatchWork>> {
+        self.claim(fence, claims, now).await
+    }
+
+    async fn executions_find_unpublished(
+        &self,
+        now: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<DispatchWork>> {
+        self.find_unpublished(now, limit).await
+    }
+
+    async fn executions_mark_dispatched(
+        &self,
+        sent: &[DispatchedTo],
+        now: Millis,
+    ) -> StoreResult<Marked> {
+        self.mark_dispatched(sent, now).await
+    }
+
+    async fn execution_mark_rerouted(
+        &self,
+        sent: &DispatchedTo,
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        self.mark_rerouted(sent, reason, now).await
+    }
+
+    async fn results_apply(&self, results: &[ResultMsg], now: Millis) -> StoreResult<Vec<Applied>> {
+        let inputs: Vec<Input<'_>> = results
+            .iter()
+            .map(|r| Input {
+                execution_id: &r.execution_id,
+                attempt: r.attempt,
+                verdict: Verdict::from(r.kind),
+                worker_id: Some(&r.worker_id),
+                output: r.output.as_ref(),
+                error: r.error.as_deref(),
+                at: r.at,
+            })
+            .collect();
+        self.apply(&inputs, now).await
+    }
+
+    async fn executions_apply_verdict(
+        &self,
+        targets: &[(String, u32)],
+        verdict: Verdict,
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<Vec<Applied>> {
+        let inputs: Vec<Input<'_>> = targets
+            .iter()
+            .map(|(id, attempt)| Input {
+                execution_id: id,
+                attempt: *attempt,
+                verdict,
+                worker_id: None,
+                output: None,
+                error: Some(reason),
+                at: now,
+            })
+            .collect();
+        self.apply(&inputs, now).await
+    }
+
+    async fn executions_requeue_unstarted(
+        &self,
+        targets: &[(String, u32)],
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<u64> {
+        self.requeue_unstarted(targets, reason, now).await
+    }
+
+    async fn executions_in_flight_on(&self, worker_id: &str) -> StoreResult<Vec<HeldAttempt>> {
+        // What a worker holds is exactly what losing it may move.
+        let from = ExecTransition::Lose.from_states();
+        let sql = format!(
+            "SELECT id, attempt, status FROM executions WHERE worker_id = ? AND status IN ({}) \
+             ORDER BY id",
+            marks(from.len())
+        );
+        let found = bind_names(q(sql).bind(worker_id), from.iter().map(|s| s.as_str()))
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
+        found
+            .iter()
+            .map(|row| {
+                let r = R::new(row, "executions");
+                Ok(HeldAttempt {
+                    execution_id: r.string("id")?,
+                    attempt: r.u32("attempt")?,
+                    status: r.exec_status("status")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn executions_find_overdue(
+        &self,
+        now: Millis,
+        margin_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<(String, u32)>> {
+        // Only a started attempt has a deadline; a dispatched one that never
+        // starts is the worker-death rule's business.
+        let sql = "SELECT id, attempt FROM executions WHERE status = ? \
+                   AND deadline_at IS NOT NULL AND deadline_at < ? ORDER BY deadline_at LIMIT ?";
+        let found = sqlx::query(sql)
+            .bind(ExecStatus::Running.as_str())
+            .bind(now.saturating_sub(margin_ms))
+            .bind(i64::from(limit))
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
+        attempts(&found)
+    }
+
+    async fn execution_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Execution>> {
+        let sql = format!("{} WHERE e.tenant = ? AND e.id = ?", exec_select());
+        let row = q(sql)
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(self.read())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(rows::execution).transpose()
+    }
+
+    async fn executions_list_for_job(
+        &self,
+        tenant: &str,
+        job_id: &str,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> StoreResult<Page<Execution>> {
+        let limit = page_size(limit);
+        let after = match rows::page_start(cursor) {
+            Ok(after) => after,
+            Err(empty) => return Ok(empty),
+        };
+        let mut sql = format!("{} WHERE e.job_id = ? AND e.tenant = ?", exec_select());
+        if after.is_some() {
+            sql.push_str(" AND (e.scheduled_at < ? OR (e.scheduled_at = ? AND e.id < ?))");
+        }
+        sql.push_str(" ORDER BY e.scheduled_at DESC, e.id DESC LIMIT ?");
+        let mut query = q(sql).bind(job_id).bind(tenant);
+        if let Some((at, id)) = &after {
+            query = query.bind(*at).bind(*at).bind(id.clone());
+        }
+        let found = query
+            .bind(i64::from(limit) + 1)
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
+        let items = found
+            .iter()
+            .map(rows::execution)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(rows::page(items, limit, |e| {
+            (e.scheduled_at, e.id.as_str())
+        }))
+    }
+
+    async fn execution_events(&self, tenant: &str, id: &str) -> StoreResult<Vec<ExecEvent>> {
+        let sql = "SELECT ev.execution_id AS execution_id, ev.attempt AS attempt, \
+                   ev.status AS status, ev.worker_id AS worker_id, ev.error AS error, \
+                   ev.occurred_at AS occurred_at FROM execution_events ev \
+                   JOIN executions e ON e.id = ev.execution_id \
+                   WHERE e.tenant = ? AND e.id = ? ORDER BY ev.id";
+        let found = sqlx::query(sql)
+            .bind(tenant)
+            .bind(id)
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
+        found.iter().map(rows::event).collect()
+    }
+
+    async fn executions_stop_requested(
+        &self,
+        since: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<StopRequest>> {
+        self.stop_requested(since, limit).await
+    }
+}

@@ -1,0 +1,387 @@
+//! [`JobStore`]: create (idempotent per tenant and `client_request_id`), read,
+//! list with keyset paging, and the caller's control operations.
+
+use super::SqlStore;
+use super::error::{db_err, is_unique_violation, retrying};
+use super::inserts::{self, EventRow};
+use super::rows::{self, JOB_COLS, select_list};
+use super::sched_cols::{bind_schedule_head, bind_schedule_tail, schedule_columns};
+use super::stmt::{CHUNK, bind_names, marks, q};
+use async_trait::async_trait;
+use kairos_core::execution::{ExecStatus, ExecTransition};
+use kairos_core::job::{Job, JobStatus, JobTransition, NewJob};
+use kairos_core::store::{
+    ControlOutcome, CreateOutcome, JobFilter, JobStore, JobUpdate, Page, StoreResult, UpdateOutcome,
+};
+use kairos_core::time::Millis;
+use sqlx::AnyConnection;
+
+/// Page size when the caller asks for none.
+pub(crate) const DEFAULT_PAGE: u32 = 50;
+/// Largest page served.
+pub(crate) const MAX_PAGE: u32 = 1_000;
+
+/// Version of a newly created job.
+const FIRST_VERSION: i64 = 1;
+
+pub(crate) fn page_size(limit: u32) -> u32 {
+    if limit == 0 {
+        DEFAULT_PAGE
+    } else {
+        limit.min(MAX_PAGE)
+    }
+}
+
+fn job_select() -> String {
+    format!("SELECT {} FROM jobs j", select_list("j", &JOB_COLS))
+}
+
+/// One job of a tenant, read on `conn` (locked on MySQL when `lock`).
+pub(crate) async fn get_job(
+    store: &SqlStore,
+    conn: &mut AnyConnection,
+    tenant: &str,
+    id: &str,
+    lock: bool,
+) -> StoreResult<Option<Job>> {
+    let lock = if lock {
+        store.dialect().for_update()
+    } else {
+        ""
+    };
+    let sql = format!("{} WHERE j.tenant = ? AND j.id = ?{lock}", job_select());
+    let row = q(sql)
+        .bind(tenant)
+        .bind(id)
+        .fetch_optional(conn)
+        .await
+        .map_err(db_err)?;
+    row.as_ref().map(rows::job).transpose()
+}
+
+impl SqlStore {
+    /// Applies a caller's move to a job in one transaction; `Done` with the job
+    /// as it is afterwards, or why not. `cancel` also cancels pending executions.
+    async fn control(
+        &self,
+        tenant: &str,
+        id: &str,
+        t: JobTransition,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome> {
+        // Cancel locks the job, then its executions; a result batch locks
+        // them the other way round, so InnoDB may pick this as a victim.
+        retrying(|| self.try_control(tenant, id, t, now)).await
+    }
+
+    async fn try_control(
+        &self,
+        tenant: &str,
+        id: &str,
+        t: JobTransition,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome> {
+        let mut tx = self.begin().await?;
+        let from = t.from_states();
+        let clear_next = if t == JobTransition::Cancel {
+            ", next_trigger_at = NULL"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "UPDATE jobs SET status = ?, version = version + 1, updated_at = ?{clear_next} \
+             WHERE tenant = ? AND id = ? AND status IN ({})",
+            marks(from.len())
+        );
+        let query = q(sql)
+            .bind(t.to_state().as_str())
+            .bind(now)
+            .bind(tenant)
+            .bind(id);
+        let moved = bind_names(query, from.iter().map(|s| s.as_str()))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?
+            .rows_affected()
+            == 1;
+        let Some(job) = get_job(self, &mut tx, tenant, id, false).await? else {
+            return Ok(ControlOutcome::NotFound);
+        };
+        if !moved {
+            return Ok(ControlOutcome::Conflict(job));
+        }
+        if t == JobTransition::Cancel {
+            self.cancel_pending(&mut tx, &job, now).await?;
+            super::stop::request_for_job(&mut tx, &job.id, now).await?;
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(ControlOutcome::Done(job))
+    }
+
+    /// Cancels the job's pending executions, with their events and callbacks.
+    async fn cancel_pending(
+        &self,
+        conn: &mut AnyConnection,
+        job: &Job,
+        now: Millis,
+    ) -> StoreResult<()> {
+        let t = ExecTransition::Cancel;
+        let from = t.from_states();
+        let sql = format!(
+            "SELECT {} FROM executions e WHERE e.job_id = ? AND e.status IN ({}){}",
+            select_list("e", &rows::EXEC_COLS),
+            marks(from.len()),
+            self.dialect().for_update()
+        );
+        let found = bind_names(
+            q(sql).bind(job.id.as_str()),
+            from.iter().map(|s| s.as_str()),
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_err)?;
+        let mut execs = found
+            .iter()
+            .map(rows::execution)
+            .collect::<StoreResult<Vec<_>>>()?;
+        for chunk in execs.chunks(CHUNK) {
+            let sql = format!(
+                "UPDATE executions SET status = ?, finished_at = ?, updated_at = ? \
+                 WHERE id IN ({}) AND status IN ({})",
+                marks(chunk.len()),
+                marks(from.len())
+            );
+            let mut query = q(sql).bind(t.to_state().as_str()).bind(now).bind(now);
+            for e in chunk {
+                query = query.bind(e.id.as_str());
+            }
+            bind_names(query, from.iter().map(|s| s.as_str()))
+                .execute(&mut *conn)
+                .await
+                .map_err(db_err)?;
+        }
+        let mut events = Vec::with_capacity(execs.len());
+        let mut callbacks = Vec::new();
+        for e in &mut execs {
+            e.status = t.to_state();
+            e.finished_at = Some(now);
+            events.push(EventRow::plain(&e.id, e.attempt, e.status, now));
+            if let Some(url) = &job.callback_url {
+                callbacks.push(inserts::new_callback(e, url, now));
+            }
+        }
+        inserts::events(conn, &events).await?;
+        inserts::callbacks(conn, &callbacks).await
+    }
+
+    /// The first free trigger time at or after `now` for a manual trigger
+    /// (`(job_id, scheduled_at)` is unique).
+    async fn free_slot(
+        &self,
+        conn: &mut AnyConnection,
+        job_id: &str,
+        now: Millis,
+    ) -> StoreResult<Millis> {
+        let taken: Vec<i64> = sqlx::query_scalar(
+            "SELECT scheduled_at FROM executions WHERE job_id = ? AND scheduled_at >= ? \
+             ORDER BY scheduled_at LIMIT 1000",
+        )
+        .bind(job_id)
+        .bind(now)
+        .fetch_all(conn)
+        .await
+        .map_err(db_err)?;
+        let mut slot = now;
+        for t in taken {
+            if t != slot {
+                break;
+            }
+            slot += 1;
+        }
+        Ok(slot)
+    }
+}
+
+#[async_trait]
+impl JobStore for SqlStore {
+    async fn job_create(&self, job: NewJob) -> StoreResult<CreateOutcome> {
+        let cols = schedule_columns(&job.schedule);
+        let sql = format!(
+            "INSERT INTO jobs ({}) VALUES ({})",
+            JOB_COLS.join(", "),
+            marks(JOB_COLS.len())
+        );
+        let query = q(sql)
+            .bind(job.id.as_str())
+            .bind(job.tenant.as_str())
+            .bind(job.name.as_str())
+            .bind(job.handler.as_str())
+            .bind(job.params.to_string());
+        let query = bind_schedule_head(query, &cols)
+            .bind(job.next_trigger_at)
+            .bind(JobStatus::Scheduled.as_str())
+            .bind(FIRST_VERSION)
+            .bind(job.callback_url.as_deref())
+            .bind(job.client_request_id.as_deref())
+            .bind(job.request_hash.as_deref())
+            .bind(i64::from(job.retry.max_attempts))
+            .bind(super::stmt::from_u64(job.retry.backoff_ms))
+            .bind(job.timeout_ms.map(super::stmt::from_u64))
+            .bind(job.created_at)
+            .bind(job.created_at);
+        let inserted = bind_schedule_tail(query, &cols).execute(self.write()).await;
+        match inserted {
+            Ok(_) => Ok(CreateOutcome::Created(Job {
+                id: job.id,
+                tenant: job.tenant,
+                name: job.name,
+                handler: job.handler,
+                params: job.params,
+                schedule: job.schedule,
+                next_trigger_at: Some(job.next_trigger_at),
+                status: JobStatus::Scheduled,
+                version: FIRST_VERSION,
+                callback_url: job.callback_url,
+                client_request_id: job.client_request_id,
+                request_hash: job.request_hash,
+                retry: job.retry,
+                timeout_ms: job.timeout_ms,
+                created_at: job.created_at,
+                updated_at: job.created_at,
+            })),
+            Err(e) if is_unique_violation(&e) => {
+                let Some(key) = job.client_request_id.as_deref() else {
+                    return Err(db_err(e));
+                };
+                let sql = format!(
+                    "{} WHERE j.tenant = ? AND j.client_request_id = ?",
+                    job_select()
+                );
+                let row = q(sql)
+                    .bind(job.tenant.as_str())
+                    .bind(key)
+                    .fetch_optional(self.write())
+                    .await
+                    .map_err(db_err)?;
+                match row {
+                    Some(row) => Ok(CreateOutcome::Existing(rows::job(&row)?)),
+                    None => Err(db_err(e)),
+                }
+            }
+            Err(e) => Err(db_err(e)),
+        }
+    }
+
+    async fn job_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Job>> {
+        let mut conn = self.read().acquire().await.map_err(db_err)?;
+        get_job(self, &mut conn, tenant, id, false).await
+    }
+
+    async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>> {
+        let limit = page_size(filter.limit);
+        let after = match rows::page_start(filter.cursor.as_deref()) {
+            Ok(after) => after,
+            Err(empty) => return Ok(empty),
+        };
+        let mut sql = format!("{} WHERE j.tenant = ?", job_select());
+        if filter.status.is_some() {
+            sql.push_str(" AND j.status = ?");
+        }
+        if after.is_some() {
+            sql.push_str(" AND (j.created_at < ? OR (j.created_at = ? AND j.id < ?))");
+        }
+        sql.push_str(" ORDER BY j.created_at DESC, j.id DESC LIMIT ?");
+        let mut query = q(sql).bind(tenant);
+        if let Some(s) = filter.status {
+            query = query.bind(s.as_str());
+        }
+        if let Some((at, id)) = &after {
+            query = query.bind(*at).bind(*at).bind(id.clone());
+        }
+        let found = query
+            .bind(i64::from(limit) + 1)
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
+        let items = found
+            .iter()
+            .map(rows::job)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(rows::page(items, limit, |j| (j.created_at, j.id.as_str())))
+    }
+
+    async fn job_pause(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
+        self.control(tenant, id, JobTransition::Pause, now).await
+    }
+
+    async fn job_resume(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
+        self.control(tenant, id, JobTransition::Resume, now).await
+    }
+
+    async fn job_cancel(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
+        self.control(tenant, id, JobTransition::Cancel, now).await
+    }
+
+    async fn job_trigger_now(
+        &self,
+        tenant: &str,
+        id: &str,
+        execution_id: &str,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome> {
+        retrying(|| self.try_trigger_now(tenant, id, execution_id, now)).await
+    }
+
+    async fn job_update(
+        &self,
+        tenant: &str,
+        id: &str,
+        expected_version: i64,
+        update: &JobUpdate,
+        now: Millis,
+    ) -> StoreResult<UpdateOutcome> {
+        retrying(|| self.try_update(tenant, id, expected_version, update, now)).await
+    }
+}
+
+impl SqlStore {
+    async fn try_trigger_now(
+        &self,
+        tenant: &str,
+        id: &str,
+        execution_id: &str,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome> {
+        let mut tx = self.begin().await?;
+        let Some(job) = get_job(self, &mut tx, tenant, id, true).await? else {
+            return Ok(ControlOutcome::NotFound);
+        };
+        // A manual trigger fires where a scheduled one could: the states a
+        // claim may start from (not paused, not terminal). The job's own
+        // state is left alone, so its schedule carries on.
+        if !JobTransition::Claim.allowed_from(job.status) {
+            return Ok(ControlOutcome::Conflict(job));
+        }
+        let at = self.free_slot(&mut tx, &job.id, now).await?;
+        let pending = ExecStatus::Pending;
+        sqlx::query(
+            "INSERT INTO executions (id, job_id, tenant, scheduled_at, attempt, status, \
+             not_before, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(execution_id)
+        .bind(job.id.as_str())
+        .bind(job.tenant.as_str())
+        .bind(at)
+        .bind(1_i64)
+        .bind(pending.as_str())
+        .bind(at)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        inserts::events(&mut tx, &[EventRow::plain(execution_id, 1, pending, now)]).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(ControlOutcome::Done(job))
+    }
+}

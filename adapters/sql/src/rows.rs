@@ -1,0 +1,359 @@
+//! Column lists and row decoders for every table, and the opaque page cursor.
+//!
+//! Selects name each column with an alias (`j.id AS id`), so a row decodes the
+//! same whether it came from one table or a join.
+
+use super::error::corrupt;
+use super::stmt::to_u32;
+use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
+use kairos_core::execution::{ExecEvent, ExecStatus, Execution};
+use kairos_core::job::{Job, JobStatus, RetryPolicy};
+use kairos_core::store::StoreResult;
+use kairos_core::worker::{WorkerInfo, WorkerState};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+/// Columns of `jobs`, in insert order.
+pub(crate) const JOB_COLS: [&str; 26] = [
+    "id",
+    "tenant",
+    "name",
+    "handler",
+    "params",
+    "schedule_kind",
+    "cron_expr",
+    "timezone",
+    "once_at",
+    "next_trigger_at",
+    "status",
+    "version",
+    "callback_url",
+    "client_request_id",
+    "request_hash",
+    "max_attempts",
+    "retry_backoff_ms",
+    "timeout_ms",
+    "created_at",
+    "updated_at",
+    "every_ms",
+    "delay_ms",
+    "start_at",
+    "end_at",
+    "misfire_policy",
+    "overlap_policy",
+];
+
+/// Columns of `executions` that make an [`Execution`].
+pub(crate) const EXEC_COLS: [&str; 15] = [
+    "id",
+    "job_id",
+    "tenant",
+    "scheduled_at",
+    "attempt",
+    "status",
+    "worker_id",
+    "output",
+    "error",
+    "not_before",
+    "dispatched_at",
+    "started_at",
+    "finished_at",
+    "stop_requested_at",
+    "created_at",
+];
+
+/// Columns of `callbacks` that make a [`Callback`].
+pub(crate) const CALLBACK_COLS: [&str; 11] = [
+    "id",
+    "execution_id",
+    "job_id",
+    "tenant",
+    "url",
+    "payload",
+    "state",
+    "attempts",
+    "next_attempt_at",
+    "last_error",
+    "created_at",
+];
+
+/// `a.c1 AS c1, a.c2 AS c2, …`.
+pub(crate) fn select_list(alias: &str, cols: &[&str]) -> String {
+    cols.iter()
+        .map(|c| format!("{alias}.{c} AS {c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Typed, table-aware access to one row; decode failures are `Corrupt`.
+pub(crate) struct R<'a> {
+    row: &'a AnyRow,
+    pub(crate) table: &'static str,
+}
+
+impl<'a> R<'a> {
+    pub(crate) fn new(row: &'a AnyRow, table: &'static str) -> Self {
+        Self { row, table }
+    }
+
+    fn get<T>(&self, col: &str) -> StoreResult<T>
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
+    {
+        self.row
+            .try_get::<T, _>(col)
+            .map_err(|e| corrupt(self.table, format!("column {col}: {e}")))
+    }
+
+    pub(crate) fn i64(&self, col: &str) -> StoreResult<i64> {
+        self.get(col)
+    }
+
+    pub(crate) fn opt_i64(&self, col: &str) -> StoreResult<Option<i64>> {
+        self.get(col)
+    }
+
+    pub(crate) fn f64(&self, col: &str) -> StoreResult<f64> {
+        self.get(col)
+    }
+
+    pub(crate) fn string(&self, col: &str) -> StoreResult<String> {
+        self.get(col)
+    }
+
+    pub(crate) fn opt_string(&self, col: &str) -> StoreResult<Option<String>> {
+        self.get(col)
+    }
+
+    pub(crate) fn u32(&self, col: &str) -> StoreResult<u32> {
+        let v = self.i64(col)?;
+        to_u32(v).ok_or_else(|| corrupt(self.table, format!("column {col}: {v} out of range")))
+    }
+
+    pub(crate) fn opt_u64(&self, col: &str) -> StoreResult<Option<u64>> {
+        self.opt_i64(col)?
+            .map(|v| {
+                u64::try_from(v)
+                    .map_err(|_| corrupt(self.table, format!("column {col}: {v} is negative")))
+            })
+            .transpose()
+    }
+
+    pub(crate) fn json(&self, col: &str) -> StoreResult<serde_json::Value> {
+        let text = self.string(col)?;
+        serde_json::from_str(&text).map_err(|e| corrupt(self.table, format!("column {col}: {e}")))
+    }
+
+    pub(crate) fn opt_json(&self, col: &str) -> StoreResult<Option<serde_json::Value>> {
+        match self.opt_string(col)? {
+            Some(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| corrupt(self.table, format!("column {col}: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) fn parsed<T>(&self, col: &str, parse: impl Fn(&str) -> Option<T>) -> StoreResult<T> {
+        let s = self.string(col)?;
+        parse(&s).ok_or_else(|| corrupt(self.table, format!("column {col}: unknown value {s:?}")))
+    }
+
+    pub(crate) fn job_status(&self, col: &str) -> StoreResult<JobStatus> {
+        self.parsed(col, JobStatus::parse)
+    }
+
+    pub(crate) fn exec_status(&self, col: &str) -> StoreResult<ExecStatus> {
+        self.parsed(col, ExecStatus::parse)
+    }
+
+    /// The retry columns (`max_attempts`, `retry_backoff_ms`).
+    pub(crate) fn retry(&self) -> StoreResult<RetryPolicy> {
+        Ok(RetryPolicy {
+            max_attempts: self.u32("max_attempts")?,
+            backoff_ms: self.opt_u64("retry_backoff_ms")?.unwrap_or_default(),
+        })
+    }
+}
+
+pub(crate) fn job(row: &AnyRow) -> StoreResult<Job> {
+    let r = R::new(row, "jobs");
+    Ok(Job {
+        id: r.string("id")?,
+        tenant: r.string("tenant")?,
+        name: r.string("name")?,
+        handler: r.string("handler")?,
+        params: r.json("params")?,
+        schedule: r.schedule()?,
+        next_trigger_at: r.opt_i64("next_trigger_at")?,
+        status: r.job_status("status")?,
+        version: r.i64("version")?,
+        callback_url: r.opt_string("callback_url")?,
+        client_request_id: r.opt_string("client_request_id")?,
+        request_hash: r.opt_string("request_hash")?,
+        retry: r.retry()?,
+        timeout_ms: r.opt_u64("timeout_ms")?,
+        created_at: r.i64("created_at")?,
+        updated_at: r.i64("updated_at")?,
+    })
+}
+
+pub(crate) fn execution(row: &AnyRow) -> StoreResult<Execution> {
+    let r = R::new(row, "executions");
+    Ok(Execution {
+        id: r.string("id")?,
+        job_id: r.string("job_id")?,
+        tenant: r.string("tenant")?,
+        scheduled_at: r.i64("scheduled_at")?,
+        attempt: r.u32("attempt")?,
+        status: r.exec_status("status")?,
+        worker_id: r.opt_string("worker_id")?,
+        output: r.opt_json("output")?,
+        error: r.opt_string("error")?,
+        not_before: r.i64("not_before")?,
+        dispatched_at: r.opt_i64("dispatched_at")?,
+        started_at: r.opt_i64("started_at")?,
+        finished_at: r.opt_i64("finished_at")?,
+        stop_requested_at: r.opt_i64("stop_requested_at")?,
+        created_at: r.i64("created_at")?,
+    })
+}
+
+pub(crate) fn event(row: &AnyRow) -> StoreResult<ExecEvent> {
+    let r = R::new(row, "execution_events");
+    Ok(ExecEvent {
+        execution_id: r.string("execution_id")?,
+        attempt: r.u32("attempt")?,
+        status: r.exec_status("status")?,
+        worker_id: r.opt_string("worker_id")?,
+        error: r.opt_string("error")?,
+        at: r.i64("occurred_at")?,
+    })
+}
+
+pub(crate) fn callback(row: &AnyRow) -> StoreResult<Callback> {
+    let r = R::new(row, "callbacks");
+    Ok(Callback {
+        id: r.string("id")?,
+        execution_id: r.string("execution_id")?,
+        job_id: r.string("job_id")?,
+        tenant: r.string("tenant")?,
+        url: r.string("url")?,
+        payload: r.string("payload")?,
+        state: r.parsed("state", CallbackState::parse)?,
+        attempts: r.u32("attempts")?,
+        next_attempt_at: r.i64("next_attempt_at")?,
+        last_error: r.opt_string("last_error")?,
+        created_at: r.i64("created_at")?,
+    })
+}
+
+pub(crate) fn callback_attempt(row: &AnyRow) -> StoreResult<CallbackAttempt> {
+    let r = R::new(row, "callback_attempts");
+    let status_code = match r.opt_i64("status_code")? {
+        Some(c) => Some(
+            u16::try_from(c)
+                .map_err(|_| corrupt("callback_attempts", format!("status code {c}")))?,
+        ),
+        None => None,
+    };
+    Ok(CallbackAttempt {
+        attempt: r.u32("attempt")?,
+        at: r.i64("attempted_at")?,
+        status_code,
+        latency_ms: r.opt_u64("latency_ms")?.unwrap_or_default(),
+        error: r.opt_string("error")?,
+    })
+}
+
+pub(crate) fn worker(row: &AnyRow) -> StoreResult<WorkerInfo> {
+    let r = R::new(row, "workers");
+    Ok(WorkerInfo {
+        id: r.string("id")?,
+        queue: r.string("queue")?,
+        capacity: r.u32("capacity")?,
+        active: r.u32("active")?,
+        avg_cost_ms: r.f64("avg_cost_ms")?,
+        cpu_idle: r.f64("cpu_idle")?,
+        state: r.parsed("state", WorkerState::parse)?,
+        last_heartbeat_at: r.i64("last_heartbeat_at")?,
+        registered_at: r.i64("registered_at")?,
+    })
+}
+
+/// A page from `limit + 1` fetched items: the extra one only proves there is
+/// a next page, whose cursor is the key of the last item kept.
+pub(crate) fn page<T>(
+    mut items: Vec<T>,
+    limit: u32,
+    key: impl Fn(&T) -> (i64, &str),
+) -> kairos_core::store::Page<T> {
+    let next_cursor = if items.len() > limit as usize {
+        items.truncate(limit as usize);
+        items.last().map(|item| {
+            let (at, id) = key(item);
+            encode_cursor(at, id)
+        })
+    } else {
+        None
+    };
+    kairos_core::store::Page { items, next_cursor }
+}
+
+/// Where a page starts: `Ok(None)` for the first page, `Ok(Some(key))` after
+/// `key`, `Err(empty page)` for a cursor this store did not make — it names no
+/// page, so the answer is empty rather than an error.
+pub(crate) fn page_start<T>(
+    cursor: Option<&str>,
+) -> Result<Option<(i64, String)>, kairos_core::store::Page<T>> {
+    match cursor {
+        None => Ok(None),
+        Some(c) => decode_cursor(c).map(Some).ok_or(kairos_core::store::Page {
+            items: Vec::new(),
+            next_cursor: None,
+        }),
+    }
+}
+
+/// Page cursor: hex of `<time>:<id>` of the last item shown.
+pub(crate) fn encode_cursor(at: i64, id: &str) -> String {
+    format!("{at}:{id}")
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The `(time, id)` inside a cursor, `None` if it was not made by [`encode_cursor`].
+pub(crate) fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
+    if !cursor.len().is_multiple_of(2) || !cursor.is_ascii() {
+        return None;
+    }
+    let bytes = (0..cursor.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&cursor[i..i + 2], 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (at, id) = text.split_once(':')?;
+    Some((at.parse().ok()?, id.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_garbage_is_refused() {
+        let c = encode_cursor(-5, "0190-ab:cd");
+        assert_eq!(decode_cursor(&c), Some((-5, "0190-ab:cd".to_string())));
+        assert_eq!(decode_cursor("zz"), None);
+        assert_eq!(decode_cursor("abc"), None);
+        assert_eq!(decode_cursor("é1"), None);
+    }
+
+    #[test]
+    fn select_lists_alias_every_column() {
+        assert_eq!(
+            select_list("j", &["id", "name"]),
+            "j.id AS id, j.name AS name"
+        );
+    }
+}

@@ -1,0 +1,134 @@
+//! How a [`Schedule`] is stored in the `jobs` columns, both ways.
+
+use super::error::corrupt;
+use super::rows::R;
+use super::stmt::{Q, from_u64};
+use kairos_core::schedule::{MisfirePolicy, OverlapPolicy, Recurrence, Rule, Schedule};
+use kairos_core::store::StoreResult;
+
+impl R<'_> {
+    /// The schedule columns (`schedule_kind`, `once_at`, `cron_expr`,
+    /// `timezone`, `every_ms`, `delay_ms`, `start_at`, `end_at`, and the policies).
+    pub(crate) fn schedule(&self) -> StoreResult<Schedule> {
+        let rule = match self.string("schedule_kind")?.as_str() {
+            "once" => {
+                let at = self.opt_i64("once_at")?;
+                let at = at.ok_or_else(|| corrupt(self.table, "one-shot job without once_at"))?;
+                return Ok(Schedule::Once { at });
+            }
+            "cron" => {
+                let expr = self.opt_string("cron_expr")?;
+                let tz = self.opt_string("timezone")?;
+                match (expr, tz) {
+                    (Some(expr), Some(tz)) => Rule::Cron { expr, tz },
+                    _ => {
+                        return Err(corrupt(
+                            self.table,
+                            "cron job without expression or time zone",
+                        ));
+                    }
+                }
+            }
+            "every" => Rule::Every {
+                every_ms: self
+                    .opt_u64("every_ms")?
+                    .ok_or_else(|| corrupt(self.table, "fixed-rate job without every_ms"))?,
+            },
+            "delay" => Rule::Delay {
+                delay_ms: self
+                    .opt_u64("delay_ms")?
+                    .ok_or_else(|| corrupt(self.table, "fixed-delay job without delay_ms"))?,
+            },
+            other => {
+                return Err(corrupt(
+                    self.table,
+                    format!("unknown schedule kind {other:?}"),
+                ));
+            }
+        };
+        Ok(Schedule::Recurring(Recurrence {
+            rule,
+            start_at: self.opt_i64("start_at")?,
+            end_at: self.opt_i64("end_at")?,
+            misfire: self.parsed("misfire_policy", MisfirePolicy::parse)?,
+            overlap: self.parsed("overlap_policy", OverlapPolicy::parse)?,
+        }))
+    }
+}
+
+/// The stored form of a schedule.
+pub(crate) struct ScheduleCols<'a> {
+    pub(crate) kind: &'static str,
+    pub(crate) cron_expr: Option<&'a str>,
+    pub(crate) timezone: Option<&'a str>,
+    pub(crate) once_at: Option<i64>,
+    pub(crate) every_ms: Option<i64>,
+    pub(crate) delay_ms: Option<i64>,
+    pub(crate) start_at: Option<i64>,
+    pub(crate) end_at: Option<i64>,
+    pub(crate) misfire: &'static str,
+    pub(crate) overlap: &'static str,
+}
+
+/// The columns that store `s`. A one-shot stores the default policies (they
+/// only apply to recurring jobs).
+pub(crate) fn schedule_columns(s: &Schedule) -> ScheduleCols<'_> {
+    let mut cols = ScheduleCols {
+        kind: "once",
+        cron_expr: None,
+        timezone: None,
+        once_at: None,
+        every_ms: None,
+        delay_ms: None,
+        start_at: None,
+        end_at: None,
+        misfire: MisfirePolicy::default().as_str(),
+        overlap: OverlapPolicy::default().as_str(),
+    };
+    match s {
+        Schedule::Once { at } => cols.once_at = Some(*at),
+        Schedule::Recurring(r) => {
+            match &r.rule {
+                Rule::Cron { expr, tz } => {
+                    cols.kind = "cron";
+                    cols.cron_expr = Some(expr);
+                    cols.timezone = Some(tz);
+                }
+                Rule::Every { every_ms } => {
+                    cols.kind = "every";
+                    cols.every_ms = Some(from_u64(*every_ms));
+                }
+                Rule::Delay { delay_ms } => {
+                    cols.kind = "delay";
+                    cols.delay_ms = Some(from_u64(*delay_ms));
+                }
+            }
+            cols.start_at = r.start_at;
+            cols.end_at = r.end_at;
+            cols.misfire = r.misfire.as_str();
+            cols.overlap = r.overlap.as_str();
+        }
+    }
+    cols
+}
+
+/// Binds the schedule columns in [`JOB_COLS`] order: `schedule_kind`,
+/// `cron_expr`, `timezone`, `once_at` (then the caller binds up to
+/// `updated_at`, then [`bind_schedule_tail`]).
+pub(crate) fn bind_schedule_head<'q>(q: Q<'q>, c: &ScheduleCols<'_>) -> Q<'q> {
+    q.bind(c.kind)
+        .bind(c.cron_expr.map(str::to_string))
+        .bind(c.timezone.map(str::to_string))
+        .bind(c.once_at)
+}
+
+/// Binds `every_ms`, `delay_ms`, `start_at`, `end_at`, `misfire_policy`,
+/// `overlap_policy`.
+pub(crate) fn bind_schedule_tail<'q>(q: Q<'q>, c: &ScheduleCols<'_>) -> Q<'q> {
+    q.bind(c.every_ms)
+        .bind(c.delay_ms)
+        .bind(c.start_at)
+        .bind(c.end_at)
+        .bind(c.misfire)
+        .bind(c.overlap)
+}

@@ -1,0 +1,142 @@
+//! Test support for suites that run against the real services: a fresh MySQL
+//! database per test (feature `mysql`), unique namespaces for RabbitMQ/Redis
+//! names, and one policy for a missing service. A dev-dependency only.
+//!
+//! The policy: with `KAIROS_REQUIRE_SERVICES=1` (set by `.ci/run`) a missing
+//! service fails the test; otherwise the test prints a notice and returns, so
+//! the suite passes on a fresh machine with no services installed.
+//!
+//! Service URLs come from `KAIROS_TEST_MYSQL_URL`, `KAIROS_TEST_REDIS_URL` and
+//! `KAIROS_TEST_AMQP_URL`, defaulting to the loopback services.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[cfg(feature = "mysql")]
+mod mysql;
+#[cfg(feature = "mysql")]
+pub use mysql::mysql_fresh_database;
+
+fn env_or(var: &str, default: &str) -> String {
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_string())
+}
+
+/// Base MySQL URL (a server, any database).
+pub fn mysql_url() -> String {
+    env_or("KAIROS_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+}
+
+/// Redis URL.
+pub fn redis_url() -> String {
+    env_or("KAIROS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+}
+
+/// AMQP URL.
+pub fn amqp_url() -> String {
+    env_or(
+        "KAIROS_TEST_AMQP_URL",
+        "amqp://guest:guest@127.0.0.1:5672/%2f",
+    )
+}
+
+/// Whether a missing service must fail the test.
+pub fn services_required() -> bool {
+    std::env::var("KAIROS_REQUIRE_SERVICES").is_ok_and(|v| v == "1" || v == "true")
+}
+
+/// Applies the policy to an unreachable service: panics when services are
+/// required, else prints a notice. Always returns `None` for `?`-style use.
+pub fn service_missing<T>(service: &str, url: &str, why: &str) -> Option<T> {
+    if services_required() {
+        panic!(
+            "{service} is required (KAIROS_REQUIRE_SERVICES=1) but not reachable at {url}: {why}"
+        );
+    }
+    // Written to the stderr handle, not with eprintln!: the test harness
+    // captures the print macros of passing tests, and this notice must show.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: {service} not reachable at {url} ({why}); set KAIROS_REQUIRE_SERVICES=1 to fail instead"
+    );
+    None
+}
+
+/// A name unique to this process and call, safe for queues, keys and databases:
+/// `<prefix>_<unix secs>_<pid>_<counter>`.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}_{secs}_{}_{n}", std::process::id())
+}
+
+/// The Redis URL if Redis answers, else `None` (after the policy).
+pub async fn redis_available() -> Option<String> {
+    let url = redis_url();
+    let ping = async {
+        let client = redis::Client::open(url.as_str())?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async::<String>(&mut conn).await
+    };
+    match tokio::time::timeout(Duration::from_secs(5), ping).await {
+        Ok(Ok(_)) => Some(url),
+        Ok(Err(e)) => service_missing("Redis", &url, &e.to_string()),
+        Err(_) => service_missing("Redis", &url, "connect timed out"),
+    }
+}
+
+/// The AMQP URL if RabbitMQ accepts a connection, else `None` (after the policy).
+pub async fn amqp_available() -> Option<String> {
+    let url = amqp_url();
+    let connect = lapin::Connection::connect(&url, lapin::ConnectionProperties::default());
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close(200, "probe done".into()).await;
+            Some(url)
+        }
+        Ok(Err(e)) => service_missing("RabbitMQ", &url, &e.to_string()),
+        Err(_) => service_missing("RabbitMQ", &url, "connect timed out"),
+    }
+}
+
+/// A `sqlite://` URL of a new file in the temp directory.
+pub fn sqlite_temp_url() -> String {
+    let path = std::env::temp_dir().join(format!("{}.db", unique("kairos_test")));
+    format!("sqlite://{}?mode=rwc", path.display())
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, or panics after `deadline`
+/// naming `what`. Tests wait on conditions, never on fixed sleeps.
+pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if start.elapsed() > deadline {
+            panic!("timed out after {deadline:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_names_differ() {
+        assert_ne!(unique("a"), unique("a"));
+    }
+}
