@@ -17,6 +17,8 @@
 //! - Ports: [`store`] (storage), [`broker`] (message broker), [`coord`] (leader
 //!   lease, once-only guard, stop board) and [`due`] ("a job became due" signals).
 //! - [`redact`]: the one way to print a connection URL without its secret.
+//! - [`supervise`]: long-lived consumer loops that reopen with backoff, and
+//!   tasks whose panic stops the process.
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod broker;
@@ -30,6 +32,7 @@ pub mod protocol;
 pub mod redact;
 pub mod schedule;
 pub mod store;
+pub mod supervise;
 pub mod time;
 pub mod trigger;
 pub mod worker;

@@ -11,6 +11,7 @@ use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerResult, Delivery, DeliveryStream};
 use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
 use kairos_core::store::{Store, StoreResult};
+use kairos_core::supervise::{self, Backoff, Subscription};
 use kairos_core::time::now_ms;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use tracing::{debug, warn};
 const MAX_BATCH: usize = 256;
 /// Unacked deliveries per consumer: a few batches' worth.
 const PREFETCH: u16 = 1024;
-/// Pause before re-consuming or re-trying a failed write.
+/// Pause before re-trying a failed write.
 const RETRY_PAUSE: Duration = Duration::from_millis(500);
 
 /// Which queue a consumer reads, and how to apply what it reads.
@@ -102,32 +103,37 @@ pub async fn run_heartbeats(
     run(Heartbeats { store }, broker, shutdown).await
 }
 
-async fn run<S: Sink>(sink: S, broker: Arc<dyn Broker>, shutdown: CancellationToken) {
-    while !shutdown.is_cancelled() {
-        let stream = match sink.consume(broker.as_ref()).await {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(queue = S::NAME, error = %e, "cannot consume; retrying");
-                pause(&shutdown, RETRY_PAUSE).await;
-                continue;
-            }
-        };
-        let mut batches = stream.ready_chunks(MAX_BATCH);
-        loop {
-            let batch = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                b = batches.next() => b,
-            };
-            let Some(batch) = batch else {
-                warn!(
-                    queue = S::NAME,
-                    "consumer ended (broker restart or cancel); consuming again"
-                );
-                break;
-            };
-            handle_batch(&sink, batch, &shutdown).await;
-        }
-        pause(&shutdown, RETRY_PAUSE).await;
+async fn run<S: Sink + 'static>(sink: S, broker: Arc<dyn Broker>, shutdown: CancellationToken) {
+    let batches = Batches {
+        sink,
+        broker,
+        shutdown: shutdown.clone(),
+    };
+    supervise::consume(S::NAME, batches, Backoff::default(), &shutdown).await
+}
+
+/// A sink's queue, consumed in batches of whatever has arrived.
+struct Batches<S> {
+    sink: S,
+    broker: Arc<dyn Broker>,
+    shutdown: CancellationToken,
+}
+
+impl<S: Sink + 'static> Subscription for Batches<S> {
+    type Item = Vec<Delivery>;
+    type Stream = futures::stream::ReadyChunks<DeliveryStream>;
+    type Error = kairos_core::broker::BrokerError;
+
+    async fn open(&mut self) -> Result<Self::Stream, Self::Error> {
+        Ok(self
+            .sink
+            .consume(self.broker.as_ref())
+            .await?
+            .ready_chunks(MAX_BATCH))
+    }
+
+    async fn handle(&mut self, batch: Vec<Delivery>) {
+        handle_batch(&self.sink, batch, &self.shutdown).await
     }
 }
 

@@ -123,7 +123,7 @@ async fn hold<F, Fut>(
 {
     info!(fence = lease.fence, "became leader");
     let term = Term::new(lease.fence, shutdown.child_token(), cfg.trusted_for());
-    let mut work = tokio::spawn(lead(term.clone()));
+    let mut work = kairos_core::supervise::spawn_critical("leader work", lead(term.clone()));
     let mut work_done = false;
     loop {
         tokio::select! {

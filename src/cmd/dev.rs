@@ -14,6 +14,7 @@ use kairos_api::{ApiConfig, AppState};
 use kairos_callback_relay::{Relay, RelayConfig};
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
+use kairos_core::supervise::spawn_critical;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig, reaper};
 use kairos_inproc::MemoryBroker;
 use kairos_inproc::MemoryCoord;
@@ -89,14 +90,18 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
 
     let front = crate::signal::shutdown_token();
     let back = CancellationToken::new();
-    let api = tokio::spawn(kairos_api::serve(
-        listener,
-        state,
-        front.clone().cancelled_owned(),
-    ));
-    let dispatcher = tokio::spawn(dispatcher.run_until(front.clone(), back.clone()));
-    let worker = tokio::spawn(worker.run(front.clone()));
-    let relay = tokio::spawn(relay.run(back.clone(), relay_wake));
+    // One process, four services: a panic in any of them stops the process
+    // rather than leave the others running without it.
+    let api = spawn_critical(
+        "api",
+        kairos_api::serve(listener, state, front.clone().cancelled_owned()),
+    );
+    let dispatcher = spawn_critical(
+        "dispatcher",
+        dispatcher.run_until(front.clone(), back.clone()),
+    );
+    let worker = spawn_critical("worker", worker.run(front.clone()));
+    let relay = spawn_critical("callback relay", relay.run(back.clone(), relay_wake));
     print_banner(local, &db_url);
 
     front.cancelled().await;

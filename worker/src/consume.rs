@@ -13,9 +13,9 @@
 use crate::execute::run_attempt;
 use crate::results::{self, Report};
 use crate::shared::{Shared, Slot};
-use futures::StreamExt;
-use kairos_core::broker::{Delivery, DeliveryStream};
+use kairos_core::broker::{BrokerError, Delivery, DeliveryStream};
 use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION};
+use kairos_core::supervise::{self, Backoff, Subscription};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -44,49 +44,43 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
     // wait in the broker's queue. With `capacity + buffer` a busy worker would
     // take twice its capacity and reject the surplus into a reroute loop.
     let prefetch = u16::try_from(shared.buffer.saturating_add(1)).unwrap_or(u16::MAX);
-    let mut backoff = RECONNECT_MIN;
-    loop {
-        let started = tokio::select! {
-            _ = stop.cancelled() => return,
-            s = start(&shared, prefetch) => s,
-        };
-        match started {
-            Ok(mut stream) => loop {
-                let next = tokio::select! {
-                    biased;
-                    _ = stop.cancelled() => return,
-                    d = stream.next() => d,
-                };
-                match next {
-                    Some(d) => {
-                        backoff = RECONNECT_MIN;
-                        accept(&shared, d, &stop).await;
-                    }
-                    None => {
-                        tracing::warn!(worker_id = %shared.id, "dispatch consumer ended (broker restart or cancel); consuming again in {backoff:?}");
-                        break;
-                    }
-                }
-            },
-            Err(e) => {
-                tracing::warn!(worker_id = %shared.id, "cannot consume the worker queue: {e}; retrying in {backoff:?}");
-            }
-        }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(RECONNECT_MAX);
-    }
+    let backoff = Backoff {
+        min: RECONNECT_MIN,
+        max: RECONNECT_MAX,
+    };
+    let queue = WorkerQueue {
+        shared,
+        prefetch,
+        stop: stop.clone(),
+    };
+    supervise::consume("dispatch consumer", queue, backoff, &stop).await
 }
 
-/// The queue may be gone after a broker restart, so it is declared every time.
-async fn start(
-    shared: &Shared,
+/// This worker's dispatch queue.
+struct WorkerQueue {
+    shared: Arc<Shared>,
     prefetch: u16,
-) -> kairos_core::broker::BrokerResult<DeliveryStream> {
-    shared.broker.worker_queue_declare(&shared.id).await?;
-    shared.broker.dispatch_consume(&shared.id, prefetch).await
+    stop: CancellationToken,
+}
+
+impl Subscription for WorkerQueue {
+    type Item = Delivery;
+    type Stream = DeliveryStream;
+    type Error = BrokerError;
+
+    /// The queue may be gone after a broker restart, so it is declared every time.
+    async fn open(&mut self) -> Result<DeliveryStream, BrokerError> {
+        let shared = &self.shared;
+        shared.broker.worker_queue_declare(&shared.id).await?;
+        shared
+            .broker
+            .dispatch_consume(&shared.id, self.prefetch)
+            .await
+    }
+
+    async fn handle(&mut self, d: Delivery) {
+        accept(&self.shared, d, &self.stop).await
+    }
 }
 
 /// Takes a delivery into the pool, or refuses it when pool and buffer stay
