@@ -24,8 +24,10 @@ OP_TIMEOUT = 5.0
 
 
 class Link:
-    def __init__(self, url: str, names: Names) -> None:
+    def __init__(self, url: str, names: Names, connection_name: str) -> None:
         self._url = url
+        # Shown by RabbitMQ's management UI and `rabbitmqctl list_connections`.
+        self._client_properties = {"connection_name": connection_name}
         self._names = names
         self._conn: AbstractConnection | None = None
         self._publish_ch: AbstractChannel | None = None
@@ -34,10 +36,13 @@ class Link:
     async def connection(self) -> AbstractConnection:
         """The open connection, reconnecting (once, bounded) if it closed."""
         async with self._lock:
-            if self._conn is not None and not self._conn.is_closed:
+            if self._conn is not None and _usable(self._conn):
                 return self._conn
+            if self._conn is not None:
+                stale, self._conn = self._conn, None
+                asyncio.ensure_future(_close_quietly(stale))
             self._publish_ch = None
-            conn = await aio_pika.connect(self._url, timeout=OP_TIMEOUT)
+            conn = await aio_pika.connect(self._url, timeout=OP_TIMEOUT, client_properties=self._client_properties)
             try:
                 await self._declare_topology(conn)
             except BaseException:
@@ -116,11 +121,18 @@ class Link:
         async with self._lock:
             conn, self._conn, self._publish_ch = self._conn, None, None
         if conn is not None and not conn.is_closed:
-            await conn.close()
+            await _close_quietly(conn)
 
 
-async def _close_quietly(ch: AbstractChannel) -> None:
+def _usable(conn: AbstractConnection) -> bool:
+    """Open as far as we know. A connection the broker closed is not marked
+    `is_closed` by aio-pika (that means "closed by us"); it loses `connected`."""
+    connected = getattr(conn, "connected", None)
+    return not conn.is_closed and (connected is None or connected.is_set())
+
+
+async def _close_quietly(thing: AbstractChannel | AbstractConnection) -> None:
     try:
-        await asyncio.wait_for(ch.close(), OP_TIMEOUT)
+        await asyncio.wait_for(thing.close(), OP_TIMEOUT)
     except Exception:  # noqa: BLE001 - it is being discarded either way
         pass

@@ -48,6 +48,8 @@ class Guard:
             socket_timeout=2.0,
             socket_connect_timeout=2.0,
             retry=Retry(NoBackoff(), 0),
+            # Shown by CLIENT LIST.
+            client_name=f"kairos-worker:{worker_id}",
         )
         self._worker_id = worker_id
 

@@ -71,7 +71,6 @@ class Shared:
         self.running: dict[str, asyncio.Event] = {}
         self.costs = CostWindow()
         self.state: LifecycleState = "online"
-        self.state_changed = asyncio.Event()
         #: Set when the grace period ends: running handlers are stopped.
         self.hard_stop = asyncio.Event()
         #: Every delivery task, so shutdown can wait for them.
@@ -79,7 +78,6 @@ class Shared:
 
     def set_state(self, state: LifecycleState) -> None:
         self.state = state
-        self.state_changed.set()
 
     @contextmanager
     def holding(self, key: tuple[str, int]) -> Iterator[None]:

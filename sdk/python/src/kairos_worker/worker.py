@@ -208,7 +208,7 @@ class Worker:
         cfg = self.config
         self.incarnation = uuid.uuid4().hex
         shared = self._shared = Shared(cfg.capacity, cfg.buffer)
-        link = Link(cfg.amqp_url, self.names)
+        link = Link(cfg.amqp_url, self.names, f"kairos-worker {cfg.worker_id}")
         guard = Guard(cfg.redis_url, cfg.worker_id)
         try:
             await self._check_services(link, guard)
@@ -244,6 +244,9 @@ class _Running:
         self.shared = shared
         self.link = link
         self.guard = guard
+        self._cpu = CpuSampler()
+        self._beat_lock = asyncio.Lock()
+        self._beat_failing = False
         self.logs = LogShipper(
             self.cfg.worker_id,
             lambda body: link.publish(self.names.logs_queue, body, persistent=False),
@@ -268,6 +271,7 @@ class _Running:
         try:
             await self._consume(shutdown)
             shared.set_state("draining")
+            await self._beat()
             pending = set(shared.tasks)
             log.info("worker %s draining: %d in flight, grace %d ms", self.wid, len(pending), cfg.grace_ms)
             if pending:
@@ -283,13 +287,14 @@ class _Running:
             shared.hard_stop.set()
             if shared.tasks:
                 await asyncio.wait(set(shared.tasks))
-            shared.set_state("offline")
             loops_stop.set()
             for task in loops:
                 try:
                     await task
                 except Exception:  # noqa: BLE001 - shutting down regardless
                     log.exception("worker task %s failed", task.get_name())
+            shared.set_state("offline")
+            await self._beat()
             log.info("worker %s stopped", self.wid)
 
     # -- delivery loop ---------------------------------------------------
@@ -513,28 +518,29 @@ class _Running:
     # -- background loops --------------------------------------------------
 
     async def _heartbeats(self, stop: asyncio.Event) -> None:
-        """Beats at once, then every heartbeat period, and at once when the
-        state changes (so the balancer learns of `draining` without waiting);
-        on `stop`, one last beat with the state at that moment."""
-        cpu = CpuSampler()
+        """Beats at once, then every heartbeat period, until `stop`. State
+        changes are beaten by `serve` itself, at the moment they happen."""
         period = self.cfg.heartbeat_ms / 1000
-        failing = False
-        while True:
-            self.shared.state_changed.clear()
-            body = encode(self._heartbeat(cpu))
+        while not stop.is_set():
+            await self._beat()
+            await _first(stop.wait(), timeout=period)
+
+    async def _beat(self) -> None:
+        """Publishes one heartbeat. Serialised, and the message is built under
+        the lock, so a periodic beat can never overtake a state change with
+        the older state."""
+        async with self._beat_lock:
+            body = encode(self._heartbeat(self._cpu))
             try:
                 await asyncio.wait_for(
                     self.link.publish(self.names.heartbeats_queue, body, persistent=False),
                     2 * OP_TIMEOUT,
                 )
-                failing = False
+                self._beat_failing = False
             except Exception as e:  # noqa: BLE001 - the next beat replaces a lost one
-                if not failing:
+                if not self._beat_failing:
                     log.warning("heartbeat not published: %s", e)
-                failing = True
-            if stop.is_set():
-                return
-            await _first(stop.wait(), self.shared.state_changed.wait(), timeout=period)
+                self._beat_failing = True
 
     def _heartbeat(self, cpu: CpuSampler) -> dict[str, Any]:
         s = self.shared
