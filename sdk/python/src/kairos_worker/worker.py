@@ -11,6 +11,7 @@ starting it, the broker hands it back to the queue.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import signal
@@ -450,7 +451,8 @@ class _Running:
         fn = self.handlers.get(d.handler)
         if fn is None:
             names = ", ".join(sorted(self.handlers))
-            return Report("failed", error=f"unknown handler {d.handler!r}; this worker runs: {names}")
+            # Worded as the stock worker words it (a JSON-quoted name).
+            return Report("failed", error=f"unknown handler {json.dumps(d.handler)}; this worker runs: {names}")
         deadline = None
         if d.timeout_ms is not None:
             deadline = datetime.now(timezone.utc) + timedelta(milliseconds=d.timeout_ms)
