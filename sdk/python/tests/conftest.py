@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Generator, Iterator
 
 import pytest
 
@@ -10,7 +10,7 @@ from harness import Cluster
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     # Lets the fixture keep the logs of a failed test.
     outcome = yield
     report = outcome.get_result()

@@ -22,7 +22,7 @@ from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
-import pymysql
+import pymysql  # type: ignore[import-untyped]
 
 SDK_DIR = Path(__file__).resolve().parent.parent
 EXAMPLE_WORKER = SDK_DIR / "examples" / "worker.py"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractQueue
@@ -27,7 +28,7 @@ class Link:
     def __init__(self, url: str, names: Names, connection_name: str) -> None:
         self._url = url
         # Shown by RabbitMQ's management UI and `rabbitmqctl list_connections`.
-        self._client_properties = {"connection_name": connection_name}
+        self._client_properties: dict[str, Any] = {"connection_name": connection_name}
         self._names = names
         self._conn: AbstractConnection | None = None
         self._publish_ch: AbstractChannel | None = None

@@ -28,6 +28,9 @@ log = logging.getLogger("kairos_worker.execute")
 #: How long a cancelled handler gets to return on its own before it is left behind.
 ABORT_WAIT = 1.0
 
+#: Which reason counts when several fire at once (as in the stock worker).
+_PRIORITY: tuple[CancelReason, ...] = ("timeout", "stop", "shutdown")
+
 Handler = Callable[[JobContext, Any], Union[Any, Awaitable[Any]]]
 
 
@@ -119,13 +122,12 @@ async def run_attempt(
     finally:
         for w in waits:
             w.cancel()
-    reason: CancelReason | None = None
     if task.done():
         # Finished first (or at the same moment as a stop): its own outcome counts.
         report = outcome(task)
     else:
         fired = {waits[w] for w in waits if w.done() and not w.cancelled()}
-        reason = next(r for r in ("timeout", "stop", "shutdown") if r in fired)
+        reason = next(r for r in _PRIORITY if r in fired)
         if reason == "timeout":
             report = Report("timed_out", error=f"handler exceeded its timeout of {ctx.timeout_ms} ms")
         elif reason == "stop":

@@ -11,7 +11,7 @@ import json
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 PROTOCOL_VERSION = 1
 
@@ -103,7 +103,7 @@ class Dispatch:
         return (self.execution_id, self.attempt)
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     # bool is an int subclass in Python; JSON true is not a number.
     return isinstance(v, int) and not isinstance(v, bool)
 
