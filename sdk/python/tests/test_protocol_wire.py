@@ -93,6 +93,15 @@ class Wire:
             if not ch.is_closed:
                 await ch.close()
 
+    async def drain(self, queue: str) -> list[dict[str, Any]]:
+        """Takes everything left in `<ns>.<queue>`; returns all seen so far."""
+        ch = await self.conn.channel()
+        q = await ch.get_queue(f"{self.ns}.{queue}", ensure=False)
+        while (m := await q.get(no_ack=True, fail=False)) is not None:
+            self.seen.setdefault(queue, []).append(json.loads(m.body))
+        await ch.close()
+        return self.seen.get(queue, [])
+
     async def result(self, execution_id: str, kind: str | None = None, timeout: float = 15.0) -> dict[str, Any]:
         return await self.take(
             "results", f"{kind or 'a'} result for {execution_id}",
@@ -176,11 +185,7 @@ async def test_messages_carry_the_protocol_additions_and_a_full_worker_refuses(w
     await wire.dispatch(e3, "echo", {"y": 2})
     assert (await wire.take("reroute", "the malformed dispatch"))["raw"] == b"{not json"
     assert (await wire.result(e3, "succeeded"))["output"]["params"] == {"y": 2}
-    ch = await wire.conn.channel()
-    q = await ch.get_queue(f"{wire.ns}.results", ensure=False)
-    while (m := await q.get(no_ack=True, fail=False)) is not None:
-        wire.seen["results"].append(json.loads(m.body))
-    since = wire.seen["results"][results_before:]
+    since = (await wire.drain("results"))[results_before:]
     assert [m["execution_id"] for m in since] == [e3, e3], f"the duplicate of e1 ran again: {since}"
 
     # Shutdown: draining, then offline with nothing held.
@@ -241,3 +246,30 @@ async def test_the_worker_recovers_when_rabbitmq_and_redis_drop_it(wire: Wire) -
     assert done["output"]["params"] == {"z": 3}
     hb = await wire.heartbeat("a heartbeat after reconnecting", lambda m: m["state"] == "online")
     assert hb["worker_id"] == WID
+
+
+async def test_a_dispatch_waiting_for_a_slot_goes_back_to_the_queue_on_shutdown(wire: Wire) -> None:
+    wire.start_worker(KAIROS_WORKER_CAPACITY="1", KAIROS_WORKER_BUFFER="1", KAIROS_WORKER_GRACE_MS="300")
+    await wire.heartbeat("a first heartbeat", lambda m: m["worker_id"] == WID)
+    running, waiting = f"run-{uuid.uuid4().hex[:8]}", f"wait-{uuid.uuid4().hex[:8]}"
+    await wire.dispatch(running, "sleep", {"ms": 60000})
+    await wire.result(running, "started")
+    await wire.dispatch(waiting, "echo")
+    both = await wire.heartbeat("a heartbeat holding both", lambda m: len(m["held"]) == 2)
+    assert both["held"] == [{"execution_id": e, "attempt": 1} for e in sorted([running, waiting])]
+    assert both["active"] == 1, "the buffered dispatch is held but not running"
+
+    assert wire.proc is not None
+    wire.proc.send_signal(signal.SIGTERM)
+    failed = await wire.result(running, "failed")
+    assert failed["error"] == "worker shut down before the handler finished"
+    assert await asyncio.to_thread(wire.proc.wait, 10) == 0
+    # The buffered one never started, kept no attempt key, and is back in the queue.
+    assert not [m for m in await wire.drain("results") if m["execution_id"] == waiting]
+    assert await wire.redis.get(f"{wire.ns}:attempt:{waiting}:1") is None
+    ch = await wire.conn.channel()
+    q = await ch.declare_queue(f"{wire.ns}.worker.{WID}", passive=True)
+    assert q.declaration_result.message_count == 1
+    back = await q.get(no_ack=True)
+    assert json.loads(back.body)["execution_id"] == waiting
+    await ch.close()
