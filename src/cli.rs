@@ -60,6 +60,62 @@ pub enum Command {
     /// Reads KAIROS_DATABASE_URL (default sqlite://kairos.db), KAIROS_HTTP_ADDR,
     /// KAIROS_WORKER_CAPACITY and KAIROS_CALLBACK_SECRET.
     Dev(DevArgs),
+    /// Measure a deployment, like pgbench or redis-benchmark: jobs per second
+    /// and latency percentiles, from the server's own timestamps.
+    ///
+    /// Against a running API (--url) or, without one, a `kairos dev` it starts
+    /// itself on a temporary SQLite file. Workloads: `create` (N jobs from C
+    /// connections, create → succeeded), `burst` (N jobs due at one instant),
+    /// `cron` (M every-second schedules, trigger lateness).
+    Bench(BenchArgs),
+}
+
+/// What `kairos bench` measures and against what.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Workload to run.
+    #[arg(value_enum, default_value = "create")]
+    pub workload: BenchWorkload,
+    /// Base URL of a running API; without it an embedded `kairos dev` is
+    /// started on a temporary SQLite file and stopped afterwards.
+    #[arg(long, env = "KAIROS_BENCH_URL", value_name = "URL")]
+    pub url: Option<String>,
+    /// API key sent as `Authorization: Bearer …`, for deployments that need one.
+    #[arg(long, env = "KAIROS_BENCH_KEY", value_name = "KEY")]
+    pub key: Option<String>,
+    /// Jobs to create (`create`, `burst`).
+    #[arg(short = 'n', long, default_value_t = 2_000)]
+    pub jobs: usize,
+    /// Concurrent keep-alive connections creating jobs.
+    #[arg(short = 'c', long, default_value_t = 32)]
+    pub connections: usize,
+    /// `burst`: how far in the future the common due time is set, so every
+    /// job is stored before it; default: room for 1,000 creates a second + 3 s.
+    #[arg(long, value_name = "MS")]
+    pub lead_ms: Option<u64>,
+    /// `cron`: every-second schedules to run.
+    #[arg(long, default_value_t = 100)]
+    pub schedules: usize,
+    /// `cron`: how long to let them fire.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub seconds: u64,
+    /// Give up waiting for the jobs to finish after this long.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub timeout: u64,
+    /// Also write the figures as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// A `kairos bench` workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchWorkload {
+    /// N noop jobs created over C connections; create → succeeded.
+    Create,
+    /// N noop jobs all due at one instant; how fast the burst drains.
+    Burst,
+    /// M schedules firing every second; trigger lateness.
+    Cron,
 }
 
 /// The database.

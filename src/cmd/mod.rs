@@ -2,6 +2,7 @@
 //! signal, and shuts down cleanly.
 
 mod api;
+mod bench;
 mod dev;
 mod dispatcher;
 mod migrate;
@@ -23,6 +24,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Worker(args) => worker::run(args, &file).await,
         Command::CallbackRelay(args) => relay::run(args, &file).await,
         Command::Dev(args) => dev::run(args, &file).await,
+        Command::Bench(args) => bench::run(args).await,
     }
 }
 
