@@ -1,6 +1,7 @@
 //! Request and response bodies of the API (camelCase JSON), each with its
 //! OpenAPI schema. Conversions from the core types live beside each body.
 
+mod batch;
 mod callback;
 mod execution;
 mod health;
@@ -8,6 +9,7 @@ mod job;
 mod request;
 mod worker;
 
+pub use batch::{BatchCreateRequest, BatchCreateResponse, BatchItemResult, MAX_BATCH};
 pub use callback::{CallbackAttemptView, CallbackList, CallbackView};
 pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView};
 pub use health::{HealthBody, ReadyBody};

@@ -249,6 +249,10 @@ pub trait JobStore: Send + Sync {
     /// Inserts the job and commits before returning, or returns the existing job
     /// with the same `(tenant, client_request_id)`.
     async fn job_create(&self, job: NewJob) -> StoreResult<CreateOutcome>;
+    /// Creates every job in one transaction (all or nothing), idempotent per
+    /// `(tenant, client_request_id)` like [`JobStore::job_create`]; one outcome
+    /// per job, in order.
+    async fn jobs_create_many(&self, jobs: Vec<NewJob>) -> StoreResult<Vec<CreateOutcome>>;
     /// One job of a tenant.
     async fn job_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Job>>;
     /// Jobs of a tenant, newest first.

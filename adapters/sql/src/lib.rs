@@ -66,6 +66,7 @@ mod apply_rows;
 mod callbacks;
 mod claim;
 mod confirm;
+mod create;
 mod dispatch;
 mod error;
 mod history;
@@ -137,6 +138,8 @@ struct Inner {
     dialect: Dialect,
     read: AnyPool,
     write: AnyPool,
+    /// Writes concurrent `job_create`s together (group commit).
+    creates: create::Committer,
 }
 
 impl SqlStore {
@@ -170,13 +173,13 @@ impl SqlStore {
             }
             Dialect::Sqlite => sqlite_pools(url).await.map_err(unavailable)?,
         };
-        Ok(SqlStore {
-            inner: Arc::new(Inner {
-                dialect,
-                read,
-                write,
-            }),
-        })
+        let inner = Arc::new_cyclic(|me| Inner {
+            dialect,
+            read,
+            write,
+            creates: create::Committer::start(me.clone(), dialect),
+        });
+        Ok(SqlStore { inner })
     }
 
     /// Applies the embedded schema of this store's database (idempotent).
