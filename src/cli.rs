@@ -103,6 +103,14 @@ pub struct HttpArg {
     pub http_addr: Option<String>,
 }
 
+/// The operations endpoint of a process without an HTTP API.
+#[derive(Debug, Clone, Args)]
+pub struct MetricsArg {
+    /// Address serving /metrics, /healthz and /readyz [default: none, not served].
+    #[arg(long, env = "KAIROS_METRICS_ADDR", value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+}
+
 /// Worker identity and size.
 #[derive(Debug, Clone, Args)]
 pub struct WorkerIdentityArg {
@@ -154,6 +162,8 @@ pub struct ApiArgs {
 #[derive(Debug, Args)]
 pub struct DispatcherArgs {
     #[command(flatten)]
+    pub metrics: MetricsArg,
+    #[command(flatten)]
     pub db: DatabaseArg,
     #[command(flatten)]
     pub redis: RedisArg,
@@ -181,6 +191,8 @@ pub struct DispatcherArgs {
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     #[command(flatten)]
+    pub metrics: MetricsArg,
+    #[command(flatten)]
     pub redis: RedisArg,
     #[command(flatten)]
     pub amqp: AmqpArg,
@@ -206,6 +218,8 @@ pub struct WorkerArgs {
 /// `kairos callback-relay`.
 #[derive(Debug, Args)]
 pub struct RelayArgs {
+    #[command(flatten)]
+    pub metrics: MetricsArg,
     #[command(flatten)]
     pub db: DatabaseArg,
     #[command(flatten)]

@@ -25,6 +25,7 @@ pub struct FileSettings {
     pub worker_buffer: Option<u32>,
     pub worker_heartbeat_ms: Option<u64>,
     pub worker_grace_ms: Option<u64>,
+    pub metrics_addr: Option<String>,
 }
 
 impl FileSettings {

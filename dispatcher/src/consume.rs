@@ -53,6 +53,7 @@ impl Sink for Results {
     }
     async fn apply(&self, msgs: &[ResultMsg]) -> StoreResult<()> {
         let applied = self.store.results_apply(msgs, now_ms()).await?;
+        crate::metrics::results_applied(&applied);
         let terminal = applied
             .iter()
             .any(|a| a.new_status.is_some_and(|s| s.is_terminal()));

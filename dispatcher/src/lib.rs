@@ -20,6 +20,7 @@ pub mod attempts;
 pub mod balancer;
 pub mod consume;
 pub mod leader;
+mod metrics;
 pub mod publish;
 pub mod reaper;
 pub mod reroute;

@@ -2,8 +2,10 @@
 
 use crate::cli::DispatcherArgs;
 use crate::connect;
+use crate::ops::{self, BrokerCheck, CoordCheck, StoreCheck};
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, anyhow};
+use kairos_api::ReadyCheck;
 use kairos_coord_redis::RedisDue;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
 use std::sync::Arc;
@@ -49,8 +51,24 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         worker_dead_after = ?cfg.reaper.dead_after,
         "dispatcher starting"
     );
+    let store = Arc::new(store);
+    let broker = Arc::new(broker);
+    let coord = Arc::new(coord);
     let shutdown = crate::signal::shutdown_token();
-    Dispatcher::new(Arc::new(store), Arc::new(broker), Arc::new(coord), cfg)
+    let checks: Vec<Arc<dyn ReadyCheck>> = vec![
+        Arc::new(StoreCheck(store.clone())),
+        Arc::new(BrokerCheck(broker.clone())),
+        Arc::new(CoordCheck(coord.clone())),
+    ];
+    let metrics_addr = pick(args.metrics.metrics_addr, file.metrics_addr.clone());
+    ops::serve(
+        metrics_addr,
+        ops::install_prometheus()?,
+        checks,
+        shutdown.clone(),
+    )
+    .await?;
+    Dispatcher::new(store, broker, coord, cfg)
         .due_signal(Arc::new(due))
         .run(shutdown)
         .await;

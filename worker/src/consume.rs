@@ -77,6 +77,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             _ = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(RECONNECT_MAX);
+        crate::metrics::reconnected();
     }
 }
 
@@ -100,12 +101,14 @@ async fn accept(shared: &Arc<Shared>, d: Delivery, stop: &CancellationToken) {
     };
     match slot {
         Some(slot) => {
+            crate::metrics::pool(shared);
             shared
                 .tasks
                 .spawn(process(Arc::clone(shared), d, slot, stop.clone()));
         }
         None => {
             tracing::info!(worker_id = %shared.id, "pool and buffer full; rejecting a dispatch for reroute");
+            crate::metrics::rejected();
             if let Err(e) = d.acker.reject(false).await {
                 tracing::warn!("rejecting a dispatch failed: {e}; the broker will redeliver it");
             }

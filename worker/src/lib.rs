@@ -22,6 +22,7 @@ mod consume;
 mod execute;
 pub mod handler;
 mod heartbeat;
+mod metrics;
 mod results;
 mod shared;
 mod stops;
