@@ -182,7 +182,15 @@ impl Relay {
         let store = Arc::clone(&self.store);
         let cfg = Arc::clone(&self.cfg);
         let client = self.client.clone();
-        async move {
+        let trace = deliver::callback_trace(&callback);
+        let span = tracing::info_span!(
+            "callback",
+            job_id = %callback.job_id,
+            execution_id = %callback.execution_id,
+            delivery_id = %callback.id,
+            trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+        );
+        let work = async move {
             let (attempt, next) = deliver::attempt(&client, &cfg, &callback).await;
             metrics::delivery(&attempt, next);
             tracing::debug!(id = %callback.id, attempt = attempt.attempt, status = ?attempt.status_code, ?next, "callback attempt");
@@ -206,7 +214,8 @@ impl Relay {
                 ),
             }
             None
-        }
+        };
+        tracing::Instrument::instrument(work, span)
     }
 
     async fn pause(&self, shutdown: &CancellationToken, d: Duration) {

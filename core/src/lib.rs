@@ -31,5 +31,6 @@ pub mod redact;
 pub mod schedule;
 pub mod store;
 pub mod time;
+pub mod trace;
 pub mod trigger;
 pub mod worker;

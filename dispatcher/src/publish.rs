@@ -9,9 +9,10 @@ use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerError};
 use kairos_core::store::{DispatchWork, DispatchedTo, Store};
 use kairos_core::time::{Millis, now_ms};
+use kairos_core::trace::{Stage, TraceContext};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, warn};
 
 /// What one publish round achieved.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -80,9 +81,18 @@ impl Publisher {
         let outcomes: Vec<Result<(Millis, DispatchedTo), (String, BrokerError)>> =
             futures::stream::iter(assigned)
                 .map(|(w, worker)| async move {
+                    let span = execution_span("dispatch", &w, &worker);
                     let sent_at = Instant::now();
-                    let published = self.broker.dispatch_publish(&worker, &w.to_message()).await;
+                    let published = self
+                        .broker
+                        .dispatch_publish(&worker, &w.to_message())
+                        .instrument(span.clone())
+                        .await;
                     crate::metrics::publish_confirm(sent_at.elapsed());
+                    span.in_scope(|| match &published {
+                        Ok(()) => debug!("dispatch published"),
+                        Err(e) => debug!(error = %e, "dispatch not published"),
+                    });
                     match published {
                         Ok(()) => Ok((
                             w.scheduled_at,
@@ -140,4 +150,21 @@ impl Publisher {
         crate::metrics::publish_failed(report.failed);
         report
     }
+}
+
+/// The span of one attempt's dispatch: the execution's trace fields, named
+/// alike in every process (`job_id`, `execution_id`, `attempt`, `worker_id`,
+/// `trace_id`).
+fn execution_span(name: &'static str, w: &DispatchWork, worker: &str) -> tracing::Span {
+    let trace = TraceContext::for_execution(&w.execution_id, w.attempt, Stage::Dispatch);
+    tracing::info_span!(
+        "dispatch",
+        stage = name,
+        job_id = %w.job_id,
+        execution_id = %w.execution_id,
+        attempt = w.attempt,
+        worker_id = %worker,
+        trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+        traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
+    )
 }

@@ -16,9 +16,11 @@ use crate::shared::{Shared, Slot};
 use futures::StreamExt;
 use kairos_core::broker::{Delivery, DeliveryStream};
 use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION};
+use kairos_core::trace::{Stage, TraceContext};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// One attempt key per `execution_id:attempt`, kept long enough to outlive any
 /// redelivery of that dispatch.
@@ -145,6 +147,27 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
             return;
         }
     };
+    let span = attempt_span(&shared.id, &msg);
+    run_traced(shared, d, msg, stop).instrument(span).await;
+}
+
+/// The span of one attempt on this worker, with the execution's trace fields
+/// named as in every other process.
+fn attempt_span(worker_id: &str, msg: &DispatchMsg) -> tracing::Span {
+    let trace = TraceContext::for_execution(&msg.execution_id, msg.attempt, Stage::Run);
+    tracing::info_span!(
+        "attempt",
+        job_id = %msg.job_id,
+        execution_id = %msg.execution_id,
+        attempt = msg.attempt,
+        worker_id = %worker_id,
+        handler = %msg.handler,
+        trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+        traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
+    )
+}
+
+async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: CancellationToken) {
     let permit = tokio::select! {
         biased;
         _ = stop.cancelled() => return,
@@ -194,7 +217,9 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
     if let Err(e) = d.acker.ack().await {
         tracing::warn!(execution_id = %msg.execution_id, "acking a dispatch failed: {e}; a redelivery will be skipped by the attempt key");
     }
+    tracing::debug!("attempt started");
     let report = run_attempt(&shared, msg, permit).await;
+    tracing::debug!(kind = ?report.kind, "attempt finished");
     let result = report.into_msg(&shared.id, &execution_id, attempt);
     // A final failure is already logged loudly by `publish`.
     let _ = results::publish(shared.broker.as_ref(), &result).await;
