@@ -85,6 +85,11 @@ pub struct AmqpArg {
     /// RabbitMQ URL; a vhost is honoured (amqp://user:pass@host:5672/vhost).
     #[arg(long, env = "KAIROS_AMQP_URL", value_name = "URL")]
     pub amqp_url: Option<String>,
+    /// Type of the shared queues (results, reroute, heartbeats): classic or
+    /// quorum (replicated; for a RabbitMQ cluster). Every process of a
+    /// deployment must use the same [default: classic].
+    #[arg(long, env = "KAIROS_AMQP_QUEUE_TYPE", value_name = "TYPE")]
+    pub amqp_queue_type: Option<String>,
 }
 
 /// Names of queues and keys.

@@ -29,6 +29,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         "KAIROS_REDIS_URL",
     )?;
     let amqp_url = require(args.amqp.amqp_url, file.amqp_url.clone(), "KAIROS_AMQP_URL")?;
+    let queue_type = pick(args.amqp.amqp_queue_type, file.amqp_queue_type.clone());
     let names = super::names(&args.ns, file);
     let mut cfg = DispatcherConfig::default();
     if let Some(b) = pick(args.balancer, file.balancer.clone()) {
@@ -41,7 +42,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         cfg.reaper.dead_after = at_least(ms, MIN_DEAD_AFTER_MS, "KAIROS_WORKER_DEAD_AFTER_MS")?;
     }
     let store = connect::database(&db_url, false).await?;
-    let broker = connect::rabbitmq(&amqp_url, names.clone()).await?;
+    let broker = connect::rabbitmq(&amqp_url, names.clone(), queue_type.as_deref()).await?;
     let due = RedisDue::connect(&redis_url, &names).await?;
     cfg.names = names.clone();
     let coord = connect::redis(&redis_url, names).await?;

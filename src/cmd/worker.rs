@@ -19,8 +19,10 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
         "KAIROS_REDIS_URL",
     )?;
     let amqp_url = require(args.amqp.amqp_url, file.amqp_url.clone(), "KAIROS_AMQP_URL")?;
+    let queue_type = pick(args.amqp.amqp_queue_type, file.amqp_queue_type.clone());
     let names = super::names(&args.ns, file);
-    let broker = Arc::new(connect::rabbitmq(&amqp_url, names.clone()).await?);
+    let broker =
+        Arc::new(connect::rabbitmq(&amqp_url, names.clone(), queue_type.as_deref()).await?);
     let guard = Arc::new(connect::redis(&redis_url, names.clone()).await?);
     let checks: Vec<Arc<dyn ReadyCheck>> = vec![
         Arc::new(BrokerCheck(broker.clone())),
