@@ -89,6 +89,7 @@ impl Relay {
         shutdown: CancellationToken,
         wake: Arc<Notify>,
     ) -> Result<(), RelayError> {
+        metrics::register();
         let backlog = tokio::spawn(metrics::watch_backlog(
             Arc::clone(&self.store),
             shutdown.clone(),

@@ -11,6 +11,34 @@ use tokio_util::sync::CancellationToken;
 /// How often the outbox backlog figures are read from the database.
 pub(crate) const BACKLOG_EVERY: Duration = Duration::from_secs(5);
 
+/// Registers every relay figure at zero with its help text, so dashboards
+/// and alerts find them before the first event.
+pub(crate) fn register() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "kairos_callback_deliveries_total",
+        "Callback attempts by outcome (delivered, retry, dead)"
+    );
+    describe_histogram!(
+        "kairos_callback_delivery_seconds",
+        Unit::Seconds,
+        "Callback request round trip"
+    );
+    describe_gauge!(
+        "kairos_callbacks_retrying",
+        "Pending callbacks with at least one failed attempt"
+    );
+    describe_gauge!("kairos_callbacks_dead", "Callbacks given up on");
+    describe_gauge!(
+        "kairos_callback_oldest_pending_seconds",
+        "Age of the oldest pending callback"
+    );
+    for outcome in ["delivered", "retry", "dead"] {
+        metrics::counter!("kairos_callback_deliveries_total", "outcome" => outcome).increment(0);
+    }
+    let _ = metrics::histogram!("kairos_callback_delivery_seconds");
+}
+
 /// One delivery attempt, by what follows it: `delivered`, `retry` or `dead`.
 pub(crate) fn delivery(attempt: &CallbackAttempt, next: CallbackNext) {
     let outcome = match next {

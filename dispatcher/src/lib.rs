@@ -147,6 +147,7 @@ impl Dispatcher {
         stop_leading: CancellationToken,
         stop_consuming: CancellationToken,
     ) {
+        metrics::register();
         let results = tokio::spawn(consume::run_results(
             self.store.clone(),
             self.broker.clone(),

@@ -10,6 +10,85 @@ use kairos_core::time::Millis;
 use kairos_core::worker::WorkerState;
 use std::time::Duration;
 
+/// Registers every dispatcher figure at zero with its help text, so
+/// dashboards and alerts find them before the first event.
+pub(crate) fn register() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_gauge!(
+        "kairos_dispatcher_is_leader",
+        "1 while this instance holds the lease"
+    );
+    describe_gauge!(
+        "kairos_dispatcher_fencing_token",
+        "Fencing token of this instance's term (0 while following)"
+    );
+    describe_counter!(
+        "kairos_triggers_claimed_total",
+        "Triggers claimed into executions to publish"
+    );
+    describe_counter!(
+        "kairos_triggers_dispatched_total",
+        "Dispatches confirmed by the broker and recorded"
+    );
+    describe_counter!(
+        "kairos_triggers_rerouted_total",
+        "Dispatches refused by a full worker and sent to another"
+    );
+    describe_counter!(
+        "kairos_triggers_skipped_total",
+        "Claims that produced no dispatch (misfire skip, overlap, lost version check)"
+    );
+    describe_counter!(
+        "kairos_publish_failures_total",
+        "Publishes that failed; the work stays pending and is retried"
+    );
+    describe_histogram!(
+        "kairos_trigger_lateness_seconds",
+        Unit::Seconds,
+        "Due time to confirmed publish"
+    );
+    describe_histogram!(
+        "kairos_publish_confirm_seconds",
+        Unit::Seconds,
+        "Publish to broker confirm"
+    );
+    describe_counter!(
+        "kairos_results_applied_total",
+        "Worker results applied, by the state they moved to (ignored: stale or duplicate)"
+    );
+    describe_counter!(
+        "kairos_reaper_actions_total",
+        "Attempts the reaper requeued, declared lost or timed out"
+    );
+    describe_gauge!(
+        "kairos_due_backlog",
+        "Triggers due at the last scan (capped at the claim batch size)"
+    );
+    describe_gauge!("kairos_workers", "Workers by state as the leader sees them");
+    leadership(false, 0);
+    claimed(0, 0);
+    metrics::counter!("kairos_triggers_dispatched_total").increment(0);
+    metrics::counter!("kairos_triggers_rerouted_total").increment(0);
+    metrics::counter!("kairos_publish_failures_total").increment(0);
+    let _ = metrics::histogram!("kairos_trigger_lateness_seconds");
+    let _ = metrics::histogram!("kairos_publish_confirm_seconds");
+    for outcome in [
+        "running",
+        "succeeded",
+        "failed",
+        "timed_out",
+        "cancelled",
+        "ignored",
+    ] {
+        metrics::counter!("kairos_results_applied_total", "outcome" => outcome).increment(0);
+    }
+    for action in ["lost", "requeued", "timed_out"] {
+        metrics::counter!("kairos_reaper_actions_total", "action" => action).increment(0);
+    }
+    due_backlog(0);
+    workers(0, 0, 0);
+}
+
 /// Whether this instance holds the lease, and the fencing token of its term
 /// (0 while following).
 pub(crate) fn leadership(leader: bool, fence: u64) {

@@ -264,6 +264,7 @@ impl Worker {
     /// retried, and reports `offline`. Errors only if the broker fails at startup.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let shared = self.shared;
+        metrics::register(&shared);
         shared.broker.worker_queue_declare(&shared.id).await?;
         tracing::info!(worker_id = %shared.id, capacity = shared.capacity, buffer = shared.buffer, "worker started");
         let beats_stop = CancellationToken::new();

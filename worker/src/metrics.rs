@@ -8,6 +8,42 @@
 use crate::shared::Shared;
 use std::time::Duration;
 
+/// Registers every worker figure at zero with its help text, so dashboards
+/// and alerts find them before the first event.
+pub(crate) fn register(shared: &Shared) {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_gauge!(
+        "kairos_worker_capacity",
+        "Handlers this worker runs at once"
+    );
+    describe_gauge!("kairos_worker_running", "Handlers running now");
+    describe_gauge!(
+        "kairos_worker_buffered",
+        "Accepted dispatches waiting for a handler slot"
+    );
+    describe_histogram!(
+        "kairos_handler_duration_seconds",
+        Unit::Seconds,
+        "Handler run time by handler and outcome"
+    );
+    describe_counter!(
+        "kairos_worker_rejects_total",
+        "Dispatches refused because pool and buffer were full (rerouted)"
+    );
+    describe_counter!(
+        "kairos_worker_stops_honoured_total",
+        "Running attempts stopped at the scheduler's request"
+    );
+    describe_counter!(
+        "kairos_worker_reconnects_total",
+        "Times the dispatch consumer was started again"
+    );
+    pool(shared);
+    metrics::counter!("kairos_worker_rejects_total").increment(0);
+    metrics::counter!("kairos_worker_stops_honoured_total").increment(0);
+    metrics::counter!("kairos_worker_reconnects_total").increment(0);
+}
+
 /// Capacity, running handlers and dispatches waiting for a slot.
 pub(crate) fn pool(shared: &Shared) {
     let running = shared.running();
