@@ -141,6 +141,11 @@ pub struct AmqpArg {
     /// RabbitMQ URL; a vhost is honoured (amqp://user:pass@host:5672/vhost).
     #[arg(long, env = "KAIROS_AMQP_URL", value_name = "URL")]
     pub amqp_url: Option<String>,
+    /// Type of the shared queues (results, reroute, heartbeats): classic or
+    /// quorum (replicated; for a RabbitMQ cluster). Every process of a
+    /// deployment must use the same [default: classic].
+    #[arg(long, env = "KAIROS_AMQP_QUEUE_TYPE", value_name = "TYPE")]
+    pub amqp_queue_type: Option<String>,
 }
 
 /// Names of queues and keys.
@@ -157,6 +162,14 @@ pub struct HttpArg {
     /// Address the API listens on [default: 127.0.0.1:8080].
     #[arg(long, env = "KAIROS_HTTP_ADDR", value_name = "HOST:PORT")]
     pub http_addr: Option<String>,
+}
+
+/// The operations endpoint of a process without an HTTP API.
+#[derive(Debug, Clone, Args)]
+pub struct MetricsArg {
+    /// Address serving /metrics, /healthz and /readyz [default: none, not served].
+    #[arg(long, env = "KAIROS_METRICS_ADDR", value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
 }
 
 /// Worker identity and size.
@@ -210,6 +223,8 @@ pub struct ApiArgs {
 #[derive(Debug, Args)]
 pub struct DispatcherArgs {
     #[command(flatten)]
+    pub metrics: MetricsArg,
+    #[command(flatten)]
     pub db: DatabaseArg,
     #[command(flatten)]
     pub redis: RedisArg,
@@ -237,6 +252,8 @@ pub struct DispatcherArgs {
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     #[command(flatten)]
+    pub metrics: MetricsArg,
+    #[command(flatten)]
     pub redis: RedisArg,
     #[command(flatten)]
     pub amqp: AmqpArg,
@@ -262,6 +279,8 @@ pub struct WorkerArgs {
 /// `kairos callback-relay`.
 #[derive(Debug, Args)]
 pub struct RelayArgs {
+    #[command(flatten)]
+    pub metrics: MetricsArg,
     #[command(flatten)]
     pub db: DatabaseArg,
     #[command(flatten)]

@@ -13,6 +13,7 @@ pub struct FileSettings {
     pub database_url: Option<String>,
     pub redis_url: Option<String>,
     pub amqp_url: Option<String>,
+    pub amqp_queue_type: Option<String>,
     pub http_addr: Option<String>,
     pub worker_id: Option<String>,
     pub worker_capacity: Option<u32>,
@@ -25,6 +26,7 @@ pub struct FileSettings {
     pub worker_buffer: Option<u32>,
     pub worker_heartbeat_ms: Option<u64>,
     pub worker_grace_ms: Option<u64>,
+    pub metrics_addr: Option<String>,
 }
 
 impl FileSettings {

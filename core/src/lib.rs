@@ -34,5 +34,6 @@ pub mod schedule;
 pub mod store;
 pub mod supervise;
 pub mod time;
+pub mod trace;
 pub mod trigger;
 pub mod worker;

@@ -417,6 +417,17 @@ pub enum CallbackNext {
     Dead,
 }
 
+/// The outbox as the relay's metrics show it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallbackBacklog {
+    /// Pending callbacks with at least one failed attempt.
+    pub retrying: u64,
+    /// Callbacks given up on (`dead`).
+    pub dead: u64,
+    /// Creation time of the oldest pending callback, if any.
+    pub oldest_pending_at: Option<Millis>,
+}
+
 /// The callback outbox. Rows are inserted by [`ExecutionStore::results_apply`]
 /// and [`ExecutionStore::executions_apply_verdict`] in the transaction that
 /// makes an execution terminal.
@@ -444,6 +455,10 @@ pub trait CallbackStore: Send + Sync {
     ) -> StoreResult<bool>;
     /// Earliest `next_attempt_at` of a pending callback, to sleep until then.
     async fn callbacks_next_due(&self) -> StoreResult<Option<Millis>>;
+    /// Figures for monitoring the outbox: callbacks pending after a failed
+    /// attempt, callbacks given up on, and when the oldest pending one was
+    /// written.
+    async fn callbacks_backlog(&self) -> StoreResult<CallbackBacklog>;
     /// Callbacks of an execution with their attempts, oldest first.
     async fn callbacks_for_execution(
         &self,

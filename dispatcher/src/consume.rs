@@ -13,6 +13,7 @@ use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
 use kairos_core::store::{Store, StoreResult};
 use kairos_core::supervise::{self, Backoff, Subscription};
 use kairos_core::time::now_ms;
+use kairos_core::trace::{Stage, TraceContext};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +55,8 @@ impl Sink for Results {
     }
     async fn apply(&self, msgs: &[ResultMsg]) -> StoreResult<()> {
         let applied = self.store.results_apply(msgs, now_ms()).await?;
+        crate::metrics::results_applied(&applied);
+        trace_applied(msgs, &applied);
         let terminal = applied
             .iter()
             .any(|a| a.new_status.is_some_and(|s| s.is_terminal()));
@@ -80,6 +83,26 @@ impl Sink for Heartbeats {
     }
     async fn apply(&self, msgs: &[HeartbeatMsg]) -> StoreResult<()> {
         self.store.workers_record_heartbeats(msgs, now_ms()).await
+    }
+}
+
+/// One debug event per applied result, in the execution's trace.
+fn trace_applied(msgs: &[ResultMsg], applied: &[kairos_core::store::Applied]) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    for (m, a) in msgs.iter().zip(applied) {
+        let trace = TraceContext::for_execution(&m.execution_id, m.attempt, Stage::Apply);
+        let span = tracing::debug_span!(
+            "apply",
+            execution_id = %m.execution_id,
+            attempt = m.attempt,
+            worker_id = %m.worker_id,
+            trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+        );
+        span.in_scope(|| {
+            debug!(kind = ?m.kind, new_status = ?a.new_status.map(|s| s.as_str()), "result applied")
+        });
     }
 }
 

@@ -20,6 +20,7 @@ pub mod attempts;
 pub mod balancer;
 pub mod consume;
 pub mod leader;
+mod metrics;
 pub mod publish;
 pub mod reaper;
 pub mod reroute;
@@ -147,6 +148,7 @@ impl Dispatcher {
         stop_leading: CancellationToken,
         stop_consuming: CancellationToken,
     ) {
+        metrics::register();
         let results = spawn_critical(
             "results consumer",
             consume::run_results(

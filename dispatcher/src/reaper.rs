@@ -101,10 +101,13 @@ pub async fn rescue_work_of(
         .executions_apply_verdict(&targets, Verdict::Lost, reason, now)
         .await?;
     attempts.stop_moved(&lost, "declared lost").await;
-    Ok(Rescue {
+    let rescue = Rescue {
         requeued,
         lost: lost.iter().filter(|a| a.new_status.is_some()).count(),
-    })
+    };
+    crate::metrics::reaper("requeued", rescue.requeued);
+    crate::metrics::reaper("lost", rescue.lost as u64);
+    Ok(rescue)
 }
 
 /// Runs until `shutdown`.
@@ -197,10 +200,9 @@ async fn sweep(
             )
             .await?;
         attempts.stop_moved(&applied, "timed out").await;
-        info!(
-            count = applied.iter().filter(|a| a.new_status.is_some()).count(),
-            "timed out silent attempts"
-        );
+        let count = applied.iter().filter(|a| a.new_status.is_some()).count();
+        crate::metrics::reaper("timed_out", count as u64);
+        info!(count, "timed out silent attempts");
     }
     Ok(())
 }

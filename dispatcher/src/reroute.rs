@@ -138,6 +138,7 @@ async fn reroute_one(to: &Route<'_>, d: Delivery, recent: &mut Recent, token: &C
         match to.broker.dispatch_publish(&worker, &msg).await {
             Ok(()) => {
                 debug!(execution = %msg.execution_id, from = ?d.rejected_by, to = %worker, "rerouted");
+                crate::metrics::rerouted();
                 record(to.store.clone(), &msg, &worker, d.rejected_by.as_deref());
                 let _ = d.acker.ack().await;
                 return;

@@ -85,7 +85,9 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     .unwrap_or(true);
     let relay = Relay::new(store.clone(), relay_cfg)?;
     let state = AppState::new(store.clone(), ApiConfig::default())
-        .with_prometheus(super::prometheus()?)
+        .with_ready_check(Arc::new(crate::ops::BrokerCheck(broker.clone())))
+        .with_ready_check(Arc::new(crate::ops::CoordCheck(coord.clone())))
+        .with_prometheus(crate::ops::install_prometheus()?)
         .with_due_notifier(super::announce_due(due));
 
     let front = crate::signal::shutdown_token();

@@ -2,8 +2,10 @@
 
 use crate::cli::DispatcherArgs;
 use crate::connect;
+use crate::ops::{self, BrokerCheck, CoordCheck, StoreCheck};
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, anyhow};
+use kairos_api::ReadyCheck;
 use kairos_coord_redis::RedisDue;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
 use std::sync::Arc;
@@ -27,6 +29,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         "KAIROS_REDIS_URL",
     )?;
     let amqp_url = require(args.amqp.amqp_url, file.amqp_url.clone(), "KAIROS_AMQP_URL")?;
+    let queue_type = pick(args.amqp.amqp_queue_type, file.amqp_queue_type.clone());
     let names = super::names(&args.ns, file);
     let mut cfg = DispatcherConfig::default();
     if let Some(b) = pick(args.balancer, file.balancer.clone()) {
@@ -39,7 +42,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         cfg.reaper.dead_after = at_least(ms, MIN_DEAD_AFTER_MS, "KAIROS_WORKER_DEAD_AFTER_MS")?;
     }
     let store = connect::database(&db_url, false).await?;
-    let broker = connect::rabbitmq(&amqp_url, names.clone()).await?;
+    let broker = connect::rabbitmq(&amqp_url, names.clone(), queue_type.as_deref()).await?;
     let due = RedisDue::connect(&redis_url, &names).await?;
     cfg.names = names.clone();
     let coord = connect::redis(&redis_url, names).await?;
@@ -49,8 +52,24 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         worker_dead_after = ?cfg.reaper.dead_after,
         "dispatcher starting"
     );
+    let store = Arc::new(store);
+    let broker = Arc::new(broker);
+    let coord = Arc::new(coord);
     let shutdown = crate::signal::shutdown_token();
-    Dispatcher::new(Arc::new(store), Arc::new(broker), Arc::new(coord), cfg)
+    let checks: Vec<Arc<dyn ReadyCheck>> = vec![
+        Arc::new(StoreCheck(store.clone())),
+        Arc::new(BrokerCheck(broker.clone())),
+        Arc::new(CoordCheck(coord.clone())),
+    ];
+    let metrics_addr = pick(args.metrics.metrics_addr, file.metrics_addr.clone());
+    ops::serve(
+        metrics_addr,
+        ops::install_prometheus()?,
+        checks,
+        shutdown.clone(),
+    )
+    .await?;
+    Dispatcher::new(store, broker, coord, cfg)
         .due_signal(Arc::new(due))
         .run(shutdown)
         .await;

@@ -35,13 +35,6 @@ fn names(arg: &NamespaceArg, file: &FileSettings) -> Names {
     )
 }
 
-/// Installs the process-wide Prometheus recorder behind `GET /metrics`.
-fn prometheus() -> Result<metrics_exporter_prometheus::PrometheusHandle> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
-        .map_err(|e| anyhow::anyhow!("cannot set up metrics: {e}"))
-}
-
 /// The API's due notifier: announces a due time without making the request
 /// wait for it (a lost announcement only costs latency).
 fn announce_due(due: std::sync::Arc<dyn kairos_core::due::DueSignal>) -> kairos_api::DueNotifier {

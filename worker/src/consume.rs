@@ -16,9 +16,11 @@ use crate::shared::{Shared, Slot};
 use kairos_core::broker::{BrokerError, Delivery, DeliveryStream};
 use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION};
 use kairos_core::supervise::{self, Backoff, Subscription};
+use kairos_core::trace::{Stage, TraceContext};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// One attempt key per `execution_id:attempt`, kept long enough to outlive any
 /// redelivery of that dispatch.
@@ -52,6 +54,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
         shared,
         prefetch,
         stop: stop.clone(),
+        opened: false,
     };
     supervise::consume("dispatch consumer", queue, backoff, &stop).await
 }
@@ -61,6 +64,8 @@ struct WorkerQueue {
     shared: Arc<Shared>,
     prefetch: u16,
     stop: CancellationToken,
+    /// Whether the queue was opened before: every later open is a reconnect.
+    opened: bool,
 }
 
 impl Subscription for WorkerQueue {
@@ -70,6 +75,9 @@ impl Subscription for WorkerQueue {
 
     /// The queue may be gone after a broker restart, so it is declared every time.
     async fn open(&mut self) -> Result<DeliveryStream, BrokerError> {
+        if std::mem::replace(&mut self.opened, true) {
+            crate::metrics::reconnected();
+        }
         let shared = &self.shared;
         shared.broker.worker_queue_declare(&shared.id).await?;
         shared
@@ -94,12 +102,14 @@ async fn accept(shared: &Arc<Shared>, d: Delivery, stop: &CancellationToken) {
     };
     match slot {
         Some(slot) => {
+            crate::metrics::pool(shared);
             shared
                 .tasks
                 .spawn(process(Arc::clone(shared), d, slot, stop.clone()));
         }
         None => {
             tracing::info!(worker_id = %shared.id, "pool and buffer full; rejecting a dispatch for reroute");
+            crate::metrics::rejected();
             if let Err(e) = d.acker.reject(false).await {
                 tracing::warn!("rejecting a dispatch failed: {e}; the broker will redeliver it");
             }
@@ -136,6 +146,27 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
             return;
         }
     };
+    let span = attempt_span(&shared.id, &msg);
+    run_traced(shared, d, msg, stop).instrument(span).await;
+}
+
+/// The span of one attempt on this worker, with the execution's trace fields
+/// named as in every other process.
+fn attempt_span(worker_id: &str, msg: &DispatchMsg) -> tracing::Span {
+    let trace = TraceContext::for_execution(&msg.execution_id, msg.attempt, Stage::Run);
+    tracing::info_span!(
+        "attempt",
+        job_id = %msg.job_id,
+        execution_id = %msg.execution_id,
+        attempt = msg.attempt,
+        worker_id = %worker_id,
+        handler = %msg.handler,
+        trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+        traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
+    )
+}
+
+async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: CancellationToken) {
     let permit = tokio::select! {
         biased;
         _ = stop.cancelled() => return,
@@ -185,7 +216,9 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
     if let Err(e) = d.acker.ack().await {
         tracing::warn!(execution_id = %msg.execution_id, "acking a dispatch failed: {e}; a redelivery will be skipped by the attempt key");
     }
+    tracing::debug!("attempt started");
     let report = run_attempt(&shared, msg, permit).await;
+    tracing::debug!(kind = ?report.kind, "attempt finished");
     let result = report.into_msg(&shared.id, &execution_id, attempt);
     // A final failure is already logged loudly by `publish`.
     let _ = results::publish(shared.broker.as_ref(), &result).await;

@@ -87,6 +87,7 @@ fn heartbeat(shared: &Shared, cpu: &mut CpuSampler) -> HeartbeatMsg {
 }
 
 async fn beat(shared: &Shared, cpu: &mut CpuSampler) {
+    crate::metrics::pool(shared);
     let msg = heartbeat(shared, cpu);
     if let Err(e) = shared.broker.heartbeat_publish(&msg).await {
         // Transient by design: the next beat replaces a lost one.

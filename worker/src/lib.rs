@@ -22,6 +22,7 @@ mod consume;
 mod execute;
 pub mod handler;
 mod heartbeat;
+mod metrics;
 mod results;
 mod shared;
 mod stops;
@@ -264,6 +265,7 @@ impl Worker {
     /// retried, and reports `offline`. Errors only if the broker fails at startup.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let shared = self.shared;
+        metrics::register(&shared);
         shared.broker.worker_queue_declare(&shared.id).await?;
         tracing::info!(worker_id = %shared.id, capacity = shared.capacity, buffer = shared.buffer, "worker started");
         let beats_stop = CancellationToken::new();

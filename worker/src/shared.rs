@@ -82,6 +82,11 @@ impl Shared {
         self.capacity.saturating_sub(free)
     }
 
+    /// Deliveries accepted and not yet finished (waiting or running).
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
     /// Takes a place in the pool or its buffer, or `None` when both are full.
     pub(crate) fn try_reserve(self: &Arc<Self>) -> Option<Slot> {
         let limit = self.capacity.saturating_add(self.buffer);
@@ -196,5 +201,6 @@ impl Drop for Slot {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
         self.0.slot_freed.notify_waiters();
+        crate::metrics::pool(&self.0);
     }
 }
