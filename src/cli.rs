@@ -89,6 +89,10 @@ pub struct BenchArgs {
     /// Concurrent keep-alive connections creating jobs.
     #[arg(short = 'c', long, default_value_t = 32)]
     pub connections: usize,
+    /// Create through `POST /openapi/jobs/batch`, this many jobs a request
+    /// (1 = one `POST /openapi/jobs` a job).
+    #[arg(long, default_value_t = 1, value_name = "JOBS")]
+    pub batch: usize,
     /// `burst`: how far in the future the common due time is set, so every
     /// job is stored before it; default: room for 1,000 creates a second + 3 s.
     #[arg(long, value_name = "MS")]

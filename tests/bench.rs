@@ -58,6 +58,13 @@ fn create_reports_every_job_from_server_timestamps() {
 fn burst_and_cron_report_their_figures() {
     let burst = bench(&["burst", "-n", "40", "-c", "4", "--lead-ms", "2000"]);
     assert_eq!(series(&burst, "due → succeeded")["samples"], 40, "{burst}");
+    let bulk = bench(&["burst", "-n", "45", "--batch", "20", "--lead-ms", "2000"]);
+    assert_eq!(series(&bulk, "due → succeeded")["samples"], 45, "{bulk}");
+    assert_eq!(
+        series(&bulk, "batch of 20 (HTTP round trip)")["samples"],
+        3,
+        "{bulk}"
+    );
     let cron = bench(&["cron", "--schedules", "3", "--seconds", "2"]);
     let lateness = series(&cron, "scheduled → started (lateness)");
     assert!(lateness["samples"].as_u64().unwrap() >= 3, "{cron}");

@@ -95,6 +95,31 @@ impl Api {
             .context("create answer has no jobId")
     }
 
+    /// Creates jobs in one `POST /openapi/jobs/batch`; their ids, in order.
+    pub(super) async fn create_batch(&self, jobs: Vec<Value>) -> Result<Vec<String>> {
+        let resp = self
+            .http
+            .post(format!("{}/openapi/jobs/batch", self.base))
+            .json(&serde_json::json!({ "jobs": jobs }))
+            .send()
+            .await
+            .context("POST /openapi/jobs/batch")?;
+        let status = resp.status();
+        let answer: Value = resp.json().await.context("batch answer is not JSON")?;
+        if !status.is_success() {
+            bail!("batch refused ({status}): {answer}");
+        }
+        answer["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| match r["job"]["jobId"].as_str() {
+                Some(id) => Ok(id.to_string()),
+                None => bail!("a batch item was refused: {r}"),
+            })
+            .collect()
+    }
+
     /// Every job in `status`, by id, with its creation time (the list
     /// endpoint, 500 a page).
     pub(super) async fn jobs_in(&self, status: &str) -> Result<HashMap<String, Millis>> {

@@ -35,28 +35,24 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         None => base.clone(),
     };
     let deadline = Duration::from_secs(args.timeout);
+    let how = workloads::Sending {
+        connections: args.connections,
+        batch: args.batch,
+    };
     let mut report = Report::new(&args, &target);
     let outcome = match args.workload {
         BenchWorkload::Create => {
-            workloads::create(&api, args.jobs, args.connections, deadline, &mut report).await
+            workloads::create(&api, args.jobs, how, deadline, &mut report).await
         }
         BenchWorkload::Burst => {
             let lead = args.lead_ms.map(Duration::from_millis).unwrap_or_else(|| {
                 Duration::from_millis(3_000 + args.jobs as u64 /* 1,000 creates/s */)
             });
-            workloads::burst(
-                &api,
-                args.jobs,
-                args.connections,
-                lead,
-                deadline,
-                &mut report,
-            )
-            .await
+            workloads::burst(&api, args.jobs, how, lead, deadline, &mut report).await
         }
         BenchWorkload::Cron => {
             let run_for = Duration::from_secs(args.seconds);
-            workloads::cron(&api, args.schedules, args.connections, run_for, &mut report).await
+            workloads::cron(&api, args.schedules, how, run_for, &mut report).await
         }
     };
     if let Some(dev) = embedded {

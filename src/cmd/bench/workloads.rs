@@ -23,37 +23,58 @@ fn bar(len: usize, what: &str) -> ProgressBar {
     bar
 }
 
-/// Creates `n` jobs from `connections` concurrent requests; their ids and
-/// how long creating all of them took.
+/// How jobs are sent: one request each, or `batch` to a request.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sending {
+    pub(super) connections: usize,
+    pub(super) batch: usize,
+}
+
+/// Creates `n` jobs from concurrent requests; their ids and how long
+/// creating all of them took.
 async fn create_all(
     api: &Api,
     n: usize,
-    connections: usize,
+    how: Sending,
     body: impl Fn(usize) -> Value,
     report: &mut Report,
 ) -> Result<(Vec<String>, Duration)> {
     let progress = bar(n, "create");
+    let per_request = how.batch.max(1);
     let started = Instant::now();
-    let results: Vec<(String, f64)> = futures::stream::iter(0..n)
-        .map(|i| {
-            let body = body(i);
+    let body = &body;
+    let requests = (0..n)
+        .step_by(per_request)
+        .map(|first| first..(first + per_request).min(n));
+    let results: Vec<(Vec<String>, f64)> = futures::stream::iter(requests)
+        .map(|items| {
             let progress = &progress;
             async move {
                 let t0 = Instant::now();
-                let id = api.create(&body).await?;
-                progress.inc(1);
-                anyhow::Ok((id, t0.elapsed().as_secs_f64() * 1e3))
+                let count = items.len();
+                let ids = if per_request == 1 {
+                    vec![api.create(&body(items.start)).await?]
+                } else {
+                    api.create_batch(items.map(body).collect()).await?
+                };
+                progress.inc(count as u64);
+                anyhow::Ok((ids, t0.elapsed().as_secs_f64() * 1e3))
             }
         })
-        .buffer_unordered(connections.max(1))
+        .buffer_unordered(how.connections.max(1))
         .try_collect()
         .await?;
     let took = started.elapsed();
     progress.finish();
-    let (ids, round_trips): (Vec<String>, Vec<f64>) = results.into_iter().unzip();
+    let (ids, round_trips): (Vec<Vec<String>>, Vec<f64>) = results.into_iter().unzip();
     report.figure("creates/s", n as f64 / took.as_secs_f64(), "jobs/s");
-    report.latency("create (HTTP round trip)", round_trips);
-    Ok((ids, took))
+    let label = if per_request == 1 {
+        "create (HTTP round trip)".to_string()
+    } else {
+        format!("batch of {per_request} (HTTP round trip)")
+    };
+    report.latency(&label, round_trips);
+    Ok((ids.into_iter().flatten().collect(), took))
 }
 
 /// Waits until every job in `ids` succeeded or failed; the times of those
@@ -109,13 +130,13 @@ fn span_ms(from: Millis, to: Option<Millis>) -> Option<f64> {
 pub(super) async fn create(
     api: &Api,
     n: usize,
-    connections: usize,
+    how: Sending,
     deadline: Duration,
     report: &mut Report,
 ) -> Result<()> {
     let body = |i: usize| json!({"jobName": format!("bench-{i}"), "jobHandler": "noop"});
-    let (ids, _) = create_all(api, n, connections, body, report).await?;
-    let done = wait_finished(api, &ids, connections, deadline, report).await?;
+    let (ids, _) = create_all(api, n, how, body, report).await?;
+    let done = wait_finished(api, &ids, how.connections, deadline, report).await?;
     let first_created = done.iter().map(|t| t.created).min();
     let last_finished = done.iter().filter_map(|t| t.finished).max();
     if let (Some(a), Some(b)) = (first_created, last_finished) {
@@ -147,7 +168,7 @@ pub(super) async fn create(
 pub(super) async fn burst(
     api: &Api,
     n: usize,
-    connections: usize,
+    how: Sending,
     lead: Duration,
     deadline: Duration,
     report: &mut Report,
@@ -156,8 +177,8 @@ pub(super) async fn burst(
     let at = to_rfc3339(due);
     let body =
         |i: usize| json!({"jobName": format!("burst-{i}"), "jobHandler": "noop", "triggerAt": at});
-    let (ids, _) = create_all(api, n, connections, body, report).await?;
-    let done = wait_finished(api, &ids, connections, deadline + lead, report).await?;
+    let (ids, _) = create_all(api, n, how, body, report).await?;
+    let done = wait_finished(api, &ids, how.connections, deadline + lead, report).await?;
     let late_creates = done.iter().filter(|t| t.created > due).count();
     if late_creates > 0 {
         report.note(format!(
@@ -199,12 +220,13 @@ pub(super) async fn burst(
 pub(super) async fn cron(
     api: &Api,
     schedules: usize,
-    connections: usize,
+    how: Sending,
     run_for: Duration,
     report: &mut Report,
 ) -> Result<()> {
+    let connections = how.connections;
     let body = |i: usize| json!({"jobName": format!("cron-{i}"), "jobHandler": "noop", "cronExpr": "* * * * * *"});
-    let (ids, _) = create_all(api, schedules, connections, body, report).await?;
+    let (ids, _) = create_all(api, schedules, how, body, report).await?;
     // Measuring a schedule means letting it run: this wait is the workload.
     let progress = bar(run_for.as_secs() as usize, "run");
     for _ in 0..run_for.as_secs() {
