@@ -7,6 +7,9 @@ use std::path::PathBuf;
 
 /// Kairos: a distributed job scheduler for systems that submit work over HTTP.
 ///
+/// Every process reads KAIROS_LOG (log filter) and KAIROS_LOG_FORMAT (text or
+/// json).
+///
 /// Callers create one-shot or cron jobs through the REST API (`kairos api`);
 /// dispatchers (`kairos dispatcher`, one of them leader) send each due trigger to
 /// one worker (`kairos worker`) through RabbitMQ; results come back to the
@@ -40,19 +43,20 @@ pub enum Command {
     /// dispatches, every one records results and heartbeats.
     ///
     /// Reads KAIROS_DATABASE_URL, KAIROS_REDIS_URL, KAIROS_AMQP_URL,
-    /// KAIROS_NAMESPACE, KAIROS_BALANCER, KAIROS_LEASE_TTL_MS and
-    /// KAIROS_WORKER_DEAD_AFTER_MS.
+    /// KAIROS_AMQP_QUEUE_TYPE, KAIROS_NAMESPACE, KAIROS_BALANCER,
+    /// KAIROS_LEASE_TTL_MS, KAIROS_WORKER_DEAD_AFTER_MS and KAIROS_METRICS_ADDR.
     Dispatcher(DispatcherArgs),
     /// Run a worker with the built-in handlers (noop, sleep, fail, http).
     ///
-    /// Reads KAIROS_REDIS_URL, KAIROS_AMQP_URL, KAIROS_NAMESPACE,
-    /// KAIROS_WORKER_ID, KAIROS_WORKER_CAPACITY, KAIROS_WORKER_BUFFER,
-    /// KAIROS_WORKER_HEARTBEAT_MS and KAIROS_WORKER_GRACE_MS.
+    /// Reads KAIROS_REDIS_URL, KAIROS_AMQP_URL, KAIROS_AMQP_QUEUE_TYPE,
+    /// KAIROS_NAMESPACE, KAIROS_WORKER_ID, KAIROS_WORKER_CAPACITY,
+    /// KAIROS_WORKER_BUFFER, KAIROS_WORKER_HEARTBEAT_MS, KAIROS_WORKER_GRACE_MS
+    /// and KAIROS_METRICS_ADDR.
     Worker(WorkerArgs),
     /// Deliver callbacks from the outbox with signatures and retries.
     ///
-    /// Reads KAIROS_DATABASE_URL, KAIROS_CALLBACK_SECRET and
-    /// KAIROS_CALLBACK_ALLOW_PRIVATE.
+    /// Reads KAIROS_DATABASE_URL, KAIROS_CALLBACK_SECRET,
+    /// KAIROS_CALLBACK_ALLOW_PRIVATE and KAIROS_METRICS_ADDR.
     CallbackRelay(RelayArgs),
     /// Run everything in one process on embedded defaults: SQLite file,
     /// in-process broker and lease, one worker. Needs no external service.
