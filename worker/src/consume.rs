@@ -142,6 +142,8 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
             return;
         }
     };
+    // Listed in `held` from here until its result is out (or it goes back).
+    let _held = shared.hold(&msg.execution_id, msg.attempt);
     let permit = tokio::select! {
         biased;
         _ = stop.cancelled() => return,
@@ -155,7 +157,11 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
         return;
     }
     let key = shared.names.attempt_key(&msg.execution_id, msg.attempt);
-    match shared.coord.once(&key, &shared.id, ATTEMPT_KEY_TTL).await {
+    match shared
+        .coord
+        .once(&key, &shared.key_owner(), ATTEMPT_KEY_TTL)
+        .await
+    {
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(execution_id = %msg.execution_id, attempt = msg.attempt, "attempt already ran or is running; skipping the duplicate");
@@ -174,7 +180,8 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
         }
     }
     let (execution_id, attempt) = (msg.execution_id.clone(), msg.attempt);
-    let started = Report::started().into_msg(&shared.id, &execution_id, attempt);
+    let started =
+        Report::started().into_msg(&shared.id, &shared.incarnation, &execution_id, attempt);
     if results::publish_started(shared.broker.as_ref(), &started)
         .await
         .is_err()
@@ -192,14 +199,14 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
         tracing::warn!(execution_id = %msg.execution_id, "acking a dispatch failed: {e}; a redelivery will be skipped by the attempt key");
     }
     let report = run_attempt(&shared, msg, permit).await;
-    let result = report.into_msg(&shared.id, &execution_id, attempt);
+    let result = report.into_msg(&shared.id, &shared.incarnation, &execution_id, attempt);
     // A final failure is already logged loudly by `publish`.
     let _ = results::publish(shared.broker.as_ref(), &result).await;
 }
 
 /// Gives back an attempt this worker took but did not start.
 async fn hand_back(shared: &Shared, key: &str, d: Delivery) {
-    match shared.coord.release(key, &shared.id).await {
+    match shared.coord.release(key, &shared.key_owner()).await {
         Ok(_) => tracing::warn!(
             key,
             "`started` could not be confirmed; handing the attempt back"
