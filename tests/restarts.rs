@@ -8,6 +8,7 @@
 #[macro_use]
 mod support;
 
+#[allow(dead_code)]
 #[path = "faults/check.rs"]
 mod check;
 
@@ -63,7 +64,10 @@ async fn a_worker_restarted_under_its_own_id_gives_up_what_it_held(stack: Stack)
     let worker_id = if worker_id.is_empty() {
         let last = last_executions(&cluster, &ids).await;
         let any = started.iter().next().expect("a running job");
-        last[any]["workerId"].as_str().unwrap_or_default().to_string()
+        last[any]["workerId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     } else {
         worker_id.to_string()
     };
@@ -102,14 +106,20 @@ async fn a_worker_restarted_under_its_own_id_gives_up_what_it_held(stack: Stack)
     for (id, e) in &execs {
         let d = detail(&cluster, e).await;
         if started.contains(id) {
-            assert_eq!(e["attempt"], 2, "a started attempt is lost and retried: {d}");
+            assert_eq!(
+                e["attempt"], 2,
+                "a started attempt is lost and retried: {d}"
+            );
             let lost = events_with(&d, "lost");
             assert!(
                 lost.iter().any(|ev| ev["workerId"] == worker_id.as_str()),
                 "the killed process's attempt is recorded lost: {d}"
             );
         } else {
-            assert_eq!(e["attempt"], 1, "an unstarted attempt keeps its number: {d}");
+            assert_eq!(
+                e["attempt"], 1,
+                "an unstarted attempt keeps its number: {d}"
+            );
         }
     }
     if stack == Stack::Services {
