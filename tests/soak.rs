@@ -493,7 +493,7 @@ async fn chaos_soak() {
     })
     .await;
     println!(
-        "drain: every job terminal {:?} after creation ended",
+        "drain: every job terminal {:?} after the faults ended",
         drain.elapsed()
     );
 
