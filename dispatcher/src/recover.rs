@@ -207,3 +207,35 @@ pub async fn reconcile_worker(
         lost: first.lost + r.lost,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger(current: Option<&str>, retired: &[&str]) -> WorkerLedger {
+        WorkerLedger {
+            worker_id: "w".into(),
+            current: current.map(str::to_string),
+            current_since: Some(1),
+            retired: retired.iter().map(|s| s.to_string()).collect(),
+            held: None,
+            beat_at: 1,
+        }
+    }
+
+    #[test]
+    fn keys_of_the_current_process_are_never_given_back_while_it_lives() {
+        let l = ledger(Some("new"), &["old", "older"]);
+        assert_eq!(stale_owners(&l), ["w old", "w older", "w"]);
+        assert!(!stale_owners(&l).contains(&"w new".to_string()));
+        // A legacy worker (no incarnation): its bare id is its live owner.
+        assert!(stale_owners(&ledger(None, &[])).is_empty());
+    }
+
+    #[test]
+    fn a_dead_worker_gives_back_the_keys_of_every_process() {
+        let l = ledger(Some("new"), &["old"]);
+        assert_eq!(all_owners(Some(&l), "w"), ["w", "w new", "w old"]);
+        assert_eq!(all_owners(None, "w"), ["w"]);
+    }
+}
