@@ -189,7 +189,7 @@ pub struct RecoveryArgs {
     #[arg(long, env = "KAIROS_DEFAULT_TIMEOUT_MS", value_name = "MS")]
     pub default_timeout_ms: Option<u64>,
     /// How long a live worker's heartbeats must leave out an attempt the
-    /// database gives it before the attempt is recovered [default: 6000;
+    /// database gives it before the attempt is recovered [default: 30000;
     /// at least 1000, and at least two of the workers' heartbeat periods].
     #[arg(long, env = "KAIROS_RECONCILE_GRACE_MS", value_name = "MS")]
     pub reconcile_grace_ms: Option<u64>,

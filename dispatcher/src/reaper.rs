@@ -44,7 +44,10 @@ pub struct ReaperConfig {
     pub offline_grace: Duration,
     /// How long a live worker's heartbeats must leave out an attempt the
     /// database gives it before the attempt is recovered (see
-    /// `kairos_core::reconcile`).
+    /// `kairos_core::reconcile`). Generous by default: a result the worker
+    /// has sent (so no longer lists the attempt) may wait unacked in a
+    /// frozen dispatcher's prefetch, and recovering that attempt would run
+    /// it again.
     pub reconcile_grace: Duration,
     /// The deployment's ceiling on silence: an attempt without a time limit
     /// of its own that has neither ended this long after it started (or was
@@ -63,7 +66,7 @@ impl Default for ReaperConfig {
             dead_after: Duration::from_secs(15),
             timeout_margin: Duration::from_secs(5),
             offline_grace: Duration::from_secs(5),
-            reconcile_grace: Duration::from_secs(6),
+            reconcile_grace: Duration::from_secs(30),
             default_timeout: DEFAULT_EXECUTION_TIMEOUT,
         }
     }
