@@ -254,6 +254,24 @@ pub struct DispatcherArgs {
     /// period].
     #[arg(long, env = "KAIROS_WORKER_DEAD_AFTER_MS", value_name = "MS")]
     pub worker_dead_after_ms: Option<u64>,
+    #[command(flatten)]
+    pub recovery: RecoveryArgs,
+}
+
+/// How dispatchers recover work nothing else ends (`dispatcher` and `dev`).
+#[derive(Debug, Args)]
+pub struct RecoveryArgs {
+    /// Ceiling on silence: an attempt of a job without `timeoutMs` that has
+    /// not ended this many milliseconds after it started (or, never started,
+    /// after it was dispatched) is timed out [default: 86400000 (24 h); at
+    /// least 1000].
+    #[arg(long, env = "KAIROS_DEFAULT_TIMEOUT_MS", value_name = "MS")]
+    pub default_timeout_ms: Option<u64>,
+    /// How long a live worker's heartbeats must leave out an attempt the
+    /// database gives it before the attempt is recovered [default: 30000;
+    /// at least 1000, and at least two of the workers' heartbeat periods].
+    #[arg(long, env = "KAIROS_RECONCILE_GRACE_MS", value_name = "MS")]
+    pub reconcile_grace_ms: Option<u64>,
 }
 
 /// `kairos worker`.
@@ -306,4 +324,6 @@ pub struct DevArgs {
     pub identity: WorkerIdentityArg,
     #[command(flatten)]
     pub callback: CallbackArg,
+    #[command(flatten)]
+    pub recovery: RecoveryArgs,
 }

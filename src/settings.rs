@@ -23,6 +23,8 @@ pub struct FileSettings {
     pub callback_allow_private: Option<bool>,
     pub lease_ttl_ms: Option<u64>,
     pub worker_dead_after_ms: Option<u64>,
+    pub default_timeout_ms: Option<u64>,
+    pub reconcile_grace_ms: Option<u64>,
     pub worker_buffer: Option<u32>,
     pub worker_heartbeat_ms: Option<u64>,
     pub worker_grace_ms: Option<u64>,

@@ -12,6 +12,7 @@
 //! - [`trigger`]: what a due trigger becomes (claims, misfires, overlaps).
 //! - [`protocol`]: the JSON messages on the broker and the names of queues and keys.
 //! - [`outcome`]: what a result or a reaper verdict does to an execution and its job.
+//! - [`reconcile`]: which attempts a restarted or forgetful worker no longer holds.
 //! - [`worker`]: what a worker reports about itself and what the balancer reads.
 //! - [`callback`]: the callback outbox row and its body.
 //! - Ports: [`store`] (storage), [`broker`] (message broker), [`coord`] (leader
@@ -29,6 +30,7 @@ pub mod execution;
 pub mod job;
 pub mod outcome;
 pub mod protocol;
+pub mod reconcile;
 pub mod redact;
 pub mod schedule;
 pub mod store;

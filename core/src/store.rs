@@ -9,7 +9,7 @@ use crate::callback::{Callback, CallbackAttempt};
 use crate::execution::{ExecEvent, ExecStatus, Execution};
 use crate::job::{Job, JobStatus, NewJob, RetryPolicy};
 use crate::outcome::Verdict;
-use crate::protocol::{DispatchMsg, HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
+use crate::protocol::{DispatchMsg, HeartbeatMsg, HeldRef, PROTOCOL_VERSION, ResultMsg};
 use crate::schedule::Schedule;
 use crate::time::Millis;
 use crate::worker::{WorkerInfo, WorkerState};
@@ -214,6 +214,12 @@ pub struct HeldAttempt {
     pub attempt: u32,
     /// `dispatched` (never confirmed started) or `running`.
     pub status: ExecStatus,
+    /// The worker process that reported it `started`, if it said.
+    pub incarnation: Option<String>,
+    /// When its dispatch was confirmed (dispatcher clock).
+    pub dispatched_at: Option<Millis>,
+    /// When the worker reported it started (worker clock).
+    pub started_at: Option<Millis>,
 }
 
 impl HeldAttempt {
@@ -221,6 +227,35 @@ impl HeldAttempt {
     pub fn target(&self) -> (String, u32) {
         (self.execution_id.clone(), self.attempt)
     }
+}
+
+/// What the store knows of a worker's processes, for recovering what a
+/// replaced process held and reconciling against what the worker reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerLedger {
+    /// Worker id.
+    pub worker_id: String,
+    /// The incarnation of its latest heartbeat (`None`: a legacy worker).
+    pub current: Option<String>,
+    /// When the current incarnation was first seen (dispatcher clock).
+    pub current_since: Option<Millis>,
+    /// Earlier incarnations, replaced by a later one: newest first.
+    pub retired: Vec<String>,
+    /// Attempts the latest heartbeat listed (`None`: not reported).
+    pub held: Option<Vec<HeldRef>>,
+    /// When that heartbeat was taken (worker clock).
+    pub beat_at: Millis,
+}
+
+/// A worker id that came back as a new process (see [`WorkerStore::workers_record_heartbeats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reincarnation {
+    /// Worker id.
+    pub worker_id: String,
+    /// The replaced process.
+    pub previous: String,
+    /// The new one.
+    pub current: String,
 }
 
 /// What recording publisher confirms did.
@@ -370,6 +405,16 @@ pub trait ExecutionStore: Send + Sync {
         margin_ms: i64,
         limit: u32,
     ) -> StoreResult<Vec<(String, u32)>>;
+    /// `dispatched`/`running` attempts with no time limit of their own
+    /// (`deadline_at` unset) that were started — or, never started,
+    /// dispatched — more than `limit_ms` before `now`: what the
+    /// deployment's default execution timeout ends.
+    async fn executions_find_unbounded(
+        &self,
+        now: Millis,
+        limit_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<(String, u32)>>;
     /// One execution of a tenant.
     async fn execution_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Execution>>;
     /// A job's executions, newest trigger first.
@@ -394,12 +439,19 @@ pub trait ExecutionStore: Send + Sync {
 /// Workers as seen through their heartbeats.
 #[async_trait]
 pub trait WorkerStore: Send + Sync {
-    /// Upserts the latest figures of each worker.
+    /// Upserts the latest figures of each worker, with its incarnation and
+    /// the attempts it says it holds. A beat from an incarnation already
+    /// replaced by a later one is dropped. Returns the workers whose
+    /// incarnation changed: the previous one is retired in the same
+    /// transaction, so its late results change nothing from then on.
     async fn workers_record_heartbeats(
         &self,
         beats: &[HeartbeatMsg],
         now: Millis,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<Vec<Reincarnation>>;
+    /// A worker's processes and what it last said it holds; `None` for an
+    /// unknown worker.
+    async fn worker_ledger(&self, id: &str) -> StoreResult<Option<WorkerLedger>>;
     /// All known workers.
     async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>>;
     /// Sets a worker's state (e.g. the reaper declaring it offline).

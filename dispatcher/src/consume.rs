@@ -7,6 +7,8 @@
 //! database is down the batch is held (unacked) and retried, so nothing is
 //! lost, and the broker redelivers it elsewhere if this instance dies.
 
+use crate::attempts::Attempts;
+use crate::recover;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerResult, Delivery, DeliveryStream};
 use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
@@ -19,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 /// Largest batch applied in one transaction.
 const MAX_BATCH: usize = 256;
@@ -69,6 +71,7 @@ impl Sink for Results {
 
 struct Heartbeats {
     store: Arc<dyn Store>,
+    attempts: Attempts,
 }
 
 #[async_trait::async_trait]
@@ -82,7 +85,18 @@ impl Sink for Heartbeats {
         msg.v
     }
     async fn apply(&self, msgs: &[HeartbeatMsg]) -> StoreResult<()> {
-        self.store.workers_record_heartbeats(msgs, now_ms()).await
+        let changed = self.store.workers_record_heartbeats(msgs, now_ms()).await?;
+        for c in changed {
+            info!(worker = %c.worker_id, previous = %c.previous, current = %c.current, "worker restarted as a new process; recovering what the old one held");
+            // Recorded already: if this fails, the reaper's next round
+            // recovers the same attempts.
+            if let Err(e) =
+                recover::recover_replaced(self.store.as_ref(), &self.attempts, &c.worker_id).await
+            {
+                warn!(worker = %c.worker_id, error = %e, "cannot recover the replaced process's work now; the reaper will");
+            }
+        }
+        Ok(())
     }
 }
 
@@ -117,13 +131,15 @@ pub async fn run_results(
     run(Results { store, on_applied }, broker, shutdown).await
 }
 
-/// Records worker heartbeats until `shutdown`.
+/// Records worker heartbeats until `shutdown`; when a worker id comes back
+/// as a new process, recovers at once what the previous one held.
 pub async fn run_heartbeats(
     store: Arc<dyn Store>,
     broker: Arc<dyn Broker>,
+    attempts: Attempts,
     shutdown: CancellationToken,
 ) {
-    run(Heartbeats { store }, broker, shutdown).await
+    run(Heartbeats { store, attempts }, broker, shutdown).await
 }
 
 async fn run<S: Sink + 'static>(sink: S, broker: Arc<dyn Broker>, shutdown: CancellationToken) {

@@ -11,6 +11,7 @@
 //! - [`reroute`]: dispatches refused by a full worker go to another one (leader only).
 //! - [`consume`]: results and heartbeats, applied in batches (every instance).
 //! - [`reaper`]: dead workers' work rescued, silent attempts timed out (every instance).
+//! - [`recover`]: a restarted worker's old work and attempts its heartbeats no longer list, recovered.
 //! - [`stops`]: stop requests recorded in the database carried to workers (leader only).
 //!
 //! Any number of instances may run; exactly one holds the lease and dispatches.
@@ -23,6 +24,7 @@ pub mod leader;
 mod metrics;
 pub mod publish;
 pub mod reaper;
+pub mod recover;
 pub mod reroute;
 pub mod scan;
 pub mod stops;
@@ -158,18 +160,19 @@ impl Dispatcher {
                 stop_consuming.clone(),
             ),
         );
+        let attempts = Attempts {
+            coord: self.coord.clone(),
+            names: self.cfg.names.clone(),
+        };
         let heartbeats = spawn_critical(
             "heartbeats consumer",
             consume::run_heartbeats(
                 self.store.clone(),
                 self.broker.clone(),
+                attempts.clone(),
                 stop_consuming.clone(),
             ),
         );
-        let attempts = Attempts {
-            coord: self.coord.clone(),
-            names: self.cfg.names.clone(),
-        };
         let reaper = spawn_critical(
             "reaper",
             reaper::run(

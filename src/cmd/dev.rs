@@ -54,17 +54,14 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     let broker = Arc::new(MemoryBroker::new(names.clone()));
     let relay_wake = Arc::new(Notify::new());
     let due = Arc::new(MemoryDue::new());
-    let dispatcher = Dispatcher::new(
-        store.clone(),
-        broker.clone(),
-        coord.clone(),
-        DispatcherConfig {
-            names: names.clone(),
-            ..DispatcherConfig::default()
-        },
-    )
-    .notify_terminal(relay_wake.clone())
-    .due_signal(due.clone());
+    let mut cfg = DispatcherConfig {
+        names: names.clone(),
+        ..DispatcherConfig::default()
+    };
+    super::dispatcher::recovery(&mut cfg.reaper, &args.recovery, file)?;
+    let dispatcher = Dispatcher::new(store.clone(), broker.clone(), coord.clone(), cfg)
+        .notify_terminal(relay_wake.clone())
+        .due_signal(due.clone());
     let mut worker = Worker::builder()
         .id(DEV_WORKER)
         .builtin_handlers()

@@ -1,6 +1,6 @@
 //! `kairos dispatcher`: one dispatcher instance against MySQL, Redis and RabbitMQ.
 
-use crate::cli::DispatcherArgs;
+use crate::cli::{DispatcherArgs, RecoveryArgs};
 use crate::connect;
 use crate::ops::{self, BrokerCheck, CoordCheck, StoreCheck};
 use crate::settings::{FileSettings, pick, require};
@@ -41,6 +41,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
     if let Some(ms) = pick(args.worker_dead_after_ms, file.worker_dead_after_ms) {
         cfg.reaper.dead_after = at_least(ms, MIN_DEAD_AFTER_MS, "KAIROS_WORKER_DEAD_AFTER_MS")?;
     }
+    recovery(&mut cfg.reaper, &args.recovery, file)?;
     let store = connect::database(&db_url, false).await?;
     let broker = connect::rabbitmq(&amqp_url, names.clone(), queue_type.as_deref()).await?;
     let due = RedisDue::connect(&redis_url, &names).await?;
@@ -50,6 +51,8 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         balancer = ?cfg.strategy,
         lease_ttl = ?cfg.lease_ttl,
         worker_dead_after = ?cfg.reaper.dead_after,
+        default_timeout = ?cfg.reaper.default_timeout,
+        reconcile_grace = ?cfg.reaper.reconcile_grace,
         "dispatcher starting"
     );
     let store = Arc::new(store);
@@ -74,6 +77,21 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         .run(shutdown)
         .await;
     info!("dispatcher stopped");
+    Ok(())
+}
+
+/// Applies `KAIROS_DEFAULT_TIMEOUT_MS` and `KAIROS_RECONCILE_GRACE_MS`.
+pub fn recovery(
+    reaper: &mut kairos_dispatcher::reaper::ReaperConfig,
+    args: &RecoveryArgs,
+    file: &FileSettings,
+) -> Result<()> {
+    if let Some(ms) = pick(args.default_timeout_ms, file.default_timeout_ms) {
+        reaper.default_timeout = at_least(ms, 1000, "KAIROS_DEFAULT_TIMEOUT_MS")?;
+    }
+    if let Some(ms) = pick(args.reconcile_grace_ms, file.reconcile_grace_ms) {
+        reaper.reconcile_grace = at_least(ms, 1000, "KAIROS_RECONCILE_GRACE_MS")?;
+    }
     Ok(())
 }
 

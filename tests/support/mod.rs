@@ -136,10 +136,15 @@ impl Cluster {
                     let db = testkit::mysql_fresh_database().await?;
                     cluster.env.insert("KAIROS_DATABASE_URL".into(), db);
                 }
+                // Checked even when the caller brings its own (a private
+                // instance, a proxy): the skip-or-fail policy still applies.
                 let redis = testkit::redis_available().await?;
                 let amqp = testkit::amqp_available().await?;
-                cluster.env.insert("KAIROS_REDIS_URL".into(), redis);
-                cluster.env.insert("KAIROS_AMQP_URL".into(), amqp);
+                cluster
+                    .env
+                    .entry("KAIROS_REDIS_URL".into())
+                    .or_insert(redis);
+                cluster.env.entry("KAIROS_AMQP_URL".into()).or_insert(amqp);
                 cluster
                     .env
                     .entry("KAIROS_NAMESPACE".into())

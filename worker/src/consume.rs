@@ -167,6 +167,8 @@ fn attempt_span(worker_id: &str, msg: &DispatchMsg) -> tracing::Span {
 }
 
 async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: CancellationToken) {
+    // Listed in `held` from here until its result is out (or it goes back).
+    let _held = shared.hold(&msg.execution_id, msg.attempt);
     let permit = tokio::select! {
         biased;
         _ = stop.cancelled() => return,
@@ -180,7 +182,11 @@ async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: Ca
         return;
     }
     let key = shared.names.attempt_key(&msg.execution_id, msg.attempt);
-    match shared.coord.once(&key, &shared.id, ATTEMPT_KEY_TTL).await {
+    match shared
+        .coord
+        .once(&key, &shared.key_owner(), ATTEMPT_KEY_TTL)
+        .await
+    {
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(execution_id = %msg.execution_id, attempt = msg.attempt, "attempt already ran or is running; skipping the duplicate");
@@ -199,7 +205,8 @@ async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: Ca
         }
     }
     let (execution_id, attempt) = (msg.execution_id.clone(), msg.attempt);
-    let started = Report::started().into_msg(&shared.id, &execution_id, attempt);
+    let started =
+        Report::started().into_msg(&shared.id, &shared.incarnation, &execution_id, attempt);
     if results::publish_started(shared.broker.as_ref(), &started)
         .await
         .is_err()
@@ -219,14 +226,14 @@ async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: Ca
     tracing::debug!("attempt started");
     let report = run_attempt(&shared, msg, permit).await;
     tracing::debug!(kind = ?report.kind, "attempt finished");
-    let result = report.into_msg(&shared.id, &execution_id, attempt);
+    let result = report.into_msg(&shared.id, &shared.incarnation, &execution_id, attempt);
     // A final failure is already logged loudly by `publish`.
     let _ = results::publish(shared.broker.as_ref(), &result).await;
 }
 
 /// Gives back an attempt this worker took but did not start.
 async fn hand_back(shared: &Shared, key: &str, d: Delivery) {
-    match shared.coord.release(key, &shared.id).await {
+    match shared.coord.release(key, &shared.key_owner()).await {
         Ok(_) => tracing::warn!(
             key,
             "`started` could not be confirmed; handing the attempt back"

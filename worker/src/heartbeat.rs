@@ -83,6 +83,8 @@ fn heartbeat(shared: &Shared, cpu: &mut CpuSampler) -> HeartbeatMsg {
         cpu_idle: cpu.idle(),
         state: shared.state(),
         at: now_ms(),
+        incarnation: Some(shared.incarnation.clone()),
+        held: Some(shared.held()),
     }
 }
 

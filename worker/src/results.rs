@@ -49,7 +49,13 @@ impl Report {
     }
 
     /// The message for this attempt, stamped now.
-    pub(crate) fn into_msg(self, worker_id: &str, execution_id: &str, attempt: u32) -> ResultMsg {
+    pub(crate) fn into_msg(
+        self,
+        worker_id: &str,
+        incarnation: &str,
+        execution_id: &str,
+        attempt: u32,
+    ) -> ResultMsg {
         ResultMsg {
             v: PROTOCOL_VERSION,
             execution_id: execution_id.to_string(),
@@ -59,6 +65,7 @@ impl Report {
             output: self.output,
             error: self.error,
             at: now_ms(),
+            incarnation: Some(incarnation.to_string()),
         }
     }
 }

@@ -6,9 +6,9 @@ use crate::handler::Registry;
 use crate::heartbeat::CostWindow;
 use kairos_core::broker::Broker;
 use kairos_core::coord::Coordination;
-use kairos_core::protocol::Names;
+use kairos_core::protocol::{HeartbeatMsg, HeldRef, Names};
 use kairos_core::worker::WorkerState;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Notify, Semaphore};
@@ -17,6 +17,9 @@ use tokio_util::task::TaskTracker;
 
 pub(crate) struct Shared {
     pub(crate) id: String,
+    /// Fresh for every process: tells the dispatchers this process from an
+    /// earlier one under the same worker id (see `docs/worker-protocol.md`).
+    pub(crate) incarnation: String,
     pub(crate) names: Names,
     pub(crate) broker: Arc<dyn Broker>,
     /// Attempt keys and stop requests.
@@ -38,6 +41,9 @@ pub(crate) struct Shared {
     pub(crate) hard_stop: CancellationToken,
     /// Running attempts by stop key, each with the token that stops it.
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// Every attempt accepted and not yet reported (waiting for a slot or
+    /// running), as the heartbeat's `held` lists them.
+    held: Mutex<HashSet<HeldRef>>,
     costs: Mutex<CostWindow>,
     state: Mutex<WorkerState>,
     /// Wakes the heartbeat loop when the state changes.
@@ -58,6 +64,7 @@ impl Shared {
     ) -> Self {
         Self {
             id,
+            incarnation: new_incarnation(),
             names,
             broker,
             coord,
@@ -69,11 +76,44 @@ impl Shared {
             tasks: TaskTracker::new(),
             hard_stop: CancellationToken::new(),
             running: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashSet::new()),
             costs: Mutex::new(CostWindow::default()),
             state: Mutex::new(WorkerState::Online),
             state_changed: Notify::new(),
             slot_freed: Notify::new(),
         }
+    }
+
+    /// The owner written into this process's attempt keys.
+    pub(crate) fn key_owner(&self) -> String {
+        HeartbeatMsg::key_owner(&self.id, Some(&self.incarnation))
+    }
+
+    /// Lists an attempt in `held` until the returned guard is dropped (after
+    /// its final result is confirmed, or when it is handed back).
+    pub(crate) fn hold(&self, execution_id: &str, attempt: u32) -> Held<'_> {
+        let r = HeldRef {
+            execution_id: execution_id.to_string(),
+            attempt,
+        };
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(r.clone());
+        Held { shared: self, r }
+    }
+
+    /// The attempts held now, in a stable order.
+    pub(crate) fn held(&self) -> Vec<HeldRef> {
+        let mut held: Vec<HeldRef> = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
+        held.sort_by(|a, b| (&a.execution_id, a.attempt).cmp(&(&b.execution_id, b.attempt)));
+        held
     }
 
     /// Handlers running now.
@@ -192,6 +232,32 @@ impl Drop for Tracked<'_> {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.stop_key);
     }
+}
+
+/// An attempt listed in `held`; see [`Shared::hold`].
+pub(crate) struct Held<'a> {
+    shared: &'a Shared,
+    r: HeldRef,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.r);
+    }
+}
+
+/// A fresh incarnation id: the start time (hex ms) and 64 random bits, so
+/// ids sort by start and never repeat.
+fn new_incarnation() -> String {
+    format!(
+        "{:x}-{:016x}",
+        kairos_core::time::now_ms(),
+        rand::random::<u64>()
+    )
 }
 
 /// A place in the pool or buffer, given back when the delivery is finished.

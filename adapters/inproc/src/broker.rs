@@ -282,6 +282,8 @@ mod tests {
             cpu_idle: 100.0,
             state: WorkerState::Online,
             at,
+            incarnation: None,
+            held: None,
         }
     }
 

@@ -22,6 +22,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "schedules",
         include_str!("../migrations/mysql/0002_schedules.sql"),
     ),
+    (
+        3,
+        "incarnations",
+        include_str!("../migrations/mysql/0003_incarnations.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order.
@@ -35,6 +40,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         2,
         "schedules",
         include_str!("../migrations/sqlite/0002_schedules.sql"),
+    ),
+    (
+        3,
+        "incarnations",
+        include_str!("../migrations/sqlite/0003_incarnations.sql"),
     ),
 ];
 

@@ -100,6 +100,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
                 output,
                 error,
                 at: now,
+                incarnation: None,
             }],
             now,
         )

@@ -146,5 +146,6 @@ pub fn result(i: u32) -> ResultMsg {
         output: Some(serde_json::json!({ "i": i })),
         error: None,
         at: 1_760_000_000_000,
+        incarnation: None,
     }
 }

@@ -159,6 +159,7 @@ pub fn result(work: &DispatchWork, attempt: u32, kind: ResultKind, at: Millis) -
         error: matches!(kind, ResultKind::Failed | ResultKind::TimedOut)
             .then(|| "boom".to_string()),
         at,
+        incarnation: None,
     }
 }
 
