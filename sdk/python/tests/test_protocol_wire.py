@@ -148,7 +148,7 @@ async def test_messages_carry_the_protocol_additions_and_a_full_worker_refuses(w
     assert started["kind"] == "started", "`started` comes first"
     assert (started["worker_id"], started["attempt"], started["incarnation"]) == (WID, 1, hb["incarnation"])
     owner = await wire.redis.get(f"{wire.ns}:attempt:{e1}:1")
-    assert isinstance(owner, str) and re.fullmatch(rf"\S+ {WID}", owner), owner
+    assert isinstance(owner, str) and re.fullmatch(rf"\S+ {WID} [0-9a-f]{{32}}", owner), owner
     busy = await wire.heartbeat("a heartbeat with the attempt held", lambda m: m["held"])
     assert busy["held"] == [{"execution_id": e1, "attempt": 1}] and busy["active"] == 1
 

@@ -1,8 +1,10 @@
 """Redis: the once-per-attempt key and the stop requests.
 
-`SET <key> "<token> <worker_id>" NX PX` makes an attempt run at most once;
-the value names this worker so the dispatcher's reaper can give back keys a
-dead worker took without starting. Stop requests are keys too, looked up with
+`SET <key> "<token> <worker_id> <incarnation>" NX PX` makes an attempt run
+at most once; the value names this worker process so a dispatcher can give
+back the keys a dead or replaced process took without starting (a worker that
+reports an incarnation must name it in its keys, or a dispatcher retiring an
+earlier process of the same id would take its keys for stale ones). Stop requests are keys too, looked up with
 one MGET for every running attempt.
 """
 
@@ -38,7 +40,7 @@ class GuardUnavailable(Exception):
 
 
 class Guard:
-    def __init__(self, url: str, worker_id: str) -> None:
+    def __init__(self, url: str, worker_id: str, incarnation: str) -> None:
         # No retries inside the client: a retried SET NX whose first reply was
         # lost would find our own key and look like someone else's. Ambiguity
         # is resolved below by reading the value back.
@@ -52,6 +54,7 @@ class Guard:
             client_name=f"kairos-worker:{worker_id}",
         )
         self._worker_id = worker_id
+        self._incarnation = incarnation
 
     async def ping(self) -> None:
         await self._redis.ping()
@@ -60,7 +63,7 @@ class Guard:
         """Takes the attempt key. Returns the value written (our claim) or
         None when another holder has it; raises GuardUnavailable when the
         outcome cannot be known (the dispatch must not run then)."""
-        value = f"{uuid.uuid4().hex} {self._worker_id}"
+        value = f"{uuid.uuid4().hex} {self._worker_id} {self._incarnation}"
         last: Exception | None = None
         for _ in range(WRITE_TRIES):
             try:

@@ -207,10 +207,10 @@ class Worker:
         if not self._handlers:
             raise ConfigError("no handlers registered")
         cfg = self.config
-        self.incarnation = uuid.uuid4().hex
+        incarnation = self.incarnation = uuid.uuid4().hex
         shared = self._shared = Shared(cfg.capacity, cfg.buffer)
         link = Link(cfg.amqp_url, self.names, f"kairos-worker {cfg.worker_id}")
-        guard = Guard(cfg.redis_url, cfg.worker_id)
+        guard = Guard(cfg.redis_url, cfg.worker_id, incarnation)
         try:
             await self._check_services(link, guard)
             run = _Running(self, shared, link, guard)
