@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::{Cluster, Stack, prom};
 
-const JOBS: usize = 40;
+const JOBS: usize = 200;
 
 /// `traceparent` headers of the callbacks received, by execution id.
 type Seen = Arc<Mutex<Vec<(String, String)>>>;
