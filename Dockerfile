@@ -6,6 +6,10 @@
 # Build stage: the locked dependency set (Cargo.lock, --locked), dependencies
 # compiled in their own layer so a source change rebuilds only Kairos.
 FROM rust:1.94-slim-bookworm AS build
+# C toolchain for the bundled SQLite and the TLS library (aws-lc).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc g++ make cmake pkg-config \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 ENV CARGO_TERM_COLOR=never CARGO_INCREMENTAL=0
 COPY Cargo.toml Cargo.lock ./

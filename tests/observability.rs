@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::{Cluster, Stack, prom};
 
-const JOBS: usize = 40;
+const JOBS: usize = 200;
 
 /// `traceparent` headers of the callbacks received, by execution id.
 type Seen = Arc<Mutex<Vec<(String, String)>>>;
@@ -182,17 +182,18 @@ async fn services_metrics_logs_and_traces_follow_the_work() {
         span["job_id"].is_string() && span["worker_id"].is_string(),
         "{span}"
     );
-    let dispatcher_logged = dispatchers.iter().any(|d| {
-        cluster.log(d).lines().any(|l| {
-            serde_json::from_str::<Value>(l).is_ok_and(|v| {
-                v["span"]["execution_id"] == exec.as_str()
-                    && v["span"]["trace_id"] == trace_id.as_str()
-            })
-        })
-    });
-    assert!(
-        dispatcher_logged,
-        "a dispatcher logged the dispatch in the same trace"
+    // The dispatcher's span travelled in the AMQP header to the worker.
+    let dispatch_span = dispatchers
+        .iter()
+        .flat_map(|d| cluster.log(d).lines().map(String::from).collect::<Vec<_>>())
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .map(|v| v["span"].clone())
+        .find(|s| s["name"] == "dispatch" && s["execution_id"] == exec.as_str())
+        .expect("a dispatcher logged the dispatch");
+    assert_eq!(dispatch_span["trace_id"], trace_id.as_str());
+    assert_eq!(
+        span["parent"], dispatch_span["traceparent"],
+        "worker span {span}"
     );
 
     // The callback request carries the execution's trace.

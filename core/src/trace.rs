@@ -111,6 +111,13 @@ impl TraceContext {
     }
 }
 
+/// The `traceparent` header a dispatch of `msg` carries: the dispatcher's
+/// span in the execution's trace. Brokers attach it to the message.
+pub fn dispatch_traceparent(msg: &crate::protocol::DispatchMsg) -> Option<String> {
+    TraceContext::for_execution(&msg.execution_id, msg.attempt, Stage::Dispatch)
+        .map(|t| t.to_string())
+}
+
 /// Formats as a `traceparent` header value.
 impl fmt::Display for TraceContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

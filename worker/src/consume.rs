@@ -146,13 +146,19 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
             return;
         }
     };
-    let span = attempt_span(&shared.id, &msg);
+    let span = attempt_span(&shared.id, &msg, d.traceparent.as_deref());
     run_traced(shared, d, msg, stop).instrument(span).await;
 }
 
 /// The span of one attempt on this worker, with the execution's trace fields
 /// named as in every other process.
-fn attempt_span(worker_id: &str, msg: &DispatchMsg) -> tracing::Span {
+fn attempt_span(worker_id: &str, msg: &DispatchMsg, parent: Option<&str>) -> tracing::Span {
+    // The dispatcher's span, from the message header; its trace is the
+    // execution's whatever the header says, so a bad header changes nothing.
+    let parent = parent
+        .and_then(TraceContext::parse)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
     let trace = TraceContext::for_execution(&msg.execution_id, msg.attempt, Stage::Run);
     tracing::info_span!(
         "attempt",
@@ -163,6 +169,7 @@ fn attempt_span(worker_id: &str, msg: &DispatchMsg) -> tracing::Span {
         handler = %msg.handler,
         trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
         traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
+        parent = %parent,
     )
 }
 

@@ -212,19 +212,28 @@ impl Broker for AmqpBroker {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
         let exchange = self.names.dispatch_exchange();
-        publish::publish(&link, &exchange, worker_id, &body, true).await
+        let trace = kairos_core::trace::dispatch_traceparent(msg);
+        publish::publish(&link, &exchange, worker_id, &body, true, trace).await
     }
 
     async fn result_publish(&self, msg: &ResultMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.results_queue(), &body, true).await
+        publish::publish(&link, "", &self.names.results_queue(), &body, true, None).await
     }
 
     async fn heartbeat_publish(&self, msg: &HeartbeatMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.heartbeats_queue(), &body, false).await
+        publish::publish(
+            &link,
+            "",
+            &self.names.heartbeats_queue(),
+            &body,
+            false,
+            None,
+        )
+        .await
     }
 
     async fn dispatch_consume(
