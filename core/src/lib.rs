@@ -16,6 +16,7 @@
 //! - [`callback`]: the callback outbox row and its body.
 //! - Ports: [`store`] (storage), [`broker`] (message broker), [`coord`] (leader
 //!   lease, once-only guard, stop board) and [`due`] ("a job became due" signals).
+//! - [`tenant`]: tenants, API keys and their roles, audit entries.
 //! - [`redact`]: the one way to print a connection URL without its secret.
 #![warn(missing_docs, unreachable_pub)]
 
@@ -30,6 +31,7 @@ pub mod protocol;
 pub mod redact;
 pub mod schedule;
 pub mod store;
+pub mod tenant;
 pub mod time;
 pub mod trigger;
 pub mod worker;

@@ -76,6 +76,7 @@ mod rows;
 mod sched_cols;
 mod stmt;
 mod stop;
+mod tenants;
 mod update;
 mod workers;
 

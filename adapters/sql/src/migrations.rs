@@ -22,6 +22,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "schedules",
         include_str!("../migrations/mysql/0002_schedules.sql"),
     ),
+    (
+        5,
+        "tenants",
+        include_str!("../migrations/mysql/0005_tenants.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order.
@@ -35,6 +40,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         2,
         "schedules",
         include_str!("../migrations/sqlite/0002_schedules.sql"),
+    ),
+    (
+        5,
+        "tenants",
+        include_str!("../migrations/sqlite/0005_tenants.sql"),
     ),
 ];
 
@@ -79,7 +89,7 @@ mod tests {
     use super::*;
     use crate::SqlStore;
     use kairos_core::schedule::{MisfirePolicy, Schedule};
-    use kairos_core::store::JobStore;
+    use kairos_core::store::{JobStore, TenantStore};
     use kairos_testkit as testkit;
 
     /// A database at the first schema with a job in it takes the later
@@ -106,6 +116,18 @@ mod tests {
         assert_eq!(
             (r.misfire, r.start_at, r.end_at),
             (MisfirePolicy::FireOnce, None, None)
+        );
+        let tenants: Vec<String> = store
+            .tenants_list()
+            .await
+            .expect("tenants")
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(
+            tenants,
+            ["default", "t"],
+            "every job's tenant becomes a tenant"
         );
         store.migrate().await.expect("idempotent");
     }
