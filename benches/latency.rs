@@ -49,8 +49,8 @@ async fn immediate(cluster: &Cluster, n: usize) {
             .create_one_shot(&format!("bench-{i}"), "noop", json!({}))
             .await;
         let job = loop {
-            let job: Value = http
-                .get(format!("{}/openapi/jobs/{id}", cluster.base))
+            let job: Value = cluster
+                .authorized(http.get(format!("{}/openapi/jobs/{id}", cluster.base)))
                 .send()
                 .await
                 .expect("GET job")

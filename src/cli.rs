@@ -60,6 +60,107 @@ pub enum Command {
     /// Reads KAIROS_DATABASE_URL (default sqlite://kairos.db), KAIROS_HTTP_ADDR,
     /// KAIROS_WORKER_CAPACITY and KAIROS_CALLBACK_SECRET.
     Dev(DevArgs),
+    /// Manage tenants: create, list, set limits, rotate the callback secret.
+    ///
+    /// Reads KAIROS_DATABASE_URL; applies the schema first, so it works on a
+    /// fresh database.
+    #[command(subcommand)]
+    Tenants(TenantsCommand),
+    /// Manage API keys: create (the key is printed once), list, revoke.
+    ///
+    /// Reads KAIROS_DATABASE_URL; applies the schema first.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+/// Limits of a tenant; absent ones take the API's defaults.
+#[derive(Debug, Clone, Args)]
+pub struct TenantLimitArgs {
+    /// Job creates per second per key.
+    #[arg(long, value_name = "N")]
+    pub create_rate: Option<f64>,
+    /// Creates a key may burst before the rate applies.
+    #[arg(long, value_name = "N")]
+    pub create_burst: Option<u32>,
+    /// Most scheduled, running or paused jobs the tenant may hold.
+    #[arg(long, value_name = "N")]
+    pub max_live_jobs: Option<u64>,
+}
+
+/// `kairos tenants …`.
+#[derive(Debug, Subcommand)]
+pub enum TenantsCommand {
+    /// Create a tenant and print its callback signing secret.
+    Create {
+        /// Tenant id: 1–64 of a-z, 0-9, '-', '_'.
+        id: String,
+        #[command(flatten)]
+        limits: TenantLimitArgs,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+    /// List tenants and their limits.
+    List {
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+    /// Replace a tenant's limits (a limit not given goes back to the default).
+    SetLimits {
+        /// Tenant id.
+        id: String,
+        #[command(flatten)]
+        limits: TenantLimitArgs,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+    /// Make a new callback secret and print it; the old one keeps signing
+    /// beside it for the grace period.
+    RotateSecret {
+        /// Tenant id.
+        id: String,
+        /// Grace period of the old secret [default: 24h]; e.g. 90m, 12h, 7d.
+        #[arg(long, value_name = "DURATION")]
+        grace: Option<String>,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+}
+
+/// `kairos keys …`.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print it (only this once; only its hash is stored).
+    Create {
+        /// Tenant the key acts for.
+        #[arg(long, value_name = "TENANT")]
+        tenant: String,
+        /// admin, write or read.
+        #[arg(long, value_name = "ROLE")]
+        role: String,
+        /// Expiry: an RFC 3339 time or a duration from now (90m, 12h, 30d).
+        #[arg(long, value_name = "WHEN")]
+        expires: Option<String>,
+        /// Free text for humans.
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+    /// List keys (never their secrets).
+    List {
+        /// Only this tenant's keys.
+        #[arg(long, value_name = "TENANT")]
+        tenant: Option<String>,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+    /// Revoke a key by its prefix; every API instance refuses it within a second.
+    Revoke {
+        /// The key's prefix (the 12 hex digits after `kai_`), or the whole key.
+        prefix: String,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
 }
 
 /// The database.

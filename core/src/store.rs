@@ -447,6 +447,9 @@ pub trait CallbackStore: Send + Sync {
         tenant: &str,
         execution_id: &str,
     ) -> StoreResult<Vec<(Callback, Vec<CallbackAttempt>)>>;
+    /// The tenant a callback belongs to, for the secrets it is signed with;
+    /// `None` if there is no such tenant.
+    async fn callback_tenant(&self, tenant: &str) -> StoreResult<Option<Tenant>>;
     /// Queues a new delivery (new delivery id, same body) of the execution's
     /// latest callback if that one is `delivered` or `dead`. `None` if there is
     /// none or it is still pending.

@@ -158,3 +158,45 @@ pub struct AuditEntry {
     /// When.
     pub at: Millis,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenant(secret: Option<&str>, previous: Option<&str>, until: Option<Millis>) -> Tenant {
+        Tenant {
+            id: "t".into(),
+            callback_secret: secret.map(Into::into),
+            previous_secret: previous.map(Into::into),
+            previous_valid_until: until,
+            limits: TenantLimits::default(),
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn signing_secrets_follow_the_rotation() {
+        let s = tenant(None, None, None).signing_secrets(b"env", 10);
+        assert_eq!((s.current, s.previous), (b"env".to_vec(), None));
+        // The default tenant's first rotation: the configured secret is the old one.
+        let s = tenant(Some("new"), None, Some(20)).signing_secrets(b"env", 10);
+        assert_eq!(
+            (s.current, s.previous),
+            (b"new".to_vec(), Some(b"env".to_vec()))
+        );
+        let s = tenant(Some("new"), Some("old"), Some(20)).signing_secrets(b"env", 10);
+        assert_eq!(s.previous, Some(b"old".to_vec()));
+        let s = tenant(Some("new"), Some("old"), Some(20)).signing_secrets(b"env", 20);
+        assert_eq!(s.previous, None, "the grace period is over");
+    }
+
+    #[test]
+    fn roles_include_the_weaker_ones() {
+        assert!(Role::Admin.allows(Role::Write) && Role::Write.allows(Role::Read));
+        assert!(!Role::Read.allows(Role::Write) && !Role::Write.allows(Role::Admin));
+        for r in [Role::Read, Role::Write, Role::Admin] {
+            assert_eq!(Role::parse(r.as_str()), Some(r));
+        }
+        assert!(valid_tenant_id("acme-1_x") && !valid_tenant_id("Acme") && !valid_tenant_id(""));
+    }
+}

@@ -49,6 +49,7 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
         names: names.clone(),
     };
     recover_interrupted(store.as_ref(), &attempts).await;
+    let (key, key_file, new_key) = super::dev_key::ensure(store.as_ref(), &db_url).await?;
 
     let broker = Arc::new(MemoryBroker::new(names.clone()));
     let relay_wake = Arc::new(Notify::new());
@@ -97,7 +98,7 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     let dispatcher = tokio::spawn(dispatcher.run_until(front.clone(), back.clone()));
     let worker = tokio::spawn(worker.run(front.clone()));
     let relay = tokio::spawn(relay.run(back.clone(), relay_wake));
-    print_banner(local, &db_url);
+    print_banner(local, &db_url, &key, &key_file, new_key);
 
     front.cancelled().await;
     match worker.await {
@@ -136,21 +137,37 @@ async fn recover_interrupted(store: &dyn Store, attempts: &reaper::Attempts) {
     }
 }
 
-fn print_banner(addr: std::net::SocketAddr, db_url: &str) {
+fn print_banner(
+    addr: std::net::SocketAddr,
+    db_url: &str,
+    key: &str,
+    key_file: &std::path::Path,
+    new_key: bool,
+) {
+    let origin = if new_key {
+        "created now for tenant \"default\""
+    } else {
+        "tenant \"default\", kept from an earlier start"
+    };
     println!(
         r#"
 Kairos dev is running (API, dispatcher, worker "{DEV_WORKER}", callback relay; in-process broker and lease).
   API:       http://{addr}   (docs: http://{addr}/docs)
   Database:  {db}
+  Admin key: {key}
+             ({origin}; saved in {file})
 
 Create a job:
-  curl -s -X POST http://{addr}/openapi/jobs -H 'Content-Type: application/json' \
+  export KAIROS_KEY={key}
+  curl -s -X POST http://{addr}/openapi/jobs -H "Authorization: Bearer $KAIROS_KEY" \
+    -H 'Content-Type: application/json' \
     -d '{{"jobName":"hello","jobHandler":"noop","params":{{"greeting":"hi"}}}}'
 Read it back:
-  curl -s http://{addr}/openapi/jobs/<jobId>
+  curl -s http://{addr}/openapi/jobs/<jobId> -H "Authorization: Bearer $KAIROS_KEY"
 
 Press Ctrl-C to stop (running handlers finish first).
 "#,
-        db = kairos_core::redact::redact_url(db_url)
+        db = kairos_core::redact::redact_url(db_url),
+        file = key_file.display(),
     );
 }

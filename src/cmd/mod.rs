@@ -3,9 +3,12 @@
 
 mod api;
 mod dev;
+mod dev_key;
 mod dispatcher;
+mod keys;
 mod migrate;
 mod relay;
+mod tenants;
 mod worker;
 
 use crate::cli::{Cli, Command, NamespaceArg};
@@ -23,6 +26,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Worker(args) => worker::run(args, &file).await,
         Command::CallbackRelay(args) => relay::run(args, &file).await,
         Command::Dev(args) => dev::run(args, &file).await,
+        Command::Tenants(cmd) => tenants::run(cmd, &file).await,
+        Command::Keys(cmd) => keys::run(cmd, &file).await,
     }
 }
 

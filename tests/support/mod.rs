@@ -66,6 +66,8 @@ pub struct Cluster {
     pub sqlite_url: Option<String>,
     /// Where each child's stderr is copied, one `<name>.log` per process name.
     pub log_dir: PathBuf,
+    /// Admin key of the `default` tenant, sent with every request.
+    pub key: String,
 }
 
 fn free_port() -> u16 {
@@ -123,6 +125,7 @@ impl Cluster {
             http: reqwest::Client::new(),
             sqlite_url: None,
             log_dir,
+            key: String::new(),
         };
         match stack {
             Stack::Services => {
@@ -144,6 +147,7 @@ impl Cluster {
                     .status()
                     .expect("run kairos migrate");
                 assert!(status.success(), "kairos migrate failed");
+                cluster.key = cluster.admin_key_from_cli();
                 cluster.spawn("api", &["api"]);
                 for i in 0..dispatchers {
                     cluster.spawn(&format!("dispatcher-{i}"), &["dispatcher"]);
@@ -163,7 +167,33 @@ impl Cluster {
             }
         }
         cluster.wait_ready().await;
+        if let Some(url) = &cluster.sqlite_url {
+            // `kairos dev` keeps its admin key beside the database.
+            let path = url.trim_start_matches("sqlite://");
+            let path = format!("{}.key", path.split('?').next().unwrap_or(path));
+            let key = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("read the dev key at {path}: {e}"));
+            cluster.key = key.trim().to_string();
+        }
         Some(cluster)
+    }
+
+    /// A new admin key of the `default` tenant made with `kairos keys create`.
+    fn admin_key_from_cli(&self) -> String {
+        let out = self
+            .command(&["keys", "create", "--tenant", "default", "--role", "admin"])
+            .output()
+            .expect("run kairos keys create");
+        assert!(out.status.success(), "kairos keys create failed: {out:?}");
+        String::from_utf8(out.stdout)
+            .expect("the key is text")
+            .trim()
+            .to_string()
+    }
+
+    /// `req` with the cluster's admin key.
+    pub fn authorized(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        req.bearer_auth(&self.key)
     }
 
     /// A `kairos` command with the cluster's environment.
@@ -319,8 +349,7 @@ impl Cluster {
     /// GET returning JSON, or `None` while the server is unreachable.
     pub async fn try_get(&self, path: &str) -> Option<Value> {
         let r = self
-            .http
-            .get(format!("{}{path}", self.base))
+            .authorized(self.http.get(format!("{}{path}", self.base)))
             .send()
             .await
             .ok()?;
@@ -335,9 +364,10 @@ impl Cluster {
         path: &str,
         body: Option<&Value>,
     ) -> (u16, Value) {
-        let mut req = self
-            .http
-            .request(method.clone(), format!("{}{path}", self.base));
+        let mut req = self.authorized(
+            self.http
+                .request(method.clone(), format!("{}{path}", self.base)),
+        );
         if let Some(body) = body {
             req = req.json(body);
         }
