@@ -35,6 +35,10 @@ pub enum Command {
     ///
     /// Reads KAIROS_DATABASE_URL and KAIROS_HTTP_ADDR; with KAIROS_REDIS_URL
     /// (and KAIROS_NAMESPACE) it wakes the leader dispatcher when a job is due.
+    /// Every /openapi/* route needs an API key (`kairos keys create`).
+    /// KAIROS_API_CREATE_RATE, KAIROS_API_CREATE_BURST and
+    /// KAIROS_API_MAX_LIVE_JOBS set the default limits; KAIROS_METRICS_ADDR
+    /// moves /metrics to its own listener.
     Api(ApiArgs),
     /// Run a dispatcher. Any number may run; the one holding the Redis lease
     /// dispatches, every one records results and heartbeats.
@@ -47,7 +51,8 @@ pub enum Command {
     ///
     /// Reads KAIROS_REDIS_URL, KAIROS_AMQP_URL, KAIROS_NAMESPACE,
     /// KAIROS_WORKER_ID, KAIROS_WORKER_CAPACITY, KAIROS_WORKER_BUFFER,
-    /// KAIROS_WORKER_HEARTBEAT_MS and KAIROS_WORKER_GRACE_MS.
+    /// KAIROS_WORKER_HEARTBEAT_MS, KAIROS_WORKER_GRACE_MS and
+    /// KAIROS_HTTP_ALLOW_PRIVATE.
     Worker(WorkerArgs),
     /// Deliver callbacks from the outbox with signatures and retries.
     ///
@@ -58,7 +63,9 @@ pub enum Command {
     /// in-process broker and lease, one worker. Needs no external service.
     ///
     /// Reads KAIROS_DATABASE_URL (default sqlite://kairos.db), KAIROS_HTTP_ADDR,
-    /// KAIROS_WORKER_CAPACITY and KAIROS_CALLBACK_SECRET.
+    /// KAIROS_WORKER_CAPACITY, KAIROS_CALLBACK_SECRET and the API's limits.
+    /// Creates the `default` tenant's admin key on first start and keeps it
+    /// beside the database (`kairos.db.key`).
     Dev(DevArgs),
     /// Manage tenants: create, list, set limits, rotate the callback secret.
     ///
@@ -231,6 +238,32 @@ pub struct CallbackArg {
     pub callback_allow_private: Option<bool>,
 }
 
+/// The built-in `http` handler's request-forgery guard.
+#[derive(Debug, Clone, Args)]
+pub struct HttpGuardArg {
+    /// Let `http` jobs reach loopback, private and link-local addresses
+    /// [default: false; `kairos dev`: true].
+    #[arg(long, env = "KAIROS_HTTP_ALLOW_PRIVATE", value_name = "BOOL")]
+    pub http_allow_private: Option<bool>,
+}
+
+/// The API's default limits (a tenant may override them) and metrics listener.
+#[derive(Debug, Clone, Args)]
+pub struct ApiLimitsArg {
+    /// Job creates per second per key [default: 1000].
+    #[arg(long, env = "KAIROS_API_CREATE_RATE", value_name = "N")]
+    pub api_create_rate: Option<f64>,
+    /// Creates a key may burst before the rate applies [default: 2000].
+    #[arg(long, env = "KAIROS_API_CREATE_BURST", value_name = "N")]
+    pub api_create_burst: Option<u32>,
+    /// Most scheduled, running or paused jobs per tenant [default: 100000].
+    #[arg(long, env = "KAIROS_API_MAX_LIVE_JOBS", value_name = "N")]
+    pub api_max_live_jobs: Option<u64>,
+    /// Serve `/metrics` on this address instead of the API's.
+    #[arg(long, env = "KAIROS_METRICS_ADDR", value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+}
+
 /// `kairos migrate`.
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
@@ -249,6 +282,8 @@ pub struct ApiArgs {
     pub redis: RedisArg,
     #[command(flatten)]
     pub ns: NamespaceArg,
+    #[command(flatten)]
+    pub limits: ApiLimitsArg,
 }
 
 /// `kairos dispatcher`.
@@ -289,6 +324,8 @@ pub struct WorkerArgs {
     pub ns: NamespaceArg,
     #[command(flatten)]
     pub identity: WorkerIdentityArg,
+    #[command(flatten)]
+    pub http_guard: HttpGuardArg,
     /// Dispatches that may wait for a free handler slot; beyond capacity +
     /// buffer the worker refuses dispatches so they are rerouted
     /// [default: the capacity].
@@ -324,4 +361,8 @@ pub struct DevArgs {
     pub identity: WorkerIdentityArg,
     #[command(flatten)]
     pub callback: CallbackArg,
+    #[command(flatten)]
+    pub http_guard: HttpGuardArg,
+    #[command(flatten)]
+    pub limits: ApiLimitsArg,
 }

@@ -152,6 +152,36 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Serves only `GET /metrics` on `listener` (`KAIROS_METRICS_ADDR`), so
+/// metrics can be reachable where the API is not, until `shutdown` resolves.
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    handle: PrometheusHandle,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, metrics_router(handle))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+fn metrics_router(handle: PrometheusHandle) -> Router {
+    Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let handle = handle.clone();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    handle.render(),
+                )
+            }
+        }),
+    )
+}
+
 /// Serves [`router`] on `listener` until `shutdown` resolves, then finishes
 /// the requests in flight.
 pub async fn serve(

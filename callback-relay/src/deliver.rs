@@ -9,12 +9,12 @@
 
 use crate::backoff::{after_failure, parse_retry_after};
 use crate::config::RelayConfig;
-use crate::guard::{self, GuardError, GuardedResolver};
 use crate::signature::sign_all;
 use kairos_core::callback::{Callback, CallbackAttempt};
 use kairos_core::store::CallbackNext;
 use kairos_core::tenant::SigningSecrets;
 use kairos_core::time::{Millis, now_ms};
+use kairos_netguard::{self as guard, GuardError};
 use reqwest::{Client, StatusCode, header};
 use std::time::{Duration, Instant};
 
@@ -29,13 +29,9 @@ pub const SIGNATURE_HEADER: &str = "Kairos-Signature";
 
 /// The HTTP client every attempt shares (connection pool, TLS setup).
 pub fn client(cfg: &RelayConfig) -> reqwest::Result<Client> {
-    Client::builder()
+    guard::client_builder(cfg.guard())
         .user_agent(USER_AGENT)
         .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .dns_resolver(GuardedResolver {
-            allow_private: cfg.allow_private,
-        })
         .build()
 }
 
@@ -132,7 +128,7 @@ async fn send(
     secrets: &SigningSecrets,
     number: u32,
 ) -> Result<reqwest::Response, Judged> {
-    if let Err(refusal) = guard::check_url(&callback.url, cfg.allow_private).await {
+    if let Err(refusal) = guard::check_url(&callback.url, cfg.guard()).await {
         return Err(refused(refusal));
     }
     let body = callback.payload.as_bytes();

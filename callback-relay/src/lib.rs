@@ -7,7 +7,8 @@
 //! - [`config`]: [`RelayConfig`] and [`BackoffPolicy`], defaults and validation.
 //! - [`signature`]: [`sign`] and [`verify`] for the `Kairos-Signature` header.
 //! - [`backoff`]: the retry schedule, `Retry-After` and the give-up rule.
-//! - [`guard`]: the server-side request forgery guard (private addresses).
+//! - URLs are checked by `kairos_netguard` (private addresses refused), the
+//!   guard the worker's `http` handler shares.
 //! - [`secrets`]: each tenant's signing secrets (two during a rotation).
 //! - [`deliver`]: one attempt, from URL check to the recorded outcome.
 //! - [`Relay`] (here): the loop that claims due callbacks and runs attempts.
@@ -32,7 +33,6 @@
 pub mod backoff;
 pub mod config;
 pub mod deliver;
-pub mod guard;
 pub mod secrets;
 pub mod signature;
 

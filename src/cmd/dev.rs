@@ -10,7 +10,7 @@ use crate::cli::DevArgs;
 use crate::connect;
 use crate::settings::{FileSettings, pick};
 use anyhow::{Context, Result};
-use kairos_api::{ApiConfig, AppState};
+use kairos_api::AppState;
 use kairos_callback_relay::{Relay, RelayConfig};
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
@@ -68,6 +68,9 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     let mut worker = Worker::builder()
         .id(DEV_WORKER)
         .builtin_handlers()
+        .http_allow_private(
+            pick(args.http_guard.http_allow_private, file.http_allow_private).unwrap_or(true),
+        )
         .broker(broker.clone())
         .coordination(coord.clone())
         .names(names);
@@ -84,11 +87,16 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     )
     .unwrap_or(true);
     let relay = Relay::new(store.clone(), relay_cfg)?;
-    let state = AppState::new(store.clone(), ApiConfig::default())
-        .with_prometheus(super::prometheus()?)
-        .with_due_notifier(super::announce_due(due));
-
     let front = crate::signal::shutdown_token();
+    let state = super::with_metrics(
+        AppState::new(store.clone(), super::api_config(&args.limits, file)?),
+        &args.limits,
+        file,
+        front.clone(),
+    )
+    .await?
+    .with_due_notifier(super::announce_due(due));
+
     let back = CancellationToken::new();
     let api = tokio::spawn(kairos_api::serve(
         listener,

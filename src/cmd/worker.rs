@@ -19,8 +19,10 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
     let names = super::names(&args.ns, file);
     let broker = connect::rabbitmq(&amqp_url, names.clone()).await?;
     let guard = connect::redis(&redis_url, names.clone()).await?;
+    let allow_private = pick(args.http_guard.http_allow_private, file.http_allow_private);
     let mut builder = Worker::builder()
         .builtin_handlers()
+        .http_allow_private(allow_private.unwrap_or(false))
         .broker(Arc::new(broker))
         .coordination(Arc::new(guard))
         .names(names);

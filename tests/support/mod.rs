@@ -111,6 +111,7 @@ impl Cluster {
             "KAIROS_CALLBACK_ALLOW_PRIVATE".to_string(),
             "true".to_string(),
         );
+        env.insert("KAIROS_HTTP_ALLOW_PRIVATE".to_string(), "true".to_string());
         // Plain text, so tests can grep the logs.
         env.insert("NO_COLOR".to_string(), "1".to_string());
         for (k, v) in extra_env {
