@@ -6,6 +6,8 @@
 mod bad_input;
 #[path = "api/callbacks.rs"]
 mod callbacks;
+#[path = "api/contract.rs"]
+mod contract;
 #[path = "api/control.rs"]
 mod control;
 #[path = "api/jobs.rs"]
@@ -66,6 +68,7 @@ on_both_stores! {
     crate::patch::patch_changes_a_job_at_its_version => patch_changes_a_job_at_its_version,
     crate::patch::bad_patches_change_nothing => bad_patches_change_nothing,
     crate::patch::patch_refuses_finished_and_fired_jobs_and_ends_closed_windows => patch_refuses_finished_and_fired_jobs_and_ends_closed_windows,
+    crate::contract::every_route_answers_as_documented => every_route_answers_as_documented,
     crate::tenants::every_route_needs_a_usable_key => every_route_needs_a_usable_key,
     crate::tenants::expired_keys_are_refused => expired_keys_are_refused,
     crate::tenants::roles_decide_what_a_key_may_do => roles_decide_what_a_key_may_do,
