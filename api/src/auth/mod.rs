@@ -75,10 +75,13 @@ pub(crate) fn required_role(method: &Method, path: &str) -> Option<Role> {
     })
 }
 
+/// A key with its tenant, as looked up.
+type Found = Option<(ApiKey, Tenant)>;
+
 /// Looked-up keys by prefix, with when they were read (`None`: no such key).
 #[derive(Default)]
 pub(crate) struct KeyCache {
-    entries: Mutex<HashMap<String, (Instant, Option<(ApiKey, Tenant)>)>>,
+    entries: Mutex<HashMap<String, (Instant, Found)>>,
 }
 
 /// Cached entries kept at most; the cache is cleared when it grows past this
@@ -86,7 +89,7 @@ pub(crate) struct KeyCache {
 const CACHE_MAX: usize = 10_000;
 
 impl KeyCache {
-    fn get(&self, prefix: &str, ttl: Duration) -> Option<Option<(ApiKey, Tenant)>> {
+    fn get(&self, prefix: &str, ttl: Duration) -> Option<Found> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries
             .get(prefix)
@@ -94,7 +97,7 @@ impl KeyCache {
             .map(|(_, v)| v.clone())
     }
 
-    fn put(&self, prefix: &str, value: Option<(ApiKey, Tenant)>) {
+    fn put(&self, prefix: &str, value: Found) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= CACHE_MAX {
             entries.clear();
@@ -103,7 +106,7 @@ impl KeyCache {
     }
 }
 
-async fn lookup(state: &AppState, prefix: &str) -> Result<Option<(ApiKey, Tenant)>, StoreError> {
+async fn lookup(state: &AppState, prefix: &str) -> Result<Found, StoreError> {
     let ttl = state.config.key_cache_ttl;
     if let Some(hit) = state.auth.keys.get(prefix, ttl) {
         return Ok(hit);
