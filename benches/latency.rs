@@ -49,8 +49,8 @@ async fn immediate(cluster: &Cluster, n: usize) {
             .create_one_shot(&format!("bench-{i}"), "noop", json!({}))
             .await;
         let job = loop {
-            let job: Value = http
-                .get(format!("{}/openapi/jobs/{id}", cluster.base))
+            let job: Value = cluster
+                .authorized(http.get(format!("{}/openapi/jobs/{id}", cluster.base)))
                 .send()
                 .await
                 .expect("GET job")
@@ -162,7 +162,9 @@ async fn count_succeeded(cluster: &Cluster) -> usize {
 }
 
 async fn run(stack: Stack) {
-    let Some(mut cluster) = Cluster::start(stack, 2, 2).await else {
+    // The throughput burst creates faster than the default per-key rate.
+    let limits = [("KAIROS_API_CREATE_BURST", "100000")];
+    let Some(mut cluster) = Cluster::start_with(stack, 2, 2, &limits).await else {
         println!("{stack:?}: services not reachable, skipped");
         return;
     };

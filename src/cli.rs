@@ -38,6 +38,10 @@ pub enum Command {
     ///
     /// Reads KAIROS_DATABASE_URL and KAIROS_HTTP_ADDR; with KAIROS_REDIS_URL
     /// (and KAIROS_NAMESPACE) it wakes the leader dispatcher when a job is due.
+    /// Every /openapi/* route needs an API key (`kairos keys create`).
+    /// KAIROS_API_CREATE_RATE, KAIROS_API_CREATE_BURST and
+    /// KAIROS_API_MAX_LIVE_JOBS set the default limits; KAIROS_METRICS_ADDR
+    /// moves /metrics to its own listener.
     Api(ApiArgs),
     /// Run a dispatcher. Any number may run; the one holding the Redis lease
     /// dispatches, every one records results and heartbeats.
@@ -51,7 +55,7 @@ pub enum Command {
     /// Reads KAIROS_REDIS_URL, KAIROS_AMQP_URL, KAIROS_AMQP_QUEUE_TYPE,
     /// KAIROS_NAMESPACE, KAIROS_WORKER_ID, KAIROS_WORKER_CAPACITY,
     /// KAIROS_WORKER_BUFFER, KAIROS_WORKER_HEARTBEAT_MS, KAIROS_WORKER_GRACE_MS
-    /// and KAIROS_METRICS_ADDR.
+    /// KAIROS_METRICS_ADDR and KAIROS_HTTP_ALLOW_PRIVATE.
     Worker(WorkerArgs),
     /// Deliver callbacks from the outbox with signatures and retries.
     ///
@@ -62,7 +66,9 @@ pub enum Command {
     /// in-process broker and lease, one worker. Needs no external service.
     ///
     /// Reads KAIROS_DATABASE_URL (default sqlite://kairos.db), KAIROS_HTTP_ADDR,
-    /// KAIROS_WORKER_CAPACITY and KAIROS_CALLBACK_SECRET.
+    /// KAIROS_WORKER_CAPACITY, KAIROS_CALLBACK_SECRET and the API's limits.
+    /// Creates the `default` tenant's admin key on first start and keeps it
+    /// beside the database (`kairos.db.key`).
     Dev(DevArgs),
     /// Measure a deployment, like pgbench or redis-benchmark: jobs per second
     /// and latency percentiles, from the server's own timestamps.
@@ -72,6 +78,17 @@ pub enum Command {
     /// connections, create → succeeded), `burst` (N jobs due at one instant),
     /// `cron` (M every-second schedules, trigger lateness).
     Bench(BenchArgs),
+    /// Manage tenants: create, list, set limits, rotate the callback secret.
+    ///
+    /// Reads KAIROS_DATABASE_URL; applies the schema first, so it works on a
+    /// fresh database.
+    #[command(subcommand)]
+    Tenants(TenantsCommand),
+    /// Manage API keys: create (the key is printed once), list, revoke.
+    ///
+    /// Reads KAIROS_DATABASE_URL; applies the schema first.
+    #[command(subcommand)]
+    Keys(KeysCommand),
 }
 
 /// What `kairos bench` measures and against what.
@@ -124,6 +141,96 @@ pub enum BenchWorkload {
     Burst,
     /// M schedules firing every second; trigger lateness.
     Cron,
+}
+
+/// Limits of a tenant; absent ones take the API's defaults.
+#[derive(Debug, Clone, Args)]
+pub struct TenantLimitArgs {
+    /// Job creates per second per key.
+    #[arg(long, value_name = "N")]
+    pub create_rate: Option<f64>,
+    /// Creates a key may burst before the rate applies.
+    #[arg(long, value_name = "N")]
+    pub create_burst: Option<u32>,
+    /// Most scheduled, running or paused jobs the tenant may hold.
+    #[arg(long, value_name = "N")]
+    pub max_live_jobs: Option<u64>,
+}
+
+/// `kairos tenants …`.
+#[derive(Debug, Subcommand)]
+pub enum TenantsCommand {
+    /// Create a tenant and print its callback signing secret.
+    Create {
+        /// Tenant id: 1–64 of a-z, 0-9, '-', '_'.
+        id: String,
+        #[command(flatten)]
+        limits: TenantLimitArgs,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+    /// List tenants and their limits.
+    List {
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+    /// Replace a tenant's limits (a limit not given goes back to the default).
+    SetLimits {
+        /// Tenant id.
+        id: String,
+        #[command(flatten)]
+        limits: TenantLimitArgs,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+    /// Make a new callback secret and print it; the old one keeps signing
+    /// beside it for the grace period.
+    RotateSecret {
+        /// Tenant id.
+        id: String,
+        /// Grace period of the old secret [default: 24h]; e.g. 90m, 12h, 7d.
+        #[arg(long, value_name = "DURATION")]
+        grace: Option<String>,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+}
+
+/// `kairos keys …`.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print it (only this once; only its hash is stored).
+    Create {
+        /// Tenant the key acts for.
+        #[arg(long, value_name = "TENANT")]
+        tenant: String,
+        /// admin, write or read.
+        #[arg(long, value_name = "ROLE")]
+        role: String,
+        /// Expiry: an RFC 3339 time or a duration from now (90m, 12h, 30d).
+        #[arg(long, value_name = "WHEN")]
+        expires: Option<String>,
+        /// Free text for humans.
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+    /// List keys (never their secrets).
+    List {
+        /// Only this tenant's keys.
+        #[arg(long, value_name = "TENANT")]
+        tenant: Option<String>,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
+    /// Revoke a key by its prefix; every API instance refuses it within a second.
+    Revoke {
+        /// The key's prefix (the 12 hex digits after `kai_`), or the whole key.
+        prefix: String,
+        #[command(flatten)]
+        db: DatabaseArg,
+    },
 }
 
 /// The database.
@@ -207,6 +314,32 @@ pub struct CallbackArg {
     pub callback_allow_private: Option<bool>,
 }
 
+/// The built-in `http` handler's request-forgery guard.
+#[derive(Debug, Clone, Args)]
+pub struct HttpGuardArg {
+    /// Let `http` jobs reach loopback, private and link-local addresses
+    /// [default: false; `kairos dev`: true].
+    #[arg(long, env = "KAIROS_HTTP_ALLOW_PRIVATE", value_name = "BOOL")]
+    pub http_allow_private: Option<bool>,
+}
+
+/// The API's default limits (a tenant may override them) and metrics listener.
+#[derive(Debug, Clone, Args)]
+pub struct ApiLimitsArg {
+    /// Job creates per second per key [default: 1000].
+    #[arg(long, env = "KAIROS_API_CREATE_RATE", value_name = "N")]
+    pub api_create_rate: Option<f64>,
+    /// Creates a key may burst before the rate applies [default: 2000].
+    #[arg(long, env = "KAIROS_API_CREATE_BURST", value_name = "N")]
+    pub api_create_burst: Option<u32>,
+    /// Most scheduled, running or paused jobs per tenant [default: 100000].
+    #[arg(long, env = "KAIROS_API_MAX_LIVE_JOBS", value_name = "N")]
+    pub api_max_live_jobs: Option<u64>,
+    /// Serve `/metrics` on this address instead of the API's.
+    #[arg(long, env = "KAIROS_METRICS_ADDR", value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+}
+
 /// `kairos migrate`.
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
@@ -225,6 +358,8 @@ pub struct ApiArgs {
     pub redis: RedisArg,
     #[command(flatten)]
     pub ns: NamespaceArg,
+    #[command(flatten)]
+    pub limits: ApiLimitsArg,
 }
 
 /// `kairos dispatcher`.
@@ -287,6 +422,8 @@ pub struct WorkerArgs {
     pub ns: NamespaceArg,
     #[command(flatten)]
     pub identity: WorkerIdentityArg,
+    #[command(flatten)]
+    pub http_guard: HttpGuardArg,
     /// Dispatches that may wait for a free handler slot; beyond capacity +
     /// buffer the worker refuses dispatches so they are rerouted
     /// [default: the capacity].
@@ -326,4 +463,8 @@ pub struct DevArgs {
     pub callback: CallbackArg,
     #[command(flatten)]
     pub recovery: RecoveryArgs,
+    #[command(flatten)]
+    pub http_guard: HttpGuardArg,
+    #[command(flatten)]
+    pub limits: ApiLimitsArg,
 }

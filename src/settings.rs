@@ -28,6 +28,10 @@ pub struct FileSettings {
     pub worker_buffer: Option<u32>,
     pub worker_heartbeat_ms: Option<u64>,
     pub worker_grace_ms: Option<u64>,
+    pub http_allow_private: Option<bool>,
+    pub api_create_rate: Option<f64>,
+    pub api_create_burst: Option<u32>,
+    pub api_max_live_jobs: Option<u64>,
     pub metrics_addr: Option<String>,
 }
 

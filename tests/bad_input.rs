@@ -33,11 +33,11 @@ async fn bad_input_gets_4xx_json_and_changes_nothing(stack: Stack) {
     let before = cluster.get(&format!("/openapi/jobs/{existing}")).await;
     let http = reqwest::Client::new();
     for (what, method, body, content_type) in cases() {
-        let req = http
-            .request(
+        let req = cluster
+            .authorized(http.request(
                 method.parse().unwrap(),
                 format!("{}/openapi/jobs", cluster.base),
-            )
+            ))
             .header("content-type", content_type)
             .body(body);
         let resp = req
@@ -61,8 +61,8 @@ async fn bad_input_gets_4xx_json_and_changes_nothing(stack: Stack) {
         "/openapi/executions/does-not-exist",
         "/no/such/route",
     ] {
-        let resp = http
-            .get(format!("{}{path}", cluster.base))
+        let resp = cluster
+            .authorized(http.get(format!("{}{path}", cluster.base)))
             .send()
             .await
             .unwrap();

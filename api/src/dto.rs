@@ -1,6 +1,7 @@
 //! Request and response bodies of the API (camelCase JSON), each with its
 //! OpenAPI schema. Conversions from the core types live beside each body.
 
+mod admin;
 mod batch;
 mod callback;
 mod execution;
@@ -9,6 +10,11 @@ mod job;
 mod request;
 mod worker;
 
+pub use admin::{
+    AuditPage, AuditQuery, AuditView, CreateKeyRequest, CreateTenantRequest, CreatedKey,
+    CreatedTenant, KeyList, KeyView, KeysQuery, RotateSecretRequest, RotatedSecret, TenantList,
+    TenantView,
+};
 pub use batch::{BatchCreateRequest, BatchCreateResponse, BatchItemResult, MAX_BATCH};
 pub use callback::{CallbackAttemptView, CallbackList, CallbackView};
 pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView};
@@ -22,7 +28,7 @@ use kairos_core::job::JobStatus;
 use kairos_core::schedule::{MisfirePolicy, OverlapPolicy};
 use kairos_core::time::{Millis, to_rfc3339};
 use kairos_core::worker::WorkerState;
-use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
 /// A string schema listing `values`; built from the core enums so the
 /// document can never drift from the states the code knows.
@@ -61,6 +67,27 @@ pub(crate) fn overlap_schema() -> Object {
          execution), `replace` (ask the previous execution to stop, run the new one).",
         OverlapPolicy::ALL.iter().map(|p| p.as_str()),
     )
+}
+
+/// `schema` that also accepts `null` (OpenAPI 3.1: `type: [string, null]`
+/// and `null` among the enum values).
+fn nullable(schema: Object) -> Object {
+    let mut values: Vec<serde_json::Value> = schema.enum_values.clone().unwrap_or_default();
+    values.push(serde_json::Value::Null);
+    ObjectBuilder::from(schema)
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .enum_values(Some(values))
+        .build()
+}
+
+/// Misfire policy as a job reports it: `null` for a one-shot.
+pub(crate) fn misfire_schema_nullable() -> Object {
+    nullable(misfire_schema())
+}
+
+/// Overlap policy as a job reports it: `null` for a one-shot.
+pub(crate) fn overlap_schema_nullable() -> Object {
+    nullable(overlap_schema())
 }
 
 pub(crate) fn worker_state_schema() -> Object {

@@ -5,7 +5,7 @@
 //! leaves the API as axum's default plain-text rejection.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kairos_core::store::StoreError;
 use serde::Serialize;
@@ -67,6 +67,28 @@ pub enum ApiError {
     /// `version` it sent.
     #[error("{0}")]
     VersionConflict(String),
+    /// 401 `unauthorized`: no usable API key (missing, malformed, unknown,
+    /// expired or revoked); sent with `WWW-Authenticate: Bearer`.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403 `forbidden`: the key's role does not allow the request.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 409 `already_exists`: a tenant with that id exists.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// 429 `rate_limited`: the key created jobs faster than its tenant's rate;
+    /// `Retry-After` says when to try again.
+    #[error("{message}")]
+    RateLimited {
+        /// Whole seconds until a create is allowed again (at least 1).
+        retry_after_secs: u64,
+        /// Explanation.
+        message: String,
+    },
+    /// 429 `live_job_limit`: the tenant holds as many non-terminal jobs as it may.
+    #[error("{0}")]
+    LiveJobLimit(String),
     /// 503 `unavailable`: a dependency (the database) cannot be reached.
     #[error("{0}")]
     Unavailable(String),
@@ -93,6 +115,12 @@ impl ApiError {
             ApiError::IdempotencyConflict(_)
             | ApiError::InvalidState(_)
             | ApiError::VersionConflict(_) => StatusCode::CONFLICT,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::AlreadyExists(_) => StatusCode::CONFLICT,
+            ApiError::RateLimited { .. } | ApiError::LiveJobLimit(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -115,6 +143,11 @@ impl ApiError {
             ApiError::IdempotencyConflict(_) => "idempotency_conflict",
             ApiError::InvalidState(_) => "invalid_state",
             ApiError::VersionConflict(_) => "version_conflict",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::AlreadyExists(_) => "already_exists",
+            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::LiveJobLimit(_) => "live_job_limit",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal => "internal",
         }
@@ -197,7 +230,23 @@ impl From<&ApiError> for ErrorBody {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status(), Json(ErrorBody::from(&self))).into_response()
+        let mut res = (self.status(), Json(ErrorBody::from(&self))).into_response();
+        match &self {
+            ApiError::Unauthorized(_) => {
+                res.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"kairos\""),
+                );
+            }
+            ApiError::RateLimited {
+                retry_after_secs, ..
+            } => {
+                res.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            _ => {}
+        }
+        res
     }
 }
 

@@ -7,6 +7,7 @@
 //! - [`extract`]: extractors whose rejections are [`ApiError`]s.
 //! - [`dto`]: request and response bodies with their OpenAPI schemas.
 //! - [`validate`]: caller input → domain values (`CreateJobRequest` → `NewJob`).
+//! - [`auth`]: API keys, the authentication middleware, roles and limits.
 //! - `routes`: one file per resource (jobs, control, executions, callbacks,
 //!   workers, health).
 //! - `openapi`: the document served at `/openapi.json` (Swagger UI at `/docs`).
@@ -16,6 +17,7 @@
 //! app and [`serve`] runs it until a shutdown future resolves.
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod auth;
 pub mod dto;
 pub mod error;
 pub mod extract;
@@ -34,13 +36,21 @@ use kairos_core::time::Millis;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tower_http::trace::TraceLayer;
 
 /// Settings of the API.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
-    /// Tenant of every request ("default" until API keys map callers to tenants).
-    pub tenant: String,
+    /// How long a looked-up key is trusted before it is read again: the
+    /// longest a revoked key keeps working on this instance.
+    pub key_cache_ttl: Duration,
+    /// Job creates per second per key, unless the tenant overrides it.
+    pub create_rate_per_sec: f64,
+    /// Creates a key may burst before the rate applies, unless overridden.
+    pub create_burst: u32,
+    /// Most non-terminal jobs a tenant may hold, unless overridden.
+    pub max_live_jobs: u64,
     /// Largest serialized `params` of a job.
     pub max_params_bytes: usize,
     /// Largest request body.
@@ -50,7 +60,10 @@ pub struct ApiConfig {
 impl Default for ApiConfig {
     fn default() -> Self {
         Self {
-            tenant: "default".to_string(),
+            key_cache_ttl: Duration::from_millis(500),
+            create_rate_per_sec: 10_000.0,
+            create_burst: 20_000,
+            max_live_jobs: 10_000_000,
             max_params_bytes: 64 * 1024,
             max_body_bytes: 1024 * 1024,
         }
@@ -78,6 +91,7 @@ pub struct AppState {
     pub(crate) ready_checks: Arc<[Arc<dyn ReadyCheck>]>,
     pub(crate) prometheus: Option<PrometheusHandle>,
     pub(crate) notify_due: DueNotifier,
+    pub(crate) auth: Arc<auth::AuthState>,
 }
 
 impl AppState {
@@ -90,6 +104,7 @@ impl AppState {
             ready_checks: Arc::from(Vec::new()),
             prometheus: None,
             notify_due: Arc::new(|_| {}),
+            auth: Arc::default(),
         }
     }
 
@@ -124,13 +139,47 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     let max_body = state.config.max_body_bytes;
     let (app, doc) = routes::api().split_for_parts();
-    app.merge(openapi::swagger_ui(doc))
+    app.merge(openapi::swagger_ui(openapi::finish(doc)))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
         .layer(axum::middleware::from_fn(observe::count_requests))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Serves only `GET /metrics` on `listener` (`KAIROS_METRICS_ADDR`), so
+/// metrics can be reachable where the API is not, until `shutdown` resolves.
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    handle: PrometheusHandle,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, metrics_router(handle))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+fn metrics_router(handle: PrometheusHandle) -> Router {
+    Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let handle = handle.clone();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    handle.render(),
+                )
+            }
+        }),
+    )
 }
 
 /// Serves [`router`] on `listener` until `shutdown` resolves, then finishes

@@ -6,6 +6,8 @@
 mod patch;
 mod schedule;
 
+pub(crate) use schedule::time_field;
+
 pub use patch::job_update;
 
 use crate::ApiConfig;
@@ -33,6 +35,7 @@ const MAX_PAGE: u32 = 500;
 pub fn new_job(
     req: CreateJobRequest,
     cfg: &ApiConfig,
+    tenant: &str,
     id: String,
     now: Millis,
 ) -> Result<NewJob, ApiError> {
@@ -114,7 +117,7 @@ pub fn new_job(
 
     Ok(NewJob {
         id,
-        tenant: cfg.tenant.clone(),
+        tenant: tenant.to_string(),
         name: name.to_string(),
         handler: handler.to_string(),
         params: req.params,

@@ -12,7 +12,13 @@ fn req(body: Value) -> CreateJobRequest {
 }
 
 fn build(body: Value) -> Result<NewJob, ApiError> {
-    new_job(req(body), &ApiConfig::default(), "id-1".into(), NOW)
+    new_job(
+        req(body),
+        &ApiConfig::default(),
+        "default",
+        "id-1".into(),
+        NOW,
+    )
 }
 
 fn refusal(body: Value) -> (&'static str, Option<String>) {

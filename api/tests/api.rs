@@ -8,6 +8,8 @@ mod bad_input;
 mod batch;
 #[path = "api/callbacks.rs"]
 mod callbacks;
+#[path = "api/contract.rs"]
+mod contract;
 #[path = "api/control.rs"]
 mod control;
 #[path = "api/jobs.rs"]
@@ -20,6 +22,8 @@ mod patch;
 mod schedules;
 #[path = "api/support.rs"]
 mod support;
+#[path = "api/tenants.rs"]
+mod tenants;
 
 /// One `#[tokio::test]` per scenario and backend.
 macro_rules! on_both_stores {
@@ -29,7 +33,7 @@ macro_rules! on_both_stores {
                 #[tokio::test]
                 async fn $name() {
                     let store = crate::support::store(crate::support::Backend::Sqlite).await.unwrap();
-                    $scenario(crate::support::spawn_app(store)).await;
+                    $scenario(crate::support::spawn_app(store).await).await;
                 }
             )*
         }
@@ -40,7 +44,7 @@ macro_rules! on_both_stores {
                     let Some(store) = crate::support::store(crate::support::Backend::MySql).await else {
                         return;
                     };
-                    $scenario(crate::support::spawn_app(store)).await;
+                    $scenario(crate::support::spawn_app(store).await).await;
                 }
             )*
         }
@@ -68,4 +72,12 @@ on_both_stores! {
     crate::patch::patch_changes_a_job_at_its_version => patch_changes_a_job_at_its_version,
     crate::patch::bad_patches_change_nothing => bad_patches_change_nothing,
     crate::patch::patch_refuses_finished_and_fired_jobs_and_ends_closed_windows => patch_refuses_finished_and_fired_jobs_and_ends_closed_windows,
+    crate::contract::every_route_answers_as_documented => every_route_answers_as_documented,
+    crate::tenants::every_route_needs_a_usable_key => every_route_needs_a_usable_key,
+    crate::tenants::expired_keys_are_refused => expired_keys_are_refused,
+    crate::tenants::roles_decide_what_a_key_may_do => roles_decide_what_a_key_may_do,
+    crate::tenants::a_revoked_key_stops_within_a_second => a_revoked_key_stops_within_a_second,
+    crate::tenants::tenants_never_see_each_other => tenants_never_see_each_other,
+    crate::tenants::admin_api_tenants_keys_and_audit => admin_api_tenants_keys_and_audit,
+    crate::tenants::creates_are_rate_limited_per_key => creates_are_rate_limited_per_key,
 }

@@ -127,6 +127,16 @@ impl RelayConfig {
 }
 
 /// The secret stays out of logs.
+impl RelayConfig {
+    /// The request-forgery guard of callback URLs.
+    pub fn guard(&self) -> kairos_netguard::Guard {
+        kairos_netguard::Guard {
+            allow_private: self.allow_private,
+            setting: ALLOW_PRIVATE_ENV,
+        }
+    }
+}
+
 impl fmt::Debug for RelayConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RelayConfig")

@@ -9,12 +9,13 @@
 
 use crate::backoff::{after_failure, parse_retry_after};
 use crate::config::RelayConfig;
-use crate::guard::{self, GuardError, GuardedResolver};
-use crate::signature::sign;
+use crate::signature::sign_all;
 use kairos_core::callback::{Callback, CallbackAttempt};
 use kairos_core::store::CallbackNext;
+use kairos_core::tenant::SigningSecrets;
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::trace::{Stage, TraceContext};
+use kairos_netguard::{self as guard, GuardError};
 use reqwest::{Client, StatusCode, header};
 use std::time::{Duration, Instant};
 
@@ -29,13 +30,9 @@ pub const SIGNATURE_HEADER: &str = "Kairos-Signature";
 
 /// The HTTP client every attempt shares (connection pool, TLS setup).
 pub fn client(cfg: &RelayConfig) -> reqwest::Result<Client> {
-    Client::builder()
+    guard::client_builder(cfg.guard())
         .user_agent(USER_AGENT)
         .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .dns_resolver(GuardedResolver {
-            allow_private: cfg.allow_private,
-        })
         .build()
 }
 
@@ -65,13 +62,17 @@ pub async fn attempt(
     client: &Client,
     cfg: &RelayConfig,
     callback: &Callback,
+    secrets: &SigningSecrets,
 ) -> (CallbackAttempt, CallbackNext) {
     let number = callback.attempts.saturating_add(1);
     let at = now_ms();
     let started = Instant::now();
     // One limit for the whole attempt: a hanging DNS lookup counts too.
-    let result =
-        tokio::time::timeout(cfg.request_timeout, send(client, cfg, callback, number)).await;
+    let result = tokio::time::timeout(
+        cfg.request_timeout,
+        send(client, cfg, callback, secrets, number),
+    )
+    .await;
     let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let (status_code, error, ending) = match result {
         Ok(Ok(response)) => {
@@ -133,13 +134,16 @@ async fn send(
     client: &Client,
     cfg: &RelayConfig,
     callback: &Callback,
+    secrets: &SigningSecrets,
     number: u32,
 ) -> Result<reqwest::Response, Judged> {
-    if let Err(refusal) = guard::check_url(&callback.url, cfg.allow_private).await {
+    if let Err(refusal) = guard::check_url(&callback.url, cfg.guard()).await {
         return Err(refused(refusal));
     }
     let body = callback.payload.as_bytes();
-    let signature = sign(&cfg.secret, now_ms().div_euclid(1000), body);
+    let mut keys: Vec<&[u8]> = vec![&secrets.current];
+    keys.extend(secrets.previous.as_deref());
+    let signature = sign_all(&keys, now_ms().div_euclid(1000), body);
     let mut request = client
         .post(&callback.url)
         .header(header::CONTENT_TYPE, "application/json")
@@ -269,6 +273,13 @@ mod tests {
         assert!(matches!(ending, Ending::Retry { retry_after: None }));
     }
 
+    fn secrets(cfg: &RelayConfig) -> SigningSecrets {
+        SigningSecrets {
+            current: cfg.secret.clone(),
+            previous: None,
+        }
+    }
+
     fn callback(url: String) -> Callback {
         Callback {
             id: "cb-1".into(),
@@ -295,7 +306,7 @@ mod tests {
         cfg.backoff.jitter = false;
         let client = client(&cfg).unwrap();
         let before = now_ms();
-        let (record, next) = attempt(&client, &cfg, &callback(url)).await;
+        let (record, next) = attempt(&client, &cfg, &callback(url), &secrets(&cfg)).await;
         assert_eq!(record.attempt, 3);
         assert_eq!(record.status_code, None);
         assert!(record.error.unwrap().contains("timed out after 10s"));
@@ -311,8 +322,13 @@ mod tests {
     async fn a_refused_address_is_dead_and_says_why() {
         let cfg = RelayConfig::new(b"k".to_vec(), "r");
         let client = client(&cfg).unwrap();
-        let (record, next) =
-            attempt(&client, &cfg, &callback("http://169.254.169.254/".into())).await;
+        let (record, next) = attempt(
+            &client,
+            &cfg,
+            &callback("http://169.254.169.254/".into()),
+            &secrets(&cfg),
+        )
+        .await;
         assert_eq!(next, CallbackNext::Dead);
         assert!(record.error.unwrap().contains("link-local"));
     }

@@ -7,7 +7,9 @@
 //! - [`config`]: [`RelayConfig`] and [`BackoffPolicy`], defaults and validation.
 //! - [`signature`]: [`sign`] and [`verify`] for the `Kairos-Signature` header.
 //! - [`backoff`]: the retry schedule, `Retry-After` and the give-up rule.
-//! - [`guard`]: the server-side request forgery guard (private addresses).
+//! - URLs are checked by `kairos_netguard` (private addresses refused), the
+//!   guard the worker's `http` handler shares.
+//! - [`secrets`]: each tenant's signing secrets (two during a rotation).
 //! - [`deliver`]: one attempt, from URL check to the recorded outcome.
 //! - [`Relay`] (here): the loop that claims due callbacks and runs attempts.
 //!
@@ -31,12 +33,12 @@
 pub mod backoff;
 pub mod config;
 pub mod deliver;
-pub mod guard;
 mod metrics;
+pub mod secrets;
 pub mod signature;
 
 pub use config::{BackoffPolicy, RelayConfig};
-pub use signature::{sign, verify};
+pub use signature::{sign, sign_all, verify};
 
 use kairos_core::callback::Callback;
 use kairos_core::store::{CallbackNext, CallbackStore, StoreError};
@@ -67,6 +69,7 @@ pub struct Relay {
     store: Arc<dyn CallbackStore>,
     cfg: Arc<RelayConfig>,
     client: reqwest::Client,
+    tenants: Arc<secrets::TenantSecrets>,
 }
 
 impl Relay {
@@ -78,6 +81,7 @@ impl Relay {
             store,
             cfg: Arc::new(cfg),
             client,
+            tenants: Arc::default(),
         })
     }
 
@@ -183,6 +187,7 @@ impl Relay {
         let store = Arc::clone(&self.store);
         let cfg = Arc::clone(&self.cfg);
         let client = self.client.clone();
+        let tenants = Arc::clone(&self.tenants);
         let trace = deliver::callback_trace(&callback);
         let span = tracing::info_span!(
             "callback",
@@ -192,7 +197,17 @@ impl Relay {
             trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
         );
         let work = async move {
-            let (attempt, next) = deliver::attempt(&client, &cfg, &callback).await;
+            let secrets = match tenants.of(store.as_ref(), &cfg, &callback.tenant).await {
+                Ok(s) => s,
+                Err(e) => {
+                    // Unsigned or wrongly signed is worse than late: the
+                    // lease runs out and the callback is claimed again.
+                    tracing::warn!(id = %callback.id, error = %e, "cannot read the tenant's callback secret; retrying later");
+                    drop(permit);
+                    return None;
+                }
+            };
+            let (attempt, next) = deliver::attempt(&client, &cfg, &callback, &secrets).await;
             metrics::delivery(&attempt, next);
             tracing::debug!(id = %callback.id, attempt = attempt.attempt, status = ?attempt.status_code, ?next, "callback attempt");
             let recorded = store

@@ -25,6 +25,19 @@ pub fn sign(secret: &[u8], t: i64, body: &[u8]) -> String {
     format!("t={t},v1={}", hex::encode(digest))
 }
 
+/// The header value signed with each of `secrets` (one `v1=` per secret, in
+/// order): during a secret rotation the new secret first, then the old one,
+/// so receivers holding either verify.
+pub fn sign_all(secrets: &[&[u8]], t: i64, body: &[u8]) -> String {
+    let mut header = format!("t={t}");
+    for secret in secrets {
+        let digest = mac(secret, t, body).finalize().into_bytes();
+        header.push_str(",v1=");
+        header.push_str(&hex::encode(digest));
+    }
+    header
+}
+
 /// Whether `header` is a valid signature of `body` made within
 /// `tolerance_secs` of `now` (unix seconds). Any `v1` entry may match, so a
 /// sender can list several during a secret rotation. The digest comparison is
@@ -84,6 +97,20 @@ mod tests {
         assert!(verify(SECRET, &h, BODY, now, 300));
         assert!(verify(SECRET, &h, BODY, now + 299, 300));
         assert!(verify(SECRET, &format!("v1=00, {h}"), BODY, now, 300));
+    }
+
+    #[test]
+    fn a_rotation_signs_with_both_secrets() {
+        let now = 1_767_225_600;
+        let h = sign_all(&[b"new", b"old"], now, BODY);
+        assert_eq!(h.matches(",v1=").count(), 2);
+        assert!(h.starts_with(&sign(b"new", now, BODY)));
+        assert!(verify(b"new", &h, BODY, now, 300));
+        assert!(
+            verify(b"old", &h, BODY, now, 300),
+            "a receiver with the old secret"
+        );
+        assert!(!verify(b"other", &h, BODY, now, 300));
     }
 
     #[test]

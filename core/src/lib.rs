@@ -17,6 +17,7 @@
 //! - [`callback`]: the callback outbox row and its body.
 //! - Ports: [`store`] (storage), [`broker`] (message broker), [`coord`] (leader
 //!   lease, once-only guard, stop board) and [`due`] ("a job became due" signals).
+//! - [`tenant`]: tenants, API keys and their roles, audit entries.
 //! - [`redact`]: the one way to print a connection URL without its secret.
 //! - [`supervise`]: long-lived consumer loops that reopen with backoff, and
 //!   tasks whose panic stops the process.
@@ -35,6 +36,7 @@ pub mod redact;
 pub mod schedule;
 pub mod store;
 pub mod supervise;
+pub mod tenant;
 pub mod time;
 pub mod trace;
 pub mod trigger;

@@ -11,6 +11,7 @@ use crate::job::{Job, JobStatus, NewJob, RetryPolicy};
 use crate::outcome::Verdict;
 use crate::protocol::{DispatchMsg, HeartbeatMsg, HeldRef, PROTOCOL_VERSION, ResultMsg};
 use crate::schedule::Schedule;
+use crate::tenant::{ApiKey, AuditEntry, Tenant, TenantLimits};
 use crate::time::Millis;
 use crate::worker::{WorkerInfo, WorkerState};
 use async_trait::async_trait;
@@ -517,6 +518,9 @@ pub trait CallbackStore: Send + Sync {
         tenant: &str,
         execution_id: &str,
     ) -> StoreResult<Vec<(Callback, Vec<CallbackAttempt>)>>;
+    /// The tenant a callback belongs to, for the secrets it is signed with;
+    /// `None` if there is no such tenant.
+    async fn callback_tenant(&self, tenant: &str) -> StoreResult<Option<Tenant>>;
     /// Queues a new delivery (new delivery id, same body) of the execution's
     /// latest callback if that one is `delivered` or `dead`. `None` if there is
     /// none or it is still pending.
@@ -529,6 +533,62 @@ pub trait CallbackStore: Send + Sync {
     ) -> StoreResult<Option<Callback>>;
 }
 
+/// Tenants, API keys and the audit trail. These are operator calls: the API
+/// allows them to admin keys only, and the key lookup serves the
+/// authentication of every request.
+#[async_trait]
+pub trait TenantStore: Send + Sync {
+    /// Inserts a tenant; `false` if one with that id exists (nothing changes).
+    async fn tenant_create(&self, tenant: &Tenant) -> StoreResult<bool>;
+    /// One tenant.
+    async fn tenant_get(&self, id: &str) -> StoreResult<Option<Tenant>>;
+    /// Every tenant, by id.
+    async fn tenants_list(&self) -> StoreResult<Vec<Tenant>>;
+    /// Replaces a tenant's limit overrides; `false` if there is no such tenant.
+    async fn tenant_set_limits(
+        &self,
+        id: &str,
+        limits: &TenantLimits,
+        now: Millis,
+    ) -> StoreResult<bool>;
+    /// Makes `new_secret` the tenant's callback secret and keeps the current
+    /// one signing until `grace_until`. The tenant as it is now, `None` if
+    /// there is no such tenant.
+    async fn tenant_rotate_secret(
+        &self,
+        id: &str,
+        new_secret: &str,
+        grace_until: Millis,
+        now: Millis,
+    ) -> StoreResult<Option<Tenant>>;
+    /// Inserts a key; `false` if its prefix is taken or its tenant unknown.
+    async fn api_key_create(&self, key: &ApiKey) -> StoreResult<bool>;
+    /// The key with this prefix, usable or not (the caller checks).
+    async fn api_key_get(&self, prefix: &str) -> StoreResult<Option<ApiKey>>;
+    /// Keys of one tenant, or of all, newest first.
+    async fn api_keys_list(&self, tenant: Option<&str>) -> StoreResult<Vec<ApiKey>>;
+    /// Marks a key revoked (idempotent: the first revocation time stays).
+    /// `None` if there is no such key (of `tenant`, when given).
+    async fn api_key_revoke(
+        &self,
+        prefix: &str,
+        tenant: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<Option<ApiKey>>;
+    /// Records a control action.
+    async fn audit_append(&self, entry: &AuditEntry) -> StoreResult<()>;
+    /// Audit entries, newest first, of one tenant or all; `cursor` is the id of
+    /// the last entry of the previous page.
+    async fn audit_list(
+        &self,
+        tenant: Option<&str>,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> StoreResult<Page<AuditEntry>>;
+    /// How many jobs of the tenant are not terminal (`scheduled`, `running`, `paused`).
+    async fn jobs_count_live(&self, tenant: &str) -> StoreResult<u64>;
+}
+
 /// Liveness of the database itself.
 #[async_trait]
 pub trait Health: Send + Sync {
@@ -537,5 +597,11 @@ pub trait Health: Send + Sync {
 }
 
 /// The whole storage port.
-pub trait Store: JobStore + ExecutionStore + WorkerStore + CallbackStore + Health {}
-impl<T: JobStore + ExecutionStore + WorkerStore + CallbackStore + Health> Store for T {}
+pub trait Store:
+    JobStore + ExecutionStore + WorkerStore + CallbackStore + TenantStore + Health
+{
+}
+impl<T: JobStore + ExecutionStore + WorkerStore + CallbackStore + TenantStore + Health> Store
+    for T
+{
+}

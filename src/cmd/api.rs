@@ -4,7 +4,7 @@ use crate::cli::ApiArgs;
 use crate::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Context, Result};
-use kairos_api::{ApiConfig, AppState};
+use kairos_api::AppState;
 use kairos_coord_redis::RedisDue;
 use std::sync::Arc;
 use tracing::info;
@@ -22,15 +22,21 @@ pub async fn run(args: ApiArgs, file: &FileSettings) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr} (KAIROS_HTTP_ADDR)"))?;
     info!(addr = %listener.local_addr()?, "API listening");
-    let mut state = AppState::new(Arc::new(store), ApiConfig::default())
-        .with_prometheus(crate::ops::install_prometheus()?);
+    let shutdown = crate::signal::shutdown_token();
+    let config = super::api_config(&args.limits, file)?;
+    let mut state = super::with_metrics(
+        AppState::new(Arc::new(store), config),
+        &args.limits,
+        file,
+        shutdown.clone(),
+    )
+    .await?;
     // With Redis, new and triggered jobs wake the leader at once; without it
     // they are picked up by the leader's next scan (at most 100 ms later).
     if let Some(redis_url) = pick(args.redis.redis_url, file.redis_url.clone()) {
         let due = RedisDue::connect(&redis_url, &super::names(&args.ns, file)).await?;
         state = state.with_due_notifier(super::announce_due(Arc::new(due)));
     }
-    let shutdown = crate::signal::shutdown_token();
     kairos_api::serve(listener, state, shutdown.cancelled_owned()).await?;
     info!("API stopped");
     Ok(())

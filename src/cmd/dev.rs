@@ -10,7 +10,7 @@ use crate::cli::DevArgs;
 use crate::connect;
 use crate::settings::{FileSettings, pick};
 use anyhow::{Context, Result};
-use kairos_api::{ApiConfig, AppState};
+use kairos_api::AppState;
 use kairos_callback_relay::{Relay, RelayConfig};
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
@@ -50,6 +50,7 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
         names: names.clone(),
     };
     recover_interrupted(store.as_ref(), &attempts).await;
+    let (key, key_file, new_key) = super::dev_key::ensure(store.as_ref(), &db_url).await?;
 
     let broker = Arc::new(MemoryBroker::new(names.clone()));
     let relay_wake = Arc::new(Notify::new());
@@ -65,6 +66,9 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     let mut worker = Worker::builder()
         .id(DEV_WORKER)
         .builtin_handlers()
+        .http_allow_private(
+            pick(args.http_guard.http_allow_private, file.http_allow_private).unwrap_or(true),
+        )
         .broker(broker.clone())
         .coordination(coord.clone())
         .names(names);
@@ -81,13 +85,18 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     )
     .unwrap_or(true);
     let relay = Relay::new(store.clone(), relay_cfg)?;
-    let state = AppState::new(store.clone(), ApiConfig::default())
-        .with_ready_check(Arc::new(crate::ops::BrokerCheck(broker.clone())))
-        .with_ready_check(Arc::new(crate::ops::CoordCheck(coord.clone())))
-        .with_prometheus(crate::ops::install_prometheus()?)
-        .with_due_notifier(super::announce_due(due));
-
     let front = crate::signal::shutdown_token();
+    let state = super::with_metrics(
+        AppState::new(store.clone(), super::api_config(&args.limits, file)?),
+        &args.limits,
+        file,
+        front.clone(),
+    )
+    .await?
+    .with_ready_check(Arc::new(crate::ops::BrokerCheck(broker.clone())))
+    .with_ready_check(Arc::new(crate::ops::CoordCheck(coord.clone())))
+    .with_due_notifier(super::announce_due(due));
+
     let back = CancellationToken::new();
     // One process, four services: a panic in any of them stops the process
     // rather than leave the others running without it.
@@ -101,7 +110,7 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     );
     let worker = spawn_critical("worker", worker.run(front.clone()));
     let relay = spawn_critical("callback relay", relay.run(back.clone(), relay_wake));
-    print_banner(local, &db_url);
+    print_banner(local, &db_url, &key, &key_file, new_key);
 
     front.cancelled().await;
     match worker.await {
@@ -140,21 +149,37 @@ async fn recover_interrupted(store: &dyn Store, attempts: &reaper::Attempts) {
     }
 }
 
-fn print_banner(addr: std::net::SocketAddr, db_url: &str) {
+fn print_banner(
+    addr: std::net::SocketAddr,
+    db_url: &str,
+    key: &str,
+    key_file: &std::path::Path,
+    new_key: bool,
+) {
+    let origin = if new_key {
+        "created now for tenant \"default\""
+    } else {
+        "tenant \"default\", kept from an earlier start"
+    };
     println!(
         r#"
 Kairos dev is running (API, dispatcher, worker "{DEV_WORKER}", callback relay; in-process broker and lease).
   API:       http://{addr}   (docs: http://{addr}/docs)
   Database:  {db}
+  Admin key: {key}
+             ({origin}; saved in {file})
 
 Create a job:
-  curl -s -X POST http://{addr}/openapi/jobs -H 'Content-Type: application/json' \
+  export KAIROS_KEY={key}
+  curl -s -X POST http://{addr}/openapi/jobs -H "Authorization: Bearer $KAIROS_KEY" \
+    -H 'Content-Type: application/json' \
     -d '{{"jobName":"hello","jobHandler":"noop","params":{{"greeting":"hi"}}}}'
 Read it back:
-  curl -s http://{addr}/openapi/jobs/<jobId>
+  curl -s http://{addr}/openapi/jobs/<jobId> -H "Authorization: Bearer $KAIROS_KEY"
 
 Press Ctrl-C to stop (running handlers finish first).
 "#,
-        db = kairos_core::redact::redact_url(db_url)
+        db = kairos_core::redact::redact_url(db_url),
+        file = key_file.display(),
     );
 }

@@ -4,9 +4,12 @@
 mod api;
 mod bench;
 mod dev;
+pub(crate) mod dev_key;
 mod dispatcher;
+mod keys;
 mod migrate;
 mod relay;
+mod tenants;
 mod worker;
 
 use crate::cli::{Cli, Command, NamespaceArg};
@@ -25,6 +28,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::CallbackRelay(args) => relay::run(args, &file).await,
         Command::Dev(args) => dev::run(args, &file).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::Tenants(cmd) => tenants::run(cmd, &file).await,
+        Command::Keys(cmd) => keys::run(cmd, &file).await,
     }
 }
 
@@ -33,6 +38,52 @@ fn names(arg: &NamespaceArg, file: &FileSettings) -> Names {
     Names::new(
         pick(arg.namespace.clone(), file.namespace.clone()).unwrap_or_else(|| "kairos".into()),
     )
+}
+
+/// The API configuration from the limit settings.
+fn api_config(
+    args: &crate::cli::ApiLimitsArg,
+    file: &FileSettings,
+) -> Result<kairos_api::ApiConfig> {
+    let mut cfg = kairos_api::ApiConfig::default();
+    if let Some(r) = pick(args.api_create_rate, file.api_create_rate) {
+        if !r.is_finite() || r <= 0.0 {
+            anyhow::bail!("KAIROS_API_CREATE_RATE must be a positive number");
+        }
+        cfg.create_rate_per_sec = r;
+    }
+    if let Some(b) = pick(args.api_create_burst, file.api_create_burst) {
+        cfg.create_burst = b.max(1);
+    }
+    if let Some(m) = pick(args.api_max_live_jobs, file.api_max_live_jobs) {
+        cfg.max_live_jobs = m;
+    }
+    Ok(cfg)
+}
+
+/// `state` with `/metrics` served: on the API's listener, or on its own at
+/// `KAIROS_METRICS_ADDR` (then the API's `/metrics` is 404).
+async fn with_metrics(
+    state: kairos_api::AppState,
+    args: &crate::cli::ApiLimitsArg,
+    file: &FileSettings,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<kairos_api::AppState> {
+    let handle = crate::ops::install_prometheus()?;
+    let Some(addr) = pick(args.metrics_addr.clone(), file.metrics_addr.clone()) else {
+        return Ok(state.with_prometheus(handle));
+    };
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (KAIROS_METRICS_ADDR): {e}"))?;
+    tracing::info!(addr = %listener.local_addr()?, "metrics listening");
+    tokio::spawn(async move {
+        let stopped = shutdown.cancelled_owned();
+        if let Err(e) = kairos_api::serve_metrics(listener, handle, stopped).await {
+            tracing::warn!(error = %e, "metrics listener stopped");
+        }
+    });
+    Ok(state)
 }
 
 /// The API's due notifier: announces a due time without making the request

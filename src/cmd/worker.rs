@@ -28,8 +28,10 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
         Arc::new(BrokerCheck(broker.clone())),
         Arc::new(CoordCheck(guard.clone())),
     ];
+    let allow_private = pick(args.http_guard.http_allow_private, file.http_allow_private);
     let mut builder = Worker::builder()
         .builtin_handlers()
+        .http_allow_private(allow_private.unwrap_or(false))
         .broker(broker)
         .coordination(guard)
         .names(names);

@@ -70,6 +70,8 @@ pub struct Cluster {
     /// Operations endpoint (`KAIROS_METRICS_ADDR`) of each dispatcher, worker
     /// and relay process, by process name.
     metrics_addrs: HashMap<String, String>,
+    /// Admin key of the `default` tenant, sent with every request.
+    pub key: String,
 }
 
 fn free_port() -> u16 {
@@ -113,6 +115,7 @@ impl Cluster {
             "KAIROS_CALLBACK_ALLOW_PRIVATE".to_string(),
             "true".to_string(),
         );
+        env.insert("KAIROS_HTTP_ALLOW_PRIVATE".to_string(), "true".to_string());
         // Plain text, so tests can grep the logs.
         env.insert("NO_COLOR".to_string(), "1".to_string());
         for (k, v) in extra_env {
@@ -128,6 +131,7 @@ impl Cluster {
             sqlite_url: None,
             log_dir,
             metrics_addrs: HashMap::new(),
+            key: String::new(),
         };
         match stack {
             Stack::Services => {
@@ -154,6 +158,7 @@ impl Cluster {
                     .status()
                     .expect("run kairos migrate");
                 assert!(status.success(), "kairos migrate failed");
+                cluster.key = cluster.admin_key_from_cli();
                 cluster.spawn("api", &["api"]);
                 for i in 0..dispatchers {
                     cluster.spawn(&format!("dispatcher-{i}"), &["dispatcher"]);
@@ -173,7 +178,33 @@ impl Cluster {
             }
         }
         cluster.wait_ready().await;
+        if let Some(url) = &cluster.sqlite_url {
+            // `kairos dev` keeps its admin key beside the database.
+            let path = url.trim_start_matches("sqlite://");
+            let path = format!("{}.key", path.split('?').next().unwrap_or(path));
+            let key = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("read the dev key at {path}: {e}"));
+            cluster.key = key.trim().to_string();
+        }
         Some(cluster)
+    }
+
+    /// A new admin key of the `default` tenant made with `kairos keys create`.
+    fn admin_key_from_cli(&self) -> String {
+        let out = self
+            .command(&["keys", "create", "--tenant", "default", "--role", "admin"])
+            .output()
+            .expect("run kairos keys create");
+        assert!(out.status.success(), "kairos keys create failed: {out:?}");
+        String::from_utf8(out.stdout)
+            .expect("the key is text")
+            .trim()
+            .to_string()
+    }
+
+    /// `req` with the cluster's admin key.
+    pub fn authorized(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        req.bearer_auth(&self.key)
     }
 
     /// A `kairos` command with the cluster's environment.
@@ -367,8 +398,7 @@ impl Cluster {
     /// GET returning JSON, or `None` while the server is unreachable.
     pub async fn try_get(&self, path: &str) -> Option<Value> {
         let r = self
-            .http
-            .get(format!("{}{path}", self.base))
+            .authorized(self.http.get(format!("{}{path}", self.base)))
             .send()
             .await
             .ok()?;
@@ -383,9 +413,10 @@ impl Cluster {
         path: &str,
         body: Option<&Value>,
     ) -> (u16, Value) {
-        let mut req = self
-            .http
-            .request(method.clone(), format!("{}{path}", self.base));
+        let mut req = self.authorized(
+            self.http
+                .request(method.clone(), format!("{}{path}", self.base)),
+        );
         if let Some(body) = body {
             req = req.json(body);
         }

@@ -85,6 +85,10 @@ pub struct WorkerBuilder {
     names: Option<Names>,
     /// An error met while registering (e.g. the HTTP client), reported by `build`.
     deferred: Option<String>,
+    /// Whether the built-in `http` handler may reach private addresses.
+    http_allow_private: bool,
+    /// Whether "http" is the built-in handler (rebuilt when the above changes).
+    builtin_http: bool,
 }
 
 impl WorkerBuilder {
@@ -131,23 +135,45 @@ impl WorkerBuilder {
     /// Registers a handler under `name`; a later registration of the same
     /// name replaces the earlier one.
     pub fn handler(mut self, name: impl Into<String>, handler: impl Handler) -> Self {
-        self.handlers.insert(name.into(), Arc::new(handler));
+        let name = name.into();
+        if name == "http" {
+            self.builtin_http = false;
+        }
+        self.handlers.insert(name, Arc::new(handler));
         self
     }
 
     /// Registers the stock handlers `noop`, `sleep`, `fail` and `http`.
-    pub fn builtin_handlers(mut self) -> Self {
-        self = self
-            .handler("noop", builtin::Noop)
+    pub fn builtin_handlers(self) -> Self {
+        self.handler("noop", builtin::Noop)
             .handler("sleep", builtin::Sleep)
-            .handler("fail", builtin::Fail);
-        match builtin::HttpHandler::new() {
-            Ok(h) => self.handler("http", h),
+            .handler("fail", builtin::Fail)
+            .builtin_http()
+    }
+
+    fn builtin_http(mut self) -> Self {
+        match builtin::HttpHandler::new(self.http_allow_private) {
+            Ok(h) => {
+                self = self.handler("http", h);
+                self.builtin_http = true;
+                self
+            }
             Err(e) => {
                 self.deferred = Some(format!("cannot set up the http handler's client: {e}"));
                 self
             }
         }
+    }
+
+    /// Lets the built-in `http` handler reach loopback and private addresses
+    /// (`KAIROS_HTTP_ALLOW_PRIVATE`; default: refused). Order-independent
+    /// with [`WorkerBuilder::builtin_handlers`].
+    pub fn http_allow_private(mut self, allow: bool) -> Self {
+        self.http_allow_private = allow;
+        if self.builtin_http {
+            self = self.builtin_http();
+        }
+        self
     }
 
     /// The broker to consume dispatches from and publish results to (required).

@@ -9,6 +9,7 @@ use super::stmt::{CHUNK, marks, q};
 use async_trait::async_trait;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::store::{CallbackBacklog, CallbackNext, CallbackStore, StoreResult};
+use kairos_core::tenant::Tenant;
 use kairos_core::time::Millis;
 use std::collections::HashMap;
 
@@ -21,6 +22,10 @@ fn callback_select() -> String {
 
 #[async_trait]
 impl CallbackStore for SqlStore {
+    async fn callback_tenant(&self, tenant: &str) -> StoreResult<Option<Tenant>> {
+        kairos_core::store::TenantStore::tenant_get(self, tenant).await
+    }
+
     async fn callbacks_claim_due(
         &self,
         owner: &str,

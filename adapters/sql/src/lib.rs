@@ -78,6 +78,7 @@ mod rows;
 mod sched_cols;
 mod stmt;
 mod stop;
+mod tenants;
 mod update;
 mod workers;
 

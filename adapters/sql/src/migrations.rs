@@ -27,6 +27,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "incarnations",
         include_str!("../migrations/mysql/0003_incarnations.sql"),
     ),
+    (
+        5,
+        "tenants",
+        include_str!("../migrations/mysql/0005_tenants.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order.
@@ -45,6 +50,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         3,
         "incarnations",
         include_str!("../migrations/sqlite/0003_incarnations.sql"),
+    ),
+    (
+        5,
+        "tenants",
+        include_str!("../migrations/sqlite/0005_tenants.sql"),
     ),
 ];
 
@@ -89,7 +99,7 @@ mod tests {
     use super::*;
     use crate::SqlStore;
     use kairos_core::schedule::{MisfirePolicy, Schedule};
-    use kairos_core::store::JobStore;
+    use kairos_core::store::{JobStore, TenantStore};
     use kairos_testkit as testkit;
 
     /// A database at the first schema with a job in it takes the later
@@ -116,6 +126,18 @@ mod tests {
         assert_eq!(
             (r.misfire, r.start_at, r.end_at),
             (MisfirePolicy::FireOnce, None, None)
+        );
+        let tenants: Vec<String> = store
+            .tenants_list()
+            .await
+            .expect("tenants")
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(
+            tenants,
+            ["default", "t"],
+            "every job's tenant becomes a tenant"
         );
         store.migrate().await.expect("idempotent");
     }

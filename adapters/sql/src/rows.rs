@@ -117,6 +117,10 @@ impl<'a> R<'a> {
         self.get(col)
     }
 
+    pub(crate) fn opt_f64(&self, col: &str) -> StoreResult<Option<f64>> {
+        self.get(col)
+    }
+
     pub(crate) fn string(&self, col: &str) -> StoreResult<String> {
         self.get(col)
     }

@@ -61,10 +61,10 @@ pub struct JobView {
     #[schema(format = DateTime)]
     pub end_at: Option<String>,
     /// Misfire policy of a recurring job; `null` for a one-shot job.
-    #[schema(schema_with = super::misfire_schema, nullable)]
+    #[schema(schema_with = super::misfire_schema_nullable)]
     pub misfire_policy: Option<String>,
     /// Overlap policy of a recurring job; `null` for a one-shot job.
-    #[schema(schema_with = super::overlap_schema, nullable)]
+    #[schema(schema_with = super::overlap_schema_nullable)]
     pub overlap_policy: Option<String>,
     /// Current status.
     #[schema(schema_with = super::job_status_schema)]

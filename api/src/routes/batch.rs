@@ -2,6 +2,7 @@
 //! validated and answered on its own.
 
 use crate::AppState;
+use crate::auth::{Caller, limits};
 use crate::dto::{
     BatchCreateRequest, BatchCreateResponse, BatchItemResult, CreateJobRequest, CreatedJob,
     MAX_BATCH,
@@ -31,12 +32,16 @@ use kairos_core::time::now_ms;
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
+        (status = 401, description = "Missing or unusable API key", body = ErrorBody),
+        (status = 403, description = "The key's role may not create jobs", body = ErrorBody),
         (status = 422, description = "`jobs` missing, empty or longer than 1,000", body = ErrorBody),
+        (status = 429, description = "Create rate or live-job limit reached", body = ErrorBody),
         (status = 503, description = "Database unavailable; nothing was created", body = ErrorBody),
     )
 )]
 pub(crate) async fn create_jobs(
     State(state): State<AppState>,
+    caller: Caller,
     ApiJson(req): ApiJson<BatchCreateRequest>,
 ) -> Result<Json<BatchCreateResponse>, ApiError> {
     if req.jobs.is_empty() || req.jobs.len() > MAX_BATCH {
@@ -49,7 +54,7 @@ pub(crate) async fn create_jobs(
     let mut results: Vec<Option<BatchItemResult>> = Vec::with_capacity(req.jobs.len());
     let mut valid: Vec<(usize, NewJob)> = Vec::new();
     for (index, item) in req.jobs.into_iter().enumerate() {
-        match one(item, &state, now) {
+        match one(item, &state, &caller.tenant, now) {
             Ok(job) => {
                 valid.push((index, job));
                 results.push(None);
@@ -62,12 +67,17 @@ pub(crate) async fn create_jobs(
     let outcomes = if jobs.is_empty() {
         Vec::new()
     } else {
+        let n = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
+        limits::admit_creates(&state, &caller, n).await?;
         state.store.jobs_create_many(jobs).await?
     };
+    let mut created = 0usize;
     let mut earliest = None;
     for ((index, hash), outcome) in indexes.into_iter().zip(hashes).zip(outcomes) {
         let result = match outcome {
             CreateOutcome::Created(job) => {
+                created += 1;
+                state.auth.live.created(&caller.tenant);
                 if let Some(due) = job.next_trigger_at {
                     earliest = Some(earliest.map_or(due, |e: i64| e.min(due)));
                 }
@@ -87,6 +97,14 @@ pub(crate) async fn create_jobs(
         };
         results[index] = Some(result);
     }
+    if created > 0 {
+        // One entry for the request: a thousand rows would cost more than the
+        // creates, and the jobs carry their own creation time.
+        let target = format!("{created} jobs");
+        state
+            .audit(&caller, &caller.tenant, "job.create_batch", &target)
+            .await;
+    }
     // One wake-up is enough: the leader then sees every trigger in its look-ahead.
     if let Some(due) = earliest {
         (state.notify_due)(due);
@@ -97,10 +115,21 @@ pub(crate) async fn create_jobs(
 }
 
 /// One item, parsed and checked exactly as a single create is.
-fn one(item: serde_json::Value, state: &AppState, now: i64) -> Result<NewJob, ApiError> {
+fn one(
+    item: serde_json::Value,
+    state: &AppState,
+    tenant: &str,
+    now: i64,
+) -> Result<NewJob, ApiError> {
     let bytes = serde_json::to_vec(&item).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let req: CreateJobRequest = parse_json(&bytes)?;
-    validate::new_job(req, &state.config, uuid::Uuid::now_v7().to_string(), now)
+    validate::new_job(
+        req,
+        &state.config,
+        tenant,
+        uuid::Uuid::now_v7().to_string(),
+        now,
+    )
 }
 
 fn done(index: usize, status: u16, job: CreatedJob) -> BatchItemResult {

@@ -3,6 +3,7 @@
 
 use super::execution_not_found;
 use crate::AppState;
+use crate::auth::Caller;
 use crate::dto::{CallbackList, CallbackView};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::ApiPath;
@@ -14,8 +15,8 @@ use kairos_core::time::now_ms;
 
 /// The execution must exist: an empty list would not tell an unknown
 /// execution from one whose job has no callback URL.
-async fn require_execution(state: &AppState, id: &str) -> Result<(), ApiError> {
-    match state.store.execution_get(&state.config.tenant, id).await? {
+async fn require_execution(state: &AppState, tenant: &str, id: &str) -> Result<(), ApiError> {
+    match state.store.execution_get(tenant, id).await? {
         Some(_) => Ok(()),
         None => Err(execution_not_found(id)),
     }
@@ -33,12 +34,13 @@ async fn require_execution(state: &AppState, id: &str) -> Result<(), ApiError> {
 )]
 pub(crate) async fn list_callbacks(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<CallbackList>, ApiError> {
-    require_execution(&state, &id).await?;
+    require_execution(&state, &caller.tenant, &id).await?;
     let found = state
         .store
-        .callbacks_for_execution(&state.config.tenant, &id)
+        .callbacks_for_execution(&caller.tenant, &id)
         .await?;
     Ok(Json(CallbackList {
         items: found.into_iter().map(CallbackView::from).collect(),
@@ -62,30 +64,33 @@ pub(crate) async fn list_callbacks(
 )]
 pub(crate) async fn redeliver_callback(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<(StatusCode, Json<CallbackView>), ApiError> {
-    require_execution(&state, &id).await?;
-    let tenant = &state.config.tenant;
+    require_execution(&state, &caller.tenant, &id).await?;
+    let tenant = &caller.tenant;
     let delivery_id = uuid::Uuid::now_v7().to_string();
     match state
         .store
         .callback_redeliver(tenant, &id, &delivery_id, now_ms())
         .await?
     {
-        Some(fresh) => Ok((
-            StatusCode::ACCEPTED,
-            Json(CallbackView::from((fresh, Vec::new()))),
-        )),
-        None => Err(refusal(&state, &id).await?),
+        Some(fresh) => {
+            state
+                .audit(&caller, tenant, "callback.redeliver", &id)
+                .await;
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(CallbackView::from((fresh, Vec::new()))),
+            ))
+        }
+        None => Err(refusal(&state, tenant, &id).await?),
     }
 }
 
 /// Why a redelivery was refused; the store only says that it was.
-async fn refusal(state: &AppState, id: &str) -> Result<ApiError, ApiError> {
-    let found = state
-        .store
-        .callbacks_for_execution(&state.config.tenant, id)
-        .await?;
+async fn refusal(state: &AppState, tenant: &str, id: &str) -> Result<ApiError, ApiError> {
+    let found = state.store.callbacks_for_execution(tenant, id).await?;
     let message = match found.last() {
         None => format!(
             "execution {id} has no callback to redeliver: its job has no callbackUrl \

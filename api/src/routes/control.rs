@@ -2,6 +2,7 @@
 
 use super::job_not_found;
 use crate::AppState;
+use crate::auth::Caller;
 use crate::dto::{JobView, TriggeredExecution};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::ApiPath;
@@ -46,13 +47,12 @@ fn applied(
 )]
 pub(crate) async fn pause_job(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobView>, ApiError> {
-    let outcome = state
-        .store
-        .job_pause(&state.config.tenant, &id, now_ms())
-        .await?;
+    let outcome = state.store.job_pause(&caller.tenant, &id, now_ms()).await?;
     let job = applied(outcome, &id, "paused", JobTransition::Pause.from_states())?;
+    state.audit(&caller, &caller.tenant, "job.pause", &id).await;
     Ok(Json(job.into()))
 }
 
@@ -69,13 +69,17 @@ pub(crate) async fn pause_job(
 )]
 pub(crate) async fn resume_job(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobView>, ApiError> {
     let outcome = state
         .store
-        .job_resume(&state.config.tenant, &id, now_ms())
+        .job_resume(&caller.tenant, &id, now_ms())
         .await?;
     let job = applied(outcome, &id, "resumed", JobTransition::Resume.from_states())?;
+    state
+        .audit(&caller, &caller.tenant, "job.resume", &id)
+        .await;
     if let Some(due) = job.next_trigger_at {
         (state.notify_due)(due);
     }
@@ -95,13 +99,14 @@ pub(crate) async fn resume_job(
 )]
 pub(crate) async fn trigger_job(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<(StatusCode, Json<TriggeredExecution>), ApiError> {
     let now = now_ms();
     let execution_id = uuid::Uuid::now_v7().to_string();
     let outcome = state
         .store
-        .job_trigger_now(&state.config.tenant, &id, &execution_id, now)
+        .job_trigger_now(&caller.tenant, &id, &execution_id, now)
         .await?;
     let job = applied(
         outcome,
@@ -109,6 +114,9 @@ pub(crate) async fn trigger_job(
         "triggered",
         &[JobStatus::Scheduled, JobStatus::Running],
     )?;
+    state
+        .audit(&caller, &caller.tenant, "job.trigger", &id)
+        .await;
     (state.notify_due)(now);
     Ok((
         StatusCode::ACCEPTED,
@@ -132,11 +140,12 @@ pub(crate) async fn trigger_job(
 )]
 pub(crate) async fn cancel_job(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobView>, ApiError> {
     let outcome = state
         .store
-        .job_cancel(&state.config.tenant, &id, now_ms())
+        .job_cancel(&caller.tenant, &id, now_ms())
         .await?;
     let job = applied(
         outcome,
@@ -144,5 +153,8 @@ pub(crate) async fn cancel_job(
         "cancelled",
         JobTransition::Cancel.from_states(),
     )?;
+    state
+        .audit(&caller, &caller.tenant, "job.cancel", &id)
+        .await;
     Ok(Json(job.into()))
 }

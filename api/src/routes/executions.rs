@@ -2,6 +2,7 @@
 
 use super::{execution_not_found, job_not_found};
 use crate::AppState;
+use crate::auth::Caller;
 use crate::dto::{ExecutionDetail, ExecutionPage, PageQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiPath, ApiQuery};
@@ -22,11 +23,12 @@ use axum::extract::State;
 )]
 pub(crate) async fn list_job_executions(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<Json<ExecutionPage>, ApiError> {
     let limit = validate::page_limit(q.limit.as_deref())?;
-    let tenant = &state.config.tenant;
+    let tenant = &caller.tenant;
     // An empty page would not tell an unknown job from one that never fired.
     if state.store.job_get(tenant, &id).await?.is_none() {
         return Err(job_not_found(&id));
@@ -51,9 +53,10 @@ pub(crate) async fn list_job_executions(
 )]
 pub(crate) async fn get_execution(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ExecutionDetail>, ApiError> {
-    let tenant = &state.config.tenant;
+    let tenant = &caller.tenant;
     let execution = state
         .store
         .execution_get(tenant, &id)

@@ -2,6 +2,7 @@
 
 use super::job_not_found;
 use crate::AppState;
+use crate::auth::{Caller, limits};
 use crate::dto::{CreateJobRequest, CreatedJob, JobDetail, JobPage, JobView, ListJobsQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
@@ -33,13 +34,25 @@ use kairos_core::time::now_ms;
 )]
 pub(crate) async fn create_job(
     State(state): State<AppState>,
+    caller: Caller,
     ApiJson(req): ApiJson<CreateJobRequest>,
 ) -> Result<(StatusCode, Json<CreatedJob>), ApiError> {
     let now = now_ms();
-    let job = validate::new_job(req, &state.config, uuid::Uuid::now_v7().to_string(), now)?;
+    let job = validate::new_job(
+        req,
+        &state.config,
+        &caller.tenant,
+        uuid::Uuid::now_v7().to_string(),
+        now,
+    )?;
+    limits::admit_create(&state, &caller).await?;
     let hash = job.request_hash.clone();
     match state.store.job_create(job).await? {
         CreateOutcome::Created(job) => {
+            state.auth.live.created(&caller.tenant);
+            state
+                .audit(&caller, &caller.tenant, "job.create", &job.id)
+                .await;
             if let Some(due) = job.next_trigger_at {
                 (state.notify_due)(due);
             }
@@ -69,9 +82,10 @@ pub(crate) async fn create_job(
 )]
 pub(crate) async fn get_job(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobDetail>, ApiError> {
-    let tenant = &state.config.tenant;
+    let tenant = &caller.tenant;
     let job = state
         .store
         .job_get(tenant, &id)
@@ -99,6 +113,7 @@ pub(crate) async fn get_job(
 )]
 pub(crate) async fn list_jobs(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(q): ApiQuery<ListJobsQuery>,
 ) -> Result<Json<JobPage>, ApiError> {
     let filter = JobFilter {
@@ -106,6 +121,6 @@ pub(crate) async fn list_jobs(
         limit: validate::page_limit(q.limit.as_deref())?,
         cursor: q.cursor.filter(|c| !c.is_empty()),
     };
-    let page = state.store.job_list(&state.config.tenant, &filter).await?;
+    let page = state.store.job_list(&caller.tenant, &filter).await?;
     Ok(Json(page.into()))
 }

@@ -1,6 +1,7 @@
 //! The routes, one file per resource, collected into an [`OpenApiRouter`] so
 //! every handler is documented by its own annotation.
 
+mod admin;
 mod batch;
 mod callbacks;
 mod control;
@@ -33,6 +34,11 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(callbacks::list_callbacks))
         .routes(routes!(callbacks::redeliver_callback))
         .routes(routes!(workers::list_workers))
+        .routes(routes!(admin::create_tenant, admin::list_tenants))
+        .routes(routes!(admin::rotate_secret))
+        .routes(routes!(admin::create_key, admin::list_keys))
+        .routes(routes!(admin::revoke_key))
+        .routes(routes!(admin::list_audit))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::metrics))

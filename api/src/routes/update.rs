@@ -3,6 +3,7 @@
 
 use super::job_not_found;
 use crate::AppState;
+use crate::auth::Caller;
 use crate::dto::{JobView, PatchJobRequest};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiPath};
@@ -52,10 +53,11 @@ fn finished(job: &Job) -> ApiError {
 )]
 pub(crate) async fn update_job(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
     ApiJson(req): ApiJson<PatchJobRequest>,
 ) -> Result<Json<JobView>, ApiError> {
-    let tenant = &state.config.tenant;
+    let tenant = &caller.tenant;
     let now = now_ms();
     let job = state
         .store
@@ -75,6 +77,7 @@ pub(crate) async fn update_job(
         .await?
     {
         UpdateOutcome::Done(new) => {
+            state.audit(&caller, tenant, "job.edit", &id).await;
             let sooner = match (new.next_trigger_at, job.next_trigger_at) {
                 (Some(due), Some(old)) => due < old,
                 (due, None) => due.is_some(),

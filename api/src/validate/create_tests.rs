@@ -13,7 +13,7 @@ fn build(body: Value) -> Result<NewJob, ApiError> {
         v[k] = x.clone();
     }
     let req = crate::extract::parse_json(v.to_string().as_bytes()).unwrap();
-    new_job(req, &ApiConfig::default(), "id-1".into(), NOW)
+    new_job(req, &ApiConfig::default(), "default", "id-1".into(), NOW)
 }
 
 fn refusal(body: Value) -> (&'static str, Option<String>) {

@@ -12,7 +12,7 @@ const HOOK: &str = "https://example.com/hooks/kairos";
 
 /// Runs the job's first trigger to success the way the dispatcher does, so
 /// the store queues its callback; the execution id.
-async fn succeed_first_trigger(app: &App, job_id: &str) -> String {
+pub async fn succeed_first_trigger(app: &App, job_id: &str) -> String {
     let job = app
         .store
         .job_get("default", job_id)
@@ -52,7 +52,7 @@ async fn succeed_first_trigger(app: &App, job_id: &str) -> String {
 }
 
 /// Leases the one due callback as a relay would and records an attempt.
-async fn attempt_once(app: &App, code: u16, error: Option<&str>, next: CallbackNext) -> String {
+pub async fn attempt_once(app: &App, code: u16, error: Option<&str>, next: CallbackNext) -> String {
     let claimed = app
         .store
         .callbacks_claim_due("relay-test", now_ms(), 60_000, 10)

@@ -88,7 +88,8 @@ pub async fn health_and_readiness(app: App) {
     let broken = spawn_app_with(app.store.clone(), |s| {
         s.with_ready_check(Arc::new(Check("redis", Ok(()))))
             .with_ready_check(Arc::new(Check("broker", Err("connection refused".into()))))
-    });
+    })
+    .await;
     let resp = broken.get("/readyz").await;
     assert_eq!(resp.status, 503);
     let body = resp.json();
@@ -131,7 +132,7 @@ fn prometheus() -> PrometheusHandle {
 
 pub async fn metrics_count_requests_by_route(app: App) {
     let handle = prometheus();
-    let app = spawn_app_with(app.store.clone(), |s| s.with_prometheus(handle));
+    let app = spawn_app_with(app.store.clone(), |s| s.with_prometheus(handle)).await;
     app.get("/healthz").await.ok(200);
     app.get("/openapi/jobs/nope").await.error(404, "not_found");
     let resp = app.get("/metrics").await;

@@ -4,10 +4,12 @@
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use kairos_api::auth::keys;
 use kairos_api::{ApiConfig, AppState, router};
 use kairos_core::job::JobStatus;
-use kairos_core::store::{JobFilter, JobStore};
-use kairos_core::time::Millis;
+use kairos_core::store::{JobFilter, JobStore, TenantStore};
+use kairos_core::tenant::{DEFAULT_TENANT, Role, Tenant, TenantLimits};
+use kairos_core::time::{Millis, now_ms};
 use kairos_store_sql::SqlStore;
 use kairos_testkit as testkit;
 use serde_json::Value;
@@ -36,29 +38,67 @@ pub async fn store(backend: Backend) -> Option<SqlStore> {
 }
 
 /// The app under test and what it was built over.
+#[derive(Clone)]
 pub struct App {
     pub router: Router,
     pub store: SqlStore,
     /// Every due time the app reported through its due notifier.
     pub due: Arc<Mutex<Vec<Millis>>>,
+    /// Sent as `Authorization: Bearer <token>` on every request, if set.
+    pub token: Option<String>,
 }
 
 /// The app with the default configuration over `store`.
-pub fn spawn_app(store: SqlStore) -> App {
-    spawn_app_with(store, |state| state)
+pub async fn spawn_app(store: SqlStore) -> App {
+    spawn_app_with(store, |state| state).await
 }
 
-/// The app over `store`, with `customize` applied to its state.
-pub fn spawn_app_with(store: SqlStore, customize: impl FnOnce(AppState) -> AppState) -> App {
+/// The app over `store`, with `customize` applied to its state, calling as
+/// an admin key of the `default` tenant.
+pub async fn spawn_app_with(store: SqlStore, customize: impl FnOnce(AppState) -> AppState) -> App {
+    spawn_app_config(store, ApiConfig::default(), customize).await
+}
+
+/// The app over `store` with `config`, calling as an admin key of `default`.
+pub async fn spawn_app_config(
+    store: SqlStore,
+    config: ApiConfig,
+    customize: impl FnOnce(AppState) -> AppState,
+) -> App {
     let due = Arc::new(Mutex::new(Vec::new()));
     let seen = due.clone();
-    let state = AppState::new(Arc::new(store.clone()), ApiConfig::default())
+    let state = AppState::new(Arc::new(store.clone()), config)
         .with_due_notifier(Arc::new(move |at| seen.lock().unwrap().push(at)));
-    App {
+    let mut app = App {
         router: router(customize(state)),
         store,
         due,
-    }
+        token: None,
+    };
+    // The store may be closed on purpose (the 503 test): then no key.
+    app.token = issue_key(&app.store, DEFAULT_TENANT, Role::Admin).await;
+    app
+}
+
+/// A new key of `role` for `tenant` (created if missing), straight through
+/// the store; `None` if the store refuses (closed).
+pub async fn issue_key(store: &SqlStore, tenant: &str, role: Role) -> Option<String> {
+    let now = now_ms();
+    let row = Tenant {
+        id: tenant.to_string(),
+        callback_secret: None,
+        previous_secret: None,
+        previous_valid_until: None,
+        limits: TenantLimits::default(),
+        created_at: now,
+    };
+    store.tenant_create(&row).await.ok()?;
+    let issued = keys::issue(tenant, role, None, None, now);
+    store
+        .api_key_create(&issued.key)
+        .await
+        .ok()?
+        .then_some(issued.token)
 }
 
 /// A response, read whole.
@@ -117,6 +157,22 @@ impl Resp {
 }
 
 impl App {
+    /// The same app, calling with `token` (or with no key at all).
+    pub fn with_token(&self, token: Option<String>) -> App {
+        App {
+            token,
+            ..self.clone()
+        }
+    }
+
+    /// The same app, calling as a new `role` key of `tenant` (created if missing).
+    pub async fn as_new_key(&self, tenant: &str, role: Role) -> App {
+        let token = issue_key(&self.store, tenant, role)
+            .await
+            .expect("issue a key");
+        self.with_token(Some(token))
+    }
+
     /// Sends one request through the router.
     pub async fn send(&self, req: Request<Body>) -> Resp {
         let res = self
@@ -146,6 +202,9 @@ impl App {
         body: Vec<u8>,
     ) -> Resp {
         let mut req = Request::builder().method(method).uri(uri);
+        if let Some(token) = &self.token {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
         if let Some(ct) = content_type {
             req = req.header(header::CONTENT_TYPE, ct);
         }

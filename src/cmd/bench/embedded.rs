@@ -11,6 +11,8 @@ use tokio::process::{Child, Command};
 /// A running `kairos dev` child and the directory it owns.
 pub(super) struct Dev {
     pub(super) base: String,
+    /// Where `kairos dev` keeps the admin key it creates on first start.
+    key_file: PathBuf,
     child: Child,
     dir: PathBuf,
 }
@@ -32,12 +34,11 @@ impl Dev {
             .port();
         let log = std::fs::File::create(dir.join("dev.log")).context("cannot create the log")?;
         let exe = std::env::current_exe().context("cannot find the kairos binary")?;
+        let db_url = format!("sqlite://{}/bench.db", dir.display());
+        let key_file = crate::cmd::dev_key::key_path(&db_url);
         let child = Command::new(exe)
             .arg("dev")
-            .env(
-                "KAIROS_DATABASE_URL",
-                format!("sqlite://{}/bench.db", dir.display()),
-            )
+            .env("KAIROS_DATABASE_URL", &db_url)
             .env("KAIROS_HTTP_ADDR", format!("127.0.0.1:{port}"))
             .env("KAIROS_LOG", "warn")
             .stdout(Stdio::null())
@@ -51,9 +52,24 @@ impl Dev {
         );
         Ok(Self {
             base: format!("http://127.0.0.1:{port}"),
+            key_file,
             child,
             dir,
         })
+    }
+
+    /// The admin key `kairos dev` printed, once it has written it.
+    pub(super) async fn key(&self) -> Result<String> {
+        for _ in 0..300 {
+            if let Ok(key) = std::fs::read_to_string(&self.key_file) {
+                let key = key.trim().to_string();
+                if !key.is_empty() {
+                    return Ok(key);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::bail!("kairos dev wrote no key to {}", self.key_file.display())
     }
 
     /// Stops the child (SIGTERM, then SIGKILL after 10 s) and removes its files.

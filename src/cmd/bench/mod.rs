@@ -17,16 +17,20 @@ use std::time::Duration;
 /// Runs the chosen workload against `--url` or an embedded `kairos dev`.
 pub async fn run(args: BenchArgs) -> Result<()> {
     let mut embedded = None;
+    let mut key = args.key.clone();
     let base = match &args.url {
         Some(url) => url.trim_end_matches('/').to_string(),
         None => {
             let dev = embedded::Dev::start().await?;
             let base = dev.base.clone();
+            if key.is_none() {
+                key = Some(dev.key().await?);
+            }
             embedded = Some(dev);
             base
         }
     };
-    let api = Api::new(&base, args.key.as_deref(), args.connections)?;
+    let api = Api::new(&base, key.as_deref(), args.connections)?;
     api.wait_ready(Duration::from_secs(30))
         .await
         .with_context(|| format!("the API at {base} is not ready"))?;

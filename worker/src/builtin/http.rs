@@ -1,7 +1,15 @@
 //! The `http` built-in: one HTTP request per attempt; 2xx is success.
+//!
+//! Job URLs come from API callers, so requests go through the same
+//! request-forgery guard as callbacks (`kairos_netguard`): loopback, private,
+//! link-local and other non-public addresses are refused unless
+//! `KAIROS_HTTP_ALLOW_PRIVATE=true`, checked on the resolved address, on
+//! every redirect (at most [`MAX_REDIRECTS`]), with the answer cut at 64 KiB
+//! and the request bounded in time.
 
 use crate::handler::{HandlerOutcome, JobContext};
 use async_trait::async_trait;
+use kairos_netguard::Guard;
 use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::{Method, Url};
 use serde_json::Value;
@@ -10,19 +18,35 @@ use std::time::Duration;
 /// Response bodies are kept up to this size: the output is stored in the
 /// database and sent in callbacks.
 const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Redirects followed, each re-checked by the guard.
+pub(crate) const MAX_REDIRECTS: usize = 5;
+/// Time limit of a request whose params give no `timeoutMs`.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Setting that lets the handler reach private addresses.
+pub(crate) const ALLOW_PRIVATE_SETTING: &str = "KAIROS_HTTP_ALLOW_PRIVATE";
 
 /// `http`: `{"url", "method" (GET), "headers": {…}, "body": JSON or string,
 /// "timeoutMs"}`. 2xx → `{"status", "body"}` (the body parsed as JSON when it
 /// is JSON, else text, truncated to 64 KiB); anything else fails.
 pub struct HttpHandler {
     client: reqwest::Client,
+    guard: Guard,
 }
 
 impl HttpHandler {
-    /// A handler with its own connection pool.
-    pub fn new() -> Result<Self, reqwest::Error> {
+    /// A handler with its own connection pool; private addresses are
+    /// refused unless `allow_private`.
+    pub fn new(allow_private: bool) -> Result<Self, reqwest::Error> {
+        let guard = Guard {
+            allow_private,
+            setting: ALLOW_PRIVATE_SETTING,
+        };
         Ok(Self {
-            client: reqwest::Client::builder().build()?,
+            client: kairos_netguard::client_builder(guard)
+                .redirect(kairos_netguard::redirect_policy(guard, MAX_REDIRECTS))
+                .connect_timeout(Duration::from_secs(10))
+                .build()?,
+            guard,
         })
     }
 }
@@ -135,6 +159,9 @@ async fn read_limited(mut resp: reqwest::Response) -> Result<Value, reqwest::Err
 impl HttpHandler {
     async fn send(&self, req: Request) -> HandlerOutcome {
         let url = req.url.to_string();
+        if let Err(refusal) = kairos_netguard::check_url(&url, self.guard).await {
+            return HandlerOutcome::failure(format!("http handler: {refusal}"));
+        }
         let mut builder = self.client.request(req.method, req.url);
         for (k, v) in req.headers {
             builder = builder.header(k, v);
@@ -144,12 +171,13 @@ impl HttpHandler {
             Body::Text(s) => builder.body(s),
             Body::Json(v) => builder.json(&v),
         };
-        if let Some(t) = req.timeout {
-            builder = builder.timeout(t);
-        }
+        builder = builder.timeout(req.timeout.unwrap_or(DEFAULT_TIMEOUT));
         let resp = match builder.send().await {
             Ok(r) => r,
             Err(e) => {
+                if let Some(refusal) = kairos_netguard::refusal_in(&e) {
+                    return HandlerOutcome::failure(format!("http handler: {refusal}"));
+                }
                 return HandlerOutcome::failure(format!(
                     "request to {url} failed: {}",
                     error_chain(&e)
@@ -196,8 +224,53 @@ mod tests {
     use wiremock::matchers::{body_json, header, method, path};
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
+    /// Tests talk to a local mock server: private addresses allowed.
     fn handler() -> HttpHandler {
-        HttpHandler::new().unwrap()
+        HttpHandler::new(true).unwrap()
+    }
+
+    #[tokio::test]
+    async fn loopback_is_refused_unless_allowed() {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("secret"))
+            .mount(&server)
+            .await;
+        let strict = HttpHandler::new(false).unwrap();
+        for url in [
+            server.uri(),
+            format!("http://localhost:{}/", server.address().port()),
+            "http://169.254.169.254/latest/meta-data/".to_string(),
+            "http://[::1]:9/".to_string(),
+        ] {
+            let HandlerOutcome::Failure(e) = strict.run(ctx(json!({ "url": url }))).await else {
+                panic!("{url} must be refused");
+            };
+            assert!(e.starts_with("http handler: refused"), "{e}");
+            assert!(e.contains("KAIROS_HTTP_ALLOW_PRIVATE=true"), "{e}");
+        }
+        assert_eq!(server.received_requests().await.unwrap().len(), 0);
+        let out = handler().run(ctx(json!({ "url": server.uri() }))).await;
+        assert!(matches!(out, HandlerOutcome::Success(_)), "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn redirects_are_followed_a_bounded_number_of_times() {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/loop"))
+            .respond_with(ResponseTemplate::new(302).insert_header("location", "/loop"))
+            .mount(&server)
+            .await;
+        let url = format!("{}/loop", server.uri());
+        let HandlerOutcome::Failure(e) = handler().run(ctx(json!({ "url": url }))).await else {
+            panic!("a redirect loop must fail");
+        };
+        assert!(e.contains("redirect"), "{e}");
+        assert_eq!(
+            server.received_requests().await.unwrap().len(),
+            MAX_REDIRECTS + 1
+        );
     }
 
     #[tokio::test]

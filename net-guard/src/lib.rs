@@ -1,17 +1,23 @@
-//! Server-side request forgery guard: callback URLs come from API callers, so
-//! the relay must not be turned into a client for the internal network.
+//! Server-side request forgery guard, the one both outgoing HTTP paths use:
+//! callback URLs (the callback relay) and `http` job URLs (the worker's
+//! built-in handler) come from API callers, so neither may be turned into a
+//! client for the internal network.
 //!
-//! Two checks, both unless `allow_private`:
-//! - [`check_url`] before every attempt: the scheme is http(s), and an IP
+//! Checks, all skipped when [`Guard::allow_private`]:
+//! - [`check_url`] before a request: the scheme is http(s), and an IP
 //!   literal or every address the host name resolves to (`lookup_host`) is
-//!   public. A refusal is the attempt's error and the callback goes dead.
+//!   public (not loopback, private, link-local, unspecified, CGNAT,
+//!   multicast or reserved, in IPv4 or any IPv6 form).
 //! - [`GuardedResolver`], the HTTP client's DNS resolver, applies the same
 //!   rule to the addresses the connection actually uses. The client connects
 //!   only to addresses that passed the check in the same lookup, so a name
 //!   that rebinds to a private address after [`check_url`] is still refused.
+//! - [`redirect_policy`] re-checks every redirect target whose host is an IP
+//!   literal (names are checked by the resolver when the client connects).
 //!
-//! The client follows no redirects and uses no proxy (a proxy would resolve
-//! the name itself, out of the guard's sight).
+//! [`client_builder`] sets all of this up, with no proxy (a proxy would
+//! resolve the name itself, out of the guard's sight).
+#![warn(missing_docs, unreachable_pub)]
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -20,10 +26,8 @@ use url::{Host, Url};
 /// Why an attempt was not made.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum GuardError {
-    /// The URL cannot be delivered to at all.
-    #[error(
-        "refused: callback URL {url:?} is unusable: {reason} (a configuration problem, not retried)"
-    )]
+    /// The URL cannot be requested at all.
+    #[error("refused: URL {url:?} is unusable: {reason} (a configuration problem, not retried)")]
     BadUrl {
         /// The URL.
         url: String,
@@ -32,8 +36,8 @@ pub enum GuardError {
     },
     /// The host is, or resolves to, a forbidden address.
     #[error(
-        "refused: {host} resolves to {ip}, a {kind} address; callbacks to private networks \
-         need KAIROS_CALLBACK_ALLOW_PRIVATE=true (a configuration problem, not retried)"
+        "refused: {host} resolves to {ip}, a {kind} address; requests to private networks \
+         need {setting}=true (a configuration problem, not retried)"
     )]
     Forbidden {
         /// Host as written in the URL.
@@ -42,6 +46,8 @@ pub enum GuardError {
         ip: IpAddr,
         /// Which forbidden range it is in.
         kind: &'static str,
+        /// The setting that would allow it.
+        setting: &'static str,
     },
     /// The name did not resolve (may be a transient DNS failure: retried).
     #[error("cannot resolve {host}: {reason}")]
@@ -58,6 +64,16 @@ impl GuardError {
     pub fn is_permanent(&self) -> bool {
         !matches!(self, GuardError::Resolve { .. })
     }
+}
+
+/// What the guard allows, and the setting an operator changes to allow more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Guard {
+    /// Allow loopback and private addresses (tests, `kairos dev`).
+    pub allow_private: bool,
+    /// Name of the setting that sets `allow_private`, quoted in refusals
+    /// (e.g. `KAIROS_CALLBACK_ALLOW_PRIVATE`).
+    pub setting: &'static str,
 }
 
 /// The forbidden range `ip` is in, if any.
@@ -109,7 +125,7 @@ fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
     })
 }
 
-fn check_addrs(host: &str, addrs: &[SocketAddr]) -> Result<(), GuardError> {
+fn check_addrs(host: &str, addrs: &[SocketAddr], guard: Guard) -> Result<(), GuardError> {
     // One forbidden record refuses the host: connecting would pick any of them.
     for a in addrs {
         if let Some(kind) = forbidden_kind(a.ip()) {
@@ -117,17 +133,19 @@ fn check_addrs(host: &str, addrs: &[SocketAddr]) -> Result<(), GuardError> {
                 host: host.to_string(),
                 ip: a.ip(),
                 kind,
+                setting: guard.setting,
             });
         }
     }
     Ok(())
 }
 
-/// Resolves `host` and refuses it if any address is forbidden (unless `allow_private`).
+/// Resolves `host` and refuses it if any address is forbidden (unless the
+/// guard allows private addresses).
 pub async fn resolve_checked(
     host: &str,
     port: u16,
-    allow_private: bool,
+    guard: Guard,
 ) -> Result<Vec<SocketAddr>, GuardError> {
     let resolve_err = |reason: String| GuardError::Resolve {
         host: host.to_string(),
@@ -140,51 +158,88 @@ pub async fn resolve_checked(
     if addrs.is_empty() {
         return Err(resolve_err("no addresses".into()));
     }
-    if !allow_private {
-        check_addrs(host, &addrs)?;
+    if !guard.allow_private {
+        check_addrs(host, &addrs, guard)?;
     }
     Ok(addrs)
 }
 
-/// Checks a callback URL before an attempt (see the module docs).
-pub async fn check_url(url: &str, allow_private: bool) -> Result<(), GuardError> {
+/// Checks a URL before a request (see the module docs).
+pub async fn check_url(url: &str, guard: Guard) -> Result<(), GuardError> {
     let bad = |reason: &str| GuardError::BadUrl {
         url: url.to_string(),
         reason: reason.to_string(),
     };
     let parsed = Url::parse(url).map_err(|e| bad(&e.to_string()))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(bad("only http and https are delivered to"));
+        return Err(bad("only http and https are allowed"));
     }
     let port = parsed
         .port_or_known_default()
         .ok_or_else(|| bad("no port"))?;
-    if allow_private {
+    if guard.allow_private {
         return Ok(());
     }
     match parsed.host() {
         None => Err(bad("no host")),
-        Some(Host::Ipv4(ip)) => check_addrs(url, &[SocketAddr::new(IpAddr::V4(ip), port)]),
-        Some(Host::Ipv6(ip)) => check_addrs(url, &[SocketAddr::new(IpAddr::V6(ip), port)]),
-        Some(Host::Domain(name)) => resolve_checked(name, port, false).await.map(drop),
+        Some(Host::Domain(name)) => resolve_checked(name, port, guard).await.map(drop),
+        Some(host) => check_literal(url, &host, port, guard),
     }
+}
+
+/// Checks an IP-literal host (names pass: the resolver checks them).
+fn check_literal(url: &str, host: &Host<&str>, port: u16, guard: Guard) -> Result<(), GuardError> {
+    match host {
+        Host::Ipv4(ip) => check_addrs(url, &[SocketAddr::new(IpAddr::V4(*ip), port)], guard),
+        Host::Ipv6(ip) => check_addrs(url, &[SocketAddr::new(IpAddr::V6(*ip), port)], guard),
+        Host::Domain(_) => Ok(()),
+    }
+}
+
+/// A redirect policy that follows at most `max` redirects and refuses a
+/// target whose host is a forbidden IP literal; targets named by host name
+/// are checked by [`GuardedResolver`] when the client connects to them.
+pub fn redirect_policy(guard: Guard, max: usize) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() > max {
+            return attempt.error(format!("more than {max} redirects"));
+        }
+        if !guard.allow_private {
+            let url = attempt.url();
+            let port = url.port_or_known_default().unwrap_or(0);
+            if let Some(host) = url.host()
+                && let Err(refusal) = check_literal(url.as_str(), &host, port, guard)
+            {
+                return attempt.error(refusal);
+            }
+        }
+        attempt.follow()
+    })
+}
+
+/// An HTTP client builder with the guard's resolver and no proxy; callers add
+/// their redirect policy, timeouts and user agent.
+pub fn client_builder(guard: Guard) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .no_proxy()
+        .dns_resolver(GuardedResolver { guard })
 }
 
 /// The HTTP client's resolver: resolves with `lookup_host` and refuses
 /// forbidden addresses, so connections go only to checked addresses.
 #[derive(Debug, Clone, Copy)]
 pub struct GuardedResolver {
-    /// Skip the check (tests, `kairos dev`).
-    pub allow_private: bool,
+    /// What it allows.
+    pub guard: Guard,
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
-        let allow_private = self.allow_private;
+        let guard = self.guard;
         let host = name.as_str().to_string();
         Box::pin(async move {
             // Port 0: reqwest substitutes the URL's port.
-            let addrs = resolve_checked(&host, 0, allow_private).await?;
+            let addrs = resolve_checked(&host, 0, guard).await?;
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
     }
@@ -205,6 +260,15 @@ pub fn refusal_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const STRICT: Guard = Guard {
+        allow_private: false,
+        setting: "KAIROS_TEST_ALLOW_PRIVATE",
+    };
+    const OPEN: Guard = Guard {
+        allow_private: true,
+        setting: "KAIROS_TEST_ALLOW_PRIVATE",
+    };
 
     fn kind(s: &str) -> Option<&'static str> {
         forbidden_kind(s.parse().unwrap())
@@ -259,30 +323,32 @@ mod tests {
 
     #[tokio::test]
     async fn urls_are_checked_before_an_attempt() {
-        let err = check_url("http://127.0.0.1:9/cb", false).await.unwrap_err();
+        let err = check_url("http://127.0.0.1:9/cb", STRICT)
+            .await
+            .unwrap_err();
         assert!(err.is_permanent());
         assert!(err.to_string().contains("loopback"), "{err}");
-        let err = check_url("http://localhost:9/cb", false).await.unwrap_err();
+        assert!(
+            err.to_string().contains("KAIROS_TEST_ALLOW_PRIVATE=true"),
+            "{err}"
+        );
+        let err = check_url("http://localhost:9/cb", STRICT)
+            .await
+            .unwrap_err();
         assert!(matches!(err, GuardError::Forbidden { .. }), "{err}");
-        let err = check_url("http://[::ffff:192.168.0.1]/", false)
+        let err = check_url("http://[::ffff:192.168.0.1]/", STRICT)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("IPv4-mapped"), "{err}");
-        let err = check_url("ftp://example.com/", true).await.unwrap_err();
+        let err = check_url("ftp://example.com/", OPEN).await.unwrap_err();
         assert!(matches!(err, GuardError::BadUrl { .. }));
-        assert!(check_url("not a url", true).await.is_err());
-        check_url("http://127.0.0.1:9/cb", true).await.unwrap();
+        assert!(check_url("not a url", OPEN).await.is_err());
+        check_url("http://127.0.0.1:9/cb", OPEN).await.unwrap();
     }
 
     #[tokio::test]
     async fn the_client_resolver_refuses_and_the_refusal_is_recognised() {
-        let client = reqwest::Client::builder()
-            .dns_resolver(GuardedResolver {
-                allow_private: false,
-            })
-            .no_proxy()
-            .build()
-            .unwrap();
+        let client = client_builder(STRICT).build().unwrap();
         let err = client.get("http://localhost:9/").send().await.unwrap_err();
         let refusal = refusal_in(&err).expect("the guard's error in the chain");
         assert!(matches!(refusal, GuardError::Forbidden { .. }));

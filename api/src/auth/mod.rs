@@ -1,0 +1,236 @@
+//! Authentication and authorization of `/openapi/*`: the bearer key is looked
+//! up by its public prefix, its secret's hash compared in constant time, and
+//! its role checked against the route. The caller (tenant, role, key prefix)
+//! is then an extension every handler reads through [`Caller`].
+//!
+//! Verified keys are cached for [`crate::ApiConfig::key_cache_ttl`] (0.5 s by
+//! default), so a key costs one lookup per half second per instance rather
+//! than one per request, and a revocation is seen by every instance within
+//! that time.
+
+pub mod keys;
+pub(crate) mod limits;
+
+use crate::AppState;
+use crate::error::ApiError;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use kairos_core::store::StoreError;
+use kairos_core::tenant::{ApiKey, AuditEntry, Role, Tenant};
+use kairos_core::time::now_ms;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Who is calling: the verified key's tenant, role and prefix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caller {
+    /// Tenant every read and write of the request is scoped to.
+    pub tenant: String,
+    /// What the key may do.
+    pub role: Role,
+    /// The key's public prefix (recorded in the audit trail).
+    pub prefix: String,
+    /// The tenant's limit overrides, as cached with the key.
+    pub(crate) tenant_row: Tenant,
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
+        // Set by `authenticate` on every /openapi/* route; its absence is a bug.
+        parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+            tracing::error!("a handler ran without an authenticated caller");
+            ApiError::Internal
+        })
+    }
+}
+
+/// Paths only admin keys may use (whatever the method).
+const ADMIN_PATHS: [&str; 4] = [
+    "/openapi/workers",
+    "/openapi/tenants",
+    "/openapi/keys",
+    "/openapi/audit",
+];
+
+/// The role a request needs; `None` for public paths.
+pub(crate) fn required_role(method: &Method, path: &str) -> Option<Role> {
+    if !path.starts_with("/openapi/") {
+        return None;
+    }
+    let admin = ADMIN_PATHS
+        .iter()
+        .any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')));
+    Some(if admin {
+        Role::Admin
+    } else if method == Method::GET || method == Method::HEAD {
+        Role::Read
+    } else {
+        Role::Write
+    })
+}
+
+/// A key with its tenant, as looked up.
+type Found = Option<(ApiKey, Tenant)>;
+
+/// Looked-up keys by prefix, with when they were read (`None`: no such key).
+#[derive(Default)]
+pub(crate) struct KeyCache {
+    entries: Mutex<HashMap<String, (Instant, Found)>>,
+}
+
+/// Cached entries kept at most; the cache is cleared when it grows past this
+/// (unknown prefixes sent in bulk must not grow it without bound).
+const CACHE_MAX: usize = 10_000;
+
+impl KeyCache {
+    fn get(&self, prefix: &str, ttl: Duration) -> Option<Found> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(prefix)
+            .filter(|(at, _)| at.elapsed() < ttl)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn put(&self, prefix: &str, value: Found) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= CACHE_MAX {
+            entries.clear();
+        }
+        entries.insert(prefix.to_string(), (Instant::now(), value));
+    }
+}
+
+async fn lookup(state: &AppState, prefix: &str) -> Result<Found, StoreError> {
+    let ttl = state.config.key_cache_ttl;
+    if let Some(hit) = state.auth.keys.get(prefix, ttl) {
+        return Ok(hit);
+    }
+    let found = match state.store.api_key_get(prefix).await? {
+        Some(key) => state
+            .store
+            .tenant_get(&key.tenant)
+            .await?
+            .map(|tenant| (key, tenant)),
+        None => None,
+    };
+    state.auth.keys.put(prefix, found.clone());
+    Ok(found)
+}
+
+fn unauthorized(msg: &str) -> ApiError {
+    ApiError::Unauthorized(msg.to_string())
+}
+
+/// Middleware: public paths pass; `/openapi/*` needs a usable key of a role
+/// that allows the request (401 otherwise, 403 for a role too weak).
+pub(crate) async fn authenticate(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let Some(needed) = required_role(req.method(), req.uri().path()) else {
+        return Ok(next.run(req).await);
+    };
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| unauthorized("missing `Authorization: Bearer <key>` header"))?;
+    let value = header
+        .to_str()
+        .map_err(|_| unauthorized("the Authorization header is not text"))?;
+    let token = match value.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+        _ => {
+            return Err(unauthorized(
+                "the Authorization header must be `Bearer <key>`",
+            ));
+        }
+    };
+    let (prefix, secret) = keys::parse(token)
+        .ok_or_else(|| unauthorized("malformed API key: expected kai_<prefix>_<secret>"))?;
+    let (key, tenant) = lookup(&state, prefix)
+        .await?
+        .filter(|(key, _)| keys::secret_matches(secret, &key.secret_hash))
+        .ok_or_else(|| unauthorized("unknown API key"))?;
+    if key.revoked_at.is_some() {
+        return Err(unauthorized("this API key was revoked"));
+    }
+    if !key.usable_at(now_ms()) {
+        return Err(unauthorized("this API key has expired"));
+    }
+    if !key.role.allows(needed) {
+        return Err(ApiError::Forbidden(format!(
+            "a {} key may not do this; it needs a {} key",
+            key.role.as_str(),
+            needed.as_str()
+        )));
+    }
+    req.extensions_mut().insert(Caller {
+        tenant: key.tenant.clone(),
+        role: key.role,
+        prefix: key.prefix.clone(),
+        tenant_row: tenant,
+    });
+    Ok(next.run(req).await)
+}
+
+impl AppState {
+    /// Records a control action done by `caller`. Written after the action
+    /// committed; a failure to record is logged, not reported to the caller
+    /// (the action already happened).
+    pub(crate) async fn audit(&self, caller: &Caller, tenant: &str, action: &str, target: &str) {
+        let entry = AuditEntry {
+            id: 0,
+            tenant: tenant.to_string(),
+            actor: caller.prefix.clone(),
+            action: action.to_string(),
+            target: target.to_string(),
+            at: now_ms(),
+        };
+        if let Err(e) = self.store.audit_append(&entry).await {
+            tracing::error!(error = %e, action, target, "cannot record the audit entry");
+        }
+    }
+}
+
+/// What authentication and limits keep between requests.
+#[derive(Default)]
+pub(crate) struct AuthState {
+    pub(crate) keys: KeyCache,
+    pub(crate) buckets: limits::Buckets,
+    pub(crate) live: limits::LiveCounts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_per_route() {
+        let get = Method::GET;
+        let post = Method::POST;
+        assert_eq!(required_role(&get, "/healthz"), None);
+        assert_eq!(required_role(&get, "/openapi.json"), None);
+        assert_eq!(required_role(&get, "/docs/"), None);
+        assert_eq!(required_role(&get, "/openapi/jobs"), Some(Role::Read));
+        assert_eq!(required_role(&post, "/openapi/jobs"), Some(Role::Write));
+        assert_eq!(
+            required_role(&Method::DELETE, "/openapi/jobs/x"),
+            Some(Role::Write)
+        );
+        assert_eq!(required_role(&get, "/openapi/workers"), Some(Role::Admin));
+        assert_eq!(required_role(&post, "/openapi/keys"), Some(Role::Admin));
+        assert_eq!(required_role(&get, "/openapi/keysx"), Some(Role::Read));
+        assert_eq!(required_role(&get, "/openapi/audit"), Some(Role::Admin));
+        assert_eq!(
+            required_role(&post, "/openapi/tenants/a/callback-secret/rotate"),
+            Some(Role::Admin)
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! The admin API (admin keys only, enforced by the auth middleware):
+//! tenants and their callback secrets, API keys, and the audit trail.
+//! Admin keys are operator keys: they manage every tenant, not only their own.
+
+use crate::AppState;
+use crate::auth::{Caller, keys};
+use crate::dto::{
+    AuditPage, AuditQuery, CreateKeyRequest, CreateTenantRequest, CreatedKey, CreatedTenant,
+    KeyList, KeyView, KeysQuery, RotateSecretRequest, RotatedSecret, TenantList, TenantView,
+};
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::validate;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use kairos_core::tenant::{Role, Tenant, TenantLimits, valid_tenant_id};
+use kairos_core::time::{now_ms, to_rfc3339};
+
+/// Default grace period of a callback secret rotation.
+const DEFAULT_GRACE_SECS: u64 = 86_400;
+/// Longest grace period of a rotation.
+const MAX_GRACE_SECS: u64 = 30 * 86_400;
+
+fn tenant_not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("no tenant with id {id:?}"))
+}
+
+/// Create a tenant with a fresh callback signing secret.
+#[utoipa::path(
+    post, path = "/openapi/tenants", tag = "admin",
+    request_body(content = CreateTenantRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created; the callback secret is shown this once", body = CreatedTenant),
+        (status = 409, description = "A tenant with this id exists", body = ErrorBody),
+        (status = 422, description = "Invalid id or limit", body = ErrorBody),
+    )
+)]
+pub(crate) async fn create_tenant(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<CreateTenantRequest>,
+) -> Result<(StatusCode, Json<CreatedTenant>), ApiError> {
+    if !valid_tenant_id(&req.tenant_id) {
+        return Err(ApiError::invalid(
+            "tenantId",
+            "tenantId must be 1–64 characters of a-z, 0-9, '-' and '_'",
+        ));
+    }
+    if req
+        .create_rate_per_sec
+        .is_some_and(|r| !r.is_finite() || r <= 0.0)
+    {
+        return Err(ApiError::invalid(
+            "createRatePerSec",
+            "createRatePerSec must be a positive number",
+        ));
+    }
+    let secret = keys::new_callback_secret();
+    let tenant = Tenant {
+        id: req.tenant_id.clone(),
+        callback_secret: Some(secret.clone()),
+        previous_secret: None,
+        previous_valid_until: None,
+        limits: TenantLimits {
+            create_rate_per_sec: req.create_rate_per_sec,
+            create_burst: req.create_burst,
+            max_live_jobs: req.max_live_jobs,
+        },
+        created_at: now_ms(),
+    };
+    if !state.store.tenant_create(&tenant).await? {
+        return Err(ApiError::AlreadyExists(format!(
+            "a tenant with id {:?} already exists",
+            tenant.id
+        )));
+    }
+    state
+        .audit(&caller, &tenant.id, "tenant.create", &tenant.id)
+        .await;
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedTenant {
+            tenant: TenantView::from(&tenant),
+            callback_secret: secret,
+        }),
+    ))
+}
+
+/// List every tenant.
+#[utoipa::path(
+    get, path = "/openapi/tenants", tag = "admin",
+    responses((status = 200, description = "Every tenant", body = TenantList))
+)]
+pub(crate) async fn list_tenants(
+    State(state): State<AppState>,
+) -> Result<Json<TenantList>, ApiError> {
+    let tenants = state.store.tenants_list().await?;
+    Ok(Json(TenantList {
+        items: tenants.iter().map(TenantView::from).collect(),
+    }))
+}
+
+/// Rotate a tenant's callback secret.
+///
+/// Callbacks are signed with the new secret and, until the grace period
+/// ends, also with the old one (two `v1=` in `Kairos-Signature`), so
+/// receivers can switch secrets at their own pace.
+#[utoipa::path(
+    post, path = "/openapi/tenants/{id}/callback-secret", tag = "admin",
+    params(("id" = String, Path, description = "Tenant id")),
+    request_body(content = RotateSecretRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Rotated; the new secret is shown this once", body = RotatedSecret),
+        (status = 404, description = "No such tenant", body = ErrorBody),
+        (status = 422, description = "Grace period out of range", body = ErrorBody),
+    )
+)]
+pub(crate) async fn rotate_secret(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(req): ApiJson<RotateSecretRequest>,
+) -> Result<Json<RotatedSecret>, ApiError> {
+    let grace = req.grace_seconds.unwrap_or(DEFAULT_GRACE_SECS);
+    if grace > MAX_GRACE_SECS {
+        return Err(ApiError::invalid(
+            "graceSeconds",
+            format!("graceSeconds must be at most {MAX_GRACE_SECS}"),
+        ));
+    }
+    let now = now_ms();
+    let until = now + i64::try_from(grace * 1000).unwrap_or(i64::MAX / 2);
+    let secret = keys::new_callback_secret();
+    let tenant = state
+        .store
+        .tenant_rotate_secret(&id, &secret, until, now)
+        .await?
+        .ok_or_else(|| tenant_not_found(&id))?;
+    state
+        .audit(&caller, &tenant.id, "tenant.rotate_secret", &tenant.id)
+        .await;
+    Ok(Json(RotatedSecret {
+        tenant_id: tenant.id,
+        callback_secret: secret,
+        previous_secret_valid_until: to_rfc3339(until),
+    }))
+}
+
+/// Create an API key for a tenant.
+#[utoipa::path(
+    post, path = "/openapi/keys", tag = "admin",
+    request_body(content = CreateKeyRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created; `keyToken` is shown this once", body = CreatedKey),
+        (status = 404, description = "No such tenant", body = ErrorBody),
+        (status = 422, description = "Invalid role or expiry", body = ErrorBody),
+    )
+)]
+pub(crate) async fn create_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<CreateKeyRequest>,
+) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
+    let role = Role::parse(&req.role)
+        .ok_or_else(|| ApiError::invalid("role", "role must be admin, write or read"))?;
+    let now = now_ms();
+    let expires_at = validate::time_field("expiresAt", req.expires_at.as_deref())?;
+    if expires_at.is_some_and(|e| e <= now) {
+        return Err(ApiError::invalid(
+            "expiresAt",
+            "expiresAt must be in the future",
+        ));
+    }
+    let issued = keys::issue(&req.tenant_id, role, req.name, expires_at, now);
+    if !state.store.api_key_create(&issued.key).await? {
+        return Err(tenant_not_found(&req.tenant_id));
+    }
+    state
+        .audit(&caller, &req.tenant_id, "key.create", &issued.key.prefix)
+        .await;
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedKey {
+            key: KeyView::from(&issued.key),
+            key_token: issued.token,
+        }),
+    ))
+}
+
+/// List API keys (never their secrets).
+#[utoipa::path(
+    get, path = "/openapi/keys", tag = "admin",
+    params(KeysQuery),
+    responses((status = 200, description = "Keys, newest first", body = KeyList))
+)]
+pub(crate) async fn list_keys(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<KeysQuery>,
+) -> Result<Json<KeyList>, ApiError> {
+    let keys = state.store.api_keys_list(q.tenant.as_deref()).await?;
+    Ok(Json(KeyList {
+        items: keys.iter().map(KeyView::from).collect(),
+    }))
+}
+
+/// Revoke an API key; every API instance refuses it within a second.
+#[utoipa::path(
+    delete, path = "/openapi/keys/{prefix}", tag = "admin",
+    params(("prefix" = String, Path, description = "Key prefix")),
+    responses(
+        (status = 200, description = "Revoked (or already revoked)", body = KeyView),
+        (status = 404, description = "No such key", body = ErrorBody),
+    )
+)]
+pub(crate) async fn revoke_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(prefix): ApiPath<String>,
+) -> Result<Json<KeyView>, ApiError> {
+    let key = state
+        .store
+        .api_key_revoke(&prefix, None, now_ms())
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no API key with prefix {prefix:?}")))?;
+    state
+        .audit(&caller, &key.tenant, "key.revoke", &key.prefix)
+        .await;
+    Ok(Json(KeyView::from(&key)))
+}
+
+/// The audit trail: every control action, newest first.
+#[utoipa::path(
+    get, path = "/openapi/audit", tag = "admin",
+    params(AuditQuery),
+    responses(
+        (status = 200, description = "A page of entries", body = AuditPage),
+        (status = 422, description = "Bad limit", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_audit(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<AuditQuery>,
+) -> Result<Json<AuditPage>, ApiError> {
+    let limit = validate::page_limit(q.limit.as_deref())?;
+    let cursor = q.cursor.as_deref().filter(|c| !c.is_empty());
+    let page = state
+        .store
+        .audit_list(q.tenant.as_deref(), limit, cursor)
+        .await?;
+    Ok(Json(AuditPage {
+        items: page.items.into_iter().map(Into::into).collect(),
+        next_cursor: page.next_cursor,
+    }))
+}
