@@ -258,7 +258,28 @@ async fn services_compose_services_run_natively_as_a_cluster() {
     for p in &services {
         procs.children.push(start(p, &logs));
     }
-    let http = reqwest::Client::new();
+    // The API needs a key: an operator makes one with the CLI against the
+    // database the stack uses (the migrate service's environment has it).
+    let key = Command::new(env!("CARGO_BIN_EXE_kairos"))
+        .args(["keys", "create", "--tenant", "default", "--role", "admin"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(&migrate.env)
+        .output()
+        .expect("run kairos keys create");
+    assert!(key.status.success(), "kairos keys create failed: {key:?}");
+    let key = String::from_utf8(key.stdout).expect("the key is text");
+    let mut auth = reqwest::header::HeaderMap::new();
+    auth.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", key.trim())
+            .parse()
+            .expect("a header value"),
+    );
+    let http = reqwest::Client::builder()
+        .default_headers(auth)
+        .build()
+        .expect("HTTP client");
     for p in &services {
         let url = p.health_url.clone().expect("a health check");
         let what = format!("{}'s health check {url}", p.name);
