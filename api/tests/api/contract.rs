@@ -141,6 +141,24 @@ pub async fn every_route_answers_as_documented(app: App) {
     ] {
         c.check("post", "/openapi/jobs", &resp);
     }
+    // Bulk create: per-item results (created, invalid, replay), and the
+    // request-level refusals.
+    let batch = json!({"jobs": [
+        one_shot("bulk-a"),
+        {"jobName": "bulk-bad", "jobHandler": "noop", "cronExpr": "nope"},
+        bodies[0].clone(),
+    ]});
+    c.check(
+        "post",
+        "/openapi/jobs/batch",
+        &app.post_json("/openapi/jobs/batch", &batch).await,
+    );
+    c.check(
+        "post",
+        "/openapi/jobs/batch",
+        &app.post_json("/openapi/jobs/batch", &json!({"jobs": []}))
+            .await,
+    );
     for id in &ids {
         c.check(
             "get",
