@@ -9,10 +9,10 @@ use crate::callback::{Callback, CallbackAttempt};
 use crate::execution::{ExecEvent, ExecStatus, Execution};
 use crate::job::{Job, JobStatus, NewJob, RetryPolicy};
 use crate::outcome::Verdict;
-use crate::protocol::{DispatchMsg, HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
+use crate::protocol::{DispatchMsg, HeartbeatMsg, LogLevel, LogMsg, PROTOCOL_VERSION, ResultMsg};
 use crate::schedule::Schedule;
 use crate::time::Millis;
-use crate::worker::{WorkerInfo, WorkerState};
+use crate::worker::{Routable, WorkerInfo, WorkerState};
 use async_trait::async_trait;
 
 /// Storage failures, at the crate boundary.
@@ -110,6 +110,8 @@ pub struct JobUpdate {
     pub retry: RetryPolicy,
     /// Handler time limit.
     pub timeout_ms: Option<u64>,
+    /// Worker group the job must run in.
+    pub worker_group: Option<String>,
 }
 
 /// Outcome of [`JobStore::job_update`].
@@ -176,6 +178,8 @@ pub struct DispatchWork {
     pub scheduled_at: Millis,
     /// Handler time limit.
     pub timeout_ms: Option<u64>,
+    /// Worker group the job must run in.
+    pub worker_group: Option<String>,
 }
 
 impl DispatchWork {
@@ -190,6 +194,7 @@ impl DispatchWork {
             params: self.params.clone(),
             scheduled_at: self.scheduled_at,
             timeout_ms: self.timeout_ms,
+            group: self.worker_group.clone(),
         }
     }
 }
@@ -311,11 +316,14 @@ pub trait ExecutionStore: Send + Sync {
         now: Millis,
     ) -> StoreResult<Vec<DispatchWork>>;
     /// Executions in `pending` whose `not_before <= now` (retries, and work a
-    /// crashed leader claimed but never published), oldest first.
+    /// crashed leader claimed but never published), oldest first, among those
+    /// some live worker can run (`routable`): work waiting for a handler no
+    /// worker serves is left out, so it never holds up the rest.
     async fn executions_find_unpublished(
         &self,
         now: Millis,
         limit: u32,
+        routable: &Routable,
     ) -> StoreResult<Vec<DispatchWork>>;
     /// Records publisher confirms: `pending → dispatched` for the named attempt only.
     /// Also reports the sent attempts that were cancelled meanwhile (their job
@@ -458,6 +466,70 @@ pub trait CallbackStore: Send + Sync {
     ) -> StoreResult<Option<Callback>>;
 }
 
+/// A stored execution log line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredLogLine {
+    /// Position in the execution's log (increasing; the page cursor).
+    pub seq: i64,
+    /// Attempt that wrote it.
+    pub attempt: u32,
+    /// Worker that sent it.
+    pub worker_id: String,
+    /// When the handler wrote it (ms UTC, worker clock).
+    pub at: Millis,
+    /// Severity.
+    pub level: LogLevel,
+    /// Text (cut at [`LogLimits::max_line_bytes`]).
+    pub message: String,
+}
+
+/// What is kept of each execution's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Lines kept per execution; the oldest are dropped first.
+    pub max_lines: u32,
+    /// Bytes of message text kept per execution; the oldest lines are dropped first.
+    pub max_bytes: u64,
+    /// A longer line is cut to this many bytes.
+    pub max_line_bytes: usize,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        Self {
+            max_lines: 1_000,
+            max_bytes: 256 * 1024,
+            max_line_bytes: 4 * 1024,
+        }
+    }
+}
+
+/// Execution logs: lines handlers write, bounded per execution.
+#[async_trait]
+pub trait LogStore: Send + Sync {
+    /// Stores the lines of each batch and the latest progress of its
+    /// execution (for the batch's attempt only), then drops the oldest lines
+    /// of every execution touched beyond `limits`. Batches for executions
+    /// that do not exist are dropped.
+    async fn logs_append(
+        &self,
+        batches: &[LogMsg],
+        limits: &LogLimits,
+        now: Millis,
+    ) -> StoreResult<()>;
+    /// A page of an execution's lines, oldest first. Looked up by execution
+    /// id only: callers check the execution belongs to the tenant first
+    /// (see [`ExecutionStore::execution_get`]).
+    async fn logs_page(
+        &self,
+        execution_id: &str,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Page<StoredLogLine>>;
+    /// Deletes up to `limit` lines stored before `before`; how many went.
+    async fn logs_purge(&self, before: Millis, limit: u32) -> StoreResult<u64>;
+}
+
 /// Liveness of the database itself.
 #[async_trait]
 pub trait Health: Send + Sync {
@@ -466,5 +538,8 @@ pub trait Health: Send + Sync {
 }
 
 /// The whole storage port.
-pub trait Store: JobStore + ExecutionStore + WorkerStore + CallbackStore + Health {}
-impl<T: JobStore + ExecutionStore + WorkerStore + CallbackStore + Health> Store for T {}
+pub trait Store:
+    JobStore + ExecutionStore + WorkerStore + CallbackStore + LogStore + Health
+{
+}
+impl<T: JobStore + ExecutionStore + WorkerStore + CallbackStore + LogStore + Health> Store for T {}

@@ -12,6 +12,7 @@
 //! - [`consume`]: results and heartbeats, applied in batches (every instance).
 //! - [`reaper`]: dead workers' work rescued, silent attempts timed out (every instance).
 //! - [`stops`]: stop requests recorded in the database carried to workers (leader only).
+//! - [`logs`]: execution log lines purged after their retention (every instance).
 //!
 //! Any number of instances may run; exactly one holds the lease and dispatches.
 #![warn(missing_docs, unreachable_pub)]
@@ -20,6 +21,7 @@ pub mod attempts;
 pub mod balancer;
 pub mod consume;
 pub mod leader;
+pub mod logs;
 pub mod publish;
 pub mod reaper;
 pub mod reroute;
@@ -69,6 +71,8 @@ pub struct DispatcherConfig {
     pub stop_relay_every: Duration,
     /// Queue and key names (must match the workers').
     pub names: Names,
+    /// What is kept of execution logs, and for how long.
+    pub logs: logs::LogConfig,
 }
 
 impl Default for DispatcherConfig {
@@ -86,6 +90,7 @@ impl Default for DispatcherConfig {
             reaper: reaper::ReaperConfig::default(),
             stop_relay_every: Duration::from_millis(250),
             names: Names::default(),
+            logs: logs::LogConfig::default(),
         }
     }
 }
@@ -157,6 +162,17 @@ impl Dispatcher {
             self.broker.clone(),
             stop_consuming.clone(),
         ));
+        let log_lines = tokio::spawn(consume::run_logs(
+            self.store.clone(),
+            self.broker.clone(),
+            self.cfg.logs.limits,
+            stop_consuming.clone(),
+        ));
+        let log_purge = tokio::spawn(logs::run_purge(
+            self.store.clone(),
+            self.cfg.logs.clone(),
+            stop_consuming.clone(),
+        ));
         let attempts = Attempts {
             coord: self.coord.clone(),
             names: self.cfg.names.clone(),
@@ -190,6 +206,8 @@ impl Dispatcher {
         .await;
         let _ = results.await;
         let _ = heartbeats.await;
+        let _ = log_lines.await;
+        let _ = log_purge.await;
         let _ = reaper.await;
     }
 }

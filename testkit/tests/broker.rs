@@ -228,6 +228,8 @@ async fn heartbeats_and_results_round_trip(fx: &Fx) {
         cpu_idle: 87.0,
         state: WorkerState::Online,
         at: 1_760_000_000_123,
+        handlers: None,
+        group: None,
     };
     fx.broker.heartbeat_publish(&beat).await.unwrap();
     fx.broker.result_publish(&result(3)).await.unwrap();

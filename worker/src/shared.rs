@@ -4,6 +4,7 @@
 
 use crate::handler::Registry;
 use crate::heartbeat::CostWindow;
+use crate::logs::LogSink;
 use kairos_core::broker::Broker;
 use kairos_core::coord::Coordination;
 use kairos_core::protocol::Names;
@@ -22,6 +23,10 @@ pub(crate) struct Shared {
     /// Attempt keys and stop requests.
     pub(crate) coord: Arc<dyn Coordination>,
     pub(crate) handlers: Registry,
+    /// Worker group announced in heartbeats.
+    pub(crate) group: Option<String>,
+    /// Where handlers' log lines go.
+    pub(crate) logs: LogSink,
     /// Handlers allowed to run at once.
     pub(crate) capacity: u32,
     /// Accepted deliveries allowed to wait for a pool slot.
@@ -53,6 +58,8 @@ impl Shared {
         broker: Arc<dyn Broker>,
         coord: Arc<dyn Coordination>,
         handlers: Registry,
+        group: Option<String>,
+        logs: LogSink,
         capacity: u32,
         buffer: u32,
     ) -> Self {
@@ -62,6 +69,8 @@ impl Shared {
             broker,
             coord,
             handlers,
+            group,
+            logs,
             capacity,
             buffer,
             permits: Semaphore::new(capacity as usize),

@@ -177,6 +177,7 @@ impl Link {
             (names.reroute_queue(), FieldTable::default()),
             (names.results_queue(), FieldTable::default()),
             (names.heartbeats_queue(), heartbeat_args),
+            (names.logs_queue(), FieldTable::default()),
         ];
         for (name, args) in queues {
             let op = ch.queue_declare(short(&name)?, QueueDeclareOptions::durable(), args);

@@ -229,7 +229,10 @@ impl JobStore for SqlStore {
             .bind(job.timeout_ms.map(super::stmt::from_u64))
             .bind(job.created_at)
             .bind(job.created_at);
-        let inserted = bind_schedule_tail(query, &cols).execute(self.write()).await;
+        let inserted = bind_schedule_tail(query, &cols)
+            .bind(job.worker_group.as_deref())
+            .execute(self.write())
+            .await;
         match inserted {
             Ok(_) => Ok(CreateOutcome::Created(Job {
                 id: job.id,
@@ -246,6 +249,7 @@ impl JobStore for SqlStore {
                 request_hash: job.request_hash,
                 retry: job.retry,
                 timeout_ms: job.timeout_ms,
+                worker_group: job.worker_group,
                 created_at: job.created_at,
                 updated_at: job.created_at,
             })),

@@ -22,6 +22,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "schedules",
         include_str!("../migrations/mysql/0002_schedules.sql"),
     ),
+    (
+        4,
+        "handlers logs",
+        include_str!("../migrations/mysql/0004_handlers_logs.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order.
@@ -35,6 +40,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         2,
         "schedules",
         include_str!("../migrations/sqlite/0002_schedules.sql"),
+    ),
+    (
+        4,
+        "handlers logs",
+        include_str!("../migrations/sqlite/0004_handlers_logs.sql"),
     ),
 ];
 
@@ -102,6 +112,7 @@ mod tests {
         store.migrate().await.expect("later schemas");
         let job = store.job_get("t", "j1").await.unwrap().expect("the job");
         assert_eq!(job.schedule, Schedule::cron("0 * * * * *", "UTC"));
+        assert_eq!(job.worker_group, None);
         let r = job.schedule.recurrence().unwrap();
         assert_eq!(
             (r.misfire, r.start_at, r.end_at),

@@ -12,7 +12,7 @@ use kairos_core::worker::{WorkerInfo, WorkerState};
 use std::collections::HashMap;
 
 /// Columns a heartbeat overwrites; `registered_at` keeps the first insert's value.
-const BEAT_COLS: [&str; 8] = [
+const BEAT_COLS: [&str; 10] = [
     "queue",
     "capacity",
     "active",
@@ -21,6 +21,8 @@ const BEAT_COLS: [&str; 8] = [
     "state",
     "last_heartbeat_at",
     "updated_at",
+    "handlers",
+    "worker_group",
 ];
 
 #[async_trait]
@@ -59,7 +61,12 @@ impl WorkerStore for SqlStore {
                     .bind(b.cpu_idle)
                     .bind(b.state.as_str())
                     .bind(b.at)
-                    .bind(now);
+                    .bind(now)
+                    .bind(b.handlers.as_ref().map(|h| {
+                        serde_json::Value::from(h.iter().map(String::as_str).collect::<Vec<_>>())
+                            .to_string()
+                    }))
+                    .bind(b.group.as_deref());
             }
             query.execute(self.write()).await.map_err(db_err)?;
         }
@@ -69,7 +76,7 @@ impl WorkerStore for SqlStore {
     async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>> {
         let found = sqlx::query(
             "SELECT id, queue, capacity, active, avg_cost_ms, cpu_idle, state, \
-             last_heartbeat_at, registered_at FROM workers ORDER BY id",
+             last_heartbeat_at, registered_at, handlers, worker_group FROM workers ORDER BY id",
         )
         .fetch_all(self.read())
         .await

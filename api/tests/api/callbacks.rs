@@ -42,6 +42,7 @@ async fn succeed_first_trigger(app: &App, job_id: &str) -> String {
         output: Some(json!({"ok": true})),
         error: None,
         at: now_ms(),
+        retryable: None,
     };
     app.store
         .results_apply(std::slice::from_ref(&result), now_ms())

@@ -166,6 +166,8 @@ pub async fn workers_are_listed(app: App) {
         cpu_idle: 90.0,
         state: WorkerState::Online,
         at: now,
+        handlers: None,
+        group: None,
     };
     app.store
         .workers_record_heartbeats(&[beat], now)
