@@ -25,6 +25,11 @@ pub struct FileSettings {
     pub worker_buffer: Option<u32>,
     pub worker_heartbeat_ms: Option<u64>,
     pub worker_grace_ms: Option<u64>,
+    pub worker_handlers: Option<String>,
+    pub worker_group: Option<String>,
+    pub log_retention_hours: Option<u64>,
+    pub log_max_lines: Option<u32>,
+    pub log_max_bytes: Option<u64>,
 }
 
 impl FileSettings {

@@ -1,7 +1,7 @@
 //! `kairos api`: the REST API against the configured database.
 
 use crate::cli::ApiArgs;
-use crate::connect;
+use kairos::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Context, Result};
 use kairos_api::{ApiConfig, AppState};
@@ -30,7 +30,7 @@ pub async fn run(args: ApiArgs, file: &FileSettings) -> Result<()> {
         let due = RedisDue::connect(&redis_url, &super::names(&args.ns, file)).await?;
         state = state.with_due_notifier(super::announce_due(Arc::new(due)));
     }
-    let shutdown = crate::signal::shutdown_token();
+    let shutdown = kairos::signal::shutdown_token();
     kairos_api::serve(listener, state, shutdown.cancelled_owned()).await?;
     info!("API stopped");
     Ok(())

@@ -7,139 +7,52 @@
 //! reported for retry); then the result consumers and the relay stop.
 
 use crate::cli::DevArgs;
-use crate::connect;
 use crate::settings::{FileSettings, pick};
 use anyhow::{Context, Result};
-use kairos_api::{ApiConfig, AppState};
-use kairos_callback_relay::{Relay, RelayConfig};
-use kairos_core::protocol::Names;
-use kairos_core::store::Store;
-use kairos_dispatcher::{Dispatcher, DispatcherConfig, reaper};
-use kairos_inproc::MemoryBroker;
-use kairos_inproc::MemoryCoord;
-use kairos_inproc::MemoryDue;
-use kairos_worker::Worker;
-use std::sync::Arc;
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
-
-/// The embedded worker's id. Stable across restarts, so work it held when the
-/// previous run stopped can be found and retried.
-const DEV_WORKER: &str = "dev-worker";
-/// Secret used when KAIROS_CALLBACK_SECRET is not set (dev only).
-const DEV_SECRET: &str = "kairos-dev-secret";
+use kairos::embedded::{DEV_SECRET, Embedded, WORKER_ID};
+use tracing::info;
 
 pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     let db_url = pick(args.db.database_url, file.database_url.clone())
         .unwrap_or_else(|| "sqlite://kairos.db".into());
     let addr = pick(args.http.http_addr, file.http_addr.clone())
         .unwrap_or_else(|| "127.0.0.1:8080".into());
-    let store: Arc<dyn Store> = Arc::new(connect::database(&db_url, true).await?);
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .with_context(|| {
-            format!("cannot listen on {addr} (set KAIROS_HTTP_ADDR to another address)")
-        })?;
-    let local = listener.local_addr()?;
-    let names = Names::default();
-    let coord = Arc::new(MemoryCoord::new());
-    let attempts = reaper::Attempts {
-        coord: coord.clone(),
-        names: names.clone(),
-    };
-    recover_interrupted(store.as_ref(), &attempts).await;
-
-    let broker = Arc::new(MemoryBroker::new(names.clone()));
-    let relay_wake = Arc::new(Notify::new());
-    let due = Arc::new(MemoryDue::new());
-    let dispatcher = Dispatcher::new(
-        store.clone(),
-        broker.clone(),
-        coord.clone(),
-        DispatcherConfig {
-            names: names.clone(),
-            ..DispatcherConfig::default()
-        },
-    )
-    .notify_terminal(relay_wake.clone())
-    .due_signal(due.clone());
-    let mut worker = Worker::builder()
-        .id(DEV_WORKER)
-        .builtin_handlers()
-        .broker(broker.clone())
-        .coordination(coord.clone())
-        .names(names);
-    if let Some(c) = pick(args.identity.worker_capacity, file.worker_capacity) {
-        worker = worker.capacity(c);
-    }
-    let worker = worker.build()?;
+    let capacity = pick(args.identity.worker_capacity, file.worker_capacity);
     let secret = pick(args.callback.callback_secret, file.callback_secret.clone())
         .unwrap_or_else(|| DEV_SECRET.into());
-    let mut relay_cfg = RelayConfig::new(secret.into_bytes(), "dev-relay");
-    relay_cfg.allow_private = pick(
+    let allow_private = pick(
         args.callback.callback_allow_private,
         file.callback_allow_private,
     )
     .unwrap_or(true);
-    let relay = Relay::new(store.clone(), relay_cfg)?;
-    let state = AppState::new(store.clone(), ApiConfig::default())
-        .with_prometheus(super::prometheus()?)
-        .with_due_notifier(super::announce_due(due));
-
-    let front = crate::signal::shutdown_token();
-    let back = CancellationToken::new();
-    let api = tokio::spawn(kairos_api::serve(
-        listener,
-        state,
-        front.clone().cancelled_owned(),
-    ));
-    let dispatcher = tokio::spawn(dispatcher.run_until(front.clone(), back.clone()));
-    let worker = tokio::spawn(worker.run(front.clone()));
-    let relay = tokio::spawn(relay.run(back.clone(), relay_wake));
-    print_banner(local, &db_url);
-
-    front.cancelled().await;
-    match worker.await {
-        Ok(Ok(())) => info!("worker drained"),
-        Ok(Err(e)) => warn!(error = %e, "worker stopped with an error"),
-        Err(e) => warn!(error = %e, "worker task failed"),
-    }
-    back.cancel();
-    let _ = dispatcher.await;
-    if let Ok(Err(e)) = relay.await {
-        warn!(error = %e, "callback relay stopped with an error");
-    }
-    if let Ok(Err(e)) = api.await {
-        warn!(error = %e, "API stopped with an error");
-    }
+    let shutdown = kairos::signal::shutdown_token();
+    let running = Embedded::new()
+        .database_url(db_url.clone())
+        .http_addr(addr.clone())
+        .worker(move |w| {
+            let w = w.builtin_handlers();
+            match capacity {
+                Some(c) => w.capacity(c),
+                None => w,
+            }
+        })
+        .callback_secret(secret)
+        .callback_allow_private(allow_private)
+        .log_config(super::log_config(&args.logs, file)?)
+        .prometheus(super::prometheus()?)
+        .start(shutdown)
+        .await
+        .with_context(|| format!("cannot start kairos dev (API address {addr})"))?;
+    print_banner(running.addr(), &db_url);
+    running.wait().await;
     info!("kairos dev stopped");
     Ok(())
-}
-
-/// Attempts the embedded worker held when the previous run ended abruptly
-/// (killed, power loss) can never report: their broker lived in memory. They
-/// are rescued like a dead worker's: unstarted ones are published again,
-/// started ones are lost and retried if the job allows.
-async fn recover_interrupted(store: &dyn Store, attempts: &reaper::Attempts) {
-    let reason = "kairos dev stopped while this attempt was in flight";
-    match reaper::rescue_work_of(store, attempts, DEV_WORKER, reason).await {
-        Ok(r) if r.requeued > 0 || r.lost > 0 => {
-            info!(
-                requeued = r.requeued,
-                lost = r.lost,
-                "recovered executions interrupted by the previous run"
-            )
-        }
-        Ok(_) => {}
-        Err(e) => warn!(error = %e, "cannot recover interrupted executions"),
-    }
 }
 
 fn print_banner(addr: std::net::SocketAddr, db_url: &str) {
     println!(
         r#"
-Kairos dev is running (API, dispatcher, worker "{DEV_WORKER}", callback relay; in-process broker and lease).
+Kairos dev is running (API, dispatcher, worker "{WORKER_ID}", callback relay; in-process broker and lease).
   API:       http://{addr}   (docs: http://{addr}/docs)
   Database:  {db}
 

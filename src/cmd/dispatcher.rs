@@ -1,7 +1,7 @@
 //! `kairos dispatcher`: one dispatcher instance against MySQL, Redis and RabbitMQ.
 
 use crate::cli::DispatcherArgs;
-use crate::connect;
+use kairos::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, anyhow};
 use kairos_coord_redis::RedisDue;
@@ -38,6 +38,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
     if let Some(ms) = pick(args.worker_dead_after_ms, file.worker_dead_after_ms) {
         cfg.reaper.dead_after = at_least(ms, MIN_DEAD_AFTER_MS, "KAIROS_WORKER_DEAD_AFTER_MS")?;
     }
+    cfg.logs = super::log_config(&args.logs, file)?;
     let store = connect::database(&db_url, false).await?;
     let broker = connect::rabbitmq(&amqp_url, names.clone()).await?;
     let due = RedisDue::connect(&redis_url, &names).await?;
@@ -49,7 +50,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         worker_dead_after = ?cfg.reaper.dead_after,
         "dispatcher starting"
     );
-    let shutdown = crate::signal::shutdown_token();
+    let shutdown = kairos::signal::shutdown_token();
     Dispatcher::new(Arc::new(store), Arc::new(broker), Arc::new(coord), cfg)
         .due_signal(Arc::new(due))
         .run(shutdown)

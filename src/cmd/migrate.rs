@@ -1,7 +1,7 @@
 //! `kairos migrate`: applies the schema for the configured database.
 
 use crate::cli::MigrateArgs;
-use crate::connect;
+use kairos::connect;
 use crate::settings::{FileSettings, require};
 use anyhow::Result;
 

@@ -1,7 +1,7 @@
 //! `kairos callback-relay`: delivers callbacks from the outbox.
 
 use crate::cli::RelayArgs;
-use crate::connect;
+use kairos::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::Result;
 use kairos_callback_relay::{Relay, RelayConfig};
@@ -31,7 +31,7 @@ pub async fn run(args: RelayArgs, file: &FileSettings) -> Result<()> {
     info!(allow_private = cfg.allow_private, "callback relay starting");
     // Across processes the relay is woken by its poll; the notifier stays idle.
     Relay::new(Arc::new(store), cfg)?
-        .run(crate::signal::shutdown_token(), Arc::new(Notify::new()))
+        .run(kairos::signal::shutdown_token(), Arc::new(Notify::new()))
         .await?;
     info!("callback relay stopped");
     Ok(())
