@@ -249,8 +249,8 @@ impl Embedded {
             .build()?;
         let mut relay_cfg = RelayConfig::new(self.callback_secret.into_bytes(), "dev-relay");
         relay_cfg.allow_private = self.callback_allow_private;
-        let relay =
-            Relay::new(store.clone(), relay_cfg).map_err(|e| EmbeddedError::Relay(e.to_string()))?;
+        let relay = Relay::new(store.clone(), relay_cfg)
+            .map_err(|e| EmbeddedError::Relay(e.to_string()))?;
         let mut state = AppState::new(store.clone(), ApiConfig::default());
         if let Some(p) = self.prometheus {
             state = state.with_prometheus(p);

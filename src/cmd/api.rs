@@ -1,9 +1,9 @@
 //! `kairos api`: the REST API against the configured database.
 
 use crate::cli::ApiArgs;
-use kairos::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Context, Result};
+use kairos::connect;
 use kairos_api::{ApiConfig, AppState};
 use kairos_coord_redis::RedisDue;
 use std::sync::Arc;

@@ -1,9 +1,9 @@
 //! `kairos dispatcher`: one dispatcher instance against MySQL, Redis and RabbitMQ.
 
 use crate::cli::DispatcherArgs;
-use kairos::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, anyhow};
+use kairos::connect;
 use kairos_coord_redis::RedisDue;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
 use std::sync::Arc;

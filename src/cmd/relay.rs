@@ -1,9 +1,9 @@
 //! `kairos callback-relay`: delivers callbacks from the outbox.
 
 use crate::cli::RelayArgs;
-use kairos::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::Result;
+use kairos::connect;
 use kairos_callback_relay::{Relay, RelayConfig};
 use std::sync::Arc;
 use tokio::sync::Notify;

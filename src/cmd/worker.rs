@@ -1,9 +1,9 @@
 //! `kairos worker`: a worker with the built-in handlers, on RabbitMQ and Redis.
 
 use crate::cli::WorkerArgs;
-use kairos::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, bail};
+use kairos::connect;
 use kairos_worker::Worker;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,7 +75,10 @@ mod tests {
 
     #[test]
     fn handler_lists_are_comma_separated() {
-        assert_eq!(handler_list(" noop, sleep ,").unwrap(), vec!["noop", "sleep"]);
+        assert_eq!(
+            handler_list(" noop, sleep ,").unwrap(),
+            vec!["noop", "sleep"]
+        );
         assert!(handler_list(" , ").is_err());
     }
 }

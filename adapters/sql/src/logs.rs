@@ -42,14 +42,20 @@ fn line(row: &sqlx::any::AnyRow) -> StoreResult<StoredLogLine> {
 impl SqlStore {
     /// Drops the oldest lines of `execution_id` beyond `limits`.
     async fn trim(
+        &self,
         conn: &mut AnyConnection,
         execution_id: &str,
         limits: &LogLimits,
     ) -> StoreResult<()> {
-        let row = sqlx::query(
-            "SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM execution_logs \
-             WHERE execution_id = ?",
-        )
+        // MySQL sums integers as DECIMAL, which the Any driver cannot carry.
+        let int = match self.dialect() {
+            super::Dialect::MySql => "SIGNED",
+            super::Dialect::Sqlite => "INTEGER",
+        };
+        let row = q(format!(
+            "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(bytes), 0) AS {int}) AS b \
+             FROM execution_logs WHERE execution_id = ?"
+        ))
         .bind(execution_id)
         .fetch_one(&mut *conn)
         .await
@@ -172,7 +178,7 @@ impl LogStore for SqlStore {
         }
         let touched: HashSet<&str> = lines.iter().map(|(b, _)| b.execution_id.as_str()).collect();
         for id in touched {
-            Self::trim(&mut tx, id, limits).await?;
+            self.trim(&mut tx, id, limits).await?;
         }
         tx.commit().await.map_err(db_err)
     }
