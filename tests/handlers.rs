@@ -133,10 +133,14 @@ async fn services_route_by_handler_and_store_logs() {
     assert_eq!(exec.worker_id.as_deref(), Some("report-service"));
     assert_eq!(exec.attempt, 1);
     // Lines and progress travel apart from the result: they arrive soon after.
-    testkit::wait_for("the last progress figure", Duration::from_secs(10), || async {
-        let e = client.execution(&exec.execution_id).await.ok()?.execution;
-        (e.progress == Some(100.0)).then_some(())
-    })
+    testkit::wait_for(
+        "the last progress figure",
+        Duration::from_secs(10),
+        || async {
+            let e = client.execution(&exec.execution_id).await.ok()?.execution;
+            (e.progress == Some(100.0)).then_some(())
+        },
+    )
     .await;
     assert!(done.waiting_for.is_none());
     let history = client.execution(&exec.execution_id).await.unwrap().events;
