@@ -14,6 +14,8 @@ mod jobs;
 mod ops;
 #[path = "api/patch.rs"]
 mod patch;
+#[path = "api/routing.rs"]
+mod routing;
 #[path = "api/schedules.rs"]
 mod schedules;
 #[path = "api/support.rs"]
@@ -64,4 +66,6 @@ on_both_stores! {
     crate::patch::patch_changes_a_job_at_its_version => patch_changes_a_job_at_its_version,
     crate::patch::bad_patches_change_nothing => bad_patches_change_nothing,
     crate::patch::patch_refuses_finished_and_fired_jobs_and_ends_closed_windows => patch_refuses_finished_and_fired_jobs_and_ends_closed_windows,
+    crate::routing::worker_groups_and_waiting_executions => worker_groups_and_waiting_executions,
+    crate::routing::execution_logs_are_paged_and_progress_is_shown => execution_logs_are_paged_and_progress_is_shown,
 }
