@@ -262,9 +262,17 @@ impl WorkerBuilder {
         }
         let names = self.names.unwrap_or_default();
         let (log_sink, shipper) = logs::channel(Arc::clone(&broker), id.clone());
-        let shared = Shared::new(
-            id, names, broker, coord, handlers, self.group, log_sink, capacity, buffer,
-        );
+        let shared = Shared::new(shared::Setup {
+            id,
+            names,
+            broker,
+            coord,
+            handlers,
+            group: self.group,
+            logs: log_sink,
+            capacity,
+            buffer,
+        });
         Ok(Worker {
             shipper,
             shared: Arc::new(shared),

@@ -51,18 +51,32 @@ pub(crate) struct Shared {
     slot_freed: Notify,
 }
 
+/// What a worker is built from (checked by the builder).
+pub(crate) struct Setup {
+    pub(crate) id: String,
+    pub(crate) names: Names,
+    pub(crate) broker: Arc<dyn Broker>,
+    pub(crate) coord: Arc<dyn Coordination>,
+    pub(crate) handlers: Registry,
+    pub(crate) group: Option<String>,
+    pub(crate) logs: LogSink,
+    pub(crate) capacity: u32,
+    pub(crate) buffer: u32,
+}
+
 impl Shared {
-    pub(crate) fn new(
-        id: String,
-        names: Names,
-        broker: Arc<dyn Broker>,
-        coord: Arc<dyn Coordination>,
-        handlers: Registry,
-        group: Option<String>,
-        logs: LogSink,
-        capacity: u32,
-        buffer: u32,
-    ) -> Self {
+    pub(crate) fn new(setup: Setup) -> Self {
+        let Setup {
+            id,
+            names,
+            broker,
+            coord,
+            handlers,
+            group,
+            logs,
+            capacity,
+            buffer,
+        } = setup;
         Self {
             id,
             names,
