@@ -94,8 +94,8 @@ mod tests {
             json!({"ms": "10"}),
             json!(null),
         ] {
-            let HandlerOutcome::Failure(e) = Sleep.run(ctx(p)).await else {
-                panic!("bad params must fail");
+            let HandlerOutcome::PermanentFailure(e) = Sleep.run(ctx(p)).await else {
+                panic!("bad params must fail, and no retry can help");
             };
             assert!(e.contains("params.ms"), "{e}");
         }
