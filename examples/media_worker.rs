@@ -26,7 +26,7 @@
 //! Settings: `KAIROS_DATABASE_URL` (embedded; default
 //! `sqlite://media-worker.db`), `KAIROS_HTTP_ADDR` (embedded; default
 //! `127.0.0.1:8080`), `KAIROS_NAMESPACE`, `KAIROS_WORKER_ID`,
-//! `KAIROS_WORKER_GROUP` (services).
+//! `KAIROS_WORKER_GROUP`, `KAIROS_AMQP_QUEUE_TYPE` (services).
 
 use kairos::embedded::Embedded;
 use kairos_core::protocol::Names;
@@ -149,7 +149,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match (env("KAIROS_AMQP_URL"), env("KAIROS_REDIS_URL")) {
         (Some(amqp), Some(redis)) => {
             let names = Names::new(env("KAIROS_NAMESPACE").unwrap_or_else(|| "kairos".into()));
-            let broker = kairos::connect::rabbitmq(&amqp, names.clone()).await?;
+            let queue_type = env("KAIROS_AMQP_QUEUE_TYPE");
+            let broker =
+                kairos::connect::rabbitmq(&amqp, names.clone(), queue_type.as_deref()).await?;
             let coord = kairos::connect::redis(&redis, names.clone()).await?;
             let mut builder = handlers(Worker::builder())
                 .broker(Arc::new(broker))

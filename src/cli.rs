@@ -7,6 +7,9 @@ use std::path::PathBuf;
 
 /// Kairos: a distributed job scheduler for systems that submit work over HTTP.
 ///
+/// Every process reads KAIROS_LOG (log filter) and KAIROS_LOG_FORMAT (text or
+/// json).
+///
 /// Callers create one-shot or cron jobs through the REST API (`kairos api`);
 /// dispatchers (`kairos dispatcher`, one of them leader) send each due trigger to
 /// one worker (`kairos worker`) through RabbitMQ; results come back to the
@@ -40,19 +43,20 @@ pub enum Command {
     /// dispatches, every one records results and heartbeats.
     ///
     /// Reads KAIROS_DATABASE_URL, KAIROS_REDIS_URL, KAIROS_AMQP_URL,
-    /// KAIROS_NAMESPACE, KAIROS_BALANCER, KAIROS_LEASE_TTL_MS and
-    /// KAIROS_WORKER_DEAD_AFTER_MS.
+    /// KAIROS_AMQP_QUEUE_TYPE, KAIROS_NAMESPACE, KAIROS_BALANCER,
+    /// KAIROS_LEASE_TTL_MS, KAIROS_WORKER_DEAD_AFTER_MS and KAIROS_METRICS_ADDR.
     Dispatcher(DispatcherArgs),
     /// Run a worker with the built-in handlers (noop, sleep, fail, http).
     ///
-    /// Reads KAIROS_REDIS_URL, KAIROS_AMQP_URL, KAIROS_NAMESPACE,
-    /// KAIROS_WORKER_ID, KAIROS_WORKER_CAPACITY, KAIROS_WORKER_BUFFER,
-    /// KAIROS_WORKER_HEARTBEAT_MS and KAIROS_WORKER_GRACE_MS.
+    /// Reads KAIROS_REDIS_URL, KAIROS_AMQP_URL, KAIROS_AMQP_QUEUE_TYPE,
+    /// KAIROS_NAMESPACE, KAIROS_WORKER_ID, KAIROS_WORKER_CAPACITY,
+    /// KAIROS_WORKER_BUFFER, KAIROS_WORKER_HEARTBEAT_MS, KAIROS_WORKER_GRACE_MS
+    /// and KAIROS_METRICS_ADDR.
     Worker(WorkerArgs),
     /// Deliver callbacks from the outbox with signatures and retries.
     ///
-    /// Reads KAIROS_DATABASE_URL, KAIROS_CALLBACK_SECRET and
-    /// KAIROS_CALLBACK_ALLOW_PRIVATE.
+    /// Reads KAIROS_DATABASE_URL, KAIROS_CALLBACK_SECRET,
+    /// KAIROS_CALLBACK_ALLOW_PRIVATE and KAIROS_METRICS_ADDR.
     CallbackRelay(RelayArgs),
     /// Run everything in one process on embedded defaults: SQLite file,
     /// in-process broker and lease, one worker. Needs no external service.
@@ -60,6 +64,66 @@ pub enum Command {
     /// Reads KAIROS_DATABASE_URL (default sqlite://kairos.db), KAIROS_HTTP_ADDR,
     /// KAIROS_WORKER_CAPACITY and KAIROS_CALLBACK_SECRET.
     Dev(DevArgs),
+    /// Measure a deployment, like pgbench or redis-benchmark: jobs per second
+    /// and latency percentiles, from the server's own timestamps.
+    ///
+    /// Against a running API (--url) or, without one, a `kairos dev` it starts
+    /// itself on a temporary SQLite file. Workloads: `create` (N jobs from C
+    /// connections, create → succeeded), `burst` (N jobs due at one instant),
+    /// `cron` (M every-second schedules, trigger lateness).
+    Bench(BenchArgs),
+}
+
+/// What `kairos bench` measures and against what.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Workload to run.
+    #[arg(value_enum, default_value = "create")]
+    pub workload: BenchWorkload,
+    /// Base URL of a running API; without it an embedded `kairos dev` is
+    /// started on a temporary SQLite file and stopped afterwards.
+    #[arg(long, env = "KAIROS_BENCH_URL", value_name = "URL")]
+    pub url: Option<String>,
+    /// API key sent as `Authorization: Bearer …`, for deployments that need one.
+    #[arg(long, env = "KAIROS_BENCH_KEY", value_name = "KEY")]
+    pub key: Option<String>,
+    /// Jobs to create (`create`, `burst`).
+    #[arg(short = 'n', long, default_value_t = 2_000)]
+    pub jobs: usize,
+    /// Concurrent keep-alive connections creating jobs.
+    #[arg(short = 'c', long, default_value_t = 32)]
+    pub connections: usize,
+    /// Create through `POST /openapi/jobs/batch`, this many jobs a request
+    /// (1 = one `POST /openapi/jobs` a job).
+    #[arg(long, default_value_t = 1, value_name = "JOBS")]
+    pub batch: usize,
+    /// `burst`: how far in the future the common due time is set, so every
+    /// job is stored before it; default: room for 1,000 creates a second + 3 s.
+    #[arg(long, value_name = "MS")]
+    pub lead_ms: Option<u64>,
+    /// `cron`: every-second schedules to run.
+    #[arg(long, default_value_t = 100)]
+    pub schedules: usize,
+    /// `cron`: how long to let them fire.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub seconds: u64,
+    /// Give up waiting for the jobs to finish after this long.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub timeout: u64,
+    /// Also write the figures as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// A `kairos bench` workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchWorkload {
+    /// N noop jobs created over C connections; create → succeeded.
+    Create,
+    /// N noop jobs all due at one instant; how fast the burst drains.
+    Burst,
+    /// M schedules firing every second; trigger lateness.
+    Cron,
 }
 
 /// The database.
@@ -85,6 +149,11 @@ pub struct AmqpArg {
     /// RabbitMQ URL; a vhost is honoured (amqp://user:pass@host:5672/vhost).
     #[arg(long, env = "KAIROS_AMQP_URL", value_name = "URL")]
     pub amqp_url: Option<String>,
+    /// Type of the shared queues (results, reroute, heartbeats): classic or
+    /// quorum (replicated; for a RabbitMQ cluster). Every process of a
+    /// deployment must use the same [default: classic].
+    #[arg(long, env = "KAIROS_AMQP_QUEUE_TYPE", value_name = "TYPE")]
+    pub amqp_queue_type: Option<String>,
 }
 
 /// Names of queues and keys.
@@ -101,6 +170,14 @@ pub struct HttpArg {
     /// Address the API listens on [default: 127.0.0.1:8080].
     #[arg(long, env = "KAIROS_HTTP_ADDR", value_name = "HOST:PORT")]
     pub http_addr: Option<String>,
+}
+
+/// The operations endpoint of a process without an HTTP API.
+#[derive(Debug, Clone, Args)]
+pub struct MetricsArg {
+    /// Address serving /metrics, /healthz and /readyz [default: none, not served].
+    #[arg(long, env = "KAIROS_METRICS_ADDR", value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
 }
 
 /// Worker identity and size.
@@ -169,6 +246,8 @@ pub struct ApiArgs {
 #[derive(Debug, Args)]
 pub struct DispatcherArgs {
     #[command(flatten)]
+    pub metrics: MetricsArg,
+    #[command(flatten)]
     pub db: DatabaseArg,
     #[command(flatten)]
     pub redis: RedisArg,
@@ -192,11 +271,31 @@ pub struct DispatcherArgs {
     pub worker_dead_after_ms: Option<u64>,
     #[command(flatten)]
     pub logs: LogArg,
+    #[command(flatten)]
+    pub recovery: RecoveryArgs,
+}
+
+/// How dispatchers recover work nothing else ends (`dispatcher` and `dev`).
+#[derive(Debug, Args)]
+pub struct RecoveryArgs {
+    /// Ceiling on silence: an attempt of a job without `timeoutMs` that has
+    /// not ended this many milliseconds after it started (or, never started,
+    /// after it was dispatched) is timed out [default: 86400000 (24 h); at
+    /// least 1000].
+    #[arg(long, env = "KAIROS_DEFAULT_TIMEOUT_MS", value_name = "MS")]
+    pub default_timeout_ms: Option<u64>,
+    /// How long a live worker's heartbeats must leave out an attempt the
+    /// database gives it before the attempt is recovered [default: 30000;
+    /// at least 1000, and at least two of the workers' heartbeat periods].
+    #[arg(long, env = "KAIROS_RECONCILE_GRACE_MS", value_name = "MS")]
+    pub reconcile_grace_ms: Option<u64>,
 }
 
 /// `kairos worker`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
+    #[command(flatten)]
+    pub metrics: MetricsArg,
     #[command(flatten)]
     pub redis: RedisArg,
     #[command(flatten)]
@@ -233,6 +332,8 @@ pub struct WorkerArgs {
 #[derive(Debug, Args)]
 pub struct RelayArgs {
     #[command(flatten)]
+    pub metrics: MetricsArg,
+    #[command(flatten)]
     pub db: DatabaseArg,
     #[command(flatten)]
     pub callback: CallbackArg,
@@ -251,4 +352,6 @@ pub struct DevArgs {
     pub callback: CallbackArg,
     #[command(flatten)]
     pub logs: LogArg,
+    #[command(flatten)]
+    pub recovery: RecoveryArgs,
 }

@@ -1,7 +1,7 @@
 //! Builds adapters from configuration URLs. Every failure names the service
 //! and the URL (password masked), so a process can exit with one clear line.
 
-use kairos_broker_rabbitmq::AmqpBroker;
+use kairos_broker_rabbitmq::{AmqpBroker, QueueType};
 use kairos_coord_redis::RedisCoord;
 use kairos_core::protocol::Names;
 use kairos_core::redact::redact_url;
@@ -63,12 +63,26 @@ pub async fn database(url: &str, migrate: bool) -> Result<SqlStore, ConnectError
     Ok(store)
 }
 
-/// Connects to RabbitMQ and declares the shared topology.
-pub async fn rabbitmq(url: &str, names: Names) -> Result<AmqpBroker, ConnectError> {
-    tokio::time::timeout(CONNECT_TIMEOUT, AmqpBroker::connect(url, names))
-        .await
-        .map_err(|_| ConnectError::new("RabbitMQ", url, "timed out"))?
-        .map_err(ConnectError::from_adapter)
+/// Connects to RabbitMQ and declares the shared topology with its queues
+/// of type `queue_type` (`classic` or `quorum`; classic when `None`).
+pub async fn rabbitmq(
+    url: &str,
+    names: Names,
+    queue_type: Option<&str>,
+) -> Result<AmqpBroker, ConnectError> {
+    let queue_type: QueueType = match queue_type {
+        None => QueueType::default(),
+        Some(t) => t.parse().map_err(|e| {
+            ConnectError::new("RabbitMQ", url, format!("KAIROS_AMQP_QUEUE_TYPE: {e}"))
+        })?,
+    };
+    tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        AmqpBroker::connect_with(url, names, queue_type),
+    )
+    .await
+    .map_err(|_| ConnectError::new("RabbitMQ", url, "timed out"))?
+    .map_err(ConnectError::from_adapter)
 }
 
 /// Connects to Redis.

@@ -36,6 +36,7 @@ use kairos_api::{ApiConfig, AppState, DueNotifier};
 use kairos_callback_relay::{Relay, RelayConfig};
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
+use kairos_core::supervise::spawn_critical;
 use kairos_dispatcher::logs::LogConfig;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig, reaper};
 use kairos_inproc::{MemoryBroker, MemoryCoord, MemoryDue};
@@ -85,6 +86,7 @@ pub struct Embedded {
     callback_secret: String,
     callback_allow_private: bool,
     logs: LogConfig,
+    reaper: reaper::ReaperConfig,
     prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
@@ -111,6 +113,7 @@ impl Embedded {
             callback_secret: DEV_SECRET.into(),
             callback_allow_private: true,
             logs: LogConfig::default(),
+            reaper: reaper::ReaperConfig::default(),
             prometheus: None,
         }
     }
@@ -194,6 +197,21 @@ impl Embedded {
         self
     }
 
+    /// How the dispatcher recovers work nothing else ends: dead workers,
+    /// the default execution timeout (`KAIROS_DEFAULT_TIMEOUT_MS`, a day by
+    /// default), the reconcile grace (`KAIROS_RECONCILE_GRACE_MS`).
+    ///
+    /// ```
+    /// let mut reaper = kairos_dispatcher::reaper::ReaperConfig::default();
+    /// reaper.default_timeout = std::time::Duration::from_secs(600);
+    /// let e = kairos::embedded::Embedded::new().reaper_config(reaper);
+    /// # let _ = e;
+    /// ```
+    pub fn reaper_config(mut self, reaper: reaper::ReaperConfig) -> Self {
+        self.reaper = reaper;
+        self
+    }
+
     /// Serves `GET /metrics` from this Prometheus handle (`kairos dev`
     /// installs the process-wide recorder; an embedding service may not want
     /// that, and then `/metrics` is empty).
@@ -236,6 +254,7 @@ impl Embedded {
             DispatcherConfig {
                 names: names.clone(),
                 logs: self.logs,
+                reaper: self.reaper,
                 ..DispatcherConfig::default()
             },
         )
@@ -251,7 +270,9 @@ impl Embedded {
         relay_cfg.allow_private = self.callback_allow_private;
         let relay = Relay::new(store.clone(), relay_cfg)
             .map_err(|e| EmbeddedError::Relay(e.to_string()))?;
-        let mut state = AppState::new(store.clone(), ApiConfig::default());
+        let mut state = AppState::new(store.clone(), ApiConfig::default())
+            .with_ready_check(Arc::new(crate::ops::BrokerCheck(broker.clone())))
+            .with_ready_check(Arc::new(crate::ops::CoordCheck(coord.clone())));
         if let Some(p) = self.prometheus {
             state = state.with_prometheus(p);
         }
@@ -260,14 +281,18 @@ impl Embedded {
         let front = shutdown;
         let back = CancellationToken::new();
         let handlers = worker.handlers();
-        let api = tokio::spawn(kairos_api::serve(
-            listener,
-            state,
-            front.clone().cancelled_owned(),
-        ));
-        let dispatcher = tokio::spawn(dispatcher.run_until(front.clone(), back.clone()));
-        let worker = tokio::spawn(worker.run(front.clone()));
-        let relay = tokio::spawn(relay.run(back.clone(), relay_wake));
+        // One process, four services: a panic in any of them stops the
+        // process rather than leave the others running without it.
+        let api = spawn_critical(
+            "api",
+            kairos_api::serve(listener, state, front.clone().cancelled_owned()),
+        );
+        let dispatcher = spawn_critical(
+            "dispatcher",
+            dispatcher.run_until(front.clone(), back.clone()),
+        );
+        let worker = spawn_critical("worker", worker.run(front.clone()));
+        let relay = spawn_critical("callback relay", relay.run(back.clone(), relay_wake));
         Ok(Running {
             addr,
             handlers,

@@ -1,9 +1,11 @@
 //! The `kairos` library: what the binary's subcommands share and what an
 //! embedding Rust program may reuse — turning configuration URLs into
-//! adapters ([`connect`]), signal handling ([`signal`]), and the whole system
-//! in one process ([`embedded`], what `kairos dev` runs).
+//! adapters ([`connect`]), signal handling ([`signal`]), the metrics and
+//! health endpoint ([`ops`]), and the whole system in one process
+//! ([`embedded`], what `kairos dev` runs).
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod connect;
 pub mod embedded;
+pub mod ops;
 pub mod signal;

@@ -13,6 +13,7 @@ pub struct FileSettings {
     pub database_url: Option<String>,
     pub redis_url: Option<String>,
     pub amqp_url: Option<String>,
+    pub amqp_queue_type: Option<String>,
     pub http_addr: Option<String>,
     pub worker_id: Option<String>,
     pub worker_capacity: Option<u32>,
@@ -22,6 +23,8 @@ pub struct FileSettings {
     pub callback_allow_private: Option<bool>,
     pub lease_ttl_ms: Option<u64>,
     pub worker_dead_after_ms: Option<u64>,
+    pub default_timeout_ms: Option<u64>,
+    pub reconcile_grace_ms: Option<u64>,
     pub worker_buffer: Option<u32>,
     pub worker_heartbeat_ms: Option<u64>,
     pub worker_grace_ms: Option<u64>,
@@ -30,6 +33,7 @@ pub struct FileSettings {
     pub log_retention_hours: Option<u64>,
     pub log_max_lines: Option<u32>,
     pub log_max_bytes: Option<u64>,
+    pub metrics_addr: Option<String>,
 }
 
 impl FileSettings {

@@ -112,7 +112,7 @@ async fn services_route_by_handler_and_store_logs() {
     let names = Names::new(cluster.namespace());
     let amqp = cluster.env["KAIROS_AMQP_URL"].clone();
     let redis = cluster.env["KAIROS_REDIS_URL"].clone();
-    let broker = kairos::connect::rabbitmq(&amqp, names.clone())
+    let broker = kairos::connect::rabbitmq(&amqp, names.clone(), None)
         .await
         .unwrap();
     let coord = kairos::connect::redis(&redis, names.clone()).await.unwrap();

@@ -6,7 +6,7 @@
 #[macro_use]
 mod support;
 
-use kairos_core::time::{Millis, now_ms, parse_rfc3339};
+use kairos_core::time::{Millis, now_ms, parse_rfc3339, to_rfc3339};
 use kairos_testkit::wait_for;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -31,6 +31,35 @@ async fn scheduled(cluster: &Cluster, id: &str) -> Vec<Millis> {
         .collect();
     at.sort_unstable();
     at
+}
+
+/// Waits until the scheduler has demonstrably worked past `span` from now: a
+/// one-shot witness job due then has succeeded. Triggers are claimed in due
+/// order, so any trigger a paused or cancelled job would have fired before
+/// the witness would exist by then. An event to wait on, rather than a fixed
+/// sleep that a slow machine could outrun.
+async fn scheduler_worked_past(cluster: &Cluster, span: Duration) {
+    let due = now_ms() + span.as_millis() as Millis;
+    let witness = cluster
+        .create_job(json!({
+            "jobName": "witness", "jobHandler": "noop", "triggerAt": to_rfc3339(due)
+        }))
+        .await;
+    wait_executions(cluster, &witness, "succeeded", 1).await;
+}
+
+/// Waits until none of the job's executions is live any more.
+async fn settle(cluster: &Cluster, id: &str) -> Vec<Millis> {
+    wait_for("the job's executions to settle", DEADLINE, || async {
+        let execs = cluster.executions(id).await;
+        let live = ["pending", "dispatched", "running"];
+        execs
+            .iter()
+            .all(|e| !live.contains(&e["status"].as_str().unwrap_or_default()))
+            .then_some(())
+    })
+    .await;
+    scheduled(cluster, id).await
 }
 
 async fn wait_executions(cluster: &Cluster, id: &str, status: &str, n: usize) -> Vec<Value> {
@@ -176,10 +205,10 @@ async fn control_of_a_recurring_job(stack: Stack) {
         (200, Some("paused")),
         "{paused}"
     );
-    // A trigger claimed just before the pause may still run; then nothing.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let frozen = scheduled(&cluster, &id).await;
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // A trigger claimed just before the pause may still run; then nothing,
+    // while the scheduler works on past two and a half of its periods.
+    let frozen = settle(&cluster, &id).await;
+    scheduler_worked_past(&cluster, Duration::from_millis(2_500)).await;
     assert_eq!(scheduled(&cluster, &id).await, frozen, "paused: no trigger");
 
     let (status, resumed) = cluster.post(&job("/resume"), &json!({})).await;
@@ -213,9 +242,8 @@ async fn control_of_a_recurring_job(stack: Stack) {
     })
     .await;
     assert_eq!(hourly["everyMs"], 3_600_000);
-    // Whatever was claimed before the PATCH has run by now.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let settled = scheduled(&cluster, &id).await;
+    // Whatever was claimed before the PATCH runs to its end first.
+    let settled = settle(&cluster, &id).await;
 
     // Run once now, outside the schedule.
     let asked = now_ms();
@@ -239,8 +267,8 @@ async fn control_of_a_recurring_job(stack: Stack) {
         (200, Some("cancelled")),
         "{cancelled}"
     );
-    let after = scheduled(&cluster, &id).await;
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let after = settle(&cluster, &id).await;
+    scheduler_worked_past(&cluster, Duration::from_millis(1_500)).await;
     assert_eq!(
         scheduled(&cluster, &id).await,
         after,

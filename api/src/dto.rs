@@ -1,6 +1,7 @@
 //! Request and response bodies of the API (camelCase JSON), each with its
 //! OpenAPI schema. Conversions from the core types live beside each body.
 
+mod batch;
 mod callback;
 mod execution;
 mod health;
@@ -9,6 +10,7 @@ mod logs;
 mod request;
 mod worker;
 
+pub use batch::{BatchCreateRequest, BatchCreateResponse, BatchItemResult, MAX_BATCH};
 pub use callback::{CallbackAttemptView, CallbackList, CallbackView};
 pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView, WaitingFor};
 pub use health::{HealthBody, ReadyBody};

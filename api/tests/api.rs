@@ -4,6 +4,8 @@
 
 #[path = "api/bad_input.rs"]
 mod bad_input;
+#[path = "api/batch.rs"]
+mod batch;
 #[path = "api/callbacks.rs"]
 mod callbacks;
 #[path = "api/control.rs"]
@@ -48,6 +50,8 @@ macro_rules! on_both_stores {
 }
 
 on_both_stores! {
+    crate::batch::batch_create_answers_each_item => batch_create_answers_each_item,
+    crate::batch::batch_size_is_bounded => batch_size_is_bounded,
     crate::jobs::create_get_list_and_execution_shapes => create_get_list_and_execution_shapes,
     crate::jobs::idempotent_create_replays_and_conflicts => idempotent_create_replays_and_conflicts,
     crate::bad_input::bad_input_is_refused_and_changes_nothing => bad_input_is_refused_and_changes_nothing,

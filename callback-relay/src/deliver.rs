@@ -14,6 +14,7 @@ use crate::signature::sign;
 use kairos_core::callback::{Callback, CallbackAttempt};
 use kairos_core::store::CallbackNext;
 use kairos_core::time::{Millis, now_ms};
+use kairos_core::trace::{Stage, TraceContext};
 use reqwest::{Client, StatusCode, header};
 use std::time::{Duration, Instant};
 
@@ -120,6 +121,14 @@ pub async fn attempt(
     (record, next)
 }
 
+/// W3C trace context header on every callback request.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
+
+/// The trace context of a callback: the execution's trace, callback stage.
+pub fn callback_trace(callback: &Callback) -> Option<TraceContext> {
+    TraceContext::for_execution(&callback.execution_id, 0, Stage::Callback)
+}
+
 async fn send(
     client: &Client,
     cfg: &RelayConfig,
@@ -131,15 +140,17 @@ async fn send(
     }
     let body = callback.payload.as_bytes();
     let signature = sign(&cfg.secret, now_ms().div_euclid(1000), body);
-    let response = client
+    let mut request = client
         .post(&callback.url)
         .header(header::CONTENT_TYPE, "application/json")
         .header(DELIVERY_ID_HEADER, &callback.id)
         .header(DELIVERY_ATTEMPT_HEADER, number.to_string())
-        .header(SIGNATURE_HEADER, signature)
-        .body(callback.payload.clone())
-        .send()
-        .await;
+        .header(SIGNATURE_HEADER, signature);
+    // The execution's trace, so the receiver's spans join it.
+    if let Some(trace) = callback_trace(callback) {
+        request = request.header(TRACEPARENT_HEADER, trace.to_string());
+    }
+    let response = request.body(callback.payload.clone()).send().await;
     response.map_err(|e| match guard::refusal_in(&e) {
         Some(refusal) => refused(refusal.clone()),
         None => (

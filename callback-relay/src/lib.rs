@@ -32,6 +32,7 @@ pub mod backoff;
 pub mod config;
 pub mod deliver;
 pub mod guard;
+mod metrics;
 pub mod signature;
 
 pub use config::{BackoffPolicy, RelayConfig};
@@ -88,6 +89,11 @@ impl Relay {
         shutdown: CancellationToken,
         wake: Arc<Notify>,
     ) -> Result<(), RelayError> {
+        metrics::register();
+        let backlog = tokio::spawn(metrics::watch_backlog(
+            Arc::clone(&self.store),
+            shutdown.clone(),
+        ));
         let slots = Arc::new(Semaphore::new(self.cfg.concurrency));
         let mut in_flight = JoinSet::new();
         let lease_ms = i64::try_from(self.cfg.lease.as_millis()).unwrap_or(i64::MAX);
@@ -165,6 +171,7 @@ impl Relay {
         while let Some(done) = in_flight.join_next().await {
             finished(done);
         }
+        let _ = backlog.await;
         Ok(())
     }
 
@@ -176,8 +183,17 @@ impl Relay {
         let store = Arc::clone(&self.store);
         let cfg = Arc::clone(&self.cfg);
         let client = self.client.clone();
-        async move {
+        let trace = deliver::callback_trace(&callback);
+        let span = tracing::info_span!(
+            "callback",
+            job_id = %callback.job_id,
+            execution_id = %callback.execution_id,
+            delivery_id = %callback.id,
+            trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+        );
+        let work = async move {
             let (attempt, next) = deliver::attempt(&client, &cfg, &callback).await;
+            metrics::delivery(&attempt, next);
             tracing::debug!(id = %callback.id, attempt = attempt.attempt, status = ?attempt.status_code, ?next, "callback attempt");
             let recorded = store
                 .callback_record_attempt(&callback.id, &cfg.owner, &attempt, next, now_ms())
@@ -199,7 +215,8 @@ impl Relay {
                 ),
             }
             None
-        }
+        };
+        tracing::Instrument::instrument(work, span)
     }
 
     async fn pause(&self, shutdown: &CancellationToken, d: Duration) {

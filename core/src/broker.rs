@@ -45,6 +45,9 @@ pub struct Delivery {
     pub redelivered: bool,
     /// For reroute deliveries: the worker whose queue dead-lettered it.
     pub rejected_by: Option<String>,
+    /// W3C trace context the publisher attached (AMQP header `traceparent`;
+    /// dispatches carry the dispatcher's span, see [`crate::trace`]).
+    pub traceparent: Option<String>,
     /// Settles the delivery.
     pub acker: Box<dyn Acker>,
 }
@@ -55,6 +58,7 @@ impl std::fmt::Debug for Delivery {
             .field("bytes", &self.payload.len())
             .field("redelivered", &self.redelivered)
             .field("rejected_by", &self.rejected_by)
+            .field("traceparent", &self.traceparent)
             .finish()
     }
 }
@@ -84,7 +88,9 @@ pub trait Broker: Send + Sync {
     /// Deletes a dead worker's queue (after its messages were moved away).
     async fn worker_queue_delete(&self, worker_id: &str) -> BrokerResult<()>;
     /// Publishes a persistent dispatch to a worker's queue and waits for the
-    /// broker's confirm. Callers keep many of these in flight at once.
+    /// broker's confirm. Callers keep many of these in flight at once. The
+    /// message carries a `traceparent` header: the dispatch span of the
+    /// execution's trace ([`crate::trace::dispatch_traceparent`]).
     async fn dispatch_publish(&self, worker_id: &str, msg: &DispatchMsg) -> BrokerResult<()>;
     /// Publishes a persistent result and waits for the confirm.
     async fn result_publish(&self, msg: &ResultMsg) -> BrokerResult<()>;

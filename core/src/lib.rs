@@ -12,11 +12,14 @@
 //! - [`trigger`]: what a due trigger becomes (claims, misfires, overlaps).
 //! - [`protocol`]: the JSON messages on the broker and the names of queues and keys.
 //! - [`outcome`]: what a result or a reaper verdict does to an execution and its job.
+//! - [`reconcile`]: which attempts a restarted or forgetful worker no longer holds.
 //! - [`worker`]: what a worker reports about itself and what the balancer reads.
 //! - [`callback`]: the callback outbox row and its body.
 //! - Ports: [`store`] (storage), [`broker`] (message broker), [`coord`] (leader
 //!   lease, once-only guard, stop board) and [`due`] ("a job became due" signals).
 //! - [`redact`]: the one way to print a connection URL without its secret.
+//! - [`supervise`]: long-lived consumer loops that reopen with backoff, and
+//!   tasks whose panic stops the process.
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod broker;
@@ -27,9 +30,12 @@ pub mod execution;
 pub mod job;
 pub mod outcome;
 pub mod protocol;
+pub mod reconcile;
 pub mod redact;
 pub mod schedule;
 pub mod store;
+pub mod supervise;
 pub mod time;
+pub mod trace;
 pub mod trigger;
 pub mod worker;

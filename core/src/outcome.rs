@@ -67,6 +67,44 @@ pub struct ExecSnapshot {
     pub stop_requested: bool,
     /// The job's retry policy.
     pub retry: RetryPolicy,
+    /// The worker process (incarnation) that reported the current attempt
+    /// `started`, when it said which.
+    pub incarnation: Option<String>,
+}
+
+/// Who reports a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin<'a> {
+    /// The scheduler itself (the reaper): a lost worker, a passed deadline.
+    Scheduler,
+    /// A worker's result.
+    Worker {
+        /// The reporting process, if the worker says (legacy workers do not).
+        incarnation: Option<&'a str>,
+        /// Whether a later process of the same worker id has replaced it:
+        /// what it held was recovered, so nothing it reports counts.
+        retired: bool,
+    },
+}
+
+impl Origin<'_> {
+    /// Whether a result from this origin may move an attempt that `held_by`
+    /// started. A replaced process changes nothing; a result from one
+    /// process about an attempt another process started is not about the
+    /// run the scheduler knows of.
+    fn may_report_on(&self, held_by: Option<&str>) -> bool {
+        match *self {
+            Origin::Scheduler => true,
+            Origin::Worker { retired: true, .. } => false,
+            Origin::Worker {
+                incarnation: Some(ours),
+                ..
+            } => held_by.is_none_or(|h| h == ours),
+            Origin::Worker {
+                incarnation: None, ..
+            } => true,
+        }
+    }
 }
 
 /// What a job does after one of its executions ends.
@@ -113,10 +151,17 @@ impl Plan {
     }
 }
 
-/// Decides what `verdict` on attempt `attempt` does, or `None` when it must be
-/// ignored (stale attempt, duplicate, or the execution already moved on).
-pub fn plan(s: &ExecSnapshot, verdict: Verdict, attempt: u32, now: Millis) -> Option<Plan> {
-    if attempt != s.attempt {
+/// Decides what `verdict` on attempt `attempt`, reported by `origin`, does,
+/// or `None` when it must be ignored (stale attempt, duplicate, the execution
+/// already moved on, or a report from a replaced worker process).
+pub fn plan(
+    s: &ExecSnapshot,
+    verdict: Verdict,
+    attempt: u32,
+    origin: Origin<'_>,
+    now: Millis,
+) -> Option<Plan> {
+    if attempt != s.attempt || !origin.may_report_on(s.incarnation.as_deref()) {
         return None;
     }
     let (final_move, outcome) = match verdict {
@@ -190,6 +235,12 @@ fn ending(s: &ExecSnapshot, t: JobTransition) -> Option<JobTransition> {
 mod tests {
     use super::*;
 
+    /// A legacy worker's result.
+    const W: Origin<'static> = Origin::Worker {
+        incarnation: None,
+        retired: false,
+    };
+
     fn snap(status: ExecStatus, attempt: u32, max_attempts: u32) -> ExecSnapshot {
         ExecSnapshot {
             status,
@@ -202,12 +253,20 @@ mod tests {
                 max_attempts,
                 backoff_ms: 100,
             },
+            incarnation: None,
         }
     }
 
     #[test]
     fn success_ends_a_one_shot_job() {
-        let p = plan(&snap(ExecStatus::Running, 1, 1), Verdict::Succeeded, 1, 0).unwrap();
+        let p = plan(
+            &snap(ExecStatus::Running, 1, 1),
+            Verdict::Succeeded,
+            1,
+            W,
+            0,
+        )
+        .unwrap();
         assert_eq!(p.exec, ExecTransition::Succeed);
         assert_eq!(p.job, Some(JobTransition::Succeed));
         assert!(p.is_terminal());
@@ -215,7 +274,14 @@ mod tests {
 
     #[test]
     fn failure_with_attempts_left_retries_after_backoff() {
-        let p = plan(&snap(ExecStatus::Running, 1, 3), Verdict::Failed, 1, 1_000).unwrap();
+        let p = plan(
+            &snap(ExecStatus::Running, 1, 3),
+            Verdict::Failed,
+            1,
+            W,
+            1_000,
+        )
+        .unwrap();
         assert_eq!(p.exec, ExecTransition::Retry);
         assert_eq!(p.retry_at, Some(1_100));
         assert_eq!(p.attempt_outcome, Some(ExecStatus::Failed));
@@ -229,6 +295,7 @@ mod tests {
             &snap(ExecStatus::Running, 1, 3),
             Verdict::FailedPermanently,
             1,
+            W,
             0,
         )
         .unwrap();
@@ -245,6 +312,7 @@ mod tests {
             error: Some("bad".into()),
             retryable,
             at: 0,
+            incarnation: None,
         };
         assert_eq!(
             Verdict::of_result(&msg(Some(false))),
@@ -256,7 +324,7 @@ mod tests {
 
     #[test]
     fn last_failure_fails_the_job() {
-        let p = plan(&snap(ExecStatus::Running, 3, 3), Verdict::Failed, 3, 0).unwrap();
+        let p = plan(&snap(ExecStatus::Running, 3, 3), Verdict::Failed, 3, W, 0).unwrap();
         assert_eq!(p.exec, ExecTransition::Fail);
         assert_eq!(p.job, Some(JobTransition::Fail));
     }
@@ -265,7 +333,7 @@ mod tests {
     fn a_recurring_job_goes_back_to_scheduled() {
         let mut s = snap(ExecStatus::Running, 1, 1);
         s.continuation = Continuation::Scheduled;
-        let p = plan(&s, Verdict::Failed, 1, 0).unwrap();
+        let p = plan(&s, Verdict::Failed, 1, W, 0).unwrap();
         assert_eq!(p.job, Some(JobTransition::Reschedule));
         assert_eq!(p.next_trigger_at, None);
     }
@@ -277,16 +345,16 @@ mod tests {
             delay_ms: 500,
             end_at: Some(2_000),
         };
-        let p = plan(&s, Verdict::Succeeded, 1, 1_000).unwrap();
+        let p = plan(&s, Verdict::Succeeded, 1, W, 1_000).unwrap();
         assert_eq!(p.job, Some(JobTransition::Reschedule));
         assert_eq!(p.next_trigger_at, Some(1_500));
         // Paused: no move, but the next trigger is still written.
         s.job_status = JobStatus::Paused;
-        let p = plan(&s, Verdict::Failed, 1, 1_000).unwrap();
+        let p = plan(&s, Verdict::Failed, 1, W, 1_000).unwrap();
         assert_eq!((p.job, p.next_trigger_at), (None, Some(1_500)));
         // Past the window's end the job is done.
         s.job_status = JobStatus::Running;
-        let p = plan(&s, Verdict::Failed, 1, 1_600).unwrap();
+        let p = plan(&s, Verdict::Failed, 1, W, 1_600).unwrap();
         assert_eq!(
             (p.job, p.next_trigger_at),
             (Some(JobTransition::Complete), None)
@@ -298,25 +366,25 @@ mod tests {
         let mut s = snap(ExecStatus::Running, 1, 1);
         s.continuation = Continuation::Ended;
         s.others_live = true;
-        assert_eq!(plan(&s, Verdict::Failed, 1, 0).unwrap().job, None);
+        assert_eq!(plan(&s, Verdict::Failed, 1, W, 0).unwrap().job, None);
         s.others_live = false;
-        let p = plan(&s, Verdict::Failed, 1, 0).unwrap();
+        let p = plan(&s, Verdict::Failed, 1, W, 0).unwrap();
         assert_eq!(p.exec, ExecTransition::Fail);
         assert_eq!(p.job, Some(JobTransition::Complete));
         let mut one = snap(ExecStatus::Running, 1, 1);
         one.others_live = true;
-        assert_eq!(plan(&one, Verdict::Succeeded, 1, 0).unwrap().job, None);
+        assert_eq!(plan(&one, Verdict::Succeeded, 1, W, 0).unwrap().job, None);
     }
 
     #[test]
     fn a_stopped_attempt_is_cancelled_and_not_retried() {
         let mut s = snap(ExecStatus::Running, 1, 3);
         s.stop_requested = true;
-        let p = plan(&s, Verdict::Failed, 1, 0).unwrap();
+        let p = plan(&s, Verdict::Failed, 1, W, 0).unwrap();
         assert_eq!(p.exec, ExecTransition::Stop);
         assert_eq!(p.retry_at, None);
         assert!(p.is_terminal());
-        let p = plan(&s, Verdict::Succeeded, 1, 0).unwrap();
+        let p = plan(&s, Verdict::Succeeded, 1, W, 0).unwrap();
         assert_eq!(
             p.exec,
             ExecTransition::Succeed,
@@ -325,7 +393,7 @@ mod tests {
         let mut pending = snap(ExecStatus::Dispatched, 1, 3);
         pending.stop_requested = true;
         assert_eq!(
-            plan(&pending, Verdict::Lost, 1, 0).unwrap().exec,
+            plan(&pending, Verdict::Lost, 1, W, 0).unwrap().exec,
             ExecTransition::Stop
         );
     }
@@ -333,15 +401,21 @@ mod tests {
     #[test]
     fn stale_and_duplicate_results_are_ignored() {
         assert_eq!(
-            plan(&snap(ExecStatus::Running, 2, 3), Verdict::Succeeded, 1, 0),
+            plan(
+                &snap(ExecStatus::Running, 2, 3),
+                Verdict::Succeeded,
+                1,
+                W,
+                0
+            ),
             None
         );
         assert_eq!(
-            plan(&snap(ExecStatus::Succeeded, 1, 1), Verdict::Failed, 1, 0),
+            plan(&snap(ExecStatus::Succeeded, 1, 1), Verdict::Failed, 1, W, 0),
             None
         );
         assert_eq!(
-            plan(&snap(ExecStatus::Running, 1, 1), Verdict::Started, 1, 0),
+            plan(&snap(ExecStatus::Running, 1, 1), Verdict::Started, 1, W, 0),
             None
         );
     }
@@ -350,7 +424,7 @@ mod tests {
     fn a_result_for_a_cancelled_job_does_not_revive_it() {
         let mut s = snap(ExecStatus::Running, 1, 1);
         s.job_status = JobStatus::Cancelled;
-        let p = plan(&s, Verdict::Succeeded, 1, 0).unwrap();
+        let p = plan(&s, Verdict::Succeeded, 1, W, 0).unwrap();
         assert_eq!(p.exec, ExecTransition::Succeed);
         assert_eq!(p.job, None);
     }
@@ -358,10 +432,46 @@ mod tests {
     #[test]
     fn lost_is_only_for_work_a_worker_had() {
         assert_eq!(
-            plan(&snap(ExecStatus::Pending, 1, 1), Verdict::Lost, 1, 0),
+            plan(&snap(ExecStatus::Pending, 1, 1), Verdict::Lost, 1, W, 0),
             None
         );
-        let p = plan(&snap(ExecStatus::Dispatched, 1, 1), Verdict::Lost, 1, 0).unwrap();
+        let p = plan(&snap(ExecStatus::Dispatched, 1, 1), Verdict::Lost, 1, W, 0).unwrap();
         assert_eq!(p.exec, ExecTransition::Lose);
+    }
+
+    #[test]
+    fn a_replaced_process_changes_nothing() {
+        let mut s = snap(ExecStatus::Dispatched, 1, 3);
+        let retired = Origin::Worker {
+            incarnation: Some("old"),
+            retired: true,
+        };
+        for v in [Verdict::Started, Verdict::Succeeded, Verdict::Failed] {
+            assert_eq!(plan(&s, v, 1, retired, 0), None, "{v:?}");
+        }
+        // The attempt the new process started: the old one cannot end it.
+        s.status = ExecStatus::Running;
+        s.incarnation = Some("new".into());
+        let old_live = Origin::Worker {
+            incarnation: Some("old"),
+            retired: false,
+        };
+        assert_eq!(plan(&s, Verdict::Succeeded, 1, old_live, 0), None);
+        let new = Origin::Worker {
+            incarnation: Some("new"),
+            retired: false,
+        };
+        assert_eq!(
+            plan(&s, Verdict::Succeeded, 1, new, 0).unwrap().exec,
+            ExecTransition::Succeed
+        );
+        // A legacy result, and the scheduler's verdicts, still count.
+        assert!(plan(&s, Verdict::Failed, 1, W, 0).is_some());
+        assert_eq!(
+            plan(&s, Verdict::Lost, 1, Origin::Scheduler, 0)
+                .unwrap()
+                .exec,
+            ExecTransition::Retry
+        );
     }
 }

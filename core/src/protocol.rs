@@ -15,6 +15,17 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// while no dispatcher runs do not pile up.
 pub const HEARTBEAT_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Longest incarnation id the scheduler keeps; a longer one (or an empty
+/// one) is treated as absent, as from a legacy worker.
+pub const MAX_INCARNATION_LEN: usize = 128;
+
+/// An incarnation id as the scheduler uses it: `None` when absent, empty or
+/// longer than [`MAX_INCARNATION_LEN`].
+pub fn incarnation_id(raw: &Option<String>) -> Option<&str> {
+    raw.as_deref()
+        .filter(|s| !s.is_empty() && s.len() <= MAX_INCARNATION_LEN)
+}
+
 /// Dispatcher → worker: run one attempt of one execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DispatchMsg {
@@ -81,6 +92,20 @@ pub struct ResultMsg {
     pub retryable: Option<bool>,
     /// When it happened on the worker (ms UTC).
     pub at: Millis,
+    /// The reporting worker process (see [`HeartbeatMsg::incarnation`]). A
+    /// result from an incarnation that a later one of the same worker id has
+    /// replaced changes nothing. Absent from legacy workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
+}
+
+/// An attempt a worker holds: running, or accepted and waiting for a slot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HeldRef {
+    /// Execution id.
+    pub execution_id: String,
+    /// Attempt number.
+    pub attempt: u32,
 }
 
 /// Worker → dispatchers, every few seconds: registration and load figures.
@@ -112,6 +137,29 @@ pub struct HeartbeatMsg {
     /// workers of that group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// Fresh random id of this worker process, new at every start. A worker
+    /// id seen with a new incarnation was restarted: what the previous
+    /// process held is recovered at once. Absent from legacy workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
+    /// Every attempt the worker holds when the figures were taken (running
+    /// and buffered). Dispatchers recover attempts the database gives this
+    /// worker that it no longer lists. Absent (`None`) from legacy workers,
+    /// which are then not reconciled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Vec<HeldRef>>,
+}
+
+impl HeartbeatMsg {
+    /// The owner a worker writes into its attempt keys: `<worker_id>` for a
+    /// legacy worker, `<worker_id> <incarnation>` otherwise, so the keys of
+    /// one incarnation can be given back without touching the next one's.
+    pub fn key_owner(worker_id: &str, incarnation: Option<&str>) -> String {
+        match incarnation {
+            Some(inc) => format!("{worker_id} {inc}"),
+            None => worker_id.to_string(),
+        }
+    }
 }
 
 /// Severity of an execution log line.
@@ -290,6 +338,7 @@ mod tests {
             error: Some("late".into()),
             retryable: None,
             at: 7,
+            incarnation: None,
         };
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["kind"], "timed_out");
@@ -298,6 +347,8 @@ mod tests {
             r#"{"v":1,"execution_id":"e","attempt":1,"worker_id":"w","kind":"started","at":1}"#;
         let parsed: ResultMsg = serde_json::from_str(minimal).unwrap();
         assert_eq!(parsed.kind, ResultKind::Started);
+        assert_eq!(parsed.incarnation, None);
+        assert!(json.get("incarnation").is_none(), "legacy shape unchanged");
         assert!(json.get("retryable").is_none(), "absent unless said");
     }
 
@@ -327,5 +378,30 @@ mod tests {
             serde_json::from_str(r#"{"v":1,"execution_id":"e","attempt":1,"worker_id":"w"}"#)
                 .unwrap();
         assert!(bare.lines.is_empty() && bare.progress.is_none());
+    }
+
+    #[test]
+    fn heartbeat_incarnation_and_held_are_optional() {
+        let legacy = r#"{"v":1,"worker_id":"w","queue":"q","capacity":2,"active":0,
+            "avg_cost_ms":0,"cpu_idle":100,"state":"online","at":1}"#;
+        let b: HeartbeatMsg = serde_json::from_str(legacy).unwrap();
+        assert_eq!((b.incarnation.as_deref(), b.held.as_ref()), (None, None));
+        let new = r#"{"v":1,"worker_id":"w","queue":"q","capacity":2,"active":1,
+            "avg_cost_ms":0,"cpu_idle":100,"state":"online","at":1,"incarnation":"i-1",
+            "held":[{"execution_id":"e","attempt":2}]}"#;
+        let b: HeartbeatMsg = serde_json::from_str(new).unwrap();
+        assert_eq!(b.incarnation.as_deref(), Some("i-1"));
+        assert_eq!(
+            b.held,
+            Some(vec![HeldRef {
+                execution_id: "e".into(),
+                attempt: 2
+            }])
+        );
+        assert_eq!(HeartbeatMsg::key_owner("w", Some("i-1")), "w i-1");
+        assert_eq!(HeartbeatMsg::key_owner("w", None), "w");
+        assert_eq!(incarnation_id(&Some(String::new())), None);
+        assert_eq!(incarnation_id(&Some("x".repeat(129))), None);
+        assert_eq!(incarnation_id(&Some("i".into())), Some("i"));
     }
 }

@@ -9,7 +9,9 @@ use crate::callback::{Callback, CallbackAttempt};
 use crate::execution::{ExecEvent, ExecStatus, Execution};
 use crate::job::{Job, JobStatus, NewJob, RetryPolicy};
 use crate::outcome::Verdict;
-use crate::protocol::{DispatchMsg, HeartbeatMsg, LogLevel, LogMsg, PROTOCOL_VERSION, ResultMsg};
+use crate::protocol::{
+    DispatchMsg, HeartbeatMsg, HeldRef, LogLevel, LogMsg, PROTOCOL_VERSION, ResultMsg,
+};
 use crate::schedule::Schedule;
 use crate::time::Millis;
 use crate::worker::{Routable, WorkerInfo, WorkerState};
@@ -219,6 +221,12 @@ pub struct HeldAttempt {
     pub attempt: u32,
     /// `dispatched` (never confirmed started) or `running`.
     pub status: ExecStatus,
+    /// The worker process that reported it `started`, if it said.
+    pub incarnation: Option<String>,
+    /// When its dispatch was confirmed (dispatcher clock).
+    pub dispatched_at: Option<Millis>,
+    /// When the worker reported it started (worker clock).
+    pub started_at: Option<Millis>,
 }
 
 impl HeldAttempt {
@@ -226,6 +234,35 @@ impl HeldAttempt {
     pub fn target(&self) -> (String, u32) {
         (self.execution_id.clone(), self.attempt)
     }
+}
+
+/// What the store knows of a worker's processes, for recovering what a
+/// replaced process held and reconciling against what the worker reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerLedger {
+    /// Worker id.
+    pub worker_id: String,
+    /// The incarnation of its latest heartbeat (`None`: a legacy worker).
+    pub current: Option<String>,
+    /// When the current incarnation was first seen (dispatcher clock).
+    pub current_since: Option<Millis>,
+    /// Earlier incarnations, replaced by a later one: newest first.
+    pub retired: Vec<String>,
+    /// Attempts the latest heartbeat listed (`None`: not reported).
+    pub held: Option<Vec<HeldRef>>,
+    /// When that heartbeat was taken (worker clock).
+    pub beat_at: Millis,
+}
+
+/// A worker id that came back as a new process (see [`WorkerStore::workers_record_heartbeats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reincarnation {
+    /// Worker id.
+    pub worker_id: String,
+    /// The replaced process.
+    pub previous: String,
+    /// The new one.
+    pub current: String,
 }
 
 /// What recording publisher confirms did.
@@ -254,6 +291,10 @@ pub trait JobStore: Send + Sync {
     /// Inserts the job and commits before returning, or returns the existing job
     /// with the same `(tenant, client_request_id)`.
     async fn job_create(&self, job: NewJob) -> StoreResult<CreateOutcome>;
+    /// Creates every job in one transaction (all or nothing), idempotent per
+    /// `(tenant, client_request_id)` like [`JobStore::job_create`]; one outcome
+    /// per job, in order.
+    async fn jobs_create_many(&self, jobs: Vec<NewJob>) -> StoreResult<Vec<CreateOutcome>>;
     /// One job of a tenant.
     async fn job_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Job>>;
     /// Jobs of a tenant, newest first.
@@ -374,6 +415,16 @@ pub trait ExecutionStore: Send + Sync {
         margin_ms: i64,
         limit: u32,
     ) -> StoreResult<Vec<(String, u32)>>;
+    /// `dispatched`/`running` attempts with no time limit of their own
+    /// (`deadline_at` unset) that were started — or, never started,
+    /// dispatched — more than `limit_ms` before `now`: what the
+    /// deployment's default execution timeout ends.
+    async fn executions_find_unbounded(
+        &self,
+        now: Millis,
+        limit_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<(String, u32)>>;
     /// One execution of a tenant.
     async fn execution_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Execution>>;
     /// A job's executions, newest trigger first.
@@ -398,12 +449,19 @@ pub trait ExecutionStore: Send + Sync {
 /// Workers as seen through their heartbeats.
 #[async_trait]
 pub trait WorkerStore: Send + Sync {
-    /// Upserts the latest figures of each worker.
+    /// Upserts the latest figures of each worker, with its incarnation and
+    /// the attempts it says it holds. A beat from an incarnation already
+    /// replaced by a later one is dropped. Returns the workers whose
+    /// incarnation changed: the previous one is retired in the same
+    /// transaction, so its late results change nothing from then on.
     async fn workers_record_heartbeats(
         &self,
         beats: &[HeartbeatMsg],
         now: Millis,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<Vec<Reincarnation>>;
+    /// A worker's processes and what it last said it holds; `None` for an
+    /// unknown worker.
+    async fn worker_ledger(&self, id: &str) -> StoreResult<Option<WorkerLedger>>;
     /// All known workers.
     async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>>;
     /// Sets a worker's state (e.g. the reaper declaring it offline).
@@ -419,6 +477,17 @@ pub enum CallbackNext {
     RetryAt(Millis),
     /// Give up (retries exhausted, or 410 Gone).
     Dead,
+}
+
+/// The outbox as the relay's metrics show it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallbackBacklog {
+    /// Pending callbacks with at least one failed attempt.
+    pub retrying: u64,
+    /// Callbacks given up on (`dead`).
+    pub dead: u64,
+    /// Creation time of the oldest pending callback, if any.
+    pub oldest_pending_at: Option<Millis>,
 }
 
 /// The callback outbox. Rows are inserted by [`ExecutionStore::results_apply`]
@@ -448,6 +517,10 @@ pub trait CallbackStore: Send + Sync {
     ) -> StoreResult<bool>;
     /// Earliest `next_attempt_at` of a pending callback, to sleep until then.
     async fn callbacks_next_due(&self) -> StoreResult<Option<Millis>>;
+    /// Figures for monitoring the outbox: callbacks pending after a failed
+    /// attempt, callbacks given up on, and when the oldest pending one was
+    /// written.
+    async fn callbacks_backlog(&self) -> StoreResult<CallbackBacklog>;
     /// Callbacks of an execution with their attempts, oldest first.
     async fn callbacks_for_execution(
         &self,

@@ -94,6 +94,11 @@ impl Balancer {
         }
     }
 
+    /// Heartbeat age beyond which a worker is not eligible.
+    pub fn stale_after_ms(&self) -> i64 {
+        self.stale_after_ms
+    }
+
     /// Replaces the worker view with fresh rows, keeping the local correction
     /// for workers whose heartbeat has not changed since.
     pub fn refresh(&mut self, workers: Vec<WorkerInfo>) {

@@ -7,23 +7,27 @@
 //! database is down the batch is held (unacked) and retried, so nothing is
 //! lost, and the broker redelivers it elsewhere if this instance dies.
 
+use crate::attempts::Attempts;
+use crate::recover;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerResult, Delivery, DeliveryStream};
 use kairos_core::protocol::{HeartbeatMsg, LogMsg, PROTOCOL_VERSION, ResultMsg};
 use kairos_core::store::{LogLimits, Store, StoreResult};
+use kairos_core::supervise::{self, Backoff, Subscription};
 use kairos_core::time::now_ms;
+use kairos_core::trace::{Stage, TraceContext};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 /// Largest batch applied in one transaction.
 const MAX_BATCH: usize = 256;
 /// Unacked deliveries per consumer: a few batches' worth.
 const PREFETCH: u16 = 1024;
-/// Pause before re-consuming or re-trying a failed write.
+/// Pause before re-trying a failed write.
 const RETRY_PAUSE: Duration = Duration::from_millis(500);
 
 /// Which queue a consumer reads, and how to apply what it reads.
@@ -53,6 +57,8 @@ impl Sink for Results {
     }
     async fn apply(&self, msgs: &[ResultMsg]) -> StoreResult<()> {
         let applied = self.store.results_apply(msgs, now_ms()).await?;
+        crate::metrics::results_applied(&applied);
+        trace_applied(msgs, &applied);
         let terminal = applied
             .iter()
             .any(|a| a.new_status.is_some_and(|s| s.is_terminal()));
@@ -65,6 +71,7 @@ impl Sink for Results {
 
 struct Heartbeats {
     store: Arc<dyn Store>,
+    attempts: Attempts,
 }
 
 #[async_trait::async_trait]
@@ -78,7 +85,38 @@ impl Sink for Heartbeats {
         msg.v
     }
     async fn apply(&self, msgs: &[HeartbeatMsg]) -> StoreResult<()> {
-        self.store.workers_record_heartbeats(msgs, now_ms()).await
+        let changed = self.store.workers_record_heartbeats(msgs, now_ms()).await?;
+        for c in changed {
+            info!(worker = %c.worker_id, previous = %c.previous, current = %c.current, "worker restarted as a new process; recovering what the old one held");
+            // Recorded already: if this fails, the reaper's next round
+            // recovers the same attempts.
+            if let Err(e) =
+                recover::recover_replaced(self.store.as_ref(), &self.attempts, &c.worker_id).await
+            {
+                warn!(worker = %c.worker_id, error = %e, "cannot recover the replaced process's work now; the reaper will");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One debug event per applied result, in the execution's trace.
+fn trace_applied(msgs: &[ResultMsg], applied: &[kairos_core::store::Applied]) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    for (m, a) in msgs.iter().zip(applied) {
+        let trace = TraceContext::for_execution(&m.execution_id, m.attempt, Stage::Apply);
+        let span = tracing::debug_span!(
+            "apply",
+            execution_id = %m.execution_id,
+            attempt = m.attempt,
+            worker_id = %m.worker_id,
+            trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+        );
+        span.in_scope(|| {
+            debug!(kind = ?m.kind, new_status = ?a.new_status.map(|s| s.as_str()), "result applied")
+        });
     }
 }
 
@@ -125,41 +163,48 @@ pub async fn run_results(
     run(Results { store, on_applied }, broker, shutdown).await
 }
 
-/// Records worker heartbeats until `shutdown`.
+/// Records worker heartbeats until `shutdown`; when a worker id comes back
+/// as a new process, recovers at once what the previous one held.
 pub async fn run_heartbeats(
     store: Arc<dyn Store>,
     broker: Arc<dyn Broker>,
+    attempts: Attempts,
     shutdown: CancellationToken,
 ) {
-    run(Heartbeats { store }, broker, shutdown).await
+    run(Heartbeats { store, attempts }, broker, shutdown).await
 }
 
-async fn run<S: Sink>(sink: S, broker: Arc<dyn Broker>, shutdown: CancellationToken) {
-    while !shutdown.is_cancelled() {
-        let stream = match sink.consume(broker.as_ref()).await {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(queue = S::NAME, error = %e, "cannot consume; retrying");
-                pause(&shutdown, RETRY_PAUSE).await;
-                continue;
-            }
-        };
-        let mut batches = stream.ready_chunks(MAX_BATCH);
-        loop {
-            let batch = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                b = batches.next() => b,
-            };
-            let Some(batch) = batch else {
-                warn!(
-                    queue = S::NAME,
-                    "consumer ended (broker restart or cancel); consuming again"
-                );
-                break;
-            };
-            handle_batch(&sink, batch, &shutdown).await;
-        }
-        pause(&shutdown, RETRY_PAUSE).await;
+async fn run<S: Sink + 'static>(sink: S, broker: Arc<dyn Broker>, shutdown: CancellationToken) {
+    let batches = Batches {
+        sink,
+        broker,
+        shutdown: shutdown.clone(),
+    };
+    supervise::consume(S::NAME, batches, Backoff::default(), &shutdown).await
+}
+
+/// A sink's queue, consumed in batches of whatever has arrived.
+struct Batches<S> {
+    sink: S,
+    broker: Arc<dyn Broker>,
+    shutdown: CancellationToken,
+}
+
+impl<S: Sink + 'static> Subscription for Batches<S> {
+    type Item = Vec<Delivery>;
+    type Stream = futures::stream::ReadyChunks<DeliveryStream>;
+    type Error = kairos_core::broker::BrokerError;
+
+    async fn open(&mut self) -> Result<Self::Stream, Self::Error> {
+        Ok(self
+            .sink
+            .consume(self.broker.as_ref())
+            .await?
+            .ready_chunks(MAX_BATCH))
+    }
+
+    async fn handle(&mut self, batch: Vec<Delivery>) {
+        handle_batch(&self.sink, batch, &self.shutdown).await
     }
 }
 

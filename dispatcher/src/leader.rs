@@ -122,8 +122,9 @@ async fn hold<F, Fut>(
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     info!(fence = lease.fence, "became leader");
+    crate::metrics::leadership(true, lease.fence);
     let term = Term::new(lease.fence, shutdown.child_token(), cfg.trusted_for());
-    let mut work = tokio::spawn(lead(term.clone()));
+    let mut work = kairos_core::supervise::spawn_critical("leader work", lead(term.clone()));
     let mut work_done = false;
     loop {
         tokio::select! {
@@ -161,6 +162,7 @@ async fn hold<F, Fut>(
         }
     }
     term.token.cancel();
+    crate::metrics::leadership(false, 0);
     if !work_done {
         let _ = work.await;
     }

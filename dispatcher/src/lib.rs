@@ -11,6 +11,7 @@
 //! - [`reroute`]: dispatches refused by a full worker go to another one (leader only).
 //! - [`consume`]: results and heartbeats, applied in batches (every instance).
 //! - [`reaper`]: dead workers' work rescued, silent attempts timed out (every instance).
+//! - [`recover`]: a restarted worker's old work and attempts its heartbeats no longer list, recovered.
 //! - [`stops`]: stop requests recorded in the database carried to workers (leader only).
 //! - [`logs`]: execution log lines purged after their retention (every instance).
 //!
@@ -22,8 +23,10 @@ pub mod balancer;
 pub mod consume;
 pub mod leader;
 pub mod logs;
+mod metrics;
 pub mod publish;
 pub mod reaper;
+pub mod recover;
 pub mod reroute;
 pub mod scan;
 pub mod stops;
@@ -35,6 +38,7 @@ use kairos_core::coord::{Coordination, LeaseStore};
 use kairos_core::due::DueSignal;
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
+use kairos_core::supervise::{self, spawn_critical};
 use leader::{LeaderConfig, Term};
 use publish::Publisher;
 use scan::{DispatchLoop, ScanConfig};
@@ -151,39 +155,56 @@ impl Dispatcher {
         stop_leading: CancellationToken,
         stop_consuming: CancellationToken,
     ) {
-        let results = tokio::spawn(consume::run_results(
-            self.store.clone(),
-            self.broker.clone(),
-            self.on_terminal.clone(),
-            stop_consuming.clone(),
-        ));
-        let heartbeats = tokio::spawn(consume::run_heartbeats(
-            self.store.clone(),
-            self.broker.clone(),
-            stop_consuming.clone(),
-        ));
-        let log_lines = tokio::spawn(consume::run_logs(
-            self.store.clone(),
-            self.broker.clone(),
-            self.cfg.logs.limits,
-            stop_consuming.clone(),
-        ));
-        let log_purge = tokio::spawn(logs::run_purge(
-            self.store.clone(),
-            self.cfg.logs.clone(),
-            stop_consuming.clone(),
-        ));
+        metrics::register();
+        let results = spawn_critical(
+            "results consumer",
+            consume::run_results(
+                self.store.clone(),
+                self.broker.clone(),
+                self.on_terminal.clone(),
+                stop_consuming.clone(),
+            ),
+        );
+        let log_lines = spawn_critical(
+            "logs consumer",
+            consume::run_logs(
+                self.store.clone(),
+                self.broker.clone(),
+                self.cfg.logs.limits,
+                stop_consuming.clone(),
+            ),
+        );
+        let log_purge = spawn_critical(
+            "log purge",
+            logs::run_purge(
+                self.store.clone(),
+                self.cfg.logs.clone(),
+                stop_consuming.clone(),
+            ),
+        );
         let attempts = Attempts {
             coord: self.coord.clone(),
             names: self.cfg.names.clone(),
         };
-        let reaper = tokio::spawn(reaper::run(
-            self.store.clone(),
-            self.broker.clone(),
-            attempts.clone(),
-            self.cfg.reaper.clone(),
-            stop_consuming.clone(),
-        ));
+        let heartbeats = spawn_critical(
+            "heartbeats consumer",
+            consume::run_heartbeats(
+                self.store.clone(),
+                self.broker.clone(),
+                attempts.clone(),
+                stop_consuming.clone(),
+            ),
+        );
+        let reaper = spawn_critical(
+            "reaper",
+            reaper::run(
+                self.store.clone(),
+                self.broker.clone(),
+                attempts.clone(),
+                self.cfg.reaper.clone(),
+                stop_consuming.clone(),
+            ),
+        );
         let leader_cfg = LeaderConfig {
             name: self.cfg.lease_name.clone(),
             ttl: self.cfg.lease_ttl,
@@ -223,20 +244,31 @@ async fn lead(
 ) {
     let stale_ms = cfg.worker_stale_after.as_millis() as i64;
     let balancer = Arc::new(Mutex::new(Balancer::new(cfg.strategy, stale_ms)));
-    let reroute = tokio::spawn(reroute::run_reroute(
-        broker.clone(),
-        store.clone(),
-        balancer.clone(),
-        term.token.clone(),
-    ));
-    let stop_relay = tokio::spawn(stops::run(
-        store.clone(),
-        attempts.clone(),
-        cfg.stop_relay_every,
-        term.token.clone(),
-    ));
+    let reroute = spawn_critical(
+        "reroute",
+        reroute::run_reroute(
+            broker.clone(),
+            store.clone(),
+            balancer.clone(),
+            term.token.clone(),
+        ),
+    );
+    let stop_relay = spawn_critical(
+        "stop relay",
+        stops::run(
+            store.clone(),
+            attempts.clone(),
+            cfg.stop_relay_every,
+            term.token.clone(),
+        ),
+    );
     let (due_tx, due_rx) = mpsc::channel(1024);
-    let listener = due.map(|d| tokio::spawn(listen_for_due(d, due_tx, term.token.clone())));
+    let listener = due.map(|d| {
+        spawn_critical(
+            "due signal listener",
+            listen_for_due(d, due_tx, term.token.clone()),
+        )
+    });
     let dispatch = DispatchLoop {
         store: store.clone(),
         publisher: Arc::new(Publisher::new(
@@ -268,31 +300,37 @@ async fn lead(
 }
 
 /// Forwards due signals to the dispatch loop for the length of a term,
-/// subscribing again whenever the subscription drops.
+/// subscribing again whenever the subscription drops. Signals only save
+/// latency (the scan is the safety net), so an outage is logged at debug.
 async fn listen_for_due(
     due: Arc<dyn DueSignal>,
     tx: mpsc::Sender<kairos_core::time::Millis>,
     token: CancellationToken,
 ) {
-    use futures::StreamExt;
-    while !token.is_cancelled() {
-        match due.subscribe().await {
-            Ok(mut signals) => loop {
-                let next = tokio::select! {
-                    _ = token.cancelled() => return,
-                    s = signals.next() => s,
-                };
-                let Some(at) = next else { break };
-                // A full channel means the loop is busy scanning anyway.
-                let _ = tx.try_send(at);
-            },
-            Err(e) => {
-                tracing::debug!(error = %e, "cannot subscribe to due signals; relying on the scan")
-            }
-        }
-        tokio::select! {
-            _ = token.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
+    let backoff = supervise::Backoff {
+        min: Duration::from_millis(500),
+        max: Duration::from_secs(5),
+    };
+    supervise::consume("due signals", DueListener { due, tx }, backoff, &token).await
+}
+
+/// The due-signal subscription and where its signals go.
+struct DueListener {
+    due: Arc<dyn DueSignal>,
+    tx: mpsc::Sender<kairos_core::time::Millis>,
+}
+
+impl supervise::Subscription for DueListener {
+    type Item = kairos_core::time::Millis;
+    type Stream = futures::stream::BoxStream<'static, kairos_core::time::Millis>;
+    type Error = kairos_core::coord::CoordError;
+
+    async fn open(&mut self) -> Result<Self::Stream, Self::Error> {
+        self.due.subscribe().await
+    }
+
+    async fn handle(&mut self, at: kairos_core::time::Millis) {
+        // A full channel means the loop is busy scanning anyway.
+        let _ = self.tx.try_send(at);
     }
 }

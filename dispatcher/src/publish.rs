@@ -8,9 +8,11 @@ use crate::balancer::{Balancer, Want};
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerError};
 use kairos_core::store::{DispatchWork, DispatchedTo, Store};
-use kairos_core::time::now_ms;
+use kairos_core::time::{Millis, now_ms};
+use kairos_core::trace::{Stage, TraceContext};
 use std::sync::{Arc, Mutex};
-use tracing::{debug, warn};
+use std::time::Instant;
+use tracing::{Instrument, debug, warn};
 
 /// What one publish round achieved.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -84,15 +86,30 @@ impl Publisher {
                 "no live worker serving their handler can take work; it stays pending"
             );
         }
-        let outcomes: Vec<Result<DispatchedTo, (String, BrokerError)>> =
+        let outcomes: Vec<Result<(Millis, DispatchedTo), (String, BrokerError)>> =
             futures::stream::iter(assigned)
                 .map(|(w, worker)| async move {
-                    match self.broker.dispatch_publish(&worker, &w.to_message()).await {
-                        Ok(()) => Ok(DispatchedTo {
-                            execution_id: w.execution_id,
-                            attempt: w.attempt,
-                            worker_id: worker,
-                        }),
+                    let span = execution_span("dispatch", &w, &worker);
+                    let sent_at = Instant::now();
+                    let published = self
+                        .broker
+                        .dispatch_publish(&worker, &w.to_message())
+                        .instrument(span.clone())
+                        .await;
+                    crate::metrics::publish_confirm(sent_at.elapsed());
+                    span.in_scope(|| match &published {
+                        Ok(()) => debug!("dispatch published"),
+                        Err(e) => debug!(error = %e, "dispatch not published"),
+                    });
+                    match published {
+                        Ok(()) => Ok((
+                            w.scheduled_at,
+                            DispatchedTo {
+                                execution_id: w.execution_id,
+                                attempt: w.attempt,
+                                worker_id: worker,
+                            },
+                        )),
                         Err(e) => Err((worker, e)),
                     }
                 })
@@ -100,9 +117,13 @@ impl Publisher {
                 .collect()
                 .await;
         let mut sent = Vec::with_capacity(outcomes.len());
+        let mut due_times = Vec::with_capacity(outcomes.len());
         for outcome in outcomes {
             match outcome {
-                Ok(d) => sent.push(d),
+                Ok((due, d)) => {
+                    due_times.push(due);
+                    sent.push(d);
+                }
                 Err((worker, e)) => {
                     report.failed += 1;
                     let mut balancer = self.balancer.lock().unwrap_or_else(|p| p.into_inner());
@@ -120,6 +141,10 @@ impl Publisher {
             match self.store.executions_mark_dispatched(&sent, now_ms()).await {
                 Ok(marked) => {
                     report.dispatched = sent.len();
+                    let confirmed_at = now_ms();
+                    for due in due_times {
+                        crate::metrics::dispatched(due, confirmed_at);
+                    }
                     self.attempts
                         .stop(
                             &marked.cancelled,
@@ -130,6 +155,24 @@ impl Publisher {
                 Err(e) => warn!(error = %e, count = sent.len(), "could not record dispatches"),
             }
         }
+        crate::metrics::publish_failed(report.failed);
         report
     }
+}
+
+/// The span of one attempt's dispatch: the execution's trace fields, named
+/// alike in every process (`job_id`, `execution_id`, `attempt`, `worker_id`,
+/// `trace_id`).
+fn execution_span(name: &'static str, w: &DispatchWork, worker: &str) -> tracing::Span {
+    let trace = TraceContext::for_execution(&w.execution_id, w.attempt, Stage::Dispatch);
+    tracing::info_span!(
+        "dispatch",
+        stage = name,
+        job_id = %w.job_id,
+        execution_id = %w.execution_id,
+        attempt = w.attempt,
+        worker_id = %worker,
+        trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+        traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
+    )
 }

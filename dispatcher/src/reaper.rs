@@ -14,10 +14,12 @@
 //! stops the handler, whose result would be refused anyway.
 
 pub use crate::attempts::Attempts;
+use crate::recover;
+pub use crate::recover::Rescue;
 use kairos_core::broker::Broker;
-use kairos_core::execution::ExecStatus;
 use kairos_core::outcome::Verdict;
-use kairos_core::store::{Store, StoreResult};
+use kairos_core::reconcile::Suspects;
+use kairos_core::store::{HeldAttempt, Store, StoreResult};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::worker::WorkerState;
 use std::sync::Arc;
@@ -40,7 +42,22 @@ pub struct ReaperConfig {
     /// may be applied after it; rescuing at once could declare lost an
     /// attempt whose success is still on its way, and run it again.
     pub offline_grace: Duration,
+    /// How long a live worker's heartbeats must leave out an attempt the
+    /// database gives it before the attempt is recovered (see
+    /// `kairos_core::reconcile`). Generous by default: a result the worker
+    /// has sent (so no longer lists the attempt) may wait unacked in a
+    /// frozen dispatcher's prefetch, and recovering that attempt would run
+    /// it again.
+    pub reconcile_grace: Duration,
+    /// The deployment's ceiling on silence: an attempt without a time limit
+    /// of its own that has neither ended this long after it started (or was
+    /// dispatched) is timed out (`KAIROS_DEFAULT_TIMEOUT_MS`).
+    pub default_timeout: Duration,
 }
+
+/// Default of [`ReaperConfig::default_timeout`]: a day, far beyond any job
+/// that means to run without a `timeoutMs`.
+pub const DEFAULT_EXECUTION_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 impl Default for ReaperConfig {
     fn default() -> Self {
@@ -49,22 +66,16 @@ impl Default for ReaperConfig {
             dead_after: Duration::from_secs(15),
             timeout_margin: Duration::from_secs(5),
             offline_grace: Duration::from_secs(5),
+            reconcile_grace: Duration::from_secs(30),
+            default_timeout: DEFAULT_EXECUTION_TIMEOUT,
         }
     }
 }
 
-/// What became of a dead worker's work.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Rescue {
-    /// Never started: back to `pending`, same attempt.
-    pub requeued: u64,
-    /// Started: declared lost (retried as a new attempt if allowed).
-    pub lost: usize,
-}
-
-/// Moves a worker's in-flight work on: unstarted attempts are requeued (with
-/// their attempt keys given back), started ones are lost (retried if the job
-/// allows, and asked to stop in case the worker is still running them).
+/// Moves a dead worker's in-flight work on: unstarted attempts are requeued
+/// (with the attempt keys any of its processes took given back), started
+/// ones are lost (retried if the job allows, and asked to stop in case the
+/// worker is still running them).
 pub async fn rescue_work_of(
     store: &dyn Store,
     attempts: &Attempts,
@@ -75,36 +86,10 @@ pub async fn rescue_work_of(
     if held.is_empty() {
         return Ok(Rescue::default());
     }
-    let mut unstarted = Vec::new();
-    for h in held.iter().filter(|h| h.status == ExecStatus::Dispatched) {
-        let key = attempts.names.attempt_key(&h.execution_id, h.attempt);
-        // The key goes first: a requeued attempt whose key is still held
-        // would be skipped as a duplicate by every worker.
-        match attempts.coord.release(&key, worker_id).await {
-            Ok(_) => unstarted.push(h.target()),
-            Err(e) => {
-                warn!(worker = worker_id, execution = %h.execution_id, error = %e, "cannot give back the attempt key; requeueing on a later round")
-            }
-        }
-    }
-    let now = now_ms();
-    let requeued = store
-        .executions_requeue_unstarted(&unstarted, reason, now)
-        .await?;
-    // Requeued rows are `pending` now and no longer match `Lose`.
-    let targets: Vec<(String, u32)> = held
-        .iter()
-        .filter(|h| h.status != ExecStatus::Dispatched)
-        .map(|h| h.target())
-        .collect();
-    let lost = store
-        .executions_apply_verdict(&targets, Verdict::Lost, reason, now)
-        .await?;
-    attempts.stop_moved(&lost, "declared lost").await;
-    Ok(Rescue {
-        requeued,
-        lost: lost.iter().filter(|a| a.new_status.is_some()).count(),
-    })
+    let ledger = store.worker_ledger(worker_id).await?;
+    let owners = recover::all_owners(ledger.as_ref(), worker_id);
+    let held: Vec<&HeldAttempt> = held.iter().collect();
+    recover::rescue(store, attempts, &held, &owners, reason).await
 }
 
 /// Runs until `shutdown`.
@@ -115,8 +100,17 @@ pub async fn run(
     cfg: ReaperConfig,
     shutdown: CancellationToken,
 ) {
+    let mut suspects = Suspects::default();
     while !shutdown.is_cancelled() {
-        if let Err(e) = sweep(store.as_ref(), broker.as_ref(), &attempts, &cfg).await {
+        if let Err(e) = sweep(
+            store.as_ref(),
+            broker.as_ref(),
+            &attempts,
+            &cfg,
+            &mut suspects,
+        )
+        .await
+        {
             warn!(error = %e, "reaper round failed");
         }
         tokio::select! {
@@ -131,6 +125,7 @@ async fn sweep(
     broker: &dyn Broker,
     attempts: &Attempts,
     cfg: &ReaperConfig,
+    suspects: &mut Suspects,
 ) -> StoreResult<()> {
     let now = now_ms();
     let dead_after = cfg.dead_after.as_millis() as Millis;
@@ -143,8 +138,17 @@ async fn sweep(
             dead_after
         };
         if silent_for <= wait {
+            if w.state != WorkerState::Offline {
+                let grace = cfg.reconcile_grace.as_millis() as Millis;
+                if let Err(e) =
+                    recover::reconcile_worker(store, broker, attempts, &w.id, grace, suspects).await
+                {
+                    warn!(worker = %w.id, error = %e, "cannot reconcile the worker's attempts this round");
+                }
+            }
             continue;
         }
+        suspects.forget(&w.id);
         if w.state == WorkerState::Offline && store.executions_in_flight_on(&w.id).await?.is_empty()
         {
             continue;
@@ -197,10 +201,49 @@ async fn sweep(
             )
             .await?;
         attempts.stop_moved(&applied, "timed out").await;
-        info!(
-            count = applied.iter().filter(|a| a.new_status.is_some()).count(),
-            "timed out silent attempts"
+        let count = applied.iter().filter(|a| a.new_status.is_some()).count();
+        crate::metrics::reaper("timed_out", count as u64);
+        info!(count, "timed out silent attempts");
+    }
+    let limit_ms = cfg.default_timeout.as_millis() as i64;
+    let unbounded = store.executions_find_unbounded(now, limit_ms, 500).await?;
+    if !unbounded.is_empty() {
+        let applied = store
+            .executions_apply_verdict(
+                &unbounded,
+                Verdict::TimedOut,
+                &default_timeout_error(limit_ms),
+                now,
+            )
+            .await?;
+        attempts.stop_moved(&applied, "timed out").await;
+        let count = applied.iter().filter(|a| a.new_status.is_some()).count();
+        crate::metrics::reaper("timed_out", count as u64);
+        warn!(
+            count,
+            "timed out attempts that ran past the deployment's default execution timeout"
         );
     }
     Ok(())
+}
+
+/// The error an attempt ended by the default execution timeout carries: it
+/// names the limit and where it comes from.
+pub fn default_timeout_error(limit_ms: i64) -> String {
+    format!(
+        "no result within the deployment's default execution timeout \
+         (KAIROS_DEFAULT_TIMEOUT_MS = {limit_ms}); the job has no timeoutMs of its own"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_timeout_error_names_the_limit() {
+        let e = default_timeout_error(86_400_000);
+        assert!(e.contains("KAIROS_DEFAULT_TIMEOUT_MS = 86400000"), "{e}");
+        assert!(e.contains("default execution timeout"), "{e}");
+    }
 }

@@ -12,10 +12,10 @@
 //! as the broker can carry it.
 
 use crate::balancer::{Balancer, Want};
-use futures::StreamExt;
-use kairos_core::broker::{Broker, Delivery};
+use kairos_core::broker::{Broker, BrokerError, Delivery, DeliveryStream};
 use kairos_core::protocol::DispatchMsg;
 use kairos_core::store::{DispatchedTo, Store};
+use kairos_core::supervise::{self, Backoff, Subscription};
 use kairos_core::time::now_ms;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -59,30 +59,45 @@ pub async fn run_reroute(
     balancer: Arc<Mutex<Balancer>>,
     token: CancellationToken,
 ) {
-    let mut recent = Recent::default();
-    while !token.is_cancelled() {
-        let mut stream = match broker.reroute_consume(64).await {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(error = %e, "cannot consume the reroute queue; retrying");
-                hold(&token).await;
-                continue;
-            }
+    let rerouter = Rerouter {
+        broker,
+        store,
+        balancer,
+        recent: Recent::default(),
+        token: token.clone(),
+    };
+    let backoff = Backoff {
+        min: HOLD,
+        max: Duration::from_secs(5),
+    };
+    supervise::consume("reroute", rerouter, backoff, &token).await
+}
+
+/// The reroute queue's consumer, with what it needs to place each message.
+struct Rerouter {
+    broker: Arc<dyn Broker>,
+    store: Arc<dyn Store>,
+    balancer: Arc<Mutex<Balancer>>,
+    recent: Recent,
+    token: CancellationToken,
+}
+
+impl Subscription for Rerouter {
+    type Item = Delivery;
+    type Stream = DeliveryStream;
+    type Error = BrokerError;
+
+    async fn open(&mut self) -> Result<DeliveryStream, BrokerError> {
+        self.broker.reroute_consume(64).await
+    }
+
+    async fn handle(&mut self, delivery: Delivery) {
+        let to = Route {
+            broker: self.broker.as_ref(),
+            store: &self.store,
+            balancer: &self.balancer,
         };
-        loop {
-            let next = tokio::select! {
-                _ = token.cancelled() => return,
-                d = stream.next() => d,
-            };
-            let Some(delivery) = next else { break };
-            let to = Route {
-                broker: broker.as_ref(),
-                store: &store,
-                balancer: &balancer,
-            };
-            reroute_one(&to, delivery, &mut recent, &token).await;
-        }
-        hold(&token).await;
+        reroute_one(&to, delivery, &mut self.recent, &self.token).await;
     }
 }
 
@@ -126,6 +141,7 @@ async fn reroute_one(to: &Route<'_>, d: Delivery, recent: &mut Recent, token: &C
         match to.broker.dispatch_publish(&worker, &msg).await {
             Ok(()) => {
                 debug!(execution = %msg.execution_id, from = ?d.rejected_by, to = %worker, "rerouted");
+                crate::metrics::rerouted();
                 record(to.store.clone(), &msg, &worker, d.rejected_by.as_deref());
                 let _ = d.acker.ack().await;
                 return;

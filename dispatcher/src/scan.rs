@@ -201,11 +201,11 @@ impl DispatchLoop {
 
     async fn refresh_workers(&self) {
         match self.store.workers_list().await {
-            Ok(workers) => self
-                .balancer
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .refresh(workers),
+            Ok(workers) => {
+                let mut balancer = self.balancer.lock().unwrap_or_else(|p| p.into_inner());
+                count_workers(&workers, balancer.stale_after_ms());
+                balancer.refresh(workers)
+            }
             Err(e) => warn!(error = %e, "cannot load workers; keeping the previous view"),
         }
     }
@@ -226,6 +226,7 @@ impl DispatchLoop {
             .filter(|j| j.next_trigger_at.is_some_and(|t| t <= claim_by))
             .collect();
         let more_due = due.len() as u32 >= self.cfg.batch;
+        crate::metrics::due_backlog(due.len());
         if due.is_empty() || !term.is_valid() {
             return Ok(Round {
                 more_due: false,
@@ -234,6 +235,7 @@ impl DispatchLoop {
         }
         let claims = kairos_core::trigger::claims_for(&due, now);
         let work = self.store.triggers_claim(term.fence, &claims, now).await?;
+        crate::metrics::claimed(work.len(), claims.len().saturating_sub(work.len()));
         if work.len() < claims.len() {
             debug!(
                 lost = claims.len() - work.len(),
@@ -325,6 +327,20 @@ impl DispatchLoop {
             }
         }
     }
+}
+
+/// Sets the leader's `kairos_workers{state}` gauges from a fresh worker list.
+fn count_workers(workers: &[kairos_core::worker::WorkerInfo], stale_ms: i64) {
+    let now = now_ms();
+    let (mut online, mut draining, mut dead) = (0, 0, 0);
+    for w in workers {
+        match crate::metrics::worker_bucket(w.state, w.last_heartbeat_at, now, stale_ms) {
+            "online" => online += 1,
+            "draining" => draining += 1,
+            _ => dead += 1,
+        }
+    }
+    crate::metrics::workers(online, draining, dead);
 }
 
 /// Waits until `at` (ms UTC), then publishes `batch` if the term still holds.

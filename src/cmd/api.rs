@@ -22,8 +22,8 @@ pub async fn run(args: ApiArgs, file: &FileSettings) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr} (KAIROS_HTTP_ADDR)"))?;
     info!(addr = %listener.local_addr()?, "API listening");
-    let mut state =
-        AppState::new(Arc::new(store), ApiConfig::default()).with_prometheus(super::prometheus()?);
+    let mut state = AppState::new(Arc::new(store), ApiConfig::default())
+        .with_prometheus(kairos::ops::install_prometheus()?);
     // With Redis, new and triggered jobs wake the leader at once; without it
     // they are picked up by the leader's next scan (at most 100 ms later).
     if let Some(redis_url) = pick(args.redis.redis_url, file.redis_url.clone()) {

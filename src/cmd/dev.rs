@@ -10,6 +10,7 @@ use crate::cli::DevArgs;
 use crate::settings::{FileSettings, pick};
 use anyhow::{Context, Result};
 use kairos::embedded::{DEV_SECRET, Embedded, WORKER_ID};
+use kairos_dispatcher::reaper::ReaperConfig;
 use tracing::info;
 
 pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
@@ -25,6 +26,8 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
         file.callback_allow_private,
     )
     .unwrap_or(true);
+    let mut reaper = ReaperConfig::default();
+    super::dispatcher::recovery(&mut reaper, &args.recovery, file)?;
     let shutdown = kairos::signal::shutdown_token();
     let running = Embedded::new()
         .database_url(db_url.clone())
@@ -39,7 +42,8 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
         .callback_secret(secret)
         .callback_allow_private(allow_private)
         .log_config(super::log_config(&args.logs, file)?)
-        .prometheus(super::prometheus()?)
+        .reaper_config(reaper)
+        .prometheus(kairos::ops::install_prometheus()?)
         .start(shutdown)
         .await
         .with_context(|| format!("cannot start kairos dev (API address {addr})"))?;

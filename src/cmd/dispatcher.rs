@@ -1,9 +1,11 @@
 //! `kairos dispatcher`: one dispatcher instance against MySQL, Redis and RabbitMQ.
 
-use crate::cli::DispatcherArgs;
+use crate::cli::{DispatcherArgs, RecoveryArgs};
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, anyhow};
 use kairos::connect;
+use kairos::ops::{self, BrokerCheck, CoordCheck, StoreCheck};
+use kairos_api::ReadyCheck;
 use kairos_coord_redis::RedisDue;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
 use std::sync::Arc;
@@ -27,6 +29,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         "KAIROS_REDIS_URL",
     )?;
     let amqp_url = require(args.amqp.amqp_url, file.amqp_url.clone(), "KAIROS_AMQP_URL")?;
+    let queue_type = pick(args.amqp.amqp_queue_type, file.amqp_queue_type.clone());
     let names = super::names(&args.ns, file);
     let mut cfg = DispatcherConfig::default();
     if let Some(b) = pick(args.balancer, file.balancer.clone()) {
@@ -39,8 +42,9 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         cfg.reaper.dead_after = at_least(ms, MIN_DEAD_AFTER_MS, "KAIROS_WORKER_DEAD_AFTER_MS")?;
     }
     cfg.logs = super::log_config(&args.logs, file)?;
+    recovery(&mut cfg.reaper, &args.recovery, file)?;
     let store = connect::database(&db_url, false).await?;
-    let broker = connect::rabbitmq(&amqp_url, names.clone()).await?;
+    let broker = connect::rabbitmq(&amqp_url, names.clone(), queue_type.as_deref()).await?;
     let due = RedisDue::connect(&redis_url, &names).await?;
     cfg.names = names.clone();
     let coord = connect::redis(&redis_url, names).await?;
@@ -48,14 +52,47 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
         balancer = ?cfg.strategy,
         lease_ttl = ?cfg.lease_ttl,
         worker_dead_after = ?cfg.reaper.dead_after,
+        default_timeout = ?cfg.reaper.default_timeout,
+        reconcile_grace = ?cfg.reaper.reconcile_grace,
         "dispatcher starting"
     );
+    let store = Arc::new(store);
+    let broker = Arc::new(broker);
+    let coord = Arc::new(coord);
     let shutdown = kairos::signal::shutdown_token();
-    Dispatcher::new(Arc::new(store), Arc::new(broker), Arc::new(coord), cfg)
+    let checks: Vec<Arc<dyn ReadyCheck>> = vec![
+        Arc::new(StoreCheck(store.clone())),
+        Arc::new(BrokerCheck(broker.clone())),
+        Arc::new(CoordCheck(coord.clone())),
+    ];
+    let metrics_addr = pick(args.metrics.metrics_addr, file.metrics_addr.clone());
+    ops::serve(
+        metrics_addr,
+        ops::install_prometheus()?,
+        checks,
+        shutdown.clone(),
+    )
+    .await?;
+    Dispatcher::new(store, broker, coord, cfg)
         .due_signal(Arc::new(due))
         .run(shutdown)
         .await;
     info!("dispatcher stopped");
+    Ok(())
+}
+
+/// Applies `KAIROS_DEFAULT_TIMEOUT_MS` and `KAIROS_RECONCILE_GRACE_MS`.
+pub fn recovery(
+    reaper: &mut kairos_dispatcher::reaper::ReaperConfig,
+    args: &RecoveryArgs,
+    file: &FileSettings,
+) -> Result<()> {
+    if let Some(ms) = pick(args.default_timeout_ms, file.default_timeout_ms) {
+        reaper.default_timeout = at_least(ms, 1000, "KAIROS_DEFAULT_TIMEOUT_MS")?;
+    }
+    if let Some(ms) = pick(args.reconcile_grace_ms, file.reconcile_grace_ms) {
+        reaper.reconcile_grace = at_least(ms, 1000, "KAIROS_RECONCILE_GRACE_MS")?;
+    }
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! signal, and shuts down cleanly.
 
 mod api;
+mod bench;
 mod dev;
 mod dispatcher;
 mod migrate;
@@ -23,6 +24,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Worker(args) => worker::run(args, &file).await,
         Command::CallbackRelay(args) => relay::run(args, &file).await,
         Command::Dev(args) => dev::run(args, &file).await,
+        Command::Bench(args) => bench::run(args).await,
     }
 }
 
@@ -31,13 +33,6 @@ fn names(arg: &NamespaceArg, file: &FileSettings) -> Names {
     Names::new(
         pick(arg.namespace.clone(), file.namespace.clone()).unwrap_or_else(|| "kairos".into()),
     )
-}
-
-/// Installs the process-wide Prometheus recorder behind `GET /metrics`.
-fn prometheus() -> Result<metrics_exporter_prometheus::PrometheusHandle> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
-        .map_err(|e| anyhow::anyhow!("cannot set up metrics: {e}"))
 }
 
 /// The API's due notifier: announces a due time without making the request

@@ -4,6 +4,8 @@ use crate::cli::RelayArgs;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::Result;
 use kairos::connect;
+use kairos::ops::{self, StoreCheck};
+use kairos_api::ReadyCheck;
 use kairos_callback_relay::{Relay, RelayConfig};
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -20,7 +22,17 @@ pub async fn run(args: RelayArgs, file: &FileSettings) -> Result<()> {
         file.callback_secret.clone(),
         "KAIROS_CALLBACK_SECRET",
     )?;
-    let store = connect::database(&db_url, false).await?;
+    let store = Arc::new(connect::database(&db_url, false).await?);
+    let shutdown = kairos::signal::shutdown_token();
+    let checks: Vec<Arc<dyn ReadyCheck>> = vec![Arc::new(StoreCheck(store.clone()))];
+    let metrics_addr = pick(args.metrics.metrics_addr, file.metrics_addr.clone());
+    ops::serve(
+        metrics_addr,
+        ops::install_prometheus()?,
+        checks,
+        shutdown.clone(),
+    )
+    .await?;
     let owner = format!("relay-{}", uuid::Uuid::now_v7().simple());
     let mut cfg = RelayConfig::new(secret.into_bytes(), owner);
     cfg.allow_private = pick(
@@ -30,8 +42,8 @@ pub async fn run(args: RelayArgs, file: &FileSettings) -> Result<()> {
     .unwrap_or(false);
     info!(allow_private = cfg.allow_private, "callback relay starting");
     // Across processes the relay is woken by its poll; the notifier stays idle.
-    Relay::new(Arc::new(store), cfg)?
-        .run(kairos::signal::shutdown_token(), Arc::new(Notify::new()))
+    Relay::new(store, cfg)?
+        .run(shutdown, Arc::new(Notify::new()))
         .await?;
     info!("callback relay stopped");
     Ok(())

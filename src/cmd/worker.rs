@@ -4,9 +4,12 @@ use crate::cli::WorkerArgs;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, bail};
 use kairos::connect;
+use kairos::ops::{self, BrokerCheck, CoordCheck};
+use kairos_api::ReadyCheck;
 use kairos_worker::Worker;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
@@ -16,13 +19,19 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
         "KAIROS_REDIS_URL",
     )?;
     let amqp_url = require(args.amqp.amqp_url, file.amqp_url.clone(), "KAIROS_AMQP_URL")?;
+    let queue_type = pick(args.amqp.amqp_queue_type, file.amqp_queue_type.clone());
     let names = super::names(&args.ns, file);
-    let broker = connect::rabbitmq(&amqp_url, names.clone()).await?;
-    let guard = connect::redis(&redis_url, names.clone()).await?;
+    let broker =
+        Arc::new(connect::rabbitmq(&amqp_url, names.clone(), queue_type.as_deref()).await?);
+    let guard = Arc::new(connect::redis(&redis_url, names.clone()).await?);
+    let checks: Vec<Arc<dyn ReadyCheck>> = vec![
+        Arc::new(BrokerCheck(broker.clone())),
+        Arc::new(CoordCheck(guard.clone())),
+    ];
     let mut builder = Worker::builder()
         .builtin_handlers()
-        .broker(Arc::new(broker))
-        .coordination(Arc::new(guard))
+        .broker(broker)
+        .coordination(guard)
         .names(names);
     if let Some(id) = pick(args.identity.worker_id, file.worker_id.clone()) {
         builder = builder.id(id);
@@ -49,8 +58,13 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
         builder = builder.group(group);
     }
     let worker = builder.build()?;
-    info!(worker = worker.id(), handlers = ?worker.handlers(), "worker starting");
-    worker.run(kairos::signal::shutdown_token()).await?;
+    info!(worker_id = worker.id(), handlers = ?worker.handlers(), "worker starting");
+    let shutdown = kairos::signal::shutdown_token();
+    // The endpoint outlives the drain: it stops when the process exits.
+    let metrics_addr = pick(args.metrics.metrics_addr, file.metrics_addr.clone());
+    let prometheus = ops::install_prometheus()?;
+    ops::serve(metrics_addr, prometheus, checks, CancellationToken::new()).await?;
+    worker.run(shutdown).await?;
     info!("worker stopped");
     Ok(())
 }

@@ -23,7 +23,26 @@ async fn round_trip(fx: &Fx) {
     assert_eq!(decode(&d), msg);
     assert!(!d.redelivered);
     assert_eq!(d.rejected_by, None);
+    assert_eq!(d.traceparent, None, "no trace for an id that is not a UUID");
     d.acker.ack().await.unwrap();
+    // A dispatch carries its execution's trace context in a header, also
+    // after a reject sends it to the reroute queue.
+    let mut traced = dispatch(8);
+    traced.execution_id = "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".into();
+    let expected = kairos_core::trace::dispatch_traceparent(&traced).unwrap();
+    assert!(
+        expected.starts_with("00-0193a1b2c3d47e5f8a9b0c1d2e3f4a5b-"),
+        "{expected}"
+    );
+    let mut reroute = fx.broker.reroute_consume(10).await.unwrap();
+    fx.broker.dispatch_publish(&w, &traced).await.unwrap();
+    let d = next(&mut s).await;
+    assert_eq!(d.traceparent.as_deref(), Some(expected.as_str()));
+    d.acker.reject(false).await.unwrap();
+    let r = next(&mut reroute).await;
+    assert_eq!(r.traceparent.as_deref(), Some(expected.as_str()));
+    r.acker.ack().await.unwrap();
+    drop(reroute);
     drop(s);
     // Had the ack not removed it, the consumer's departure would requeue it.
     fx.wait_stats(&w, 0, 0).await;
@@ -232,6 +251,8 @@ async fn heartbeats_and_results_round_trip(fx: &Fx) {
         at: 1_760_000_000_123,
         handlers: None,
         group: None,
+        incarnation: None,
+        held: None,
     };
     fx.broker.heartbeat_publish(&beat).await.unwrap();
     fx.broker.result_publish(&result(3)).await.unwrap();

@@ -12,6 +12,7 @@
 #![allow(dead_code)]
 
 mod logs;
+pub mod prom;
 
 use kairos_testkit as testkit;
 use logs::{strip_ansi, tee};
@@ -66,6 +67,9 @@ pub struct Cluster {
     pub sqlite_url: Option<String>,
     /// Where each child's stderr is copied, one `<name>.log` per process name.
     pub log_dir: PathBuf,
+    /// Operations endpoint (`KAIROS_METRICS_ADDR`) of each dispatcher, worker
+    /// and relay process, by process name.
+    metrics_addrs: HashMap<String, String>,
 }
 
 fn free_port() -> u16 {
@@ -123,6 +127,7 @@ impl Cluster {
             http: reqwest::Client::new(),
             sqlite_url: None,
             log_dir,
+            metrics_addrs: HashMap::new(),
         };
         match stack {
             Stack::Services => {
@@ -131,10 +136,15 @@ impl Cluster {
                     let db = testkit::mysql_fresh_database().await?;
                     cluster.env.insert("KAIROS_DATABASE_URL".into(), db);
                 }
+                // Checked even when the caller brings its own (a private
+                // instance, a proxy): the skip-or-fail policy still applies.
                 let redis = testkit::redis_available().await?;
                 let amqp = testkit::amqp_available().await?;
-                cluster.env.insert("KAIROS_REDIS_URL".into(), redis);
-                cluster.env.insert("KAIROS_AMQP_URL".into(), amqp);
+                cluster
+                    .env
+                    .entry("KAIROS_REDIS_URL".into())
+                    .or_insert(redis);
+                cluster.env.entry("KAIROS_AMQP_URL".into()).or_insert(amqp);
                 cluster
                     .env
                     .entry("KAIROS_NAMESPACE".into())
@@ -178,9 +188,19 @@ impl Cluster {
         self.spawn_with(name, args, &[]);
     }
 
-    /// Starts a named process with extra environment.
+    /// Starts a named process with extra environment. Dispatchers, workers
+    /// and relays get their own operations endpoint on a free port.
     pub fn spawn_with(&mut self, name: &str, args: &[&str], extra_env: &[(&str, &str)]) {
         let mut cmd = self.command(args);
+        let has_ops = matches!(
+            args.first(),
+            Some(&"dispatcher") | Some(&"worker") | Some(&"callback-relay")
+        );
+        if has_ops {
+            let addr = format!("127.0.0.1:{}", free_port());
+            cmd.env("KAIROS_METRICS_ADDR", &addr);
+            self.metrics_addrs.insert(name.to_string(), addr);
+        }
         cmd.envs(extra_env.iter().copied());
         self.launch(name, cmd);
     }
@@ -218,6 +238,34 @@ impl Cluster {
     pub fn log(&self, name: &str) -> String {
         let raw = std::fs::read(self.log_path(name)).unwrap_or_default();
         strip_ansi(&String::from_utf8_lossy(&raw))
+    }
+
+    /// Base URL of a named process's operations endpoint (`/metrics`,
+    /// `/healthz`, `/readyz`); the API's own port for `api` and `dev`.
+    pub fn ops_url(&self, name: &str) -> String {
+        match self.metrics_addrs.get(name) {
+            Some(addr) => format!("http://{addr}"),
+            None => self.base.clone(),
+        }
+    }
+
+    /// The Prometheus text a named process serves now (empty while it does
+    /// not answer).
+    pub async fn metrics_text(&self, name: &str) -> String {
+        let url = format!("{}/metrics", self.ops_url(name));
+        match self.http.get(&url).send().await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// The status of a named process's `GET /readyz` (0 while it does not answer).
+    pub async fn readyz_status(&self, name: &str) -> u16 {
+        let url = format!("{}/readyz", self.ops_url(name));
+        match self.http.get(&url).send().await {
+            Ok(r) => r.status().as_u16(),
+            Err(_) => 0,
+        }
     }
 
     /// Operating-system id of a running named process.

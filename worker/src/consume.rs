@@ -13,12 +13,14 @@
 use crate::execute::run_attempt;
 use crate::results::{self, Report};
 use crate::shared::{Shared, Slot};
-use futures::StreamExt;
-use kairos_core::broker::{Delivery, DeliveryStream};
+use kairos_core::broker::{BrokerError, Delivery, DeliveryStream};
 use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION};
+use kairos_core::supervise::{self, Backoff, Subscription};
+use kairos_core::trace::{Stage, TraceContext};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// One attempt key per `execution_id:attempt`, kept long enough to outlive any
 /// redelivery of that dispatch.
@@ -44,49 +46,49 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
     // wait in the broker's queue. With `capacity + buffer` a busy worker would
     // take twice its capacity and reject the surplus into a reroute loop.
     let prefetch = u16::try_from(shared.buffer.saturating_add(1)).unwrap_or(u16::MAX);
-    let mut backoff = RECONNECT_MIN;
-    loop {
-        let started = tokio::select! {
-            _ = stop.cancelled() => return,
-            s = start(&shared, prefetch) => s,
-        };
-        match started {
-            Ok(mut stream) => loop {
-                let next = tokio::select! {
-                    biased;
-                    _ = stop.cancelled() => return,
-                    d = stream.next() => d,
-                };
-                match next {
-                    Some(d) => {
-                        backoff = RECONNECT_MIN;
-                        accept(&shared, d, &stop).await;
-                    }
-                    None => {
-                        tracing::warn!(worker_id = %shared.id, "dispatch consumer ended (broker restart or cancel); consuming again in {backoff:?}");
-                        break;
-                    }
-                }
-            },
-            Err(e) => {
-                tracing::warn!(worker_id = %shared.id, "cannot consume the worker queue: {e}; retrying in {backoff:?}");
-            }
-        }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(RECONNECT_MAX);
-    }
+    let backoff = Backoff {
+        min: RECONNECT_MIN,
+        max: RECONNECT_MAX,
+    };
+    let queue = WorkerQueue {
+        shared,
+        prefetch,
+        stop: stop.clone(),
+        opened: false,
+    };
+    supervise::consume("dispatch consumer", queue, backoff, &stop).await
 }
 
-/// The queue may be gone after a broker restart, so it is declared every time.
-async fn start(
-    shared: &Shared,
+/// This worker's dispatch queue.
+struct WorkerQueue {
+    shared: Arc<Shared>,
     prefetch: u16,
-) -> kairos_core::broker::BrokerResult<DeliveryStream> {
-    shared.broker.worker_queue_declare(&shared.id).await?;
-    shared.broker.dispatch_consume(&shared.id, prefetch).await
+    stop: CancellationToken,
+    /// Whether the queue was opened before: every later open is a reconnect.
+    opened: bool,
+}
+
+impl Subscription for WorkerQueue {
+    type Item = Delivery;
+    type Stream = DeliveryStream;
+    type Error = BrokerError;
+
+    /// The queue may be gone after a broker restart, so it is declared every time.
+    async fn open(&mut self) -> Result<DeliveryStream, BrokerError> {
+        if std::mem::replace(&mut self.opened, true) {
+            crate::metrics::reconnected();
+        }
+        let shared = &self.shared;
+        shared.broker.worker_queue_declare(&shared.id).await?;
+        shared
+            .broker
+            .dispatch_consume(&shared.id, self.prefetch)
+            .await
+    }
+
+    async fn handle(&mut self, d: Delivery) {
+        accept(&self.shared, d, &self.stop).await
+    }
 }
 
 /// Takes a delivery into the pool, or refuses it when pool and buffer stay
@@ -100,12 +102,14 @@ async fn accept(shared: &Arc<Shared>, d: Delivery, stop: &CancellationToken) {
     };
     match slot {
         Some(slot) => {
+            crate::metrics::pool(shared);
             shared
                 .tasks
                 .spawn(process(Arc::clone(shared), d, slot, stop.clone()));
         }
         None => {
             tracing::info!(worker_id = %shared.id, "pool and buffer full; rejecting a dispatch for reroute");
+            crate::metrics::rejected();
             if let Err(e) = d.acker.reject(false).await {
                 tracing::warn!("rejecting a dispatch failed: {e}; the broker will redeliver it");
             }
@@ -142,6 +146,36 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
             return;
         }
     };
+    let span = attempt_span(&shared.id, &msg, d.traceparent.as_deref());
+    run_traced(shared, d, msg, stop).instrument(span).await;
+}
+
+/// The span of one attempt on this worker, with the execution's trace fields
+/// named as in every other process.
+fn attempt_span(worker_id: &str, msg: &DispatchMsg, parent: Option<&str>) -> tracing::Span {
+    // The dispatcher's span, from the message header; its trace is the
+    // execution's whatever the header says, so a bad header changes nothing.
+    let parent = parent
+        .and_then(TraceContext::parse)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    let trace = TraceContext::for_execution(&msg.execution_id, msg.attempt, Stage::Run);
+    tracing::info_span!(
+        "attempt",
+        job_id = %msg.job_id,
+        execution_id = %msg.execution_id,
+        attempt = msg.attempt,
+        worker_id = %worker_id,
+        handler = %msg.handler,
+        trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+        traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
+        parent = %parent,
+    )
+}
+
+async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: CancellationToken) {
+    // Listed in `held` from here until its result is out (or it goes back).
+    let _held = shared.hold(&msg.execution_id, msg.attempt);
     let permit = tokio::select! {
         biased;
         _ = stop.cancelled() => return,
@@ -155,7 +189,11 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
         return;
     }
     let key = shared.names.attempt_key(&msg.execution_id, msg.attempt);
-    match shared.coord.once(&key, &shared.id, ATTEMPT_KEY_TTL).await {
+    match shared
+        .coord
+        .once(&key, &shared.key_owner(), ATTEMPT_KEY_TTL)
+        .await
+    {
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(execution_id = %msg.execution_id, attempt = msg.attempt, "attempt already ran or is running; skipping the duplicate");
@@ -174,7 +212,8 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
         }
     }
     let (execution_id, attempt) = (msg.execution_id.clone(), msg.attempt);
-    let started = Report::started().into_msg(&shared.id, &execution_id, attempt);
+    let started =
+        Report::started().into_msg(&shared.id, &shared.incarnation, &execution_id, attempt);
     if results::publish_started(shared.broker.as_ref(), &started)
         .await
         .is_err()
@@ -191,15 +230,17 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
     if let Err(e) = d.acker.ack().await {
         tracing::warn!(execution_id = %msg.execution_id, "acking a dispatch failed: {e}; a redelivery will be skipped by the attempt key");
     }
+    tracing::debug!("attempt started");
     let report = run_attempt(&shared, msg, permit).await;
-    let result = report.into_msg(&shared.id, &execution_id, attempt);
+    tracing::debug!(kind = ?report.kind, "attempt finished");
+    let result = report.into_msg(&shared.id, &shared.incarnation, &execution_id, attempt);
     // A final failure is already logged loudly by `publish`.
     let _ = results::publish(shared.broker.as_ref(), &result).await;
 }
 
 /// Gives back an attempt this worker took but did not start.
 async fn hand_back(shared: &Shared, key: &str, d: Delivery) {
-    match shared.coord.release(key, &shared.id).await {
+    match shared.coord.release(key, &shared.key_owner()).await {
         Ok(_) => tracing::warn!(
             key,
             "`started` could not be confirmed; handing the attempt back"

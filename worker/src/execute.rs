@@ -50,6 +50,7 @@ pub(crate) async fn run_attempt(
     permit: SemaphorePermit<'_>,
 ) -> Report {
     let Some(handler) = shared.handlers.get(&msg.handler) else {
+        crate::metrics::handler_ran(shared, &msg.handler, "failed", Duration::ZERO);
         return Report::failed(shared.handlers.unknown(&msg.handler));
     };
     let started_ms = kairos_core::time::now_ms();
@@ -76,23 +77,25 @@ pub(crate) async fn run_attempt(
         logs: shared.logs.clone(),
     };
     let started = Instant::now();
+    crate::metrics::pool(shared);
     let mut task = tokio::spawn(async move { handler.run(ctx).await });
-    let report = tokio::select! {
+    let (report, outcome) = tokio::select! {
         biased;
         joined = &mut task => match joined {
-            Ok(HandlerOutcome::Success(v)) => Report::succeeded(v),
-            Ok(HandlerOutcome::Failure(e)) => Report::failed(e),
-            Ok(HandlerOutcome::PermanentFailure(e)) => Report::failed_permanently(e),
-            Err(e) if e.is_panic() => Report::failed(panic_message(&*e.into_panic())),
-            Err(e) => Report::failed(format!("handler task ended abnormally: {e}")),
+            Ok(HandlerOutcome::Success(v)) => (Report::succeeded(v), "succeeded"),
+            Ok(HandlerOutcome::Failure(e)) => (Report::failed(e), "failed"),
+            Ok(HandlerOutcome::PermanentFailure(e)) => (Report::failed_permanently(e), "failed"),
+            Err(e) if e.is_panic() => (Report::failed(panic_message(&*e.into_panic())), "failed"),
+            Err(e) => (Report::failed(format!("handler task ended abnormally: {e}")), "failed"),
         },
-        _ = deadline(msg.timeout_ms) => Report::timed_out(format!(
+        _ = deadline(msg.timeout_ms) => (Report::timed_out(format!(
             "handler exceeded its timeout of {} ms",
             msg.timeout_ms.unwrap_or_default()
-        )),
-        _ = stop.cancelled() => Report::failed(STOPPED_ERROR),
-        _ = shared.hard_stop.cancelled() => Report::failed(SHUTDOWN_ERROR),
+        )), "timed_out"),
+        _ = stop.cancelled() => (Report::failed(STOPPED_ERROR), "stopped"),
+        _ = shared.hard_stop.cancelled() => (Report::failed(SHUTDOWN_ERROR), "stopped"),
     };
+    crate::metrics::handler_ran(shared, &msg.handler, outcome, started.elapsed());
     if !task.is_finished() {
         // The result is decided. The handler gets a moment to clean up on
         // its own before it is dropped, and its slot is reused only then.
@@ -107,6 +110,7 @@ pub(crate) async fn run_attempt(
     }
     shared.record_cost(started.elapsed().as_secs_f64() * 1000.0);
     drop(permit);
+    crate::metrics::pool(shared);
     // The handler's last lines go out before its result, so a client that
     // sees the result finds them (best effort: a slow broker does not hold
     // the result back for long).

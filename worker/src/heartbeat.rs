@@ -85,10 +85,13 @@ fn heartbeat(shared: &Shared, cpu: &mut CpuSampler) -> HeartbeatMsg {
         at: now_ms(),
         handlers: Some(shared.handlers.names()),
         group: shared.group.clone(),
+        incarnation: Some(shared.incarnation.clone()),
+        held: Some(shared.held()),
     }
 }
 
 async fn beat(shared: &Shared, cpu: &mut CpuSampler) {
+    crate::metrics::pool(shared);
     let msg = heartbeat(shared, cpu);
     if let Err(e) = shared.broker.heartbeat_publish(&msg).await {
         // Transient by design: the next beat replaces a lost one.

@@ -23,6 +23,7 @@ mod execute;
 pub mod handler;
 mod heartbeat;
 mod logs;
+mod metrics;
 mod results;
 mod shared;
 mod stops;
@@ -33,6 +34,7 @@ use handler::Registry;
 use kairos_core::broker::{Broker, BrokerError};
 use kairos_core::coord::Coordination;
 use kairos_core::protocol::Names;
+use kairos_core::supervise::spawn_critical;
 use kairos_core::worker::WorkerState;
 use shared::Shared;
 use std::sync::Arc;
@@ -340,20 +342,23 @@ impl Worker {
     /// retried, and reports `offline`. Errors only if the broker fails at startup.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let shared = self.shared;
+        metrics::register(&shared);
         shared.broker.worker_queue_declare(&shared.id).await?;
         tracing::info!(worker_id = %shared.id, capacity = shared.capacity, buffer = shared.buffer, "worker started");
         let beats_stop = CancellationToken::new();
-        let beats = tokio::spawn(heartbeat::run(
-            Arc::clone(&shared),
-            self.heartbeat_every,
-            beats_stop.clone(),
-        ));
-        let stop_watch = tokio::spawn(stops::run(
-            Arc::clone(&shared),
-            self.stop_poll,
-            beats_stop.clone(),
-        ));
-        let shipper = tokio::spawn(self.shipper.run(beats_stop.clone()));
+        let beats = spawn_critical(
+            "heartbeats",
+            heartbeat::run(
+                Arc::clone(&shared),
+                self.heartbeat_every,
+                beats_stop.clone(),
+            ),
+        );
+        let stop_watch = spawn_critical(
+            "stop watcher",
+            stops::run(Arc::clone(&shared), self.stop_poll, beats_stop.clone()),
+        );
+        let shipper = spawn_critical("log shipper", self.shipper.run(beats_stop.clone()));
 
         consume::run(Arc::clone(&shared), shutdown).await;
 

@@ -63,7 +63,13 @@ impl Report {
     }
 
     /// The message for this attempt, stamped now.
-    pub(crate) fn into_msg(self, worker_id: &str, execution_id: &str, attempt: u32) -> ResultMsg {
+    pub(crate) fn into_msg(
+        self,
+        worker_id: &str,
+        incarnation: &str,
+        execution_id: &str,
+        attempt: u32,
+    ) -> ResultMsg {
         ResultMsg {
             v: PROTOCOL_VERSION,
             execution_id: execution_id.to_string(),
@@ -74,6 +80,7 @@ impl Report {
             error: self.error,
             at: now_ms(),
             retryable: self.retryable,
+            incarnation: Some(incarnation.to_string()),
         }
     }
 }

@@ -7,9 +7,9 @@ use crate::heartbeat::CostWindow;
 use crate::logs::LogSink;
 use kairos_core::broker::Broker;
 use kairos_core::coord::Coordination;
-use kairos_core::protocol::Names;
+use kairos_core::protocol::{HeartbeatMsg, HeldRef, Names};
 use kairos_core::worker::WorkerState;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Notify, Semaphore};
@@ -18,6 +18,9 @@ use tokio_util::task::TaskTracker;
 
 pub(crate) struct Shared {
     pub(crate) id: String,
+    /// Fresh for every process: tells the dispatchers this process from an
+    /// earlier one under the same worker id (see `docs/worker-protocol.md`).
+    pub(crate) incarnation: String,
     pub(crate) names: Names,
     pub(crate) broker: Arc<dyn Broker>,
     /// Attempt keys and stop requests.
@@ -43,6 +46,9 @@ pub(crate) struct Shared {
     pub(crate) hard_stop: CancellationToken,
     /// Running attempts by stop key, each with the token that stops it.
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// Every attempt accepted and not yet reported (waiting for a slot or
+    /// running), as the heartbeat's `held` lists them.
+    held: Mutex<HashSet<HeldRef>>,
     costs: Mutex<CostWindow>,
     state: Mutex<WorkerState>,
     /// Wakes the heartbeat loop when the state changes.
@@ -79,6 +85,7 @@ impl Shared {
         } = setup;
         Self {
             id,
+            incarnation: new_incarnation(),
             names,
             broker,
             coord,
@@ -92,6 +99,7 @@ impl Shared {
             tasks: TaskTracker::new(),
             hard_stop: CancellationToken::new(),
             running: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashSet::new()),
             costs: Mutex::new(CostWindow::default()),
             state: Mutex::new(WorkerState::Online),
             state_changed: Notify::new(),
@@ -99,10 +107,47 @@ impl Shared {
         }
     }
 
+    /// The owner written into this process's attempt keys.
+    pub(crate) fn key_owner(&self) -> String {
+        HeartbeatMsg::key_owner(&self.id, Some(&self.incarnation))
+    }
+
+    /// Lists an attempt in `held` until the returned guard is dropped (after
+    /// its final result is confirmed, or when it is handed back).
+    pub(crate) fn hold(&self, execution_id: &str, attempt: u32) -> Held<'_> {
+        let r = HeldRef {
+            execution_id: execution_id.to_string(),
+            attempt,
+        };
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(r.clone());
+        Held { shared: self, r }
+    }
+
+    /// The attempts held now, in a stable order.
+    pub(crate) fn held(&self) -> Vec<HeldRef> {
+        let mut held: Vec<HeldRef> = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
+        held.sort_by(|a, b| (&a.execution_id, a.attempt).cmp(&(&b.execution_id, b.attempt)));
+        held
+    }
+
     /// Handlers running now.
     pub(crate) fn running(&self) -> u32 {
         let free = u32::try_from(self.permits.available_permits()).unwrap_or(self.capacity);
         self.capacity.saturating_sub(free)
+    }
+
+    /// Deliveries accepted and not yet finished (waiting or running).
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Acquire)
     }
 
     /// Takes a place in the pool or its buffer, or `None` when both are full.
@@ -212,6 +257,32 @@ impl Drop for Tracked<'_> {
     }
 }
 
+/// An attempt listed in `held`; see [`Shared::hold`].
+pub(crate) struct Held<'a> {
+    shared: &'a Shared,
+    r: HeldRef,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.r);
+    }
+}
+
+/// A fresh incarnation id: the start time (hex ms) and 64 random bits, so
+/// ids sort by start and never repeat.
+fn new_incarnation() -> String {
+    format!(
+        "{:x}-{:016x}",
+        kairos_core::time::now_ms(),
+        rand::random::<u64>()
+    )
+}
+
 /// A place in the pool or buffer, given back when the delivery is finished.
 pub(crate) struct Slot(Arc<Shared>);
 
@@ -219,5 +290,6 @@ impl Drop for Slot {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
         self.0.slot_freed.notify_waiters();
+        crate::metrics::pool(&self.0);
     }
 }

@@ -28,6 +28,7 @@ pub(crate) async fn run(shared: Arc<Shared>, every: Duration, stop: Cancellation
                 failing = false;
                 for (key, _) in keys.iter().zip(posted).filter(|(_, p)| *p) {
                     if shared.stop(key) {
+                        crate::metrics::stop_honoured();
                         tracing::info!(worker_id = %shared.id, stop_key = %key, "stopping an attempt at the scheduler's request");
                     }
                 }

@@ -84,14 +84,20 @@ impl MemoryBroker {
     }
 
     /// Appends to an existing queue and hands out what consumers can take.
-    fn publish(&self, queue: &str, payload: Vec<u8>) -> BrokerResult<()> {
+    /// `traceparent` travels with the message, as RabbitMQ's header does.
+    fn publish(
+        &self,
+        queue: &str,
+        payload: Vec<u8>,
+        traceparent: Option<String>,
+    ) -> BrokerResult<()> {
         let mut state = self.shared.lock();
         let Some(q) = state.queues.get_mut(queue) else {
             return Err(BrokerError::Refused(format!(
                 "no queue {queue:?}: publish for a worker that never declared its queue"
             )));
         };
-        q.push_back(Message::new(payload));
+        q.push_back(Message::new(payload, traceparent));
         q.pump(&Arc::downgrade(&self.shared));
         Ok(())
     }
@@ -157,22 +163,22 @@ impl Broker for MemoryBroker {
     async fn dispatch_publish(&self, worker_id: &str, msg: &DispatchMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let queue = self.worker_queue(worker_id)?;
-        self.publish(&queue, body)
+        self.publish(&queue, body, kairos_core::trace::dispatch_traceparent(msg))
     }
 
     async fn result_publish(&self, msg: &ResultMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
-        self.publish(&self.names().results_queue(), body)
+        self.publish(&self.names().results_queue(), body, None)
     }
 
     async fn heartbeat_publish(&self, msg: &HeartbeatMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
-        self.publish(&self.names().heartbeats_queue(), body)
+        self.publish(&self.names().heartbeats_queue(), body, None)
     }
 
     async fn log_publish(&self, msg: &LogMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
-        self.publish(&self.names().logs_queue(), body)
+        self.publish(&self.names().logs_queue(), body, None)
     }
 
     async fn dispatch_consume(
@@ -294,6 +300,8 @@ mod tests {
             at,
             handlers: None,
             group: None,
+            incarnation: None,
+            held: None,
         }
     }
 

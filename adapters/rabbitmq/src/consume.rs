@@ -75,10 +75,12 @@ impl Stream for AmqpStream {
                     .reroute
                     .as_ref()
                     .and_then(|names| rejected_by(&d.properties, names));
+                let traceparent = traceparent(&d.properties);
                 Poll::Ready(Some(Delivery {
                     payload: d.data,
                     redelivered: d.redelivered,
                     rejected_by,
+                    traceparent,
                     acker: Box::new(AmqpAcker {
                         acker: d.acker,
                         shown: this.shown.clone(),
@@ -145,6 +147,20 @@ impl Acker for AmqpAcker {
 
 /// The worker whose queue dead-lettered a message: the `queue` of the first
 /// (most recent) `x-death` entry, mapped back to a worker id.
+/// The `traceparent` header, if the publisher set one.
+fn traceparent(props: &BasicProperties) -> Option<String> {
+    match props
+        .headers()
+        .as_ref()?
+        .inner()
+        .get(super::publish::TRACEPARENT)?
+    {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.as_str().to_owned()),
+        _ => None,
+    }
+}
+
 fn rejected_by(props: &BasicProperties, names: &Names) -> Option<String> {
     let headers = props.headers().as_ref()?;
     let AMQPValue::FieldArray(deaths) = headers.inner().get("x-death")? else {

@@ -54,13 +54,49 @@ impl std::fmt::Debug for AmqpBroker {
     }
 }
 
+/// The type of the shared queues (results, reroute, heartbeats). Worker
+/// queues stay classic: each lives only as long as its worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum QueueType {
+    /// Classic queues: one node, RabbitMQ's default.
+    #[default]
+    Classic,
+    /// Quorum queues: replicated, the type RabbitMQ recommends for data safety.
+    Quorum,
+}
+
+impl std::str::FromStr for QueueType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "classic" => Ok(QueueType::Classic),
+            "quorum" => Ok(QueueType::Quorum),
+            other => Err(format!(
+                "unknown queue type {other:?} (expected classic or quorum)"
+            )),
+        }
+    }
+}
+
 impl AmqpBroker {
     /// Connects to `url` (`amqp://user:pass@host:port/vhost`) and declares the
     /// shared topology under `names`. The connection is named after the
     /// namespace in the management UI. Fails with
     /// [`BrokerError::Unavailable`] naming the URL (password masked).
     pub async fn connect(url: &str, names: Names) -> BrokerResult<AmqpBroker> {
-        let link = LinkHandle::connect(url, names.clone()).await?;
+        Self::connect_with(url, names, QueueType::Classic).await
+    }
+
+    /// Like [`AmqpBroker::connect`], declaring the shared queues (results,
+    /// reroute, heartbeats) as `queue_type`. Every process of a deployment
+    /// must use the same type: RabbitMQ refuses to redeclare a queue as
+    /// another type.
+    pub async fn connect_with(
+        url: &str,
+        names: Names,
+        queue_type: QueueType,
+    ) -> BrokerResult<AmqpBroker> {
+        let link = LinkHandle::connect(url, names.clone(), queue_type).await?;
         Ok(AmqpBroker {
             names,
             link: Arc::new(link),
@@ -177,25 +213,34 @@ impl Broker for AmqpBroker {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
         let exchange = self.names.dispatch_exchange();
-        publish::publish(&link, &exchange, worker_id, &body, true).await
+        let trace = kairos_core::trace::dispatch_traceparent(msg);
+        publish::publish(&link, &exchange, worker_id, &body, true, trace).await
     }
 
     async fn result_publish(&self, msg: &ResultMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.results_queue(), &body, true).await
+        publish::publish(&link, "", &self.names.results_queue(), &body, true, None).await
     }
 
     async fn heartbeat_publish(&self, msg: &HeartbeatMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.heartbeats_queue(), &body, false).await
+        publish::publish(
+            &link,
+            "",
+            &self.names.heartbeats_queue(),
+            &body,
+            false,
+            None,
+        )
+        .await
     }
 
     async fn log_publish(&self, msg: &LogMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.logs_queue(), &body, true).await
+        publish::publish(&link, "", &self.names.logs_queue(), &body, true, None).await
     }
 
     async fn dispatch_consume(

@@ -14,6 +14,7 @@ use lapin::uri::AMQPUri;
 use lapin::{Channel, Connection, ConnectionProperties, ErrorKind, ExchangeKind};
 use tracing::{info, warn};
 
+use super::QueueType;
 use super::publish::Publishers;
 use super::{OP_TIMEOUT, short};
 use kairos_core::broker::{BrokerError, BrokerResult};
@@ -35,13 +36,18 @@ pub(super) struct LinkHandle {
     props: ConnectionProperties,
     shown: Arc<str>,
     names: Names,
+    queue_type: QueueType,
     current: RwLock<Arc<Link>>,
     /// Serialises reconnects; holds the last failure and when it happened.
     reconnect: tokio::sync::Mutex<Option<(Instant, String)>>,
 }
 
 impl LinkHandle {
-    pub(super) async fn connect(url: &str, names: Names) -> BrokerResult<LinkHandle> {
+    pub(super) async fn connect(
+        url: &str,
+        names: Names,
+        queue_type: QueueType,
+    ) -> BrokerResult<LinkHandle> {
         let shown: Arc<str> = kairos_core::redact::redact_url(url).into();
         let mut uri: AMQPUri = url
             .parse()
@@ -50,12 +56,13 @@ impl LinkHandle {
             uri.query.heartbeat = Some(HEARTBEAT_SECS);
         }
         let props = ConnectionProperties::default().with_connection_name(names.namespace().into());
-        let link = Link::open(&uri, &props, &shown, &names).await?;
+        let link = Link::open(&uri, &props, &shown, &names, queue_type).await?;
         Ok(LinkHandle {
             uri,
             props,
             shown,
             names,
+            queue_type,
             current: RwLock::new(Arc::new(link)),
             reconnect: tokio::sync::Mutex::new(None),
         })
@@ -95,7 +102,15 @@ impl LinkHandle {
             return Err(BrokerError::Unavailable(why.clone()));
         }
         warn!(url = %self.shown, "RabbitMQ connection broken; reconnecting");
-        match Link::open(&self.uri, &self.props, &self.shown, &self.names).await {
+        match Link::open(
+            &self.uri,
+            &self.props,
+            &self.shown,
+            &self.names,
+            self.queue_type,
+        )
+        .await
+        {
             Ok(fresh) => {
                 let fresh = Arc::new(fresh);
                 let old = std::mem::replace(
@@ -131,6 +146,7 @@ impl Link {
         props: &ConnectionProperties,
         shown: &Arc<str>,
         names: &Names,
+        queue_type: QueueType,
     ) -> BrokerResult<Link> {
         let connect = Connection::connect_uri(uri.clone(), props.clone());
         let conn = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
@@ -152,11 +168,11 @@ impl Link {
             poisoned: AtomicBool::new(false),
             shown: shown.clone(),
         };
-        link.declare_topology(names).await?;
+        link.declare_topology(names, queue_type).await?;
         Ok(link)
     }
 
-    async fn declare_topology(&self, names: &Names) -> BrokerResult<()> {
+    async fn declare_topology(&self, names: &Names, queue_type: QueueType) -> BrokerResult<()> {
         let ch = self.temp_channel().await?;
         let durable = ExchangeDeclareOptions {
             durable: true,
@@ -179,7 +195,15 @@ impl Link {
             (names.heartbeats_queue(), heartbeat_args),
             (names.logs_queue(), FieldTable::default()),
         ];
-        for (name, args) in queues {
+        for (name, mut args) in queues {
+            if queue_type == QueueType::Quorum {
+                // Replicated across the cluster (Raft); RabbitMQ's choice for
+                // data safety. A queue cannot change type once declared.
+                args.insert(
+                    "x-queue-type".into(),
+                    AMQPValue::LongString("quorum".into()),
+                );
+            }
             let op = ch.queue_declare(short(&name)?, QueueDeclareOptions::durable(), args);
             self.bounded("queue.declare", op).await?;
         }

@@ -81,18 +81,30 @@ impl Publishers {
 
 /// Publishes `body` with `mandatory` set and waits for the confirm. A message
 /// no queue takes comes back as [`BrokerError::Refused`].
+/// AMQP header carrying the W3C trace context.
+pub(super) const TRACEPARENT: &str = "traceparent";
+
 pub(super) async fn publish(
     link: &Link,
     exchange: &str,
     routing_key: &str,
     body: &[u8],
     persistent: bool,
+    traceparent: Option<String>,
 ) -> BrokerResult<()> {
     let exchange_name = short(exchange)?;
     let key = short(routing_key)?;
-    let props = BasicProperties::default()
+    let mut props = BasicProperties::default()
         .with_content_type("application/json".into())
         .with_delivery_mode(if persistent { 2 } else { 1 });
+    if let Some(trace) = traceparent {
+        let mut headers = lapin::types::FieldTable::default();
+        headers.insert(
+            TRACEPARENT.into(),
+            lapin::types::AMQPValue::LongString(trace.into()),
+        );
+        props = props.with_headers(headers);
+    }
     let options = BasicPublishOptions {
         mandatory: true,
         immediate: false,

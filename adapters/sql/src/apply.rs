@@ -18,7 +18,7 @@ use super::rows::{self, EXEC_COLS, R, select_list};
 use super::stmt::{fetch_by_ids, from_u64, marks};
 use kairos_core::callback::Callback;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
-use kairos_core::outcome::{self, Continuation, ExecSnapshot, Plan, Verdict};
+use kairos_core::outcome::{self, Continuation, ExecSnapshot, Origin, Plan, Verdict};
 use kairos_core::store::{Applied, StoreResult};
 use kairos_core::time::Millis;
 use sqlx::AnyConnection;
@@ -31,6 +31,8 @@ pub(crate) struct Input<'a> {
     pub(crate) verdict: Verdict,
     /// Reporting worker (`None` for verdicts: the execution keeps its own).
     pub(crate) worker_id: Option<&'a str>,
+    /// Reporting worker process, if the worker says.
+    pub(crate) incarnation: Option<&'a str>,
     pub(crate) output: Option<&'a serde_json::Value>,
     pub(crate) error: Option<&'a str>,
     /// When it happened.
@@ -63,12 +65,22 @@ impl SqlStore {
         let mut tx = self.begin().await?;
         let (mut execs, mut jobs) = self.load(&mut tx, inputs).await?;
         self.count_live(&mut tx, &mut jobs).await?;
+        let retired = self.retired_among(&mut tx, inputs).await?;
         let mut tail = Tail::default();
         let mut out = Vec::with_capacity(inputs.len());
         for input in inputs {
             let new_status = match execs.get_mut(input.execution_id) {
-                Some(exec) => match jobs.get_mut(&exec.job_id) {
-                    Some(job) => apply_one(exec, job, input, now, &mut tail),
+                Some((exec, held_by)) => match jobs.get_mut(&exec.job_id) {
+                    Some(job) => {
+                        let origin = match input.worker_id {
+                            None => Origin::Scheduler,
+                            Some(_) => Origin::Worker {
+                                incarnation: input.incarnation,
+                                retired: input.incarnation.is_some_and(|i| retired.contains(i)),
+                            },
+                        };
+                        apply_one(exec, held_by, job, input, origin, now, &mut tail)
+                    }
                     None => None,
                 },
                 None => None,
@@ -79,7 +91,9 @@ impl SqlStore {
                 new_status,
             });
         }
-        self.write_executions(&mut tx, &execs, &tail.executions, now)
+        let rows: HashMap<String, Execution> =
+            execs.into_iter().map(|(id, (e, _))| (id, e)).collect();
+        self.write_executions(&mut tx, &rows, &tail.executions, now)
             .await?;
         self.write_jobs(&mut tx, &tail.jobs, now).await?;
         inserts::events(&mut tx, &tail.events).await?;
@@ -93,7 +107,7 @@ impl SqlStore {
         &self,
         conn: &mut AnyConnection,
         inputs: &[Input<'_>],
-    ) -> StoreResult<(HashMap<String, Execution>, HashMap<String, JobState>)> {
+    ) -> StoreResult<(Loaded, HashMap<String, JobState>)> {
         let mut seen = HashSet::new();
         let ids: Vec<&str> = inputs
             .iter()
@@ -103,7 +117,7 @@ impl SqlStore {
         let lock = self.dialect().for_update();
         let found = fetch_by_ids(conn, &ids, |n| {
             format!(
-                "SELECT {}, j.status AS job_status, j.schedule_kind AS schedule_kind, \
+                "SELECT {}, e.incarnation AS held_by, j.status AS job_status, j.schedule_kind AS schedule_kind, \
                  j.next_trigger_at AS next_trigger_at, j.max_attempts AS max_attempts, \
                  j.retry_backoff_ms AS retry_backoff_ms, j.timeout_ms AS timeout_ms, \
                  j.callback_url AS callback_url, j.delay_ms AS delay_ms, j.end_at AS end_at \
@@ -117,6 +131,7 @@ impl SqlStore {
         let mut jobs = HashMap::new();
         for row in &found {
             let exec = rows::execution(row)?;
+            let held_by = R::new(row, "executions").opt_string("held_by")?;
             let r = R::new(row, "jobs");
             let job = JobState {
                 status: r.job_status("job_status")?,
@@ -127,17 +142,49 @@ impl SqlStore {
                 live: 0,
             };
             jobs.insert(exec.job_id.clone(), job);
-            execs.insert(exec.id.clone(), exec);
+            execs.insert(exec.id.clone(), (exec, held_by));
         }
         Ok((execs, jobs))
     }
+
+    /// The incarnations among the inputs' that a later process of their
+    /// worker replaced.
+    async fn retired_among(
+        &self,
+        conn: &mut AnyConnection,
+        inputs: &[Input<'_>],
+    ) -> StoreResult<HashSet<String>> {
+        let mut seen = HashSet::new();
+        let incs: Vec<&str> = inputs
+            .iter()
+            .filter_map(|i| i.incarnation)
+            .filter(|i| seen.insert(*i))
+            .collect();
+        fetch_by_ids(conn, &incs, |n| {
+            format!(
+                "SELECT incarnation FROM worker_incarnations WHERE incarnation IN ({}) \
+                 AND retired_at IS NOT NULL",
+                marks(n)
+            )
+        })
+        .await?
+        .iter()
+        .map(|row| R::new(row, "worker_incarnations").string("incarnation"))
+        .collect()
+    }
 }
+
+/// Loaded executions by id, each with the incarnation that started its
+/// current attempt.
+type Loaded = HashMap<String, (Execution, Option<String>)>;
 
 /// Plans and applies one input; the state it moved the execution to, if any.
 fn apply_one(
     exec: &mut Execution,
+    held_by: &mut Option<String>,
     job: &mut JobState,
     input: &Input<'_>,
+    origin: Origin<'_>,
     now: Millis,
     tail: &mut Tail,
 ) -> Option<ExecStatus> {
@@ -150,8 +197,9 @@ fn apply_one(
         others_live: job.live > own,
         stop_requested: exec.stop_requested_at.is_some(),
         retry: job.retry,
+        incarnation: held_by.clone(),
     };
-    let plan = outcome::plan(&snapshot, input.verdict, input.attempt, now)?;
+    let plan = outcome::plan(&snapshot, input.verdict, input.attempt, origin, now)?;
     // `plan` only proposes legal moves; this keeps the guard a
     // conditional `UPDATE` used to give.
     if !plan.exec.allowed_from(exec.status) {
@@ -160,10 +208,14 @@ fn apply_one(
     let applied = match plan.exec {
         ExecTransition::Start => {
             start(exec, job, input, tail);
+            *held_by = input.incarnation.map(str::to_string);
+            tail.executions.held_by(&exec.id, held_by.clone());
             true
         }
         ExecTransition::Retry => {
             retry(exec, &plan, input, now, tail);
+            *held_by = None;
+            tail.executions.held_by(&exec.id, None);
             true
         }
         ExecTransition::Succeed

@@ -24,6 +24,8 @@ pub(super) struct TouchedExecutions {
     seen: HashSet<String>,
     /// New `deadline_at` of the executions whose deadline changed.
     deadlines: HashMap<String, Option<Millis>>,
+    /// New `incarnation` of the executions started or retried.
+    incarnations: HashMap<String, Option<String>>,
 }
 
 impl TouchedExecutions {
@@ -35,6 +37,12 @@ impl TouchedExecutions {
         if let Some(d) = deadline {
             self.deadlines.insert(id.to_string(), d);
         }
+    }
+
+    /// Records which worker process holds `id`'s current attempt (`None`
+    /// after a retry: nobody yet).
+    pub(super) fn held_by(&mut self, id: &str, incarnation: Option<String>) {
+        self.incarnations.insert(id.to_string(), incarnation);
     }
 }
 
@@ -130,6 +138,18 @@ impl SqlStore {
             if !with_deadline.is_empty() {
                 sets.push(case("deadline_at", with_deadline.len(), true));
             }
+            let with_incarnation: Vec<(&str, Option<String>)> = chunk
+                .iter()
+                .filter_map(|e| {
+                    touched
+                        .incarnations
+                        .get(&e.id)
+                        .map(|i| (e.id.as_str(), i.clone()))
+                })
+                .collect();
+            if !with_incarnation.is_empty() {
+                sets.push(case("incarnation", with_incarnation.len(), true));
+            }
             let sql = format!(
                 "UPDATE executions SET {}, updated_at = ? WHERE id IN ({})",
                 sets.join(", "),
@@ -149,6 +169,9 @@ impl SqlStore {
             query = each(query, chunk, |q, e| q.bind(e.finished_at));
             for (id, deadline) in &with_deadline {
                 query = query.bind(id.to_string()).bind(*deadline);
+            }
+            for (id, incarnation) in with_incarnation {
+                query = query.bind(id.to_string()).bind(incarnation);
             }
             query = query.bind(now);
             for e in chunk {

@@ -8,7 +8,7 @@ use super::rows::{self, CALLBACK_COLS, select_list};
 use super::stmt::{CHUNK, marks, q};
 use async_trait::async_trait;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
-use kairos_core::store::{CallbackNext, CallbackStore, StoreResult};
+use kairos_core::store::{CallbackBacklog, CallbackNext, CallbackStore, StoreResult};
 use kairos_core::time::Millis;
 use std::collections::HashMap;
 
@@ -106,6 +106,34 @@ impl CallbackStore for SqlStore {
         .fetch_one(self.read())
         .await
         .map_err(db_err)
+    }
+
+    async fn callbacks_backlog(&self) -> StoreResult<CallbackBacklog> {
+        // Each query reads one range of the (state, next_attempt_at) index;
+        // delivered rows, the bulk of the table, are never touched.
+        let pending = CallbackState::Pending.as_str();
+        let retrying: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM callbacks WHERE state = ? AND attempts > 0")
+                .bind(pending)
+                .fetch_one(self.read())
+                .await
+                .map_err(db_err)?;
+        let dead: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM callbacks WHERE state = ?")
+            .bind(CallbackState::Dead.as_str())
+            .fetch_one(self.read())
+            .await
+            .map_err(db_err)?;
+        let oldest_pending_at: Option<Millis> =
+            sqlx::query_scalar("SELECT MIN(created_at) FROM callbacks WHERE state = ?")
+                .bind(pending)
+                .fetch_one(self.read())
+                .await
+                .map_err(db_err)?;
+        Ok(CallbackBacklog {
+            retrying: u64::try_from(retrying).unwrap_or(0),
+            dead: u64::try_from(dead).unwrap_or(0),
+            oldest_pending_at,
+        })
     }
 
     async fn callbacks_for_execution(

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use kairos_core::execution::{ExecEvent, ExecStatus, ExecTransition, Execution};
 use kairos_core::job::Job;
 use kairos_core::outcome::Verdict;
-use kairos_core::protocol::ResultMsg;
+use kairos_core::protocol::{ResultMsg, incarnation_id};
 use kairos_core::store::{
     Applied, Claim, DispatchWork, DispatchedTo, ExecutionStore, HeldAttempt, Marked, Page,
     StopRequest, StoreResult,
@@ -83,6 +83,7 @@ impl ExecutionStore for SqlStore {
                 attempt: r.attempt,
                 verdict: Verdict::of_result(r),
                 worker_id: Some(&r.worker_id),
+                incarnation: incarnation_id(&r.incarnation),
                 output: r.output.as_ref(),
                 error: r.error.as_deref(),
                 at: r.at,
@@ -105,6 +106,7 @@ impl ExecutionStore for SqlStore {
                 attempt: *attempt,
                 verdict,
                 worker_id: None,
+                incarnation: None,
                 output: None,
                 error: Some(reason),
                 at: now,
@@ -126,8 +128,8 @@ impl ExecutionStore for SqlStore {
         // What a worker holds is exactly what losing it may move.
         let from = ExecTransition::Lose.from_states();
         let sql = format!(
-            "SELECT id, attempt, status FROM executions WHERE worker_id = ? AND status IN ({}) \
-             ORDER BY id",
+            "SELECT id, attempt, status, incarnation, dispatched_at, started_at FROM executions \
+             WHERE worker_id = ? AND status IN ({}) ORDER BY id",
             marks(from.len())
         );
         let found = bind_names(q(sql).bind(worker_id), from.iter().map(|s| s.as_str()))
@@ -142,6 +144,9 @@ impl ExecutionStore for SqlStore {
                     execution_id: r.string("id")?,
                     attempt: r.u32("attempt")?,
                     status: r.exec_status("status")?,
+                    incarnation: r.opt_string("incarnation")?,
+                    dispatched_at: r.opt_i64("dispatched_at")?,
+                    started_at: r.opt_i64("started_at")?,
                 })
             })
             .collect()
@@ -160,6 +165,29 @@ impl ExecutionStore for SqlStore {
         let found = sqlx::query(sql)
             .bind(ExecStatus::Running.as_str())
             .bind(now.saturating_sub(margin_ms))
+            .bind(i64::from(limit))
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
+        attempts(&found)
+    }
+
+    async fn executions_find_unbounded(
+        &self,
+        now: Millis,
+        limit_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<(String, u32)>> {
+        // A started attempt counts from its start, an unstarted one from its
+        // dispatch; attempts with a time limit of their own are the
+        // deadline's business.
+        let sql = "SELECT id, attempt FROM executions WHERE status IN (?, ?) \
+                   AND deadline_at IS NULL AND COALESCE(started_at, dispatched_at) < ? \
+                   ORDER BY COALESCE(started_at, dispatched_at) LIMIT ?";
+        let found = sqlx::query(sql)
+            .bind(ExecStatus::Dispatched.as_str())
+            .bind(ExecStatus::Running.as_str())
+            .bind(now.saturating_sub(limit_ms))
             .bind(i64::from(limit))
             .fetch_all(self.read())
             .await

@@ -2,14 +2,13 @@
 //! list with keyset paging, and the caller's control operations.
 
 use super::SqlStore;
-use super::error::{db_err, is_unique_violation, retrying};
+use super::error::{db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, JOB_COLS, select_list};
-use super::sched_cols::{bind_schedule_head, bind_schedule_tail, schedule_columns};
 use super::stmt::{CHUNK, bind_names, marks, q};
 use async_trait::async_trait;
 use kairos_core::execution::{ExecStatus, ExecTransition};
-use kairos_core::job::{Job, JobStatus, JobTransition, NewJob};
+use kairos_core::job::{Job, JobTransition, NewJob};
 use kairos_core::store::{
     ControlOutcome, CreateOutcome, JobFilter, JobStore, JobUpdate, Page, StoreResult, UpdateOutcome,
 };
@@ -20,9 +19,6 @@ use sqlx::AnyConnection;
 pub(crate) const DEFAULT_PAGE: u32 = 50;
 /// Largest page served.
 pub(crate) const MAX_PAGE: u32 = 1_000;
-
-/// Version of a newly created job.
-const FIRST_VERSION: i64 = 1;
 
 pub(crate) fn page_size(limit: u32) -> u32 {
     if limit == 0 {
@@ -205,75 +201,11 @@ impl SqlStore {
 #[async_trait]
 impl JobStore for SqlStore {
     async fn job_create(&self, job: NewJob) -> StoreResult<CreateOutcome> {
-        let cols = schedule_columns(&job.schedule);
-        let sql = format!(
-            "INSERT INTO jobs ({}) VALUES ({})",
-            JOB_COLS.join(", "),
-            marks(JOB_COLS.len())
-        );
-        let query = q(sql)
-            .bind(job.id.as_str())
-            .bind(job.tenant.as_str())
-            .bind(job.name.as_str())
-            .bind(job.handler.as_str())
-            .bind(job.params.to_string());
-        let query = bind_schedule_head(query, &cols)
-            .bind(job.next_trigger_at)
-            .bind(JobStatus::Scheduled.as_str())
-            .bind(FIRST_VERSION)
-            .bind(job.callback_url.as_deref())
-            .bind(job.client_request_id.as_deref())
-            .bind(job.request_hash.as_deref())
-            .bind(i64::from(job.retry.max_attempts))
-            .bind(super::stmt::from_u64(job.retry.backoff_ms))
-            .bind(job.timeout_ms.map(super::stmt::from_u64))
-            .bind(job.created_at)
-            .bind(job.created_at);
-        let inserted = bind_schedule_tail(query, &cols)
-            .bind(job.worker_group.as_deref())
-            .execute(self.write())
-            .await;
-        match inserted {
-            Ok(_) => Ok(CreateOutcome::Created(Job {
-                id: job.id,
-                tenant: job.tenant,
-                name: job.name,
-                handler: job.handler,
-                params: job.params,
-                schedule: job.schedule,
-                next_trigger_at: Some(job.next_trigger_at),
-                status: JobStatus::Scheduled,
-                version: FIRST_VERSION,
-                callback_url: job.callback_url,
-                client_request_id: job.client_request_id,
-                request_hash: job.request_hash,
-                retry: job.retry,
-                timeout_ms: job.timeout_ms,
-                worker_group: job.worker_group,
-                created_at: job.created_at,
-                updated_at: job.created_at,
-            })),
-            Err(e) if is_unique_violation(&e) => {
-                let Some(key) = job.client_request_id.as_deref() else {
-                    return Err(db_err(e));
-                };
-                let sql = format!(
-                    "{} WHERE j.tenant = ? AND j.client_request_id = ?",
-                    job_select()
-                );
-                let row = q(sql)
-                    .bind(job.tenant.as_str())
-                    .bind(key)
-                    .fetch_optional(self.write())
-                    .await
-                    .map_err(db_err)?;
-                match row {
-                    Some(row) => Ok(CreateOutcome::Existing(rows::job(&row)?)),
-                    None => Err(db_err(e)),
-                }
-            }
-            Err(e) => Err(db_err(e)),
-        }
+        self.inner.creates.submit(job).await
+    }
+
+    async fn jobs_create_many(&self, jobs: Vec<NewJob>) -> StoreResult<Vec<CreateOutcome>> {
+        retrying(|| super::create::create_together(self, jobs.clone())).await
     }
 
     async fn job_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Job>> {

@@ -42,10 +42,11 @@
 //! | `triggers_claim` | fence upsert + fence read + 1 locking job read + 1 update of every claimed job (`CASE id`, version-checked) + 1 execution insert + 1 event insert (+1 read when a trigger already had an execution; +1 read of live executions when a job's overlap policy is not `allow` or its window closes; with `replace`, +1 cancel and +1 stop-request update; +1 callback insert for skipped or cancelled executions with a callback URL) |
 //! | `executions_mark_dispatched` | 1 locking read + 1 update per (worker, attempt) group (usually one) + 1 event insert |
 //! | `executions_requeue_unstarted` | 1 locking read + 1 update per attempt number + 1 event insert |
-//! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end: one-shots and closed windows) + 1 update of every changed execution and 1 of every changed job (`CASE id`, 200 rows a statement) + 1 event insert + 1 callback insert (if any) |
-//! | `executions_find_unpublished`, `executions_find_overdue` | 1 |
+//! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end: one-shots and closed windows) + 1 read of retired incarnations (results that carry one) + 1 update of every changed execution and 1 of every changed job (`CASE id`, 200 rows a statement) + 1 event insert + 1 callback insert (if any) |
+//! | `executions_find_unpublished`, `executions_find_overdue`, `executions_find_unbounded` | 1 |
 //! | `callbacks_claim_due` | 1 read + 1 lease update + 1 read back |
-//! | `workers_record_heartbeats` | 1 upsert |
+//! | `workers_record_heartbeats` | 1 locking read of the workers + 1 read of retired incarnations + 1 upsert (+1 insert and 1 update per worker whose incarnation changed) |
+//! | `worker_ledger`, `executions_in_flight_on` | 2 reads, 1 read |
 //! | `job_create` | 1 insert (+1 read when the idempotency key exists) |
 //! | `job_pause`/`resume`/`cancel` | 1 update + 1 read (cancel: + 1 locking read, 1 update, 1 event insert, 1 callback insert for its pending executions, 1 stop-request update for its running ones) |
 //! | `job_update` | 1 locking read + 1 update + 1 read (+1 read of live executions when the schedule changed) |
@@ -66,6 +67,7 @@ mod apply_rows;
 mod callbacks;
 mod claim;
 mod confirm;
+mod create;
 mod dispatch;
 mod error;
 mod history;
@@ -138,6 +140,8 @@ struct Inner {
     dialect: Dialect,
     read: AnyPool,
     write: AnyPool,
+    /// Writes concurrent `job_create`s together (group commit).
+    creates: create::Committer,
 }
 
 impl SqlStore {
@@ -171,13 +175,13 @@ impl SqlStore {
             }
             Dialect::Sqlite => sqlite_pools(url).await.map_err(unavailable)?,
         };
-        Ok(SqlStore {
-            inner: Arc::new(Inner {
-                dialect,
-                read,
-                write,
-            }),
-        })
+        let inner = Arc::new_cyclic(|me| Inner {
+            dialect,
+            read,
+            write,
+            creates: create::Committer::start(me.clone(), dialect),
+        });
+        Ok(SqlStore { inner })
     }
 
     /// Applies the embedded schema of this store's database (idempotent).

@@ -23,6 +23,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         include_str!("../migrations/mysql/0002_schedules.sql"),
     ),
     (
+        3,
+        "incarnations",
+        include_str!("../migrations/mysql/0003_incarnations.sql"),
+    ),
+    (
         4,
         "handlers logs",
         include_str!("../migrations/mysql/0004_handlers_logs.sql"),
@@ -40,6 +45,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         2,
         "schedules",
         include_str!("../migrations/sqlite/0002_schedules.sql"),
+    ),
+    (
+        3,
+        "incarnations",
+        include_str!("../migrations/sqlite/0003_incarnations.sql"),
     ),
     (
         4,

@@ -240,6 +240,8 @@ fn beat(id: &str, active: u32, at: i64) -> HeartbeatMsg {
         at,
         handlers: None,
         group: None,
+        incarnation: None,
+        held: None,
     }
 }
 

@@ -88,6 +88,9 @@ async fn unpublished_and_requeued_work(store: SqlStore) {
         execution_id: w.execution_id.clone(),
         attempt: 1,
         status: *status,
+        incarnation: None,
+        dispatched_at: Some(T0),
+        started_at: (*status == ExecStatus::Running).then_some(T0),
     })
     .collect();
     expected.sort_by(|a, b| a.execution_id.cmp(&b.execution_id));

@@ -31,6 +31,8 @@ fn beat(id: &str, handlers: Option<&[&str]>, group: Option<&str>) -> HeartbeatMs
         at: T0,
         handlers: handlers.map(|h| h.iter().map(|s| s.to_string()).collect()),
         group: group.map(str::to_string),
+        incarnation: None,
+        held: None,
     }
 }
 

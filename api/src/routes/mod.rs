@@ -1,6 +1,7 @@
 //! The routes, one file per resource, collected into an [`OpenApiRouter`] so
 //! every handler is documented by its own annotation.
 
+mod batch;
 mod callbacks;
 mod control;
 mod executions;
@@ -18,6 +19,7 @@ use utoipa_axum::routes;
 pub(crate) fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(crate::openapi::base())
         .routes(routes!(jobs::create_job, jobs::list_jobs))
+        .routes(routes!(batch::create_jobs))
         .routes(routes!(
             jobs::get_job,
             control::cancel_job,

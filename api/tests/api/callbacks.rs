@@ -43,6 +43,7 @@ async fn succeed_first_trigger(app: &App, job_id: &str) -> String {
         error: None,
         at: now_ms(),
         retryable: None,
+        incarnation: None,
     };
     app.store
         .results_apply(std::slice::from_ref(&result), now_ms())

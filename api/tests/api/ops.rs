@@ -168,6 +168,8 @@ pub async fn workers_are_listed(app: App) {
         at: now,
         handlers: None,
         group: None,
+        incarnation: None,
+        held: None,
     };
     app.store
         .workers_record_heartbeats(&[beat], now)

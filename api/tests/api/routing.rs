@@ -41,6 +41,8 @@ async fn beat(app: &App, handlers: &[&str], group: Option<&str>) {
         at: now,
         handlers: Some(handlers.iter().map(|h| h.to_string()).collect()),
         group: group.map(str::to_string),
+        incarnation: None,
+        held: None,
     };
     app.store
         .workers_record_heartbeats(&[beat], now)

@@ -102,6 +102,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
                 error,
                 at: now,
                 retryable: None,
+                incarnation: None,
             }],
             now,
         )

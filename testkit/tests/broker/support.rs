@@ -148,5 +148,6 @@ pub fn result(i: u32) -> ResultMsg {
         error: None,
         at: 1_760_000_000_000,
         retryable: None,
+        incarnation: None,
     }
 }

@@ -33,16 +33,18 @@ pub(super) struct Message {
     payload: Vec<u8>,
     pub(super) redelivered: bool,
     rejected_by: Option<String>,
+    traceparent: Option<String>,
     /// For expiry; kept across requeues, as RabbitMQ does.
     enqueued: Instant,
 }
 
 impl Message {
-    pub(super) fn new(payload: Vec<u8>) -> Message {
+    pub(super) fn new(payload: Vec<u8>, traceparent: Option<String>) -> Message {
         Message {
             payload,
             redelivered: false,
             rejected_by: None,
+            traceparent,
             enqueued: Instant::now(),
         }
     }
@@ -53,6 +55,7 @@ impl Message {
             payload: self.payload,
             redelivered: false,
             rejected_by: Some(worker),
+            traceparent: self.traceparent,
             enqueued: Instant::now(),
         }
     }
@@ -183,6 +186,7 @@ impl Queue {
                 payload: msg.payload.clone(),
                 redelivered: msg.redelivered,
                 rejected_by: msg.rejected_by.clone(),
+                traceparent: msg.traceparent.clone(),
                 acker: Box::new(MemoryAcker::new(
                     shared.clone(),
                     self.name.clone(),

@@ -161,6 +161,7 @@ pub fn result(work: &DispatchWork, attempt: u32, kind: ResultKind, at: Millis) -
             .then(|| "boom".to_string()),
         at,
         retryable: None,
+        incarnation: None,
     }
 }
 

@@ -1,0 +1,316 @@
+//! Job creation, many rows per transaction: the group commit behind
+//! `job_create` and the one transaction behind `jobs_create_many`.
+//!
+//! A commit costs the same for one row as for a hundred, so concurrent
+//! creates are written together. [`Committer`] takes every create that is
+//! waiting when it is free (no fixed window: an idle store adds no latency,
+//! a busy one gets large batches), writes them with multi-row inserts in one
+//! transaction, and answers each caller only after that commit. A few batches
+//! may be in flight at once on MySQL; SQLite has one writer anyway.
+//!
+//! Idempotency stays per request: `(tenant, client_request_id)` pairs already
+//! stored are answered `Existing` without inserting, and a pair repeated
+//! within one batch is inserted once and answered `Existing` for the rest.
+//! If the batch still fails (a concurrent create on another API instance won
+//! the unique key, or one row is bad), every job is retried on its own, so
+//! one request's error never fails the others.
+
+use super::error::{db_err, is_unique_violation};
+use super::rows::{self, JOB_COLS, select_list};
+use super::sched_cols::{bind_schedule_head, bind_schedule_tail, schedule_columns};
+use super::stmt::{Q, marks, q, row_marks};
+use super::{Dialect, Inner, SqlStore};
+use kairos_core::job::{Job, JobStatus, NewJob};
+use kairos_core::store::{CreateOutcome, StoreError, StoreResult};
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+/// Version of a newly created job.
+pub(crate) const FIRST_VERSION: i64 = 1;
+/// Most creates written in one transaction by the committer.
+const MAX_GROUP: usize = 256;
+/// Rows per `INSERT` statement (27 columns: far below either database's
+/// placeholder limit).
+const ROWS_PER_INSERT: usize = 100;
+/// Creates waiting for the committer before callers wait for room.
+const QUEUE: usize = 4096;
+
+/// One create waiting to be written.
+struct Pending {
+    job: NewJob,
+    reply: oneshot::Sender<StoreResult<CreateOutcome>>,
+}
+
+/// The group committer of one store.
+#[derive(Debug)]
+pub(crate) struct Committer {
+    tx: mpsc::Sender<Pending>,
+}
+
+impl Committer {
+    /// Starts the committer task; it ends when the store is dropped.
+    pub(crate) fn start(store: Weak<Inner>, dialect: Dialect) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        // Batches written at once: a few on MySQL to keep its connections
+        // busy during a commit's fsync; one on SQLite, which has one writer.
+        let in_flight = match dialect {
+            Dialect::MySql => 4,
+            Dialect::Sqlite => 1,
+        };
+        tokio::spawn(run(store, rx, Arc::new(Semaphore::new(in_flight))));
+        Self { tx }
+    }
+
+    /// Creates `job` in the next group commit; answers after that commit.
+    pub(crate) async fn submit(&self, job: NewJob) -> StoreResult<CreateOutcome> {
+        let (reply, answer) = oneshot::channel();
+        let gone = || StoreError::Unavailable("the store is shutting down".into());
+        self.tx
+            .send(Pending { job, reply })
+            .await
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+}
+
+async fn run(store: Weak<Inner>, mut rx: mpsc::Receiver<Pending>, slots: Arc<Semaphore>) {
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let Some(first) = rx.recv().await else {
+            return;
+        };
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(p) => group.push(p),
+                Err(_) => break,
+            }
+        }
+        let Some(inner) = store.upgrade() else {
+            return;
+        };
+        let store = SqlStore { inner };
+        tokio::spawn(async move {
+            let (jobs, replies): (Vec<NewJob>, Vec<_>) =
+                group.into_iter().map(|p| (p.job, p.reply)).unzip();
+            metrics::histogram!("kairos_store_create_group_size").record(jobs.len() as f64);
+            let outcomes = create_each(&store, jobs).await;
+            for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                let _ = reply.send(outcome);
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Creates `jobs` in one transaction if it can, else one by one; one outcome
+/// per job, in order.
+async fn create_each(store: &SqlStore, jobs: Vec<NewJob>) -> Vec<StoreResult<CreateOutcome>> {
+    if jobs.len() == 1 {
+        let job = jobs.into_iter().next().map(|j| create_one(store, j));
+        return match job {
+            Some(one) => vec![one.await],
+            None => Vec::new(),
+        };
+    }
+    match create_together(store, jobs.clone()).await {
+        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+        Err(StoreError::Unavailable(why)) => jobs
+            .iter()
+            .map(|_| Err(StoreError::Unavailable(why.clone())))
+            .collect(),
+        Err(e) => {
+            tracing::debug!(error = %e, rows = jobs.len(), "group commit failed; creating one by one");
+            let mut out = Vec::with_capacity(jobs.len());
+            for job in jobs {
+                out.push(create_one(store, job).await);
+            }
+            out
+        }
+    }
+}
+
+/// Creates every job in one transaction (the group commit and the bulk
+/// endpoint). Fails whole: nothing is written if anything fails.
+pub(crate) async fn create_together(
+    store: &SqlStore,
+    jobs: Vec<NewJob>,
+) -> StoreResult<Vec<CreateOutcome>> {
+    let mut tx = store.begin().await?;
+    let existing = existing_by_key(&mut tx, &jobs).await?;
+    // Which job answers for each (tenant, key): a stored one, or the first
+    // of this batch to use it.
+    let mut owner: HashMap<(String, String), usize> = HashMap::new();
+    let mut fresh = Vec::with_capacity(jobs.len());
+    let mut plan = Vec::with_capacity(jobs.len());
+    for (i, job) in jobs.iter().enumerate() {
+        match &job.client_request_id {
+            Some(key) => {
+                let k = (job.tenant.clone(), key.clone());
+                if let Some(found) = existing.get(&k) {
+                    plan.push(Plan::Stored(Box::new(found.clone())));
+                } else if let Some(first) = owner.get(&k) {
+                    plan.push(Plan::SameAs(*first));
+                } else {
+                    owner.insert(k, i);
+                    fresh.push(job);
+                    plan.push(Plan::Insert);
+                }
+            }
+            None => {
+                fresh.push(job);
+                plan.push(Plan::Insert);
+            }
+        }
+    }
+    for chunk in fresh.chunks(ROWS_PER_INSERT) {
+        let sql = format!(
+            "INSERT INTO jobs ({}) VALUES {}",
+            JOB_COLS.join(", "),
+            row_marks(chunk.len(), JOB_COLS.len())
+        );
+        let mut query = q(sql);
+        for job in chunk {
+            query = bind_job(query, job);
+        }
+        query.execute(&mut *tx).await.map_err(db_err)?;
+    }
+    tx.commit().await.map_err(db_err)?;
+    let created: Vec<Job> = jobs.into_iter().map(created_job).collect();
+    Ok(plan
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| match p {
+            Plan::Insert => CreateOutcome::Created(created[i].clone()),
+            Plan::SameAs(first) => CreateOutcome::Existing(created[first].clone()),
+            Plan::Stored(job) => CreateOutcome::Existing(*job),
+        })
+        .collect())
+}
+
+/// What becomes of one job of a batch.
+enum Plan {
+    Insert,
+    /// Its key was used earlier in the same batch, by this index.
+    SameAs(usize),
+    /// Its key was already stored.
+    Stored(Box<Job>),
+}
+
+/// Stored jobs whose `(tenant, client_request_id)` a job of `jobs` uses.
+async fn existing_by_key(
+    conn: &mut sqlx::AnyConnection,
+    jobs: &[NewJob],
+) -> StoreResult<HashMap<(String, String), Job>> {
+    let mut by_tenant: HashMap<&str, Vec<&str>> = HashMap::new();
+    for job in jobs {
+        if let Some(key) = &job.client_request_id {
+            by_tenant.entry(&job.tenant).or_default().push(key);
+        }
+    }
+    let mut found = HashMap::new();
+    for (tenant, keys) in by_tenant {
+        for chunk in keys.chunks(ROWS_PER_INSERT) {
+            let sql = format!(
+                "SELECT {} FROM jobs j WHERE j.tenant = ? AND j.client_request_id IN ({})",
+                select_list("j", &JOB_COLS),
+                marks(chunk.len())
+            );
+            let mut query = q(sql).bind(tenant);
+            for key in chunk {
+                query = query.bind(*key);
+            }
+            for row in query.fetch_all(&mut *conn).await.map_err(db_err)? {
+                let job = rows::job(&row)?;
+                if let Some(key) = job.client_request_id.clone() {
+                    found.insert((job.tenant.clone(), key), job);
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Creates one job in a statement of its own: the path of a lone create and
+/// the fallback of a failed group.
+pub(crate) async fn create_one(store: &SqlStore, job: NewJob) -> StoreResult<CreateOutcome> {
+    let sql = format!(
+        "INSERT INTO jobs ({}) VALUES ({})",
+        JOB_COLS.join(", "),
+        marks(JOB_COLS.len())
+    );
+    let inserted = bind_job(q(sql), &job).execute(store.write()).await;
+    match inserted {
+        Ok(_) => Ok(CreateOutcome::Created(created_job(job))),
+        Err(e) if is_unique_violation(&e) => {
+            let Some(key) = job.client_request_id.as_deref() else {
+                return Err(db_err(e));
+            };
+            let sql = format!(
+                "SELECT {} FROM jobs j WHERE j.tenant = ? AND j.client_request_id = ?",
+                select_list("j", &JOB_COLS)
+            );
+            let row = q(sql)
+                .bind(job.tenant.as_str())
+                .bind(key)
+                .fetch_optional(store.write())
+                .await
+                .map_err(db_err)?;
+            match row {
+                Some(row) => Ok(CreateOutcome::Existing(rows::job(&row)?)),
+                None => Err(db_err(e)),
+            }
+        }
+        Err(e) => Err(db_err(e)),
+    }
+}
+
+/// Binds one job's values in [`JOB_COLS`] order.
+fn bind_job<'q>(query: Q<'q>, job: &'q NewJob) -> Q<'q> {
+    let cols = schedule_columns(&job.schedule);
+    let query = query
+        .bind(job.id.as_str())
+        .bind(job.tenant.as_str())
+        .bind(job.name.as_str())
+        .bind(job.handler.as_str())
+        .bind(job.params.to_string());
+    let query = bind_schedule_head(query, &cols)
+        .bind(job.next_trigger_at)
+        .bind(JobStatus::Scheduled.as_str())
+        .bind(FIRST_VERSION)
+        .bind(job.callback_url.as_deref())
+        .bind(job.client_request_id.as_deref())
+        .bind(job.request_hash.as_deref())
+        .bind(i64::from(job.retry.max_attempts))
+        .bind(super::stmt::from_u64(job.retry.backoff_ms))
+        .bind(job.timeout_ms.map(super::stmt::from_u64))
+        .bind(job.created_at)
+        .bind(job.created_at);
+    bind_schedule_tail(query, &cols).bind(job.worker_group.as_deref())
+}
+
+/// The job as stored by a successful insert.
+fn created_job(job: NewJob) -> Job {
+    Job {
+        id: job.id,
+        tenant: job.tenant,
+        name: job.name,
+        handler: job.handler,
+        params: job.params,
+        schedule: job.schedule,
+        next_trigger_at: Some(job.next_trigger_at),
+        status: JobStatus::Scheduled,
+        version: FIRST_VERSION,
+        callback_url: job.callback_url,
+        client_request_id: job.client_request_id,
+        request_hash: job.request_hash,
+        retry: job.retry,
+        timeout_ms: job.timeout_ms,
+        worker_group: job.worker_group,
+        created_at: job.created_at,
+        updated_at: job.created_at,
+    }
+}

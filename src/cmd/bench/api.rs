@@ -1,0 +1,214 @@
+//! The few REST calls the benchmark makes, over one keep-alive connection
+//! pool, with the times the server recorded parsed out of the answers.
+
+use anyhow::{Context, Result, bail};
+use kairos_core::time::{Millis, parse_rfc3339};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Server timestamps of one job's latest execution.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Times {
+    pub(super) created: Millis,
+    pub(super) dispatched: Option<Millis>,
+    pub(super) started: Option<Millis>,
+    pub(super) finished: Option<Millis>,
+}
+
+/// Server timestamps of one execution of a recurring job.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Run {
+    pub(super) scheduled: Millis,
+    pub(super) dispatched: Option<Millis>,
+    pub(super) started: Option<Millis>,
+}
+
+/// A client of one deployment's API.
+pub(super) struct Api {
+    base: String,
+    http: reqwest::Client,
+}
+
+fn ms(v: &Value) -> Option<Millis> {
+    v.as_str().and_then(|s| parse_rfc3339(s).ok())
+}
+
+impl Api {
+    pub(super) fn new(base: &str, key: Option<&str>, connections: usize) -> Result<Self> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = key {
+            let value = HeaderValue::from_str(&format!("Bearer {key}"))
+                .context("the API key is not a valid header value")?;
+            headers.insert(AUTHORIZATION, value);
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .pool_max_idle_per_host(connections.max(1))
+            .timeout(Duration::from_secs(30))
+            .build()
+            .context("cannot build the HTTP client")?;
+        Ok(Self {
+            base: base.to_string(),
+            http,
+        })
+    }
+
+    /// Polls `/readyz` until it answers 200.
+    pub(super) async fn wait_ready(&self, within: Duration) -> Result<()> {
+        let start = std::time::Instant::now();
+        loop {
+            let ready = self
+                .http
+                .get(format!("{}/readyz", self.base))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ready {
+                return Ok(());
+            }
+            if start.elapsed() > within {
+                bail!("no 200 from /readyz within {within:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Creates a job; its id.
+    pub(super) async fn create(&self, body: &Value) -> Result<String> {
+        let resp = self
+            .http
+            .post(format!("{}/openapi/jobs", self.base))
+            .json(body)
+            .send()
+            .await
+            .context("POST /openapi/jobs")?;
+        let status = resp.status();
+        let answer: Value = resp.json().await.context("create answer is not JSON")?;
+        if !status.is_success() {
+            bail!("create refused ({status}): {answer}");
+        }
+        answer["jobId"]
+            .as_str()
+            .map(str::to_string)
+            .context("create answer has no jobId")
+    }
+
+    /// Creates jobs in one `POST /openapi/jobs/batch`; their ids, in order.
+    pub(super) async fn create_batch(&self, jobs: Vec<Value>) -> Result<Vec<String>> {
+        let resp = self
+            .http
+            .post(format!("{}/openapi/jobs/batch", self.base))
+            .json(&serde_json::json!({ "jobs": jobs }))
+            .send()
+            .await
+            .context("POST /openapi/jobs/batch")?;
+        let status = resp.status();
+        let answer: Value = resp.json().await.context("batch answer is not JSON")?;
+        if !status.is_success() {
+            bail!("batch refused ({status}): {answer}");
+        }
+        answer["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| match r["job"]["jobId"].as_str() {
+                Some(id) => Ok(id.to_string()),
+                None => bail!("a batch item was refused: {r}"),
+            })
+            .collect()
+    }
+
+    /// Every job in `status`, by id, with its creation time (the list
+    /// endpoint, 500 a page).
+    pub(super) async fn jobs_in(&self, status: &str) -> Result<HashMap<String, Millis>> {
+        let mut out = HashMap::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut params = vec![("status", status), ("limit", "500")];
+            if let Some(c) = &cursor {
+                params.push(("cursor", c.as_str()));
+            }
+            let url = url::Url::parse_with_params(&format!("{}/openapi/jobs", self.base), &params)?;
+            let page: Value = self
+                .http
+                .get(url)
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            for job in page["items"].as_array().into_iter().flatten() {
+                if let (Some(id), Some(created)) = (job["jobId"].as_str(), ms(&job["createdAt"])) {
+                    out.insert(id.to_string(), created);
+                }
+            }
+            match page["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// The times of a job's newest execution (its last attempt).
+    pub(super) async fn last_run(&self, job: &str, created: Millis) -> Result<Times> {
+        let page: Value = self
+            .http
+            .get(format!(
+                "{}/openapi/jobs/{job}/executions?limit=1",
+                self.base
+            ))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        let last = &page["items"][0];
+        Ok(Times {
+            created,
+            dispatched: ms(&last["dispatchedAt"]),
+            started: ms(&last["startedAt"]),
+            finished: ms(&last["finishedAt"]),
+        })
+    }
+
+    /// A job's executions (up to 500, newest first).
+    pub(super) async fn executions(&self, job: &str) -> Result<Vec<Run>> {
+        let page: Value = self
+            .http
+            .get(format!(
+                "{}/openapi/jobs/{job}/executions?limit=500",
+                self.base
+            ))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        Ok(page["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                Some(Run {
+                    scheduled: ms(&e["scheduledAt"])?,
+                    dispatched: ms(&e["dispatchedAt"]),
+                    started: ms(&e["startedAt"]),
+                })
+            })
+            .collect())
+    }
+
+    /// Cancels a job (`DELETE`); failures are reported, not fatal.
+    pub(super) async fn cancel(&self, job: &str) {
+        let sent = self
+            .http
+            .delete(format!("{}/openapi/jobs/{job}", self.base))
+            .send()
+            .await;
+        if let Err(e) = sent {
+            eprintln!("could not cancel {job}: {e}");
+        }
+    }
+}

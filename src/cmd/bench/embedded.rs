@@ -1,0 +1,74 @@
+//! The deployment `kairos bench` measures when no `--url` is given: this
+//! very binary's `kairos dev`, on a temporary SQLite file and a free port, as
+//! a child process, so the figures are those of the real command.
+
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::{Child, Command};
+
+/// A running `kairos dev` child and the directory it owns.
+pub(super) struct Dev {
+    pub(super) base: String,
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Dev {
+    /// Starts `kairos dev` on a new SQLite file; its log goes to a file in the
+    /// same temporary directory (named on failure).
+    pub(super) async fn start() -> Result<Self> {
+        let dir = std::env::temp_dir().join(format!(
+            "kairos-bench-{}-{}",
+            std::process::id(),
+            uuid::Uuid::now_v7().simple()
+        ));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .context("no free local port")?
+            .port();
+        let log = std::fs::File::create(dir.join("dev.log")).context("cannot create the log")?;
+        let exe = std::env::current_exe().context("cannot find the kairos binary")?;
+        let child = Command::new(exe)
+            .arg("dev")
+            .env(
+                "KAIROS_DATABASE_URL",
+                format!("sqlite://{}/bench.db", dir.display()),
+            )
+            .env("KAIROS_HTTP_ADDR", format!("127.0.0.1:{port}"))
+            .env("KAIROS_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot start kairos dev")?;
+        eprintln!(
+            "started kairos dev on 127.0.0.1:{port} (log: {})",
+            dir.join("dev.log").display()
+        );
+        Ok(Self {
+            base: format!("http://127.0.0.1:{port}"),
+            child,
+            dir,
+        })
+    }
+
+    /// Stops the child (SIGTERM, then SIGKILL after 10 s) and removes its files.
+    pub(super) async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,70 @@
+//! `kairos bench`: throughput and latency of a deployment as a user sees it,
+//! measured from the server's own timestamps (`createdAt`, `scheduledAt`,
+//! `startedAt`, `finishedAt`), so client-side queueing does not blur the
+//! figures. A benchmark prints figures; it asserts nothing.
+
+mod api;
+mod embedded;
+mod report;
+mod workloads;
+
+use crate::cli::{BenchArgs, BenchWorkload};
+use anyhow::{Context, Result};
+use api::Api;
+use report::Report;
+use std::time::Duration;
+
+/// Runs the chosen workload against `--url` or an embedded `kairos dev`.
+pub async fn run(args: BenchArgs) -> Result<()> {
+    let mut embedded = None;
+    let base = match &args.url {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None => {
+            let dev = embedded::Dev::start().await?;
+            let base = dev.base.clone();
+            embedded = Some(dev);
+            base
+        }
+    };
+    let api = Api::new(&base, args.key.as_deref(), args.connections)?;
+    api.wait_ready(Duration::from_secs(30))
+        .await
+        .with_context(|| format!("the API at {base} is not ready"))?;
+    let target = match &embedded {
+        Some(_) => "embedded kairos dev (temporary SQLite file)".to_string(),
+        None => base.clone(),
+    };
+    let deadline = Duration::from_secs(args.timeout);
+    let how = workloads::Sending {
+        connections: args.connections,
+        batch: args.batch,
+    };
+    let mut report = Report::new(&args, &target);
+    let outcome = match args.workload {
+        BenchWorkload::Create => {
+            workloads::create(&api, args.jobs, how, deadline, &mut report).await
+        }
+        BenchWorkload::Burst => {
+            let lead = args.lead_ms.map(Duration::from_millis).unwrap_or_else(|| {
+                Duration::from_millis(3_000 + args.jobs as u64 /* 1,000 creates/s */)
+            });
+            workloads::burst(&api, args.jobs, how, lead, deadline, &mut report).await
+        }
+        BenchWorkload::Cron => {
+            let run_for = Duration::from_secs(args.seconds);
+            workloads::cron(&api, args.schedules, how, run_for, &mut report).await
+        }
+    };
+    if let Some(dev) = embedded {
+        dev.stop().await;
+    }
+    outcome?;
+    report.print();
+    if let Some(path) = &args.json {
+        report
+            .write_json(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("figures written to {}", path.display());
+    }
+    Ok(())
+}

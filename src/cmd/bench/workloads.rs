@@ -1,0 +1,265 @@
+//! The three workloads: `create` (steady creation, create → succeeded),
+//! `burst` (many jobs due at one instant) and `cron` (trigger lateness of
+//! every-second schedules). Each records its figures in the report.
+
+use super::api::{Api, Run, Times};
+use super::report::Report;
+use anyhow::{Result, bail};
+use futures::{StreamExt, TryStreamExt};
+use indicatif::{ProgressBar, ProgressStyle};
+use kairos_core::time::{Millis, now_ms, to_rfc3339};
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+fn bar(len: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} ({per_sec}, {elapsed})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// How jobs are sent: one request each, or `batch` to a request.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sending {
+    pub(super) connections: usize,
+    pub(super) batch: usize,
+}
+
+/// Creates `n` jobs from concurrent requests; their ids and how long
+/// creating all of them took.
+async fn create_all(
+    api: &Api,
+    n: usize,
+    how: Sending,
+    body: impl Fn(usize) -> Value,
+    report: &mut Report,
+) -> Result<(Vec<String>, Duration)> {
+    let progress = bar(n, "create");
+    let per_request = how.batch.max(1);
+    let started = Instant::now();
+    let body = &body;
+    let requests = (0..n)
+        .step_by(per_request)
+        .map(|first| first..(first + per_request).min(n));
+    let results: Vec<(Vec<String>, f64)> = futures::stream::iter(requests)
+        .map(|items| {
+            let progress = &progress;
+            async move {
+                let t0 = Instant::now();
+                let count = items.len();
+                let ids = if per_request == 1 {
+                    vec![api.create(&body(items.start)).await?]
+                } else {
+                    api.create_batch(items.map(body).collect()).await?
+                };
+                progress.inc(count as u64);
+                anyhow::Ok((ids, t0.elapsed().as_secs_f64() * 1e3))
+            }
+        })
+        .buffer_unordered(how.connections.max(1))
+        .try_collect()
+        .await?;
+    let took = started.elapsed();
+    progress.finish();
+    let (ids, round_trips): (Vec<Vec<String>>, Vec<f64>) = results.into_iter().unzip();
+    report.figure("creates/s", n as f64 / took.as_secs_f64(), "jobs/s");
+    let label = if per_request == 1 {
+        "create (HTTP round trip)".to_string()
+    } else {
+        format!("batch of {per_request} (HTTP round trip)")
+    };
+    report.latency(&label, round_trips);
+    Ok((ids.into_iter().flatten().collect(), took))
+}
+
+/// Waits until every job in `ids` succeeded or failed; the times of those
+/// that succeeded.
+async fn wait_finished(
+    api: &Api,
+    ids: &[String],
+    connections: usize,
+    deadline: Duration,
+    report: &mut Report,
+) -> Result<Vec<Times>> {
+    let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let progress = bar(ids.len(), "finish");
+    let start = Instant::now();
+    loop {
+        let mut done = api.jobs_in("succeeded").await?;
+        let failed = api.jobs_in("failed").await?;
+        done.retain(|id, _| wanted.contains(id.as_str()));
+        let failed = failed
+            .keys()
+            .filter(|id| wanted.contains(id.as_str()))
+            .count();
+        progress.set_position((done.len() + failed) as u64);
+        if done.len() + failed >= ids.len() {
+            progress.finish();
+            if failed > 0 {
+                report.note(format!("{failed} jobs failed"));
+            }
+            return futures::stream::iter(done)
+                .map(|(id, created)| async move { api.last_run(&id, created).await })
+                .buffer_unordered(connections.max(1))
+                .try_collect()
+                .await;
+        }
+        if start.elapsed() > deadline {
+            progress.abandon();
+            bail!(
+                "{} of {} jobs finished within {deadline:?}",
+                done.len() + failed,
+                ids.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn span_ms(from: Millis, to: Option<Millis>) -> Option<f64> {
+    to.map(|t| (t - from) as f64)
+}
+
+/// `create`: N noop jobs created as fast as C connections allow; how fast
+/// they were created and how soon each one ran (server timestamps).
+pub(super) async fn create(
+    api: &Api,
+    n: usize,
+    how: Sending,
+    deadline: Duration,
+    report: &mut Report,
+) -> Result<()> {
+    let body = |i: usize| json!({"jobName": format!("bench-{i}"), "jobHandler": "noop"});
+    let (ids, _) = create_all(api, n, how, body, report).await?;
+    let done = wait_finished(api, &ids, how.connections, deadline, report).await?;
+    let first_created = done.iter().map(|t| t.created).min();
+    let last_finished = done.iter().filter_map(|t| t.finished).max();
+    if let (Some(a), Some(b)) = (first_created, last_finished) {
+        let secs = ((b - a) as f64 / 1e3).max(1e-3);
+        report.figure(
+            "jobs/s, first create → last succeeded",
+            done.len() as f64 / secs,
+            "jobs/s",
+        );
+    }
+
+    report.latency(
+        "create → started",
+        done.iter()
+            .filter_map(|t| span_ms(t.created, t.started))
+            .collect(),
+    );
+    report.latency(
+        "create → succeeded",
+        done.iter()
+            .filter_map(|t| span_ms(t.created, t.finished))
+            .collect(),
+    );
+    Ok(())
+}
+
+/// `burst`: N one-shot noop jobs stored ahead of one common due time; how
+/// long after it the last one finished.
+pub(super) async fn burst(
+    api: &Api,
+    n: usize,
+    how: Sending,
+    lead: Duration,
+    deadline: Duration,
+    report: &mut Report,
+) -> Result<()> {
+    let due = now_ms() + lead.as_millis() as Millis;
+    let at = to_rfc3339(due);
+    let body =
+        |i: usize| json!({"jobName": format!("burst-{i}"), "jobHandler": "noop", "triggerAt": at});
+    let (ids, _) = create_all(api, n, how, body, report).await?;
+    let done = wait_finished(api, &ids, how.connections, deadline + lead, report).await?;
+    let late_creates = done.iter().filter(|t| t.created > due).count();
+    if late_creates > 0 {
+        report.note(format!(
+            "{late_creates} jobs were stored after the due time; raise --lead-ms for a clean burst"
+        ));
+    }
+    if let Some(last) = done.iter().filter_map(|t| t.finished).max() {
+        let span = ((last - due) as f64).max(1.0);
+        report.figure("last finished after the due time", span, "ms");
+        report.figure(
+            "jobs/s from the due time",
+            done.len() as f64 / (span / 1e3),
+            "jobs/s",
+        );
+    }
+
+    report.latency(
+        "due → dispatched",
+        done.iter()
+            .filter_map(|t| span_ms(due, t.dispatched))
+            .collect(),
+    );
+    report.latency(
+        "due → started",
+        done.iter()
+            .filter_map(|t| span_ms(due, t.started))
+            .collect(),
+    );
+    report.latency(
+        "due → succeeded",
+        done.iter()
+            .filter_map(|t| span_ms(due, t.finished))
+            .collect(),
+    );
+    Ok(())
+}
+
+/// `cron`: M schedules firing every second for a while; trigger lateness.
+pub(super) async fn cron(
+    api: &Api,
+    schedules: usize,
+    how: Sending,
+    run_for: Duration,
+    report: &mut Report,
+) -> Result<()> {
+    let connections = how.connections;
+    let body = |i: usize| json!({"jobName": format!("cron-{i}"), "jobHandler": "noop", "cronExpr": "* * * * * *"});
+    let (ids, _) = create_all(api, schedules, how, body, report).await?;
+    // Measuring a schedule means letting it run: this wait is the workload.
+    let progress = bar(run_for.as_secs() as usize, "run");
+    for _ in 0..run_for.as_secs() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        progress.inc(1);
+    }
+    progress.finish();
+    futures::stream::iter(&ids)
+        .for_each_concurrent(connections.max(1), |id| api.cancel(id))
+        .await;
+    let runs: Vec<Vec<Run>> = futures::stream::iter(&ids)
+        .map(|id| api.executions(id))
+        .buffer_unordered(connections.max(1))
+        .try_collect()
+        .await?;
+    let all: Vec<_> = runs.into_iter().flatten().collect();
+    report.figure("executions", all.len() as f64, "");
+    report.figure(
+        "executions expected (about)",
+        (schedules as u64 * run_for.as_secs()) as f64,
+        "",
+    );
+    report.latency(
+        "scheduled → dispatched",
+        all.iter()
+            .filter_map(|r| span_ms(r.scheduled, r.dispatched))
+            .collect(),
+    );
+    report.latency(
+        "scheduled → started (lateness)",
+        all.iter()
+            .filter_map(|r| span_ms(r.scheduled, r.started))
+            .collect(),
+    );
+    Ok(())
+}
