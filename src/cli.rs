@@ -298,6 +298,21 @@ pub struct WorkerIdentityArg {
     pub worker_capacity: Option<u32>,
 }
 
+/// What is kept of execution logs.
+#[derive(Debug, Clone, Args)]
+pub struct LogArg {
+    /// Hours execution log lines are kept [default: 72].
+    #[arg(long, env = "KAIROS_LOG_RETENTION_HOURS", value_name = "HOURS")]
+    pub log_retention_hours: Option<u64>,
+    /// Log lines kept per execution; the oldest go first [default: 1000].
+    #[arg(long, env = "KAIROS_LOG_MAX_LINES", value_name = "N")]
+    pub log_max_lines: Option<u32>,
+    /// Bytes of log text kept per execution; the oldest lines go first
+    /// [default: 262144].
+    #[arg(long, env = "KAIROS_LOG_MAX_BYTES", value_name = "BYTES")]
+    pub log_max_bytes: Option<u64>,
+}
+
 /// Callback delivery.
 #[derive(Debug, Clone, Args)]
 pub struct CallbackArg {
@@ -390,6 +405,8 @@ pub struct DispatcherArgs {
     #[arg(long, env = "KAIROS_WORKER_DEAD_AFTER_MS", value_name = "MS")]
     pub worker_dead_after_ms: Option<u64>,
     #[command(flatten)]
+    pub logs: LogArg,
+    #[command(flatten)]
     pub recovery: RecoveryArgs,
 }
 
@@ -437,6 +454,15 @@ pub struct WorkerArgs {
     /// [default: 30000].
     #[arg(long, env = "KAIROS_WORKER_GRACE_MS", value_name = "MS")]
     pub worker_grace_ms: Option<u64>,
+    /// Comma-separated built-in handlers to serve, e.g. `noop,sleep`
+    /// (keep `http` off workers in a sensitive network) [default: all of
+    /// noop, sleep, fail, http].
+    #[arg(long, env = "KAIROS_WORKER_HANDLERS", value_name = "LIST")]
+    pub worker_handlers: Option<String>,
+    /// Worker group: jobs with this `workerGroup` run only on workers of
+    /// the group [default: none].
+    #[arg(long, env = "KAIROS_WORKER_GROUP", value_name = "GROUP")]
+    pub worker_group: Option<String>,
 }
 
 /// `kairos callback-relay`.
@@ -461,6 +487,8 @@ pub struct DevArgs {
     pub identity: WorkerIdentityArg,
     #[command(flatten)]
     pub callback: CallbackArg,
+    #[command(flatten)]
+    pub logs: LogArg,
     #[command(flatten)]
     pub recovery: RecoveryArgs,
     #[command(flatten)]

@@ -5,10 +5,7 @@
 
 mod cli;
 mod cmd;
-mod connect;
-mod ops;
 mod settings;
-mod signal;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -32,6 +32,11 @@ pub struct FileSettings {
     pub api_create_rate: Option<f64>,
     pub api_create_burst: Option<u32>,
     pub api_max_live_jobs: Option<u64>,
+    pub worker_handlers: Option<String>,
+    pub worker_group: Option<String>,
+    pub log_retention_hours: Option<u64>,
+    pub log_max_lines: Option<u32>,
+    pub log_max_bytes: Option<u64>,
     pub metrics_addr: Option<String>,
 }
 

@@ -111,7 +111,9 @@ async fn embedded_every_second_cron_gets_a_new_trigger_each_second() {
     every_second_cron_gets_a_new_trigger_each_second(Stack::Embedded).await;
 }
 
-async fn failures_and_unknown_handlers_end_failed(stack: Stack) {
+/// Handler failures end `failed` (after their retries); a handler no worker
+/// serves is not a failure: the execution waits for a worker that serves it.
+async fn failures_end_failed_and_unknown_handlers_wait(stack: Stack) {
     let Some(mut cluster) = Cluster::start(stack, 1, 1).await else {
         return;
     };
@@ -127,18 +129,22 @@ async fn failures_and_unknown_handlers_end_failed(stack: Stack) {
         .await;
     cluster
         .wait_jobs(
-            &[failing.clone(), unknown.clone(), retried.clone()],
+            &[failing.clone(), retried.clone()],
             &["failed"],
             Duration::from_secs(60),
         )
         .await;
     let e = &cluster.executions(&failing).await[0];
     assert_eq!(e["error"], "kaput");
-    let e = &cluster.executions(&unknown).await[0];
-    assert!(
-        e["error"].as_str().unwrap().contains("no-such-handler"),
-        "{e}"
+    let job = cluster.get(&format!("/openapi/jobs/{unknown}")).await;
+    assert_eq!(job["status"], "running", "claimed, not failed: {job}");
+    assert_eq!(
+        job["waitingFor"],
+        json!({"handler": "no-such-handler", "group": null}),
+        "{job}"
     );
+    assert_eq!(job["lastExecution"]["status"], "pending");
+    assert_eq!(job["lastExecution"]["error"], serde_json::Value::Null);
     let e = &cluster.executions(&retried).await[0];
     assert_eq!(e["attempt"], 3, "three attempts were made: {e}");
     let detail = cluster
@@ -161,13 +167,13 @@ async fn failures_and_unknown_handlers_end_failed(stack: Stack) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn services_failures_and_unknown_handlers_end_failed() {
-    failures_and_unknown_handlers_end_failed(Stack::Services).await;
+async fn services_failures_end_failed_and_unknown_handlers_wait() {
+    failures_end_failed_and_unknown_handlers_wait(Stack::Services).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn embedded_failures_and_unknown_handlers_end_failed() {
-    failures_and_unknown_handlers_end_failed(Stack::Embedded).await;
+async fn embedded_failures_end_failed_and_unknown_handlers_wait() {
+    failures_end_failed_and_unknown_handlers_wait(Stack::Embedded).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

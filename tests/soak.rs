@@ -376,6 +376,7 @@ async fn chaos_soak() {
     };
     cluster.wait_workers(3).await;
     let base = cluster.base.clone();
+    let key = cluster.key.clone();
     let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
 
     // The chaos runs while jobs are created and a while after.
@@ -415,7 +416,15 @@ async fn chaos_soak() {
     });
 
     // Creation, paced so the faults land on it: about a minute in CI mode.
-    let http = reqwest::Client::new();
+    let mut auth = reqwest::header::HeaderMap::new();
+    auth.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {key}").parse().expect("a header value"),
+    );
+    let http = reqwest::Client::builder()
+        .default_headers(auth)
+        .build()
+        .expect("HTTP client");
     let mut specs = Vec::with_capacity(jobs);
     for i in 0..jobs {
         let kind = match rng.range(0, 100) {

@@ -7,6 +7,7 @@ mod callback;
 mod execution;
 mod health;
 mod job;
+mod logs;
 mod request;
 mod worker;
 
@@ -17,9 +18,10 @@ pub use admin::{
 };
 pub use batch::{BatchCreateRequest, BatchCreateResponse, BatchItemResult, MAX_BATCH};
 pub use callback::{CallbackAttemptView, CallbackList, CallbackView};
-pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView};
+pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView, WaitingFor};
 pub use health::{HealthBody, ReadyBody};
 pub use job::{CreatedJob, JobDetail, JobPage, JobView, TriggeredExecution};
+pub use logs::{LogLineView, LogPage};
 pub use request::{CreateJobRequest, ListJobsQuery, PageQuery, PatchJobRequest};
 pub use worker::{WorkerList, WorkerView};
 

@@ -25,6 +25,7 @@ mod observe;
 mod openapi;
 mod routes;
 pub mod validate;
+mod waiting;
 
 pub use error::ApiError;
 

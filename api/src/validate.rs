@@ -76,6 +76,7 @@ pub fn new_job(
         RetryPolicy::default(),
     )?;
     let timeout_ms = req.timeout_ms.map(timeout).transpose()?;
+    let worker_group = req.worker_group.as_deref().map(group).transpose()?;
 
     // The fingerprint covers the request with defaults applied and times
     // normalised, so equivalent spellings of one request replay each other.
@@ -114,6 +115,9 @@ pub fn new_job(
             fingerprint[key] = value;
         }
     }
+    if let Some(g) = &worker_group {
+        fingerprint["workerGroup"] = json!(g);
+    }
 
     Ok(NewJob {
         id,
@@ -128,8 +132,14 @@ pub fn new_job(
         request_hash: Some(request_hash(&fingerprint)),
         retry,
         timeout_ms,
+        worker_group,
         created_at: now,
     })
+}
+
+/// A worker group name: 1–255 characters.
+pub(crate) fn group(raw: &str) -> Result<String, ApiError> {
+    text("workerGroup", raw, MAX_NAME_CHARS).map(str::to_string)
 }
 
 /// Refuses `params` larger than the configured limit once serialized.

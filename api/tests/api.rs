@@ -18,6 +18,8 @@ mod jobs;
 mod ops;
 #[path = "api/patch.rs"]
 mod patch;
+#[path = "api/routing.rs"]
+mod routing;
 #[path = "api/schedules.rs"]
 mod schedules;
 #[path = "api/support.rs"]
@@ -80,4 +82,6 @@ on_both_stores! {
     crate::tenants::tenants_never_see_each_other => tenants_never_see_each_other,
     crate::tenants::admin_api_tenants_keys_and_audit => admin_api_tenants_keys_and_audit,
     crate::tenants::creates_are_rate_limited_per_key => creates_are_rate_limited_per_key,
+    crate::routing::worker_groups_and_waiting_executions => worker_groups_and_waiting_executions,
+    crate::routing::execution_logs_are_paged_and_progress_is_shown => execution_logs_are_paged_and_progress_is_shown,
 }

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use crate::protocol::{DispatchMsg, HeartbeatMsg, ResultMsg};
+use crate::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, ResultMsg};
 
 /// Broker failures, at the crate boundary.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +96,9 @@ pub trait Broker: Send + Sync {
     async fn result_publish(&self, msg: &ResultMsg) -> BrokerResult<()>;
     /// Publishes a heartbeat (transient: a lost one is replaced by the next).
     async fn heartbeat_publish(&self, msg: &HeartbeatMsg) -> BrokerResult<()>;
+    /// Publishes a batch of execution log lines (persistent, confirmed) to
+    /// the shared logs queue.
+    async fn log_publish(&self, msg: &LogMsg) -> BrokerResult<()>;
     /// Consumes a worker's queue with manual acks and at most `prefetch`
     /// unsettled deliveries.
     async fn dispatch_consume(
@@ -107,6 +110,8 @@ pub trait Broker: Send + Sync {
     async fn results_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream>;
     /// Consumes the shared heartbeat queue (competing consumers).
     async fn heartbeats_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream>;
+    /// Consumes the shared logs queue (competing consumers).
+    async fn logs_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream>;
     /// Consumes dispatches that workers refused or left behind.
     async fn reroute_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream>;
     /// Whether the connection is up now (for `/readyz`).

@@ -202,6 +202,8 @@ pub struct Execution {
     /// running attempt to stop; workers see it through
     /// [`crate::store::ExecutionStore::executions_stop_requested`].
     pub stop_requested_at: Option<Millis>,
+    /// Latest progress (0–100) the handler reported, if any.
+    pub progress: Option<f64>,
     /// Creation time.
     pub created_at: Millis,
 }

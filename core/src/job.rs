@@ -186,6 +186,8 @@ pub struct NewJob {
     pub retry: RetryPolicy,
     /// Handler time limit.
     pub timeout_ms: Option<u64>,
+    /// Only workers of this group may run it (`None`: any worker serving the handler).
+    pub worker_group: Option<String>,
     /// Creation time (ms UTC).
     pub created_at: Millis,
 }
@@ -221,6 +223,8 @@ pub struct Job {
     pub retry: RetryPolicy,
     /// Handler time limit.
     pub timeout_ms: Option<u64>,
+    /// Only workers of this group may run it.
+    pub worker_group: Option<String>,
     /// Creation time.
     pub created_at: Millis,
     /// Last update time.

@@ -18,10 +18,23 @@ pub enum Verdict {
     Succeeded,
     /// The handler failed.
     Failed,
+    /// The handler failed and said a retry cannot help (`retryable: false`):
+    /// final whatever attempts the job has left.
+    FailedPermanently,
     /// The handler ran past its limit (reported by the worker or the reaper).
     TimedOut,
     /// The worker was declared dead.
     Lost,
+}
+
+impl Verdict {
+    /// The verdict a worker's result carries.
+    pub fn of_result(r: &crate::protocol::ResultMsg) -> Self {
+        match (r.kind, r.retryable) {
+            (ResultKind::Failed, Some(false)) => Verdict::FailedPermanently,
+            (kind, _) => kind.into(),
+        }
+    }
 }
 
 impl From<ResultKind> for Verdict {
@@ -164,7 +177,7 @@ pub fn plan(
                 });
         }
         Verdict::Succeeded => (ExecTransition::Succeed, ExecStatus::Succeeded),
-        Verdict::Failed => (ExecTransition::Fail, ExecStatus::Failed),
+        Verdict::Failed | Verdict::FailedPermanently => (ExecTransition::Fail, ExecStatus::Failed),
         Verdict::TimedOut => (ExecTransition::TimeOut, ExecStatus::TimedOut),
         Verdict::Lost => (ExecTransition::Lose, ExecStatus::Lost),
     };
@@ -177,7 +190,7 @@ pub fn plan(
         final_move
     };
     if final_move != ExecTransition::Stop
-        && verdict != Verdict::Succeeded
+        && !matches!(verdict, Verdict::Succeeded | Verdict::FailedPermanently)
         && let Some(at) = s.retry.next_attempt_at(attempt, now)
     {
         return Some(Plan {
@@ -274,6 +287,39 @@ mod tests {
         assert_eq!(p.attempt_outcome, Some(ExecStatus::Failed));
         assert_eq!(p.job, None);
         assert!(!p.is_terminal());
+    }
+
+    #[test]
+    fn a_permanent_failure_is_final_with_attempts_left() {
+        let p = plan(
+            &snap(ExecStatus::Running, 1, 3),
+            Verdict::FailedPermanently,
+            1,
+            W,
+            0,
+        )
+        .unwrap();
+        assert_eq!(p.exec, ExecTransition::Fail);
+        assert_eq!(p.retry_at, None);
+        assert_eq!(p.job, Some(JobTransition::Fail));
+        let msg = |retryable| crate::protocol::ResultMsg {
+            v: 1,
+            execution_id: "e".into(),
+            attempt: 1,
+            worker_id: "w".into(),
+            kind: ResultKind::Failed,
+            output: None,
+            error: Some("bad".into()),
+            retryable,
+            at: 0,
+            incarnation: None,
+        };
+        assert_eq!(
+            Verdict::of_result(&msg(Some(false))),
+            Verdict::FailedPermanently
+        );
+        assert_eq!(Verdict::of_result(&msg(None)), Verdict::Failed);
+        assert_eq!(Verdict::of_result(&msg(Some(true))), Verdict::Failed);
     }
 
     #[test]

@@ -45,6 +45,11 @@ pub struct DispatchMsg {
     pub scheduled_at: Millis,
     /// Time limit for the handler, if any.
     pub timeout_ms: Option<u64>,
+    /// Worker group the job asked for (`workerGroup`); only workers of that
+    /// group may run it. Informative for workers; dispatchers read it when a
+    /// refused dispatch is rerouted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// What a result reports.
@@ -80,6 +85,11 @@ pub struct ResultMsg {
     /// Error text (failure, timeout).
     #[serde(default)]
     pub error: Option<String>,
+    /// On a `failed` result: `false` says a retry cannot help (bad params, a
+    /// permanent refusal), so the failure is final whatever attempts the job
+    /// has left. Absent or `true`: retried per the job's policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
     /// When it happened on the worker (ms UTC).
     pub at: Millis,
     /// The reporting worker process (see [`HeartbeatMsg::incarnation`]). A
@@ -119,6 +129,14 @@ pub struct HeartbeatMsg {
     pub state: WorkerState,
     /// When the figures were taken (ms UTC).
     pub at: Millis,
+    /// Handler names the worker serves; `None` (absent or null) is a legacy
+    /// worker, taken to serve every handler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handlers: Option<Vec<String>>,
+    /// Worker group, if any: jobs that name a `workerGroup` run only on
+    /// workers of that group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// Fresh random id of this worker process, new at every start. A worker
     /// id seen with a new incarnation was restarted: what the previous
     /// process held is recovered at once. Absent from legacy workers.
@@ -142,6 +160,74 @@ impl HeartbeatMsg {
             None => worker_id.to_string(),
         }
     }
+}
+
+/// Severity of an execution log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    /// Fine-grained detail.
+    Debug,
+    /// Normal progress.
+    Info,
+    /// Something odd, the handler carries on.
+    Warn,
+    /// Something failed.
+    Error,
+}
+
+impl LogLevel {
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "debug" => Some(LogLevel::Debug),
+            "info" => Some(LogLevel::Info),
+            "warn" => Some(LogLevel::Warn),
+            "error" => Some(LogLevel::Error),
+            _ => None,
+        }
+    }
+}
+
+/// One line a handler wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// When it was written on the worker (ms UTC).
+    pub at: Millis,
+    /// Severity.
+    pub level: LogLevel,
+    /// The text.
+    pub message: String,
+}
+
+/// Worker → dispatchers (queue `<ns>.logs`): log lines and the latest progress
+/// figure of one attempt, batched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogMsg {
+    /// Protocol version.
+    pub v: u32,
+    /// Execution id.
+    pub execution_id: String,
+    /// Attempt the lines belong to.
+    pub attempt: u32,
+    /// Reporting worker.
+    pub worker_id: String,
+    /// Lines, oldest first (may be empty when only progress changed).
+    #[serde(default)]
+    pub lines: Vec<LogLine>,
+    /// Latest progress, 0–100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<f64>,
 }
 
 /// Names of every exchange, queue and key, under one namespace.
@@ -202,6 +288,11 @@ impl Names {
         format!("{}.heartbeats", self.ns)
     }
 
+    /// Queue of execution log lines, consumed by every dispatcher.
+    pub fn logs_queue(&self) -> String {
+        format!("{}.logs", self.ns)
+    }
+
     /// Redis key of a named leader lease.
     pub fn lease_key(&self, lease: &str) -> String {
         format!("{}:lease:{lease}", self.ns)
@@ -245,6 +336,7 @@ mod tests {
             kind: ResultKind::TimedOut,
             output: None,
             error: Some("late".into()),
+            retryable: None,
             at: 7,
             incarnation: None,
         };
@@ -257,6 +349,35 @@ mod tests {
         assert_eq!(parsed.kind, ResultKind::Started);
         assert_eq!(parsed.incarnation, None);
         assert!(json.get("incarnation").is_none(), "legacy shape unchanged");
+        assert!(json.get("retryable").is_none(), "absent unless said");
+    }
+
+    #[test]
+    fn heartbeats_without_handlers_are_legacy_workers() {
+        let old = r#"{"v":1,"worker_id":"w","queue":"q","capacity":1,"active":0,
+            "avg_cost_ms":0,"cpu_idle":100,"state":"online","at":1}"#;
+        let beat: HeartbeatMsg = serde_json::from_str(old).unwrap();
+        assert_eq!(beat.handlers, None);
+        assert_eq!(beat.group, None);
+        let new = r#"{"v":1,"worker_id":"w","queue":"q","capacity":1,"active":0,
+            "avg_cost_ms":0,"cpu_idle":100,"state":"online","at":1,
+            "handlers":["noop"],"group":"edge","incarnation":"x"}"#;
+        let beat: HeartbeatMsg = serde_json::from_str(new).unwrap();
+        assert_eq!(beat.handlers, Some(vec!["noop".to_string()]));
+        assert_eq!(beat.group.as_deref(), Some("edge"));
+    }
+
+    #[test]
+    fn log_messages_are_the_documented_shape() {
+        let json = r#"{"v":1,"execution_id":"e","attempt":1,"worker_id":"w-1",
+            "lines":[{"at":5,"level":"info","message":"hi"}],"progress":50.0}"#;
+        let m: LogMsg = serde_json::from_str(json).unwrap();
+        assert_eq!(m.lines[0].level, LogLevel::Info);
+        assert_eq!(m.progress, Some(50.0));
+        let bare: LogMsg =
+            serde_json::from_str(r#"{"v":1,"execution_id":"e","attempt":1,"worker_id":"w"}"#)
+                .unwrap();
+        assert!(bare.lines.is_empty() && bare.progress.is_none());
     }
 
     #[test]

@@ -9,11 +9,13 @@ use crate::callback::{Callback, CallbackAttempt};
 use crate::execution::{ExecEvent, ExecStatus, Execution};
 use crate::job::{Job, JobStatus, NewJob, RetryPolicy};
 use crate::outcome::Verdict;
-use crate::protocol::{DispatchMsg, HeartbeatMsg, HeldRef, PROTOCOL_VERSION, ResultMsg};
+use crate::protocol::{
+    DispatchMsg, HeartbeatMsg, HeldRef, LogLevel, LogMsg, PROTOCOL_VERSION, ResultMsg,
+};
 use crate::schedule::Schedule;
 use crate::tenant::{ApiKey, AuditEntry, Tenant, TenantLimits};
 use crate::time::Millis;
-use crate::worker::{WorkerInfo, WorkerState};
+use crate::worker::{Routable, WorkerInfo, WorkerState};
 use async_trait::async_trait;
 
 /// Storage failures, at the crate boundary.
@@ -111,6 +113,8 @@ pub struct JobUpdate {
     pub retry: RetryPolicy,
     /// Handler time limit.
     pub timeout_ms: Option<u64>,
+    /// Worker group the job must run in.
+    pub worker_group: Option<String>,
 }
 
 /// Outcome of [`JobStore::job_update`].
@@ -177,6 +181,8 @@ pub struct DispatchWork {
     pub scheduled_at: Millis,
     /// Handler time limit.
     pub timeout_ms: Option<u64>,
+    /// Worker group the job must run in.
+    pub worker_group: Option<String>,
 }
 
 impl DispatchWork {
@@ -191,6 +197,7 @@ impl DispatchWork {
             params: self.params.clone(),
             scheduled_at: self.scheduled_at,
             timeout_ms: self.timeout_ms,
+            group: self.worker_group.clone(),
         }
     }
 }
@@ -351,11 +358,14 @@ pub trait ExecutionStore: Send + Sync {
         now: Millis,
     ) -> StoreResult<Vec<DispatchWork>>;
     /// Executions in `pending` whose `not_before <= now` (retries, and work a
-    /// crashed leader claimed but never published), oldest first.
+    /// crashed leader claimed but never published), oldest first, among those
+    /// some live worker can run (`routable`): work waiting for a handler no
+    /// worker serves is left out, so it never holds up the rest.
     async fn executions_find_unpublished(
         &self,
         now: Millis,
         limit: u32,
+        routable: &Routable,
     ) -> StoreResult<Vec<DispatchWork>>;
     /// Records publisher confirms: `pending → dispatched` for the named attempt only.
     /// Also reports the sent attempts that were cancelled meanwhile (their job
@@ -589,6 +599,70 @@ pub trait TenantStore: Send + Sync {
     async fn jobs_count_live(&self, tenant: &str) -> StoreResult<u64>;
 }
 
+/// A stored execution log line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredLogLine {
+    /// Position in the execution's log (increasing; the page cursor).
+    pub seq: i64,
+    /// Attempt that wrote it.
+    pub attempt: u32,
+    /// Worker that sent it.
+    pub worker_id: String,
+    /// When the handler wrote it (ms UTC, worker clock).
+    pub at: Millis,
+    /// Severity.
+    pub level: LogLevel,
+    /// Text (cut at [`LogLimits::max_line_bytes`]).
+    pub message: String,
+}
+
+/// What is kept of each execution's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Lines kept per execution; the oldest are dropped first.
+    pub max_lines: u32,
+    /// Bytes of message text kept per execution; the oldest lines are dropped first.
+    pub max_bytes: u64,
+    /// A longer line is cut to this many bytes.
+    pub max_line_bytes: usize,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        Self {
+            max_lines: 1_000,
+            max_bytes: 256 * 1024,
+            max_line_bytes: 4 * 1024,
+        }
+    }
+}
+
+/// Execution logs: lines handlers write, bounded per execution.
+#[async_trait]
+pub trait LogStore: Send + Sync {
+    /// Stores the lines of each batch and the latest progress of its
+    /// execution (for the batch's attempt only), then drops the oldest lines
+    /// of every execution touched beyond `limits`. Batches for executions
+    /// that do not exist are dropped.
+    async fn logs_append(
+        &self,
+        batches: &[LogMsg],
+        limits: &LogLimits,
+        now: Millis,
+    ) -> StoreResult<()>;
+    /// A page of an execution's lines, oldest first. Looked up by execution
+    /// id only: callers check the execution belongs to the tenant first
+    /// (see [`ExecutionStore::execution_get`]).
+    async fn logs_page(
+        &self,
+        execution_id: &str,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Page<StoredLogLine>>;
+    /// Deletes up to `limit` lines stored before `before`; how many went.
+    async fn logs_purge(&self, before: Millis, limit: u32) -> StoreResult<u64>;
+}
+
 /// Liveness of the database itself.
 #[async_trait]
 pub trait Health: Send + Sync {
@@ -598,10 +672,10 @@ pub trait Health: Send + Sync {
 
 /// The whole storage port.
 pub trait Store:
-    JobStore + ExecutionStore + WorkerStore + CallbackStore + TenantStore + Health
+    JobStore + ExecutionStore + WorkerStore + CallbackStore + TenantStore + LogStore + Health
 {
 }
-impl<T: JobStore + ExecutionStore + WorkerStore + CallbackStore + TenantStore + Health> Store
-    for T
+impl<T> Store for T where
+    T: JobStore + ExecutionStore + WorkerStore + CallbackStore + TenantStore + LogStore + Health
 {
 }

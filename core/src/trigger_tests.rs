@@ -22,6 +22,7 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         timeout_ms: None,
         created_at: 0,
         updated_at: 0,
+        worker_group: None,
     }
 }
 

@@ -36,6 +36,49 @@ impl WorkerState {
     }
 }
 
+/// What a worker runs: its handlers and its group, as its heartbeats announce.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Serves {
+    /// Handler names; `None` for a legacy worker that did not say, taken to
+    /// serve every handler.
+    pub handlers: Option<Vec<String>>,
+    /// Worker group, if any.
+    pub group: Option<String>,
+}
+
+impl Serves {
+    /// Whether a worker serving this may run `handler` for a job that asked
+    /// for worker group `group`. A job without a group runs on any worker
+    /// serving its handler; a job with one only on workers of that group.
+    pub fn accepts(&self, handler: &str, group: Option<&str>) -> bool {
+        group.is_none_or(|g| self.group.as_deref() == Some(g))
+            && self
+                .handlers
+                .as_ref()
+                .is_none_or(|hs| hs.iter().any(|h| h == handler))
+    }
+}
+
+/// What the live workers can run, as a filter for pending work (see
+/// [`crate::store::ExecutionStore::executions_find_unpublished`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Routable {
+    /// Any work (tests, tools).
+    Any,
+    /// Only work some entry [accepts](Serves::accepts); empty = none.
+    Only(Vec<Serves>),
+}
+
+impl Routable {
+    /// Whether some live worker can run `handler` in `group`.
+    pub fn accepts(&self, handler: &str, group: Option<&str>) -> bool {
+        match self {
+            Routable::Any => true,
+            Routable::Only(list) => list.iter().any(|s| s.accepts(handler, group)),
+        }
+    }
+}
+
 /// A worker row: the latest heartbeat figures.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerInfo {
@@ -57,6 +100,8 @@ pub struct WorkerInfo {
     pub last_heartbeat_at: Millis,
     /// First registration.
     pub registered_at: Millis,
+    /// Handlers and group it announced.
+    pub serves: Serves,
 }
 
 impl WorkerInfo {
@@ -70,6 +115,24 @@ impl WorkerInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serving_is_by_handler_and_group() {
+        let legacy = Serves::default();
+        assert!(legacy.accepts("anything", None));
+        assert!(!legacy.accepts("anything", Some("edge")));
+        let noop = Serves {
+            handlers: Some(vec!["noop".into()]),
+            group: Some("edge".into()),
+        };
+        assert!(noop.accepts("noop", None));
+        assert!(noop.accepts("noop", Some("edge")));
+        assert!(!noop.accepts("noop", Some("core")));
+        assert!(!noop.accepts("http", None));
+        assert!(Routable::Only(vec![legacy, noop.clone()]).accepts("http", None));
+        assert!(!Routable::Only(vec![noop]).accepts("http", None));
+        assert!(!Routable::Only(vec![]).accepts("noop", None));
+    }
 
     #[test]
     fn load_formula_matches_the_seed() {

@@ -1,5 +1,7 @@
 //! Picks the worker for each dispatch: equal-cost (default), round-robin or
-//! random, over the workers whose heartbeats say they can take work.
+//! random, over the workers whose heartbeats say they can take work *and*
+//! serve the job's handler (in its worker group, if the job names one). A
+//! worker that did not announce its handlers (a legacy worker) serves all.
 //!
 //! Heartbeats arrive every few seconds, so between two of them the balancer
 //! adds what this dispatcher has just sent to the reported `active` count. A
@@ -14,7 +16,7 @@
 //! would stall a burst for seconds.
 
 use kairos_core::time::Millis;
-use kairos_core::worker::{WorkerInfo, WorkerState};
+use kairos_core::worker::{Routable, Serves, WorkerInfo, WorkerState};
 use rand::Rng;
 use std::collections::HashMap;
 
@@ -40,6 +42,25 @@ impl std::str::FromStr for Strategy {
             other => Err(format!(
                 "unknown balancer {other:?} (expected equal-cost, round-robin or random)"
             )),
+        }
+    }
+}
+
+/// What a dispatch needs from its worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want<'a> {
+    /// The job's handler.
+    pub handler: &'a str,
+    /// The job's worker group, if it names one.
+    pub group: Option<&'a str>,
+}
+
+impl<'a> Want<'a> {
+    /// A handler in any group.
+    pub fn handler(handler: &'a str) -> Self {
+        Self {
+            handler,
+            group: None,
         }
     }
 }
@@ -109,7 +130,7 @@ impl Balancer {
 
     /// Whether a worker may receive work now: online, heard from recently,
     /// and not excluded.
-    fn eligible(&self, s: &Slot, now: Millis, exclude: Option<&str>) -> bool {
+    fn live(&self, s: &Slot, now: Millis, exclude: Option<&str>) -> bool {
         s.info.state == WorkerState::Online
             && now - s.info.last_heartbeat_at <= self.stale_after_ms
             && exclude != Some(s.info.id.as_str())
@@ -125,11 +146,15 @@ impl Balancer {
         WorkerInfo::equal_cost_load(active, s.info.avg_cost_ms, s.info.cpu_idle)
     }
 
-    /// Chooses a worker for one dispatch (never `exclude`), and counts the
-    /// dispatch against it. `None` when no worker can take work.
-    pub fn pick(&mut self, now: Millis, exclude: Option<&str>) -> Option<String> {
+    /// Chooses a worker for one dispatch of `want` (never `exclude`), and
+    /// counts the dispatch against it. `None` when no live worker serving
+    /// the handler (in the group) can take work.
+    pub fn pick(&mut self, now: Millis, want: Want<'_>, exclude: Option<&str>) -> Option<String> {
         let mut eligible: Vec<usize> = (0..self.slots.len())
-            .filter(|&i| self.eligible(&self.slots[i], now, exclude))
+            .filter(|&i| {
+                let s = &self.slots[i];
+                self.live(s, now, exclude) && s.info.serves.accepts(want.handler, want.group)
+            })
             .collect();
         if eligible.iter().any(|&i| Self::has_room(&self.slots[i])) {
             eligible.retain(|&i| Self::has_room(&self.slots[i]));
@@ -163,14 +188,32 @@ impl Balancer {
     pub fn eligible_count(&self, now: Millis) -> usize {
         self.slots
             .iter()
-            .filter(|s| self.eligible(s, now, None))
+            .filter(|s| self.live(s, now, None))
             .count()
+    }
+
+    /// What the live workers serve: the filter for the sweep of pending
+    /// work, so work no worker can run is left waiting without holding up
+    /// the rest.
+    pub fn routable(&self, now: Millis) -> Routable {
+        let mut serves: Vec<Serves> = Vec::new();
+        for s in self.slots.iter().filter(|s| self.live(s, now, None)) {
+            if !serves.contains(&s.info.serves) {
+                serves.push(s.info.serves.clone());
+            }
+        }
+        Routable::Only(serves)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const NOOP: Want<'static> = Want {
+        handler: "noop",
+        group: None,
+    };
 
     fn w(id: &str, active: u32, avg_cost_ms: f64, cpu_idle: f64) -> WorkerInfo {
         WorkerInfo {
@@ -183,13 +226,14 @@ mod tests {
             state: WorkerState::Online,
             last_heartbeat_at: 1_000,
             registered_at: 0,
+            serves: Default::default(),
         }
     }
 
     fn counts(b: &mut Balancer, n: usize) -> HashMap<String, usize> {
         let mut c = HashMap::new();
         for _ in 0..n {
-            *c.entry(b.pick(1_000, None).unwrap()).or_default() += 1;
+            *c.entry(b.pick(1_000, NOOP, None).unwrap()).or_default() += 1;
         }
         c
     }
@@ -198,14 +242,14 @@ mod tests {
     fn equal_cost_prefers_the_least_loaded_worker() {
         let mut b = Balancer::new(Strategy::EqualCost, 15_000);
         b.refresh(vec![w("busy", 5, 100.0, 90.0), w("idle", 0, 100.0, 90.0)]);
-        assert_eq!(b.pick(1_000, None).as_deref(), Some("idle"));
+        assert_eq!(b.pick(1_000, NOOP, None).as_deref(), Some("idle"));
     }
 
     #[test]
     fn low_cpu_idle_is_avoided() {
         let mut b = Balancer::new(Strategy::EqualCost, 15_000);
         b.refresh(vec![w("hot", 0, 100.0, 5.0), w("cool", 0, 100.0, 95.0)]);
-        assert_eq!(b.pick(1_000, None).as_deref(), Some("cool"));
+        assert_eq!(b.pick(1_000, NOOP, None).as_deref(), Some("cool"));
     }
 
     #[test]
@@ -226,8 +270,8 @@ mod tests {
     fn correction_survives_a_refresh_without_a_new_heartbeat() {
         let mut b = Balancer::new(Strategy::EqualCost, 15_000);
         b.refresh(vec![w("a", 0, 0.0, 100.0), w("b", 0, 0.0, 100.0)]);
-        b.pick(1_000, None);
-        let first = b.pick(1_000, None).unwrap();
+        b.pick(1_000, NOOP, None);
+        let first = b.pick(1_000, NOOP, None).unwrap();
         b.refresh(vec![w("a", 0, 0.0, 100.0), w("b", 0, 0.0, 100.0)]);
         // Both have one dispatch counted; the next goes to either, but a fresh
         // heartbeat for one resets only that one.
@@ -235,15 +279,15 @@ mod tests {
         fresh.last_heartbeat_at = 2_000;
         let other = if first == "a" { "b" } else { "a" };
         b.refresh(vec![fresh, w(other, 0, 0.0, 100.0)]);
-        assert_eq!(b.pick(2_000, None), Some(first));
+        assert_eq!(b.pick(2_000, NOOP, None), Some(first));
     }
 
     #[test]
     fn when_every_worker_reported_full_the_least_loaded_still_gets_work() {
         let mut b = Balancer::new(Strategy::EqualCost, 15_000);
         b.refresh(vec![w("a", 16, 10.0, 50.0), w("b", 16, 10.0, 90.0)]);
-        assert_eq!(b.pick(1_000, None).as_deref(), Some("b"));
-        assert_eq!(b.pick(1_000, Some("b")).as_deref(), Some("a"));
+        assert_eq!(b.pick(1_000, NOOP, None).as_deref(), Some("b"));
+        assert_eq!(b.pick(1_000, NOOP, Some("b")).as_deref(), Some("a"));
     }
 
     #[test]
@@ -267,14 +311,104 @@ mod tests {
             "full counts: it may have room by now"
         );
         for _ in 0..10 {
-            assert_eq!(b.pick(1_000, Some("refuser")).as_deref(), Some("ok"));
+            assert_eq!(b.pick(1_000, NOOP, Some("refuser")).as_deref(), Some("ok"));
         }
+    }
+
+    fn serving(id: &str, handlers: &[&str], group: Option<&str>) -> WorkerInfo {
+        let mut info = w(id, 0, 0.0, 100.0);
+        info.serves = Serves {
+            handlers: Some(handlers.iter().map(|h| h.to_string()).collect()),
+            group: group.map(str::to_string),
+        };
+        info
+    }
+
+    #[test]
+    fn only_workers_serving_the_handler_are_picked() {
+        let mut b = Balancer::new(Strategy::EqualCost, 15_000);
+        let mut busy_sleeper = serving("sleeper", &["sleep"], None);
+        busy_sleeper.active = 15;
+        b.refresh(vec![serving("noop-only", &["noop"], None), busy_sleeper]);
+        for _ in 0..20 {
+            let picked = b.pick(1_000, Want::handler("sleep"), None);
+            assert_eq!(picked.as_deref(), Some("sleeper"), "despite its load");
+        }
+        assert_eq!(b.pick(1_000, Want::handler("http"), None), None);
+        assert_eq!(
+            b.pick(1_000, Want::handler("sleep"), Some("sleeper")),
+            None,
+            "the refuser is the only one serving it"
+        );
+    }
+
+    #[test]
+    fn legacy_workers_serve_every_handler() {
+        let mut b = Balancer::new(Strategy::RoundRobin, 15_000);
+        b.refresh(vec![
+            w("legacy", 0, 0.0, 100.0),
+            serving("n", &["noop"], None),
+        ]);
+        assert_eq!(
+            b.pick(1_000, Want::handler("custom"), None).as_deref(),
+            Some("legacy")
+        );
+        let c = counts(&mut b, 10);
+        assert_eq!(c.len(), 2, "noop goes to both: {c:?}");
+    }
+
+    #[test]
+    fn a_job_with_a_group_runs_only_in_that_group() {
+        let mut b = Balancer::new(Strategy::RoundRobin, 15_000);
+        b.refresh(vec![
+            serving("edge-1", &["http"], Some("edge")),
+            serving("core-1", &["http"], Some("core")),
+            serving("plain", &["http"], None),
+        ]);
+        let edge = Want {
+            handler: "http",
+            group: Some("edge"),
+        };
+        for _ in 0..10 {
+            assert_eq!(b.pick(1_000, edge, None).as_deref(), Some("edge-1"));
+        }
+        let nowhere = Want {
+            handler: "http",
+            group: Some("dmz"),
+        };
+        assert_eq!(b.pick(1_000, nowhere, None), None);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..12 {
+            seen.insert(b.pick(1_000, Want::handler("http"), None).unwrap());
+        }
+        assert_eq!(seen.len(), 3, "no group: any worker serving the handler");
+    }
+
+    #[test]
+    fn routable_lists_what_live_workers_serve() {
+        let mut b = Balancer::new(Strategy::EqualCost, 15_000);
+        let mut gone = serving("gone", &["http"], None);
+        gone.state = WorkerState::Offline;
+        b.refresh(vec![
+            serving("a", &["noop"], None),
+            serving("b", &["noop"], None),
+            gone,
+        ]);
+        let r = b.routable(1_000);
+        assert_eq!(
+            r,
+            Routable::Only(vec![Serves {
+                handlers: Some(vec!["noop".into()]),
+                group: None
+            }])
+        );
+        assert!(r.accepts("noop", None) && !r.accepts("http", None));
     }
 
     #[test]
     fn no_worker_means_no_pick() {
         let mut b = Balancer::new(Strategy::RoundRobin, 15_000);
-        assert_eq!(b.pick(0, None), None);
+        assert_eq!(b.pick(0, NOOP, None), None);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Consumers that every dispatcher instance runs: worker results and worker
-//! heartbeats, each applied to the database in batches.
+//! Consumers that every dispatcher instance runs: worker results, worker
+//! heartbeats and execution log lines, each applied to the database in batches.
 //!
 //! Deliveries are batched with `ready_chunks`: whatever has arrived is applied
 //! in one transaction, so a busy queue gets large batches and a quiet one gets
@@ -11,8 +11,8 @@ use crate::attempts::Attempts;
 use crate::recover;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerResult, Delivery, DeliveryStream};
-use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
-use kairos_core::store::{Store, StoreResult};
+use kairos_core::protocol::{HeartbeatMsg, LogMsg, PROTOCOL_VERSION, ResultMsg};
+use kairos_core::store::{LogLimits, Store, StoreResult};
 use kairos_core::supervise::{self, Backoff, Subscription};
 use kairos_core::time::now_ms;
 use kairos_core::trace::{Stage, TraceContext};
@@ -118,6 +118,38 @@ fn trace_applied(msgs: &[ResultMsg], applied: &[kairos_core::store::Applied]) {
             debug!(kind = ?m.kind, new_status = ?a.new_status.map(|s| s.as_str()), "result applied")
         });
     }
+}
+
+struct Logs {
+    store: Arc<dyn Store>,
+    limits: LogLimits,
+}
+
+#[async_trait::async_trait]
+impl Sink for Logs {
+    type Msg = LogMsg;
+    const NAME: &'static str = "logs";
+    async fn consume(&self, broker: &dyn Broker) -> BrokerResult<DeliveryStream> {
+        broker.logs_consume(PREFETCH).await
+    }
+    fn version(msg: &LogMsg) -> u32 {
+        msg.v
+    }
+    async fn apply(&self, msgs: &[LogMsg]) -> StoreResult<()> {
+        self.store.logs_append(msgs, &self.limits, now_ms()).await
+    }
+}
+
+/// Stores execution log lines, bounded by `limits`, until `shutdown`. A
+/// batch redelivered after a crash between commit and ack is stored twice:
+/// logs are at-least-once.
+pub async fn run_logs(
+    store: Arc<dyn Store>,
+    broker: Arc<dyn Broker>,
+    limits: LogLimits,
+    shutdown: CancellationToken,
+) {
+    run(Logs { store, limits }, broker, shutdown).await
 }
 
 /// Applies worker results until `shutdown`. `on_applied` is notified when an

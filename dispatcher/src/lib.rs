@@ -13,6 +13,7 @@
 //! - [`reaper`]: dead workers' work rescued, silent attempts timed out (every instance).
 //! - [`recover`]: a restarted worker's old work and attempts its heartbeats no longer list, recovered.
 //! - [`stops`]: stop requests recorded in the database carried to workers (leader only).
+//! - [`logs`]: execution log lines purged after their retention (every instance).
 //!
 //! Any number of instances may run; exactly one holds the lease and dispatches.
 #![warn(missing_docs, unreachable_pub)]
@@ -21,6 +22,7 @@ pub mod attempts;
 pub mod balancer;
 pub mod consume;
 pub mod leader;
+pub mod logs;
 mod metrics;
 pub mod publish;
 pub mod reaper;
@@ -73,6 +75,8 @@ pub struct DispatcherConfig {
     pub stop_relay_every: Duration,
     /// Queue and key names (must match the workers').
     pub names: Names,
+    /// What is kept of execution logs, and for how long.
+    pub logs: logs::LogConfig,
 }
 
 impl Default for DispatcherConfig {
@@ -90,6 +94,7 @@ impl Default for DispatcherConfig {
             reaper: reaper::ReaperConfig::default(),
             stop_relay_every: Duration::from_millis(250),
             names: Names::default(),
+            logs: logs::LogConfig::default(),
         }
     }
 }
@@ -160,6 +165,23 @@ impl Dispatcher {
                 stop_consuming.clone(),
             ),
         );
+        let log_lines = spawn_critical(
+            "logs consumer",
+            consume::run_logs(
+                self.store.clone(),
+                self.broker.clone(),
+                self.cfg.logs.limits,
+                stop_consuming.clone(),
+            ),
+        );
+        let log_purge = spawn_critical(
+            "log purge",
+            logs::run_purge(
+                self.store.clone(),
+                self.cfg.logs.clone(),
+                stop_consuming.clone(),
+            ),
+        );
         let attempts = Attempts {
             coord: self.coord.clone(),
             names: self.cfg.names.clone(),
@@ -205,6 +227,8 @@ impl Dispatcher {
         .await;
         let _ = results.await;
         let _ = heartbeats.await;
+        let _ = log_lines.await;
+        let _ = log_purge.await;
         let _ = reaper.await;
     }
 }

@@ -4,7 +4,7 @@
 //! that update is asked to stop, since a worker holds it now.
 
 use crate::attempts::Attempts;
-use crate::balancer::Balancer;
+use crate::balancer::{Balancer, Want};
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerError};
 use kairos_core::store::{DispatchWork, DispatchedTo, Store};
@@ -23,6 +23,14 @@ pub struct PublishReport {
     pub no_worker: usize,
     /// Left pending because the publish failed.
     pub failed: usize,
+}
+
+/// What `w` needs from its worker.
+fn want(w: &DispatchWork) -> Want<'_> {
+    Want {
+        handler: &w.handler,
+        group: w.worker_group.as_deref(),
+    }
 }
 
 /// Sends work to workers.
@@ -63,7 +71,7 @@ impl Publisher {
         let assigned: Vec<(DispatchWork, String)> = {
             let mut balancer = self.balancer.lock().unwrap_or_else(|p| p.into_inner());
             work.into_iter()
-                .filter_map(|w| match balancer.pick(now, None) {
+                .filter_map(|w| match balancer.pick(now, want(&w), None) {
                     Some(worker) => Some((w, worker)),
                     None => {
                         report.no_worker += 1;
@@ -75,7 +83,7 @@ impl Publisher {
         if report.no_worker > 0 {
             debug!(
                 count = report.no_worker,
-                "no live worker can take work; it stays pending"
+                "no live worker serving their handler can take work; it stays pending"
             );
         }
         let outcomes: Vec<Result<(Millis, DispatchedTo), (String, BrokerError)>> =

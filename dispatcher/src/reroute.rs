@@ -11,7 +11,7 @@
 //! before going out again, instead of bouncing between full workers as fast
 //! as the broker can carry it.
 
-use crate::balancer::Balancer;
+use crate::balancer::{Balancer, Want};
 use kairos_core::broker::{Broker, BrokerError, Delivery, DeliveryStream};
 use kairos_core::protocol::DispatchMsg;
 use kairos_core::store::{DispatchedTo, Store};
@@ -124,11 +124,14 @@ async fn reroute_one(to: &Route<'_>, d: Delivery, recent: &mut Recent, token: &C
     // broker, and the dispatcher keeps the rest of its work flowing.
     let mut exclude = d.rejected_by.as_deref();
     while !token.is_cancelled() {
-        let pick = to
-            .balancer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pick(now_ms(), exclude);
+        let pick = to.balancer.lock().unwrap_or_else(|p| p.into_inner()).pick(
+            now_ms(),
+            Want {
+                handler: &msg.handler,
+                group: msg.group.as_deref(),
+            },
+            exclude,
+        );
         let Some(worker) = pick else {
             // Nobody else can take it: after a pause, the refuser may have room.
             exclude = None;

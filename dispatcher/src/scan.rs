@@ -285,9 +285,18 @@ impl DispatchLoop {
 
     /// Publishes executions left `pending`; `true` if there may be more.
     async fn sweep(&self, term: &Term, outbox: &Outbox) -> bool {
+        let now = now_ms();
+        // Only what some live worker can run: work waiting for a handler no
+        // worker serves stays pending (and visible as waiting) without
+        // filling the batch ahead of work that can go.
+        let routable = self
+            .balancer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .routable(now);
         match self
             .store
-            .executions_find_unpublished(now_ms(), self.cfg.batch)
+            .executions_find_unpublished(now, self.cfg.batch, &routable)
             .await
         {
             Ok(work) if work.is_empty() || !term.is_valid() => false,

@@ -102,6 +102,7 @@ impl Rig {
             request_hash: None,
             retry: RetryPolicy::default(),
             timeout_ms: None,
+            worker_group: None,
             created_at: now_ms(),
         };
         match self.store.job_create(job).await.expect("create") {

@@ -1,9 +1,9 @@
 //! `kairos api`: the REST API against the configured database.
 
 use crate::cli::ApiArgs;
-use crate::connect;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Context, Result};
+use kairos::connect;
 use kairos_api::AppState;
 use kairos_coord_redis::RedisDue;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ pub async fn run(args: ApiArgs, file: &FileSettings) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr} (KAIROS_HTTP_ADDR)"))?;
     info!(addr = %listener.local_addr()?, "API listening");
-    let shutdown = crate::signal::shutdown_token();
+    let shutdown = kairos::signal::shutdown_token();
     let config = super::api_config(&args.limits, file)?;
     let mut state = super::with_metrics(
         AppState::new(Arc::new(store), config),

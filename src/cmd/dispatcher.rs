@@ -1,10 +1,10 @@
 //! `kairos dispatcher`: one dispatcher instance against MySQL, Redis and RabbitMQ.
 
 use crate::cli::{DispatcherArgs, RecoveryArgs};
-use crate::connect;
-use crate::ops::{self, BrokerCheck, CoordCheck, StoreCheck};
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, anyhow};
+use kairos::connect;
+use kairos::ops::{self, BrokerCheck, CoordCheck, StoreCheck};
 use kairos_api::ReadyCheck;
 use kairos_coord_redis::RedisDue;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
@@ -41,6 +41,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
     if let Some(ms) = pick(args.worker_dead_after_ms, file.worker_dead_after_ms) {
         cfg.reaper.dead_after = at_least(ms, MIN_DEAD_AFTER_MS, "KAIROS_WORKER_DEAD_AFTER_MS")?;
     }
+    cfg.logs = super::log_config(&args.logs, file)?;
     recovery(&mut cfg.reaper, &args.recovery, file)?;
     let store = connect::database(&db_url, false).await?;
     let broker = connect::rabbitmq(&amqp_url, names.clone(), queue_type.as_deref()).await?;
@@ -58,7 +59,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
     let store = Arc::new(store);
     let broker = Arc::new(broker);
     let coord = Arc::new(coord);
-    let shutdown = crate::signal::shutdown_token();
+    let shutdown = kairos::signal::shutdown_token();
     let checks: Vec<Arc<dyn ReadyCheck>> = vec![
         Arc::new(StoreCheck(store.clone())),
         Arc::new(BrokerCheck(broker.clone())),

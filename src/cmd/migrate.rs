@@ -1,9 +1,9 @@
 //! `kairos migrate`: applies the schema for the configured database.
 
 use crate::cli::MigrateArgs;
-use crate::connect;
 use crate::settings::{FileSettings, require};
 use anyhow::Result;
+use kairos::connect;
 
 pub async fn run(args: MigrateArgs, file: &FileSettings) -> Result<()> {
     let url = require(

@@ -4,7 +4,6 @@
 mod api;
 mod bench;
 mod dev;
-pub(crate) mod dev_key;
 mod dispatcher;
 mod keys;
 mod migrate;
@@ -69,7 +68,7 @@ async fn with_metrics(
     file: &FileSettings,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<kairos_api::AppState> {
-    let handle = crate::ops::install_prometheus()?;
+    let handle = kairos::ops::install_prometheus()?;
     let Some(addr) = pick(args.metrics_addr.clone(), file.metrics_addr.clone()) else {
         return Ok(state.with_prometheus(handle));
     };
@@ -93,4 +92,31 @@ fn announce_due(due: std::sync::Arc<dyn kairos_core::due::DueSignal>) -> kairos_
         let due = due.clone();
         tokio::spawn(async move { due.announce(at).await });
     })
+}
+
+/// What is kept of execution logs (`KAIROS_LOG_*`).
+fn log_config(
+    arg: &crate::cli::LogArg,
+    file: &FileSettings,
+) -> Result<kairos_dispatcher::logs::LogConfig> {
+    let mut cfg = kairos_dispatcher::logs::LogConfig::default();
+    if let Some(h) = pick(arg.log_retention_hours, file.log_retention_hours) {
+        if h == 0 {
+            anyhow::bail!("KAIROS_LOG_RETENTION_HOURS must be at least 1");
+        }
+        cfg.retention = std::time::Duration::from_secs(h.saturating_mul(3600));
+    }
+    if let Some(n) = pick(arg.log_max_lines, file.log_max_lines) {
+        if n == 0 {
+            anyhow::bail!("KAIROS_LOG_MAX_LINES must be at least 1");
+        }
+        cfg.limits.max_lines = n;
+    }
+    if let Some(b) = pick(arg.log_max_bytes, file.log_max_bytes) {
+        if b < 1024 {
+            anyhow::bail!("KAIROS_LOG_MAX_BYTES must be at least 1024");
+        }
+        cfg.limits.max_bytes = b;
+    }
+    Ok(cfg)
 }

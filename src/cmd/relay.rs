@@ -1,10 +1,10 @@
 //! `kairos callback-relay`: delivers callbacks from the outbox.
 
 use crate::cli::RelayArgs;
-use crate::connect;
-use crate::ops::{self, StoreCheck};
 use crate::settings::{FileSettings, pick, require};
 use anyhow::Result;
+use kairos::connect;
+use kairos::ops::{self, StoreCheck};
 use kairos_api::ReadyCheck;
 use kairos_callback_relay::{Relay, RelayConfig};
 use std::sync::Arc;
@@ -23,7 +23,7 @@ pub async fn run(args: RelayArgs, file: &FileSettings) -> Result<()> {
         "KAIROS_CALLBACK_SECRET",
     )?;
     let store = Arc::new(connect::database(&db_url, false).await?);
-    let shutdown = crate::signal::shutdown_token();
+    let shutdown = kairos::signal::shutdown_token();
     let checks: Vec<Arc<dyn ReadyCheck>> = vec![Arc::new(StoreCheck(store.clone()))];
     let metrics_addr = pick(args.metrics.metrics_addr, file.metrics_addr.clone());
     ops::serve(

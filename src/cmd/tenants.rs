@@ -3,9 +3,9 @@
 //! in the audit trail with actor `cli`.
 
 use crate::cli::{DatabaseArg, TenantLimitArgs, TenantsCommand};
-use crate::connect;
 use crate::settings::{FileSettings, require};
 use anyhow::{Result, bail};
+use kairos::connect;
 use kairos_core::store::{Store, TenantStore};
 use kairos_core::tenant::{AuditEntry, Tenant, TenantLimits, valid_tenant_id};
 use kairos_core::time::{Millis, now_ms, to_rfc3339};

@@ -1,10 +1,10 @@
 //! `kairos worker`: a worker with the built-in handlers, on RabbitMQ and Redis.
 
 use crate::cli::WorkerArgs;
-use crate::connect;
-use crate::ops::{self, BrokerCheck, CoordCheck};
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, bail};
+use kairos::connect;
+use kairos::ops::{self, BrokerCheck, CoordCheck};
 use kairos_api::ReadyCheck;
 use kairos_worker::Worker;
 use std::sync::Arc;
@@ -53,9 +53,15 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
     if let Some(ms) = pick(args.worker_grace_ms, file.worker_grace_ms) {
         builder = builder.grace_period(Duration::from_millis(ms));
     }
+    if let Some(list) = pick(args.worker_handlers, file.worker_handlers.clone()) {
+        builder = builder.only_handlers(handler_list(&list)?);
+    }
+    if let Some(group) = pick(args.worker_group, file.worker_group.clone()) {
+        builder = builder.group(group);
+    }
     let worker = builder.build()?;
-    info!(worker_id = worker.id(), "worker starting");
-    let shutdown = crate::signal::shutdown_token();
+    info!(worker_id = worker.id(), handlers = ?worker.handlers(), "worker starting");
+    let shutdown = kairos::signal::shutdown_token();
     // The endpoint outlives the drain: it stops when the process exits.
     let metrics_addr = pick(args.metrics.metrics_addr, file.metrics_addr.clone());
     let prometheus = ops::install_prometheus()?;
@@ -63,4 +69,32 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
     worker.run(shutdown).await?;
     info!("worker stopped");
     Ok(())
+}
+
+/// `KAIROS_WORKER_HANDLERS`: comma-separated names, blanks ignored.
+fn handler_list(list: &str) -> Result<Vec<String>> {
+    let names: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect();
+    if names.is_empty() {
+        bail!("KAIROS_WORKER_HANDLERS names no handler (expected e.g. noop,sleep)");
+    }
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handler_lists_are_comma_separated() {
+        assert_eq!(
+            handler_list(" noop, sleep ,").unwrap(),
+            vec!["noop", "sleep"]
+        );
+        assert!(handler_list(" , ").is_err());
+    }
 }

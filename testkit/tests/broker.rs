@@ -8,7 +8,9 @@ mod support;
 
 use futures::{FutureExt, StreamExt};
 use kairos_core::broker::{BrokerError, QueueStats};
-use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, PROTOCOL_VERSION, ResultMsg};
+use kairos_core::protocol::{
+    DispatchMsg, HeartbeatMsg, LogLevel, LogLine, LogMsg, PROTOCOL_VERSION, ResultMsg,
+};
 use kairos_core::worker::WorkerState;
 use support::{Fx, WAIT, decode, dispatch, next, result};
 
@@ -247,6 +249,8 @@ async fn heartbeats_and_results_round_trip(fx: &Fx) {
         cpu_idle: 87.0,
         state: WorkerState::Online,
         at: 1_760_000_000_123,
+        handlers: None,
+        group: None,
         incarnation: None,
         held: None,
     };
@@ -267,6 +271,42 @@ async fn heartbeats_and_results_round_trip(fx: &Fx) {
     hb.acker.ack().await.unwrap();
     rs.acker.ack().await.unwrap();
     assert!(fx.broker.is_healthy().await);
+}
+
+async fn log_batches_round_trip_and_consumers_compete(fx: &Fx) {
+    let batch = |i: u32| LogMsg {
+        v: PROTOCOL_VERSION,
+        execution_id: format!("exec-{i}"),
+        attempt: 1,
+        worker_id: "w-1".into(),
+        lines: vec![LogLine {
+            at: 1_760_000_000_000,
+            level: LogLevel::Warn,
+            message: format!("line {i} ünïcode"),
+        }],
+        progress: Some(f64::from(i)),
+    };
+    for i in 0..4 {
+        fx.broker.log_publish(&batch(i)).await.unwrap();
+    }
+    let mut a = fx.broker.logs_consume(10).await.unwrap();
+    let mut b = fx.broker.logs_consume(10).await.unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let d = tokio::select! {
+            d = next(&mut a) => d,
+            d = next(&mut b) => d,
+        };
+        let msg: LogMsg = serde_json::from_slice(&d.payload).unwrap();
+        d.acker.ack().await.unwrap();
+        seen.push(msg);
+    }
+    seen.sort_by(|x, y| x.execution_id.cmp(&y.execution_id));
+    assert_eq!(
+        seen,
+        (0..4).map(batch).collect::<Vec<_>>(),
+        "each batch once"
+    );
 }
 
 /// Runs each case as `<case>::memory` and `<case>::rabbitmq`.
@@ -299,6 +339,7 @@ on_both!(
     refusals_stay_with_their_publish_under_load,
     stats_follow_consumers,
     heartbeats_and_results_round_trip,
+    log_batches_round_trip_and_consumers_compete,
 );
 
 #[path = "broker/rabbit_only.rs"]

@@ -26,8 +26,8 @@ pub struct Sleep;
 impl crate::Handler for Sleep {
     async fn run(&self, ctx: JobContext) -> HandlerOutcome {
         let Some(ms) = ctx.params.get("ms").and_then(serde_json::Value::as_u64) else {
-            return HandlerOutcome::failure(
-                "sleep handler: params.ms must be a non-negative integer (milliseconds)",
+            return HandlerOutcome::PermanentFailure(
+                "sleep handler: params.ms must be a non-negative integer (milliseconds)".into(),
             );
         };
         tokio::select! {
@@ -59,17 +59,9 @@ mod tests {
     use super::*;
     use crate::Handler;
     use serde_json::json;
-    use tokio_util::sync::CancellationToken;
 
     pub(super) fn ctx(params: serde_json::Value) -> JobContext {
-        JobContext {
-            execution_id: "e".into(),
-            job_id: "j".into(),
-            attempt: 1,
-            scheduled_at: 0,
-            params,
-            cancel: CancellationToken::new(),
-        }
+        JobContext::detached("e", params)
     }
 
     #[tokio::test]
@@ -102,8 +94,8 @@ mod tests {
             json!({"ms": "10"}),
             json!(null),
         ] {
-            let HandlerOutcome::Failure(e) = Sleep.run(ctx(p)).await else {
-                panic!("bad params must fail");
+            let HandlerOutcome::PermanentFailure(e) = Sleep.run(ctx(p)).await else {
+                panic!("bad params must fail, and no retry can help");
             };
             assert!(e.contains("params.ms"), "{e}");
         }

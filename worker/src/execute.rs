@@ -21,6 +21,9 @@ pub(crate) const SHUTDOWN_ERROR: &str = "worker shut down before the handler fin
 /// dispatcher records it as `cancelled`, or ignores it for a lost attempt.
 pub(crate) const STOPPED_ERROR: &str = "stopped at the scheduler's request";
 
+/// Longest wait for a handler's last log lines to be sent before its result.
+const LOG_FLUSH_WAIT: Duration = Duration::from_millis(500);
+
 /// How long a cancelled handler gets to return on its own before it is aborted.
 const ABORT_WAIT: Duration = Duration::from_secs(1);
 
@@ -50,6 +53,7 @@ pub(crate) async fn run_attempt(
         crate::metrics::handler_ran(shared, &msg.handler, "failed", Duration::ZERO);
         return Report::failed(shared.handlers.unknown(&msg.handler));
     };
+    let started_ms = kairos_core::time::now_ms();
     // Not a child of `hard_stop`: the handler must learn of a stop only after
     // the report is decided, or its own "cancelled" failure would win the race.
     let cancel = CancellationToken::new();
@@ -59,13 +63,18 @@ pub(crate) async fn run_attempt(
         shared.names.stop_key(&msg.execution_id, msg.attempt),
         stop.clone(),
     );
+    let (exec_id, attempt) = (msg.execution_id.clone(), msg.attempt);
     let ctx = JobContext {
         execution_id: msg.execution_id,
         job_id: msg.job_id,
         attempt: msg.attempt,
         scheduled_at: msg.scheduled_at,
+        deadline: msg
+            .timeout_ms
+            .map(|t| started_ms.saturating_add(i64::try_from(t).unwrap_or(i64::MAX))),
         params: msg.params,
         cancel: cancel.clone(),
+        logs: shared.logs.clone(),
     };
     let started = Instant::now();
     crate::metrics::pool(shared);
@@ -75,6 +84,7 @@ pub(crate) async fn run_attempt(
         joined = &mut task => match joined {
             Ok(HandlerOutcome::Success(v)) => (Report::succeeded(v), "succeeded"),
             Ok(HandlerOutcome::Failure(e)) => (Report::failed(e), "failed"),
+            Ok(HandlerOutcome::PermanentFailure(e)) => (Report::failed_permanently(e), "failed"),
             Err(e) if e.is_panic() => (Report::failed(panic_message(&*e.into_panic())), "failed"),
             Err(e) => (Report::failed(format!("handler task ended abnormally: {e}")), "failed"),
         },
@@ -101,6 +111,10 @@ pub(crate) async fn run_attempt(
     shared.record_cost(started.elapsed().as_secs_f64() * 1000.0);
     drop(permit);
     crate::metrics::pool(shared);
+    // The handler's last lines go out before its result, so a client that
+    // sees the result finds them (best effort: a slow broker does not hold
+    // the result back for long).
+    shared.logs.flush(&exec_id, attempt, LOG_FLUSH_WAIT).await;
     report
 }
 

@@ -83,6 +83,8 @@ fn heartbeat(shared: &Shared, cpu: &mut CpuSampler) -> HeartbeatMsg {
         cpu_idle: cpu.idle(),
         state: shared.state(),
         at: now_ms(),
+        handlers: Some(shared.handlers.names()),
+        group: shared.group.clone(),
         incarnation: Some(shared.incarnation.clone()),
         held: Some(shared.held()),
     }

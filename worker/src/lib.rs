@@ -22,12 +22,13 @@ mod consume;
 mod execute;
 pub mod handler;
 mod heartbeat;
+mod logs;
 mod metrics;
 mod results;
 mod shared;
 mod stops;
 
-pub use handler::{Handler, HandlerOutcome, JobContext};
+pub use handler::{Handler, HandlerError, HandlerOutcome, JobContext, Typed, typed};
 
 use handler::Registry;
 use kairos_core::broker::{Broker, BrokerError};
@@ -65,6 +66,7 @@ pub enum WorkerError {
 /// A configured worker, ready to [`run`](Worker::run).
 pub struct Worker {
     shared: Arc<Shared>,
+    shipper: logs::Shipper,
     heartbeat_every: Duration,
     grace_period: Duration,
     stop_poll: Duration,
@@ -80,6 +82,8 @@ pub struct WorkerBuilder {
     grace_period: Option<Duration>,
     stop_poll: Option<Duration>,
     handlers: Registry,
+    group: Option<String>,
+    only: Option<Vec<String>>,
     broker: Option<Arc<dyn Broker>>,
     coord: Option<Arc<dyn Coordination>>,
     names: Option<Names>,
@@ -176,6 +180,38 @@ impl WorkerBuilder {
         self
     }
 
+    /// Serves only the named handlers among those registered (e.g. keep
+    /// `http` off workers in a sensitive network). Naming one that is not
+    /// registered is a configuration error. Heartbeats announce what is
+    /// served, and dispatchers send this worker nothing else.
+    ///
+    /// ```
+    /// use kairos_worker::Worker;
+    /// let builder = Worker::builder().builtin_handlers().only_handlers(["noop", "sleep"]);
+    /// # let _ = builder;
+    /// ```
+    pub fn only_handlers<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.only = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Worker group (default none): jobs that name a `workerGroup` run only
+    /// on workers of that group; jobs without one run on any worker serving
+    /// their handler.
+    ///
+    /// ```
+    /// let builder = kairos_worker::Worker::builder().group("gpu");
+    /// # let _ = builder;
+    /// ```
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
     /// The broker to consume dispatches from and publish results to (required).
     pub fn broker(mut self, broker: Arc<dyn Broker>) -> Self {
         self.broker = Some(broker);
@@ -225,12 +261,48 @@ impl WorkerBuilder {
         if stop_poll.is_zero() {
             return Err(config("stop poll period must be positive"));
         }
-        if self.handlers.is_empty() {
+        let mut handlers = self.handlers;
+        if let Some(only) = self.only {
+            let unknown: Vec<&str> = only
+                .iter()
+                .filter(|n| handlers.get(n).is_none())
+                .map(String::as_str)
+                .collect();
+            if !unknown.is_empty() {
+                return Err(WorkerError::Config(format!(
+                    "handlers {unknown:?} are not registered; this worker has: {}",
+                    handlers.names().join(", ")
+                )));
+            }
+            for name in handlers.names() {
+                if !only.contains(&name) {
+                    handlers.remove(&name);
+                }
+            }
+        }
+        if handlers.is_empty() {
             return Err(config("no handlers registered"));
         }
+        if let Some(g) = &self.group
+            && (g.trim().is_empty() || g.chars().count() > 255)
+        {
+            return Err(config("worker group must be 1–255 characters"));
+        }
         let names = self.names.unwrap_or_default();
-        let shared = Shared::new(id, names, broker, coord, self.handlers, capacity, buffer);
+        let (log_sink, shipper) = logs::channel(Arc::clone(&broker), id.clone());
+        let shared = Shared::new(shared::Setup {
+            id,
+            names,
+            broker,
+            coord,
+            handlers,
+            group: self.group,
+            logs: log_sink,
+            capacity,
+            buffer,
+        });
         Ok(Worker {
+            shipper,
             shared: Arc::new(shared),
             heartbeat_every,
             grace_period: self.grace_period.unwrap_or(DEFAULT_GRACE_PERIOD),
@@ -278,6 +350,11 @@ impl Worker {
         WorkerBuilder::default()
     }
 
+    /// Handler names this worker serves (announced in its heartbeats).
+    pub fn handlers(&self) -> Vec<String> {
+        self.shared.handlers.names()
+    }
+
     /// This worker's id (its queue is `<namespace>.worker.<id>`).
     pub fn id(&self) -> &str {
         &self.shared.id
@@ -307,6 +384,7 @@ impl Worker {
             "stop watcher",
             stops::run(Arc::clone(&shared), self.stop_poll, beats_stop.clone()),
         );
+        let shipper = spawn_critical("log shipper", self.shipper.run(beats_stop.clone()));
 
         consume::run(Arc::clone(&shared), shutdown).await;
 
@@ -328,6 +406,9 @@ impl Worker {
         }
         if let Err(e) = stop_watch.await {
             tracing::error!(worker_id = %shared.id, "stop watcher failed: {e}");
+        }
+        if let Err(e) = shipper.await {
+            tracing::error!(worker_id = %shared.id, "log shipper failed: {e}");
         }
         tracing::info!(worker_id = %shared.id, "worker stopped");
         Ok(())

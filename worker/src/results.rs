@@ -13,6 +13,8 @@ pub(crate) struct Report {
     pub(crate) kind: ResultKind,
     pub(crate) output: Option<serde_json::Value>,
     pub(crate) error: Option<String>,
+    /// `Some(false)` for a failure the handler said no retry can fix.
+    pub(crate) retryable: Option<bool>,
 }
 
 impl Report {
@@ -21,6 +23,7 @@ impl Report {
             kind: ResultKind::Started,
             output: None,
             error: None,
+            retryable: None,
         }
     }
 
@@ -29,6 +32,7 @@ impl Report {
             kind: ResultKind::Succeeded,
             output: Some(output),
             error: None,
+            retryable: None,
         }
     }
 
@@ -37,6 +41,15 @@ impl Report {
             kind: ResultKind::Failed,
             output: None,
             error: Some(error.into()),
+            retryable: None,
+        }
+    }
+
+    /// A failure no retry can fix.
+    pub(crate) fn failed_permanently(error: impl Into<String>) -> Self {
+        Self {
+            retryable: Some(false),
+            ..Self::failed(error)
         }
     }
 
@@ -45,6 +58,7 @@ impl Report {
             kind: ResultKind::TimedOut,
             output: None,
             error: Some(error.into()),
+            retryable: None,
         }
     }
 
@@ -65,6 +79,7 @@ impl Report {
             output: self.output,
             error: self.error,
             at: now_ms(),
+            retryable: self.retryable,
             incarnation: Some(incarnation.to_string()),
         }
     }

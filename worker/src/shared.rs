@@ -4,6 +4,7 @@
 
 use crate::handler::Registry;
 use crate::heartbeat::CostWindow;
+use crate::logs::LogSink;
 use kairos_core::broker::Broker;
 use kairos_core::coord::Coordination;
 use kairos_core::protocol::{HeartbeatMsg, HeldRef, Names};
@@ -25,6 +26,10 @@ pub(crate) struct Shared {
     /// Attempt keys and stop requests.
     pub(crate) coord: Arc<dyn Coordination>,
     pub(crate) handlers: Registry,
+    /// Worker group announced in heartbeats.
+    pub(crate) group: Option<String>,
+    /// Where handlers' log lines go.
+    pub(crate) logs: LogSink,
     /// Handlers allowed to run at once.
     pub(crate) capacity: u32,
     /// Accepted deliveries allowed to wait for a pool slot.
@@ -52,16 +57,32 @@ pub(crate) struct Shared {
     slot_freed: Notify,
 }
 
+/// What a worker is built from (checked by the builder).
+pub(crate) struct Setup {
+    pub(crate) id: String,
+    pub(crate) names: Names,
+    pub(crate) broker: Arc<dyn Broker>,
+    pub(crate) coord: Arc<dyn Coordination>,
+    pub(crate) handlers: Registry,
+    pub(crate) group: Option<String>,
+    pub(crate) logs: LogSink,
+    pub(crate) capacity: u32,
+    pub(crate) buffer: u32,
+}
+
 impl Shared {
-    pub(crate) fn new(
-        id: String,
-        names: Names,
-        broker: Arc<dyn Broker>,
-        coord: Arc<dyn Coordination>,
-        handlers: Registry,
-        capacity: u32,
-        buffer: u32,
-    ) -> Self {
+    pub(crate) fn new(setup: Setup) -> Self {
+        let Setup {
+            id,
+            names,
+            broker,
+            coord,
+            handlers,
+            group,
+            logs,
+            capacity,
+            buffer,
+        } = setup;
         Self {
             id,
             incarnation: new_incarnation(),
@@ -69,6 +90,8 @@ impl Shared {
             broker,
             coord,
             handlers,
+            group,
+            logs,
             capacity,
             buffer,
             permits: Semaphore::new(capacity as usize),

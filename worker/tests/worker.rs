@@ -210,6 +210,7 @@ fn first_attempt(execution_id: &str, handler: &str) -> DispatchMsg {
         params: json!(null),
         scheduled_at: 0,
         timeout_ms: None,
+        group: None,
     }
 }
 

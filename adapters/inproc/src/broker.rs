@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use async_trait::async_trait;
 
 use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
-use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, Names, ResultMsg};
+use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg};
 
 use queue::{Message, Queue, QueueKind};
 
@@ -66,6 +66,7 @@ impl MemoryBroker {
             (names.reroute_queue(), QueueKind::Reroute),
             (names.results_queue(), QueueKind::Results),
             (names.heartbeats_queue(), QueueKind::Heartbeats),
+            (names.logs_queue(), QueueKind::Logs),
         ];
         for (name, kind) in shared_queues {
             state.queues.insert(name.clone(), Queue::new(name, kind));
@@ -175,6 +176,11 @@ impl Broker for MemoryBroker {
         self.publish(&self.names().heartbeats_queue(), body, None)
     }
 
+    async fn log_publish(&self, msg: &LogMsg) -> BrokerResult<()> {
+        let body = serde_json::to_vec(msg)?;
+        self.publish(&self.names().logs_queue(), body, None)
+    }
+
     async fn dispatch_consume(
         &self,
         worker_id: &str,
@@ -190,6 +196,10 @@ impl Broker for MemoryBroker {
 
     async fn heartbeats_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream> {
         self.consume(&self.names().heartbeats_queue(), prefetch)
+    }
+
+    async fn logs_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream> {
+        self.consume(&self.names().logs_queue(), prefetch)
     }
 
     async fn reroute_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream> {
@@ -288,6 +298,8 @@ mod tests {
             cpu_idle: 100.0,
             state: WorkerState::Online,
             at,
+            handlers: None,
+            group: None,
             incarnation: None,
             held: None,
         }
@@ -303,6 +315,7 @@ mod tests {
             params: serde_json::Value::Null,
             scheduled_at: 0,
             timeout_ms: None,
+            group: None,
         }
     }
 

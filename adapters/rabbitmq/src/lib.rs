@@ -29,7 +29,7 @@ use lapin::options::{QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 
 use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
-use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, Names, ResultMsg};
+use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg};
 
 use link::LinkHandle;
 
@@ -118,6 +118,7 @@ impl AmqpBroker {
             self.names.reroute_queue(),
             self.names.results_queue(),
             self.names.heartbeats_queue(),
+            self.names.logs_queue(),
         ];
         for queue in queues {
             let op = ch.queue_delete(short(&queue)?, QueueDeleteOptions::default());
@@ -236,6 +237,12 @@ impl Broker for AmqpBroker {
         .await
     }
 
+    async fn log_publish(&self, msg: &LogMsg) -> BrokerResult<()> {
+        let body = serde_json::to_vec(msg)?;
+        let link = self.link.get().await?;
+        publish::publish(&link, "", &self.names.logs_queue(), &body, true, None).await
+    }
+
     async fn dispatch_consume(
         &self,
         worker_id: &str,
@@ -253,6 +260,10 @@ impl Broker for AmqpBroker {
     async fn heartbeats_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream> {
         self.consume(self.names.heartbeats_queue(), prefetch, false)
             .await
+    }
+
+    async fn logs_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream> {
+        self.consume(self.names.logs_queue(), prefetch, false).await
     }
 
     async fn reroute_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream> {

@@ -193,6 +193,7 @@ impl Link {
             (names.reroute_queue(), FieldTable::default()),
             (names.results_queue(), FieldTable::default()),
             (names.heartbeats_queue(), heartbeat_args),
+            (names.logs_queue(), FieldTable::default()),
         ];
         for (name, mut args) in queues {
             if queue_type == QueueType::Quorum {

@@ -191,6 +191,7 @@ impl SqlStore {
                     params: job.params.clone(),
                     scheduled_at: r.claim.scheduled_at,
                     timeout_ms: job.timeout_ms,
+                    worker_group: job.worker_group.clone(),
                 });
             } else if let Some(url) = &job.callback_url {
                 callbacks.push(inserts::new_callback(&skipped(r, now), url, now));
@@ -421,5 +422,6 @@ fn skipped(r: &NewExec<'_>, now: Millis) -> Execution {
         finished_at: Some(now),
         stop_requested_at: None,
         created_at: now,
+        progress: None,
     }
 }

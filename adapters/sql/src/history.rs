@@ -17,6 +17,7 @@ use kairos_core::store::{
     StopRequest, StoreResult,
 };
 use kairos_core::time::Millis;
+use kairos_core::worker::Routable;
 
 fn exec_select() -> String {
     format!("SELECT {} FROM executions e", select_list("e", &EXEC_COLS))
@@ -52,8 +53,9 @@ impl ExecutionStore for SqlStore {
         &self,
         now: Millis,
         limit: u32,
+        routable: &Routable,
     ) -> StoreResult<Vec<DispatchWork>> {
-        self.find_unpublished(now, limit).await
+        self.find_unpublished(now, limit, routable).await
     }
 
     async fn executions_mark_dispatched(
@@ -79,7 +81,7 @@ impl ExecutionStore for SqlStore {
             .map(|r| Input {
                 execution_id: &r.execution_id,
                 attempt: r.attempt,
-                verdict: Verdict::from(r.kind),
+                verdict: Verdict::of_result(r),
                 worker_id: Some(&r.worker_id),
                 incarnation: incarnation_id(&r.incarnation),
                 output: r.output.as_ref(),

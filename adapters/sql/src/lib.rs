@@ -73,6 +73,7 @@ mod error;
 mod history;
 mod inserts;
 mod jobs;
+mod logs;
 mod migrations;
 mod rows;
 mod sched_cols;

@@ -28,6 +28,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         include_str!("../migrations/mysql/0003_incarnations.sql"),
     ),
     (
+        4,
+        "handlers logs",
+        include_str!("../migrations/mysql/0004_handlers_logs.sql"),
+    ),
+    (
         5,
         "tenants",
         include_str!("../migrations/mysql/0005_tenants.sql"),
@@ -50,6 +55,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         3,
         "incarnations",
         include_str!("../migrations/sqlite/0003_incarnations.sql"),
+    ),
+    (
+        4,
+        "handlers logs",
+        include_str!("../migrations/sqlite/0004_handlers_logs.sql"),
     ),
     (
         5,
@@ -122,6 +132,7 @@ mod tests {
         store.migrate().await.expect("later schemas");
         let job = store.job_get("t", "j1").await.unwrap().expect("the job");
         assert_eq!(job.schedule, Schedule::cron("0 * * * * *", "UTC"));
+        assert_eq!(job.worker_group, None);
         let r = job.schedule.recurrence().unwrap();
         assert_eq!(
             (r.misfire, r.start_at, r.end_at),

@@ -9,12 +9,12 @@ use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::execution::{ExecEvent, ExecStatus, Execution};
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
 use kairos_core::store::StoreResult;
-use kairos_core::worker::{WorkerInfo, WorkerState};
+use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 26] = [
+pub(crate) const JOB_COLS: [&str; 27] = [
     "id",
     "tenant",
     "name",
@@ -41,10 +41,11 @@ pub(crate) const JOB_COLS: [&str; 26] = [
     "end_at",
     "misfire_policy",
     "overlap_policy",
+    "worker_group",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
-pub(crate) const EXEC_COLS: [&str; 15] = [
+pub(crate) const EXEC_COLS: [&str; 16] = [
     "id",
     "job_id",
     "tenant",
@@ -60,6 +61,7 @@ pub(crate) const EXEC_COLS: [&str; 15] = [
     "finished_at",
     "stop_requested_at",
     "created_at",
+    "progress",
 ];
 
 /// Columns of `callbacks` that make a [`Callback`].
@@ -196,6 +198,7 @@ pub(crate) fn job(row: &AnyRow) -> StoreResult<Job> {
         request_hash: r.opt_string("request_hash")?,
         retry: r.retry()?,
         timeout_ms: r.opt_u64("timeout_ms")?,
+        worker_group: r.opt_string("worker_group")?,
         created_at: r.i64("created_at")?,
         updated_at: r.i64("updated_at")?,
     })
@@ -219,6 +222,7 @@ pub(crate) fn execution(row: &AnyRow) -> StoreResult<Execution> {
         finished_at: r.opt_i64("finished_at")?,
         stop_requested_at: r.opt_i64("stop_requested_at")?,
         created_at: r.i64("created_at")?,
+        progress: r.opt_f64("progress")?,
     })
 }
 
@@ -281,6 +285,16 @@ pub(crate) fn worker(row: &AnyRow) -> StoreResult<WorkerInfo> {
         state: r.parsed("state", WorkerState::parse)?,
         last_heartbeat_at: r.i64("last_heartbeat_at")?,
         registered_at: r.i64("registered_at")?,
+        serves: Serves {
+            handlers: match r.opt_string("handlers")? {
+                Some(text) => Some(
+                    serde_json::from_str(&text)
+                        .map_err(|e| corrupt("workers", format!("column handlers: {e}")))?,
+                ),
+                None => None,
+            },
+            group: r.opt_string("worker_group")?,
+        },
     })
 }
 

@@ -72,7 +72,7 @@ impl SqlStore {
              once_at = ?, every_ms = ?, delay_ms = ?, start_at = ?, end_at = ?, \
              misfire_policy = ?, overlap_policy = ?, next_trigger_at = ?, status = ?, \
              callback_url = ?, max_attempts = ?, retry_backoff_ms = ?, timeout_ms = ?, \
-             version = version + 1, updated_at = ? WHERE id = ? AND version = ?",
+             worker_group = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?",
         )
         .bind(u.params.to_string())
         .bind(c.kind)
@@ -91,6 +91,7 @@ impl SqlStore {
         .bind(i64::from(u.retry.max_attempts))
         .bind(from_u64(u.retry.backoff_ms))
         .bind(u.timeout_ms.map(from_u64))
+        .bind(u.worker_group.clone())
         .bind(now)
         .bind(job.id.as_str())
         .bind(job.version)

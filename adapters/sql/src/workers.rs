@@ -15,7 +15,7 @@ use sqlx::AnyConnection;
 use std::collections::{HashMap, HashSet};
 
 /// Columns a heartbeat overwrites; `registered_at` keeps the first insert's value.
-const BEAT_COLS: [&str; 10] = [
+const BEAT_COLS: [&str; 12] = [
     "queue",
     "capacity",
     "active",
@@ -26,6 +26,8 @@ const BEAT_COLS: [&str; 10] = [
     "incarnation",
     "held",
     "updated_at",
+    "handlers",
+    "worker_group",
 ];
 
 /// Replaced incarnations a ledger lists: enough for any burst of restarts
@@ -102,7 +104,7 @@ impl WorkerStore for SqlStore {
     async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>> {
         let found = sqlx::query(
             "SELECT id, queue, capacity, active, avg_cost_ms, cpu_idle, state, \
-             last_heartbeat_at, registered_at FROM workers ORDER BY id",
+             last_heartbeat_at, registered_at, handlers, worker_group FROM workers ORDER BY id",
         )
         .fetch_all(self.read())
         .await
@@ -254,7 +256,12 @@ impl SqlStore {
                     .bind(b.at)
                     .bind(incarnation_id(&b.incarnation).map(str::to_string))
                     .bind(held)
-                    .bind(now);
+                    .bind(now)
+                    .bind(b.handlers.as_ref().map(|h| {
+                        serde_json::Value::from(h.iter().map(String::as_str).collect::<Vec<_>>())
+                            .to_string()
+                    }))
+                    .bind(b.group.as_deref());
             }
             query.execute(&mut *conn).await.map_err(db_err)?;
         }

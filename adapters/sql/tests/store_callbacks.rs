@@ -238,6 +238,8 @@ fn beat(id: &str, active: u32, at: i64) -> HeartbeatMsg {
         cpu_idle: 87.0,
         state: WorkerState::Online,
         at,
+        handlers: None,
+        group: None,
         incarnation: None,
         held: None,
     }

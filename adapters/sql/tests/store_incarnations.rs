@@ -38,6 +38,8 @@ fn beat(id: &str, inc: Option<&str>, held: Option<Vec<HeldRef>>, at: i64) -> Hea
         at,
         incarnation: inc.map(str::to_string),
         held,
+        handlers: None,
+        group: None,
     }
 }
 

@@ -281,7 +281,10 @@ async fn trigger_now_adds_executions_and_cancel_cancels_them(store: SqlStore) {
         T0 + 1,
         "same instant: the next free millisecond"
     );
-    let unpublished = store.executions_find_unpublished(T0 + 1, 10).await.unwrap();
+    let unpublished = store
+        .executions_find_unpublished(T0 + 1, 10, &kairos_core::worker::Routable::Any)
+        .await
+        .unwrap();
     assert_eq!(unpublished.len(), 2);
     assert_eq!(unpublished[0].handler, "noop");
     assert_eq!(unpublished[0].params, job.params);
@@ -313,7 +316,7 @@ async fn trigger_now_adds_executions_and_cancel_cancels_them(store: SqlStore) {
     }
     assert!(
         store
-            .executions_find_unpublished(T0 + 10, 10)
+            .executions_find_unpublished(T0 + 10, 10, &kairos_core::worker::Routable::Any)
             .await
             .unwrap()
             .is_empty()

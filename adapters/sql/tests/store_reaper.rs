@@ -32,14 +32,17 @@ async fn unpublished_and_requeued_work(store: SqlStore) {
     let w_early = claim(&store, &early, None).await;
     let w_late = claim(&store, &late, None).await;
     let w_run = claim(&store, &running, None).await;
-    let found = store.executions_find_unpublished(T0, 10).await.unwrap();
+    let found = store
+        .executions_find_unpublished(T0, 10, &kairos_core::worker::Routable::Any)
+        .await
+        .unwrap();
     let ids: Vec<&str> = found.iter().map(|w| w.execution_id.as_str()).collect();
     assert_eq!(ids.len(), 3);
     assert_eq!(ids[0], w_early.execution_id, "oldest first");
     assert_eq!(found[0], w_early);
     assert_eq!(
         store
-            .executions_find_unpublished(T0 - 10, 10)
+            .executions_find_unpublished(T0 - 10, 10, &kairos_core::worker::Routable::Any)
             .await
             .unwrap()
             .len(),
@@ -47,7 +50,7 @@ async fn unpublished_and_requeued_work(store: SqlStore) {
     );
     assert_eq!(
         store
-            .executions_find_unpublished(T0, 1)
+            .executions_find_unpublished(T0, 1, &kairos_core::worker::Routable::Any)
             .await
             .unwrap()
             .len(),
@@ -65,7 +68,7 @@ async fn unpublished_and_requeued_work(store: SqlStore) {
     store.executions_mark_dispatched(&sent, T0).await.unwrap();
     assert!(
         store
-            .executions_find_unpublished(T0, 10)
+            .executions_find_unpublished(T0, 10, &kairos_core::worker::Routable::Any)
             .await
             .unwrap()
             .is_empty()
@@ -122,7 +125,7 @@ async fn unpublished_and_requeued_work(store: SqlStore) {
     );
     assert_eq!(
         store
-            .executions_find_unpublished(T0 + 50, 10)
+            .executions_find_unpublished(T0 + 50, 10, &kairos_core::worker::Routable::Any)
             .await
             .unwrap()
             .len(),

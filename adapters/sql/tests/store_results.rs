@@ -167,13 +167,13 @@ async fn failure_with_attempts_left_retries_later(store: SqlStore) {
 
     assert!(
         store
-            .executions_find_unpublished(T0 + 102, 10)
+            .executions_find_unpublished(T0 + 102, 10, &kairos_core::worker::Routable::Any)
             .await
             .unwrap()
             .is_empty()
     );
     let again = store
-        .executions_find_unpublished(T0 + 103, 10)
+        .executions_find_unpublished(T0 + 103, 10, &kairos_core::worker::Routable::Any)
         .await
         .unwrap();
     assert_eq!((again.len(), again[0].attempt), (1, 2));

@@ -198,7 +198,7 @@ async fn a_job_ends_with_its_last_live_execution(store: SqlStore) {
         "the manual execution still runs"
     );
     let manual_work = store
-        .executions_find_unpublished(T0 + 4, 10)
+        .executions_find_unpublished(T0 + 4, 10, &kairos_core::worker::Routable::Any)
         .await
         .unwrap()
         .into_iter()

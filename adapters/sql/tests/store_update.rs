@@ -28,6 +28,7 @@ fn same(job: &Job) -> JobUpdate {
         callback_url: job.callback_url.clone(),
         retry: job.retry,
         timeout_ms: job.timeout_ms,
+        worker_group: None,
     }
 }
 

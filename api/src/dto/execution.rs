@@ -42,6 +42,22 @@ pub struct ExecutionView {
     pub output: Option<serde_json::Value>,
     /// Error of a failure.
     pub error: Option<String>,
+    /// Latest progress (0–100) the handler reported; `null` if it reported none.
+    pub progress: Option<f64>,
+    /// Set while the execution is `pending` and due, but no live worker
+    /// serves its handler (in its worker group, if the job names one): it
+    /// waits for such a worker and runs as soon as one appears.
+    pub waiting_for: Option<WaitingFor>,
+}
+
+/// What a waiting execution needs: a live worker serving `handler` (in `group`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingFor {
+    /// Handler no live worker serves.
+    pub handler: String,
+    /// Worker group the job asked for; `null` for any.
+    pub group: Option<String>,
 }
 
 impl From<Execution> for ExecutionView {
@@ -59,6 +75,8 @@ impl From<Execution> for ExecutionView {
             stop_requested_at: opt_time(e.stop_requested_at),
             output: e.output,
             error: e.error,
+            progress: e.progress,
+            waiting_for: None,
         }
     }
 }

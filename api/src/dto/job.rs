@@ -84,6 +84,8 @@ pub struct JobView {
     pub retry_backoff_ms: u64,
     /// Time limit of one attempt in ms.
     pub timeout_ms: Option<u64>,
+    /// Worker group the job runs in; `null`: any worker serving its handler.
+    pub worker_group: Option<String>,
     /// Creation time.
     #[schema(format = DateTime)]
     pub created_at: String,
@@ -134,6 +136,7 @@ impl From<Job> for JobView {
             max_attempts: job.retry.max_attempts,
             retry_backoff_ms: job.retry.backoff_ms,
             timeout_ms: job.timeout_ms,
+            worker_group: job.worker_group,
             created_at: time(job.created_at),
             updated_at: time(job.updated_at),
         }
@@ -163,6 +166,9 @@ pub struct JobDetail {
     pub job: JobView,
     /// The newest execution, `null` before the first trigger.
     pub last_execution: Option<ExecutionView>,
+    /// The newest execution's `waitingFor`: set while it is due but no live
+    /// worker serves the job's handler (in its group).
+    pub waiting_for: Option<super::WaitingFor>,
 }
 
 /// A page of jobs, newest first.

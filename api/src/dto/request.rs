@@ -69,6 +69,10 @@ pub struct CreateJobRequest {
     /// Time limit of one attempt in ms (absent: none).
     #[schema(minimum = 1, maximum = 86_400_000)]
     pub timeout_ms: Option<i64>,
+    /// Worker group (1–255 characters): only workers started with this
+    /// `KAIROS_WORKER_GROUP` run the job. Absent: any worker serving the handler.
+    #[schema(min_length = 1, max_length = 255)]
+    pub worker_group: Option<String>,
 }
 
 /// Body of `PATCH /openapi/jobs/{id}`: `version` plus the fields to change;
@@ -120,6 +124,10 @@ pub struct PatchJobRequest {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 86_400_000, nullable)]
     pub timeout_ms: Option<Option<i64>>,
+    /// New worker group; `null` lets any worker serving the handler run it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, nullable)]
+    pub worker_group: Option<Option<String>>,
     /// New misfire policy of a recurring job.
     #[schema(schema_with = super::misfire_schema)]
     pub misfire_policy: Option<String>,

@@ -30,6 +30,11 @@ pub struct WorkerView {
     /// First registration.
     #[schema(format = DateTime)]
     pub registered_at: String,
+    /// Handlers it serves; `null` for a worker that does not say (it is
+    /// taken to serve every handler).
+    pub handlers: Option<Vec<String>>,
+    /// Its worker group, if any.
+    pub group: Option<String>,
 }
 
 impl From<WorkerInfo> for WorkerView {
@@ -44,6 +49,8 @@ impl From<WorkerInfo> for WorkerView {
             state: w.state.as_str().to_string(),
             last_heartbeat_at: time(w.last_heartbeat_at),
             registered_at: time(w.registered_at),
+            handlers: w.serves.handlers,
+            group: w.serves.group,
         }
     }
 }

@@ -3,10 +3,11 @@
 use super::{execution_not_found, job_not_found};
 use crate::AppState;
 use crate::auth::Caller;
-use crate::dto::{ExecutionDetail, ExecutionPage, PageQuery};
+use crate::dto::{ExecutionDetail, ExecutionPage, LogPage, PageQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::validate;
+use crate::waiting;
 use axum::Json;
 use axum::extract::State;
 
@@ -30,14 +31,55 @@ pub(crate) async fn list_job_executions(
     let limit = validate::page_limit(q.limit.as_deref())?;
     let tenant = &caller.tenant;
     // An empty page would not tell an unknown job from one that never fired.
-    if state.store.job_get(tenant, &id).await?.is_none() {
+    let Some(job) = state.store.job_get(tenant, &id).await? else {
         return Err(job_not_found(&id));
-    }
+    };
     let cursor = q.cursor.as_deref().filter(|c| !c.is_empty());
     let page = state
         .store
         .executions_list_for_job(tenant, &id, limit, cursor)
         .await?;
+    let routable = waiting::routable(state.store.as_ref()).await?;
+    Ok(Json(ExecutionPage {
+        items: page
+            .items
+            .into_iter()
+            .map(|e| waiting::view(&job, e, &routable))
+            .collect(),
+        next_cursor: page.next_cursor,
+    }))
+}
+
+/// Read the log lines an execution's handler wrote, oldest first.
+#[utoipa::path(
+    get, path = "/openapi/executions/{id}/logs", tag = "executions",
+    params(("id" = String, Path, description = "Execution id"), PageQuery),
+    responses(
+        (status = 200, description = "A page of log lines, oldest first", body = LogPage),
+        (status = 404, description = "No such execution", body = ErrorBody),
+        (status = 422, description = "Bad limit", body = ErrorBody),
+        (status = 503, description = "Database unavailable", body = ErrorBody),
+    )
+)]
+pub(crate) async fn execution_logs(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<LogPage>, ApiError> {
+    let limit = validate::page_limit(q.limit.as_deref())?;
+    // The tenant check: the log is read by execution id once the execution
+    // is known to belong to the caller's tenant.
+    if state
+        .store
+        .execution_get(&caller.tenant, &id)
+        .await?
+        .is_none()
+    {
+        return Err(execution_not_found(&id));
+    }
+    let cursor = q.cursor.as_deref().filter(|c| !c.is_empty());
+    let page = state.store.logs_page(&id, cursor, limit).await?;
     Ok(Json(page.into()))
 }
 
@@ -63,8 +105,15 @@ pub(crate) async fn get_execution(
         .await?
         .ok_or_else(|| execution_not_found(&id))?;
     let events = state.store.execution_events(tenant, &id).await?;
+    let view = match state.store.job_get(tenant, &execution.job_id).await? {
+        Some(job) => {
+            let routable = waiting::routable(state.store.as_ref()).await?;
+            waiting::view(&job, execution, &routable)
+        }
+        None => execution.into(),
+    };
     Ok(Json(ExecutionDetail {
-        execution: execution.into(),
+        execution: view,
         events: events.into_iter().map(Into::into).collect(),
     }))
 }

@@ -95,9 +95,16 @@ pub(crate) async fn get_job(
         .store
         .executions_list_for_job(tenant, &id, 1, None)
         .await?;
+    let routable = crate::waiting::routable(state.store.as_ref()).await?;
+    let last_execution = last
+        .items
+        .into_iter()
+        .next()
+        .map(|e| crate::waiting::view(&job, e, &routable));
     Ok(Json(JobDetail {
+        waiting_for: last_execution.as_ref().and_then(|e| e.waiting_for.clone()),
         job: JobView::from(job),
-        last_execution: last.items.into_iter().next().map(Into::into),
+        last_execution,
     }))
 }
 

@@ -31,6 +31,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(control::trigger_job))
         .routes(routes!(executions::list_job_executions))
         .routes(routes!(executions::get_execution))
+        .routes(routes!(executions::execution_logs))
         .routes(routes!(callbacks::list_callbacks))
         .routes(routes!(callbacks::redeliver_callback))
         .routes(routes!(workers::list_workers))

@@ -2,7 +2,7 @@
 //! definition ([`JobUpdate`]), validated as a create would be.
 
 use super::schedule::{self, Fields};
-use super::{callback_url, check_params, retry_policy, timeout};
+use super::{callback_url, check_params, group, retry_policy, timeout};
 use crate::ApiConfig;
 use crate::dto::PatchJobRequest;
 use crate::error::ApiError;
@@ -44,6 +44,11 @@ pub fn job_update(
         Some(None) => None,
         None => job.timeout_ms,
     };
+    let worker_group = match &req.worker_group {
+        Some(Some(raw)) => Some(group(raw)?),
+        Some(None) => None,
+        None => job.worker_group.clone(),
+    };
     Ok(JobUpdate {
         schedule,
         reschedule,
@@ -51,6 +56,7 @@ pub fn job_update(
         callback_url,
         retry: retry_policy(req.max_attempts, req.retry_backoff_ms, job.retry)?,
         timeout_ms,
+        worker_group,
     })
 }
 

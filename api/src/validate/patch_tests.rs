@@ -29,6 +29,7 @@ fn job(schedule: Schedule) -> Job {
         timeout_ms: Some(5_000),
         created_at: NOW - 30_000,
         updated_at: NOW,
+        worker_group: None,
     }
 }
 

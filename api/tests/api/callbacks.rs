@@ -42,6 +42,7 @@ pub async fn succeed_first_trigger(app: &App, job_id: &str) -> String {
         output: Some(json!({"ok": true})),
         error: None,
         at: now_ms(),
+        retryable: None,
         incarnation: None,
     };
     app.store

@@ -167,6 +167,8 @@ pub async fn workers_are_listed(app: App) {
         cpu_idle: 90.0,
         state: WorkerState::Online,
         at: now,
+        handlers: None,
+        group: None,
         incarnation: None,
         held: None,
     };

@@ -252,7 +252,7 @@ pub async fn patch_refuses_finished_and_fired_jobs_and_ends_closed_windows(app: 
     .error(409, "invalid_state");
     assert!(
         app.store
-            .executions_find_unpublished(now_ms(), 10)
+            .executions_find_unpublished(now_ms(), 10, &kairos_core::worker::Routable::Any)
             .await
             .unwrap()
             .iter()

@@ -116,6 +116,7 @@ pub async fn skipped_and_stop_requested_executions_are_visible(app: App) {
         output: None,
         error: None,
         at: due + 5,
+        retryable: None,
         incarnation: None,
     };
     app.store.results_apply(&[started], due + 5).await.unwrap();

@@ -63,6 +63,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
             retry: RetryPolicy::default(),
             timeout_ms: None,
             created_at: now,
+            worker_group: None,
         })
         .await
         .expect("job_create");
@@ -100,6 +101,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
                 output,
                 error,
                 at: now,
+                retryable: None,
                 incarnation: None,
             }],
             now,

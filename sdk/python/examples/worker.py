@@ -13,7 +13,7 @@ import asyncio
 import time
 from typing import Any
 
-from kairos_worker import JobContext, RetryableError, Worker
+from kairos_worker import JobContext, PermanentError, RetryableError, Worker
 
 worker = Worker()
 
@@ -52,6 +52,13 @@ def sleep_sync(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
 async def fail(ctx: JobContext, params: dict[str, Any]) -> None:
     """Fails with `message` (retried per the job's maxAttempts)."""
     raise RetryableError(str(params.get("message", "failed on purpose")))
+
+
+@worker.handler("reject")
+async def reject(ctx: JobContext, params: dict[str, Any]) -> None:
+    """Fails with `message` and says no retry can help: the execution fails
+    at once, whatever the job's maxAttempts."""
+    raise PermanentError(str(params.get("message", "rejected on purpose")))
 
 
 @worker.handler("flaky")

@@ -1,5 +1,5 @@
 """End to end against the real dispatcher: success, failure with retries,
-timeout, and registration through heartbeats."""
+a permanent failure without them, timeout, and registration through heartbeats."""
 
 from __future__ import annotations
 
@@ -42,6 +42,20 @@ def test_a_failure_is_stored_and_retried_per_max_attempts(cluster: Cluster) -> N
     first = next(e for e in events if e["status"] == "failed")
     assert first["attempt"] == 1
     assert first["error"] == "ConnectionError: attempt 1 hit a flaky dependency"
+
+
+def test_a_permanent_failure_is_not_retried(cluster: Cluster) -> None:
+    cluster.spawn_worker("py-a")
+    cluster.wait_workers({"py-a"})
+    job = cluster.create_job(
+        {"jobName": "reject", "jobHandler": "reject", "params": {"message": "bad input"},
+         "maxAttempts": 3, "retryBackoffMs": 100}
+    )
+    cluster.wait_job(job, {"failed"})
+    (execution,) = cluster.executions(job)
+    assert (execution["status"], execution["attempt"], execution["error"]) == ("failed", 1, "bad input")
+    history = [(e["status"], e["attempt"]) for e in cluster.execution(execution["executionId"])["events"]]
+    assert ("pending", 2) not in history, history
 
 
 def test_a_handler_over_its_timeout_is_timed_out(cluster: Cluster) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kairos_worker import RetryableError
+from kairos_worker import PermanentError, RetryableError
 from kairos_worker.config import ConfigError, check_id, default_id, resolve
 from kairos_worker.context import JobContext
 from kairos_worker.execute import run_attempt
@@ -64,6 +64,14 @@ def test_a_dispatch_is_decoded() -> None:
     assert d.timeout_ms == 500
 
 
+@pytest.mark.parametrize("group", ["gpu", None])
+def test_a_dispatch_naming_a_worker_group_is_run_like_any_other(group: str | None) -> None:
+    # Dispatchers send a job with a `workerGroup` only to workers of that
+    # group: the field is informative, and a worker runs the dispatch as is.
+    d = decode_dispatch(json.dumps({**DISPATCH, "group": group}).encode())
+    assert (d.execution_id, d.attempt, d.handler, d.params) == ("e", 1, "noop", {"a": [1, 2]})
+
+
 @pytest.mark.parametrize(
     "body, why",
     [
@@ -94,6 +102,19 @@ def test_result_json_is_the_documented_shape_plus_incarnation() -> None:
     }
     now = result_message(execution_id="e", attempt=1, worker_id="w", incarnation="i", kind="started")["at"]
     assert abs(now - time.time() * 1000) < 5000
+
+
+def test_a_permanent_failure_says_it_is_not_retryable() -> None:
+    msg = json.loads(encode(result_message(
+        execution_id="e", attempt=1, worker_id="w", incarnation="inc", kind="failed", error="bad params",
+        retryable=False, at=7,
+    )))
+    assert msg == {
+        "v": 1, "execution_id": "e", "attempt": 1, "worker_id": "w", "kind": "failed",
+        "output": None, "error": "bad params", "retryable": False, "at": 7, "incarnation": "inc",
+    }
+    unsaid = result_message(execution_id="e", attempt=1, worker_id="w", incarnation="i", kind="failed", error="x")
+    assert "retryable" not in unsaid, "absent unless the handler said so"
 
 
 def test_heartbeat_json_has_load_figures_handlers_group_and_held() -> None:
@@ -338,8 +359,20 @@ async def test_failures_are_reported_with_their_message() -> None:
     async def not_json(ctx: JobContext, params: Any) -> Any:
         return {1, 2}
 
-    assert (await _run(retryable))[0].error == "try later"
-    assert (await _run(plain))[0].error == "KeyError: 'k'"
+    async def permanent(ctx: JobContext, params: Any) -> None:
+        raise PermanentError("width must be positive")
+
+    def permanent_sync(ctx: JobContext, params: Any) -> None:
+        raise PermanentError("no such file")
+
+    report = (await _run(retryable))[0]
+    assert (report.kind, report.error, report.retryable) == ("failed", "try later", None)
+    report = (await _run(plain))[0]
+    assert (report.error, report.retryable) == ("KeyError: 'k'", None)
+    report = (await _run(permanent))[0]
+    assert (report.kind, report.error, report.retryable) == ("failed", "width must be positive", False)
+    report = (await _run(permanent_sync))[0]
+    assert (report.kind, report.error, report.retryable) == ("failed", "no such file", False)
     report, _ = await _run(not_json)
     assert report.kind == "failed" and report.error is not None and report.error.startswith("handler output is not JSON")
 

@@ -35,7 +35,7 @@ impl Dev {
         let log = std::fs::File::create(dir.join("dev.log")).context("cannot create the log")?;
         let exe = std::env::current_exe().context("cannot find the kairos binary")?;
         let db_url = format!("sqlite://{}/bench.db", dir.display());
-        let key_file = crate::cmd::dev_key::key_path(&db_url);
+        let key_file = kairos::dev_key::key_path(&db_url);
         let child = Command::new(exe)
             .arg("dev")
             .env("KAIROS_DATABASE_URL", &db_url)

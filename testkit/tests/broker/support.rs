@@ -119,6 +119,7 @@ pub fn dispatch(i: u64) -> DispatchMsg {
         params: serde_json::json!({ "i": i, "nested": { "s": "ünïcode" } }),
         scheduled_at: 1_760_000_000_000 + i as i64,
         timeout_ms: Some(5_000),
+        group: None,
     }
 }
 
@@ -146,6 +147,7 @@ pub fn result(i: u32) -> ResultMsg {
         output: Some(serde_json::json!({ "i": i })),
         error: None,
         at: 1_760_000_000_000,
+        retryable: None,
         incarnation: None,
     }
 }

@@ -21,6 +21,8 @@ pub(super) enum QueueKind {
     Reroute,
     /// The results queue.
     Results,
+    /// The execution logs queue.
+    Logs,
     /// The heartbeat queue: messages expire after [`HEARTBEAT_TTL`].
     Heartbeats,
 }

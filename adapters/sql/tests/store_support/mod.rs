@@ -77,6 +77,7 @@ pub fn one_shot(tenant: &str, at: Millis) -> NewJob {
         retry: RetryPolicy::default(),
         timeout_ms: None,
         created_at: T0,
+        worker_group: None,
     }
 }
 
@@ -159,6 +160,7 @@ pub fn result(work: &DispatchWork, attempt: u32, kind: ResultKind, at: Millis) -
         error: matches!(kind, ResultKind::Failed | ResultKind::TimedOut)
             .then(|| "boom".to_string()),
         at,
+        retryable: None,
         incarnation: None,
     }
 }

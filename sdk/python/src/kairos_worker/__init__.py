@@ -20,8 +20,16 @@ names), `amqp` / `guard` (RabbitMQ / Redis), `logship` (execution logs),
 
 from .config import ConfigError, WorkerConfig
 from .context import JobContext
-from .errors import RetryableError
+from .errors import PermanentError, RetryableError
 from .worker import StartupError, Worker
 
-__all__ = ["ConfigError", "JobContext", "RetryableError", "StartupError", "Worker", "WorkerConfig"]
+__all__ = [
+    "ConfigError",
+    "JobContext",
+    "PermanentError",
+    "RetryableError",
+    "StartupError",
+    "Worker",
+    "WorkerConfig",
+]
 __version__ = "0.1.0"

@@ -2,9 +2,18 @@
 
 
 class RetryableError(Exception):
-    """Fails the attempt with exactly this message as its error.
+    """Fails the attempt with exactly this message as its error; the attempt
+    is retried while the job's `maxAttempts` allows.
 
-    Any other exception fails it too, reported as `TypeName: message`. Every
-    failed attempt is retried while the job's `maxAttempts` allows (the
-    protocol has no "do not retry" outcome), hence the name.
+    Any other exception (except `PermanentError`) fails it the same way,
+    reported as `TypeName: message`, and is retried too: a failure is taken
+    to be transient unless the handler says otherwise.
+    """
+
+
+class PermanentError(Exception):
+    """Fails the attempt with exactly this message as its error, and says no
+    retry can help (invalid params, a permanent refusal): the result carries
+    `"retryable": false`, so the execution fails at once whatever attempts
+    the job has left.
     """

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Union
 
 from .context import CancelReason, JobContext
-from .errors import RetryableError
+from .errors import PermanentError, RetryableError
 from .protocol import SHUTDOWN_ERROR, STOPPED_ERROR, ResultKind
 
 log = logging.getLogger("kairos_worker.execute")
@@ -41,6 +41,8 @@ class Report:
     kind: ResultKind
     output: Any = None
     error: str | None = None
+    #: `False` on a failure no retry can fix (`PermanentError`); else unsaid.
+    retryable: bool | None = None
 
 
 def _in_thread(fn: Handler, ctx: JobContext, params: Any) -> asyncio.Future[Any]:
@@ -90,6 +92,8 @@ def outcome(future: asyncio.Future[Any]) -> Report:
         except (TypeError, ValueError) as e:
             return Report("failed", error=f"handler output is not JSON: {e}")
         return Report("succeeded", output=value)
+    if isinstance(error, PermanentError):
+        return Report("failed", error=str(error), retryable=False)
     if isinstance(error, RetryableError):
         return Report("failed", error=str(error))
     if not isinstance(error, Exception):

@@ -160,10 +160,12 @@ def result_message(
     kind: ResultKind,
     output: Any = None,
     error: str | None = None,
+    retryable: bool | None = None,
     at: int | None = None,
 ) -> dict[str, Any]:
-    """A result: `started`, or an outcome with `output` or `error`."""
-    return {
+    """A result: `started`, or an outcome with `output` or `error`.
+    `retryable` is sent only when said (`False`: a failure no retry can fix)."""
+    msg: dict[str, Any] = {
         "v": PROTOCOL_VERSION,
         "execution_id": execution_id,
         "attempt": attempt,
@@ -174,6 +176,9 @@ def result_message(
         "at": now_ms() if at is None else at,
         "incarnation": incarnation,
     }
+    if retryable is not None:
+        msg["retryable"] = retryable
+    return msg
 
 
 @dataclass(frozen=True)

@@ -411,7 +411,9 @@ class _Running:
             await asyncio.wait_for(self.logs.flush(), OP_TIMEOUT)
         except Exception:  # noqa: BLE001 - logs never hold up a result
             pass
-        await self._publish_result(d, report.kind, report.output, report.error, RESULT_TRIES, RESULT_MAX_DELAY)
+        await self._publish_result(
+            d, report.kind, report.output, report.error, RESULT_TRIES, RESULT_MAX_DELAY, retryable=report.retryable
+        )
 
     async def _start_and_run(self, msg: AbstractIncomingMessage, d: Dispatch) -> Report | None:
         """Attempt key → `started` → ack → handler. None when the attempt is
@@ -482,6 +484,7 @@ class _Running:
         tries: int,
         max_delay: float,
         within: float | None = None,
+        retryable: bool | None = None,
     ) -> bool:
         """Publishes a result and waits for its confirm, retrying with capped,
         jittered backoff; False if it never got confirmed."""
@@ -494,6 +497,7 @@ class _Running:
                 kind=kind,
                 output=output,
                 error=error,
+                retryable=retryable,
             )
         )
         loop = asyncio.get_running_loop()

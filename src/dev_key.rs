@@ -25,7 +25,8 @@ pub fn key_path(db_url: &str) -> PathBuf {
 }
 
 /// The dev admin key: the one in the key file if the database still accepts
-/// it, otherwise a new one (written to the file). `(key, newly created)`.
+/// it, otherwise a new one (written to the file): the key, the file, and
+/// whether it was created now.
 pub async fn ensure(store: &dyn TenantStore, db_url: &str) -> Result<(String, PathBuf, bool)> {
     let path = key_path(db_url);
     if let Ok(saved) = std::fs::read_to_string(&path) {
