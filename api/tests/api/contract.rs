@@ -226,6 +226,23 @@ pub async fn every_route_answers_as_documented(app: App) {
         "/openapi/executions/{id}",
         &app.get("/openapi/executions/nope").await,
     );
+    c.check(
+        "get",
+        "/openapi/executions/{id}/logs",
+        &app.get(&format!("/openapi/executions/{exec}/logs?limit=10"))
+            .await,
+    );
+    c.check(
+        "get",
+        "/openapi/executions/{id}/logs",
+        &app.get("/openapi/executions/nope/logs").await,
+    );
+    c.check(
+        "get",
+        "/openapi/executions/{id}/logs",
+        &app.get(&format!("/openapi/executions/{exec}/logs?limit=0"))
+            .await,
+    );
     let redeliver = format!("/openapi/executions/{exec}/callbacks/redeliver");
     c.check(
         "post",
