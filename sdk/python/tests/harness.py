@@ -122,6 +122,13 @@ class Cluster:
             cur.execute(f"CREATE DATABASE `{self.database}`")
         subprocess.run([str(self.binary), "migrate"], env=self.env, check=True, stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=open(self.log_dir / "migrate.log", "wb"))
+        # Every /openapi route needs a key: an admin key of the default
+        # tenant, made with the CLI as an operator would.
+        key = subprocess.run(
+            [str(self.binary), "keys", "create", "--tenant", "default", "--role", "admin"],
+            env=self.env, check=True, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        ).stdout.strip()
+        self.http.headers["Authorization"] = f"Bearer {key}"
         self.spawn("api", [str(self.binary), "api"])
         for i in range(dispatchers):
             self.spawn(f"dispatcher-{i}", [str(self.binary), "dispatcher"])
