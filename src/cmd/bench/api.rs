@@ -75,20 +75,30 @@ impl Api {
         }
     }
 
-    /// Creates a job; its id.
-    pub(super) async fn create(&self, body: &Value) -> Result<String> {
+    /// POSTs `body` to `path`; the JSON answer of a 2xx, else an error
+    /// naming the status and the answer.
+    async fn post(&self, path: &str, body: &Value) -> Result<Value> {
         let resp = self
             .http
-            .post(format!("{}/openapi/jobs", self.base))
+            .post(format!("{}{path}", self.base))
             .json(body)
             .send()
             .await
-            .context("POST /openapi/jobs")?;
+            .with_context(|| format!("POST {path}"))?;
         let status = resp.status();
-        let answer: Value = resp.json().await.context("create answer is not JSON")?;
+        let answer: Value = resp
+            .json()
+            .await
+            .with_context(|| format!("the answer to POST {path} is not JSON"))?;
         if !status.is_success() {
-            bail!("create refused ({status}): {answer}");
+            bail!("POST {path} refused ({status}): {answer}");
         }
+        Ok(answer)
+    }
+
+    /// Creates a job; its id.
+    pub(super) async fn create(&self, body: &Value) -> Result<String> {
+        let answer = self.post("/openapi/jobs", body).await?;
         answer["jobId"]
             .as_str()
             .map(str::to_string)
@@ -97,18 +107,8 @@ impl Api {
 
     /// Creates jobs in one `POST /openapi/jobs/batch`; their ids, in order.
     pub(super) async fn create_batch(&self, jobs: Vec<Value>) -> Result<Vec<String>> {
-        let resp = self
-            .http
-            .post(format!("{}/openapi/jobs/batch", self.base))
-            .json(&serde_json::json!({ "jobs": jobs }))
-            .send()
-            .await
-            .context("POST /openapi/jobs/batch")?;
-        let status = resp.status();
-        let answer: Value = resp.json().await.context("batch answer is not JSON")?;
-        if !status.is_success() {
-            bail!("batch refused ({status}): {answer}");
-        }
+        let body = serde_json::json!({ "jobs": jobs });
+        let answer = self.post("/openapi/jobs/batch", &body).await?;
         answer["results"]
             .as_array()
             .into_iter()
