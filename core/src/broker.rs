@@ -92,8 +92,10 @@ pub trait Broker: Send + Sync {
     /// message carries a `traceparent` header: the dispatch span of the
     /// execution's trace ([`crate::trace::dispatch_traceparent`]).
     async fn dispatch_publish(&self, worker_id: &str, msg: &DispatchMsg) -> BrokerResult<()>;
-    /// Publishes a persistent result and waits for the confirm.
-    async fn result_publish(&self, msg: &ResultMsg) -> BrokerResult<()>;
+    /// Publishes results in one persistent message and waits for the
+    /// confirm: the body is [`crate::protocol::encode_results`], one object
+    /// for one result, an array for several.
+    async fn results_publish(&self, msgs: &[ResultMsg]) -> BrokerResult<()>;
     /// Publishes a heartbeat (transient: a lost one is replaced by the next).
     async fn heartbeat_publish(&self, msg: &HeartbeatMsg) -> BrokerResult<()>;
     /// Publishes a batch of execution log lines (persistent, confirmed) to

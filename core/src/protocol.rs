@@ -99,6 +99,32 @@ pub struct ResultMsg {
     pub incarnation: Option<String>,
 }
 
+/// The body of one message on the results queue: a single result object, or
+/// an array of them when a worker reports many attempts at once (Kairos
+/// workers batch whatever is ready while the previous publish is confirmed).
+/// One object for one result keeps the body every worker has always sent.
+pub fn encode_results(msgs: &[ResultMsg]) -> serde_json::Result<Vec<u8>> {
+    match msgs {
+        [one] => serde_json::to_vec(one),
+        many => serde_json::to_vec(many),
+    }
+}
+
+/// Reads a results-queue body written by [`encode_results`] or by any worker
+/// that sends one object per message.
+pub fn decode_results(payload: &[u8]) -> serde_json::Result<Vec<ResultMsg>> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(ResultMsg),
+        Many(Vec<ResultMsg>),
+    }
+    Ok(match serde_json::from_slice(payload)? {
+        OneOrMany::One(m) => vec![m],
+        OneOrMany::Many(ms) => ms,
+    })
+}
+
 /// An attempt a worker holds: running, or accepted and waiting for a slot.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct HeldRef {
@@ -350,6 +376,34 @@ mod tests {
         assert_eq!(parsed.incarnation, None);
         assert!(json.get("incarnation").is_none(), "legacy shape unchanged");
         assert!(json.get("retryable").is_none(), "absent unless said");
+    }
+
+    #[test]
+    fn results_travel_as_one_object_or_an_array() {
+        let r = |attempt| ResultMsg {
+            v: PROTOCOL_VERSION,
+            execution_id: "e".into(),
+            attempt,
+            worker_id: "w".into(),
+            kind: ResultKind::Started,
+            output: None,
+            error: None,
+            retryable: None,
+            at: 1,
+            incarnation: None,
+        };
+        let one = encode_results(&[r(1)]).unwrap();
+        assert_eq!(
+            one.first(),
+            Some(&b'{'),
+            "a single result is the plain object"
+        );
+        assert_eq!(decode_results(&one).unwrap(), vec![r(1)]);
+        let many = encode_results(&[r(1), r(2), r(3)]).unwrap();
+        assert_eq!(many.first(), Some(&b'['));
+        assert_eq!(decode_results(&many).unwrap(), vec![r(1), r(2), r(3)]);
+        assert!(decode_results(b"{\"v\":1}").is_err(), "not a result");
+        assert!(decode_results(b"[1]").is_err());
     }
 
     #[test]

@@ -37,6 +37,10 @@ trait Sink: Send + Sync {
     const NAME: &'static str;
     async fn consume(&self, broker: &dyn Broker) -> BrokerResult<DeliveryStream>;
     fn version(msg: &Self::Msg) -> u32;
+    /// The messages in one delivery: one, unless the sink's queue carries batches.
+    fn decode(payload: &[u8]) -> serde_json::Result<Vec<Self::Msg>> {
+        serde_json::from_slice(payload).map(|m| vec![m])
+    }
     async fn apply(&self, msgs: &[Self::Msg]) -> StoreResult<()>;
 }
 
@@ -54,6 +58,9 @@ impl Sink for Results {
     }
     fn version(msg: &ResultMsg) -> u32 {
         msg.v
+    }
+    fn decode(payload: &[u8]) -> serde_json::Result<Vec<ResultMsg>> {
+        kairos_core::protocol::decode_results(payload)
     }
     async fn apply(&self, msgs: &[ResultMsg]) -> StoreResult<()> {
         let applied = self.store.results_apply(msgs, now_ms()).await?;
@@ -212,18 +219,25 @@ async fn handle_batch<S: Sink>(sink: &S, batch: Vec<Delivery>, shutdown: &Cancel
     let mut msgs = Vec::with_capacity(batch.len());
     let mut good = Vec::with_capacity(batch.len());
     for d in batch {
-        match serde_json::from_slice::<S::Msg>(&d.payload) {
-            Ok(m) if S::version(&m) == PROTOCOL_VERSION => {
-                msgs.push(m);
-                good.push(d);
-            }
-            Ok(m) => {
-                warn!(
-                    queue = S::NAME,
-                    version = S::version(&m),
-                    "dropping a message of an unknown protocol version"
-                );
-                let _ = d.acker.reject(false).await;
+        match S::decode(&d.payload) {
+            Ok(decoded) => {
+                let before = msgs.len();
+                for m in decoded {
+                    if S::version(&m) == PROTOCOL_VERSION {
+                        msgs.push(m);
+                    } else {
+                        warn!(
+                            queue = S::NAME,
+                            version = S::version(&m),
+                            "dropping a message of an unknown protocol version"
+                        );
+                    }
+                }
+                if msgs.len() > before {
+                    good.push(d);
+                } else {
+                    let _ = d.acker.reject(false).await;
+                }
             }
             Err(e) => {
                 warn!(queue = S::NAME, error = %e, "dropping a malformed message");

@@ -153,7 +153,9 @@ async fn results_consumers_compete(fx: &Fx) {
     let a = fx.broker.results_consume(5).await.unwrap();
     let b = fx.broker.results_consume(5).await.unwrap();
     let msgs: Vec<ResultMsg> = (0..20).map(result).collect();
-    let publishes = msgs.iter().map(|m| fx.broker.result_publish(m));
+    let publishes = msgs
+        .iter()
+        .map(|m| fx.broker.results_publish(std::slice::from_ref(m)));
     for r in futures::future::join_all(publishes).await {
         r.unwrap();
     }
@@ -255,7 +257,11 @@ async fn heartbeats_and_results_round_trip(fx: &Fx) {
         held: None,
     };
     fx.broker.heartbeat_publish(&beat).await.unwrap();
-    fx.broker.result_publish(&result(3)).await.unwrap();
+    fx.broker.results_publish(&[result(3)]).await.unwrap();
+    fx.broker
+        .results_publish(&[result(4), result(5)])
+        .await
+        .unwrap();
     let mut beats = fx.broker.heartbeats_consume(10).await.unwrap();
     let mut results = fx.broker.results_consume(10).await.unwrap();
     let hb = next(&mut beats).await;
@@ -266,10 +272,18 @@ async fn heartbeats_and_results_round_trip(fx: &Fx) {
     let rs = next(&mut results).await;
     assert_eq!(
         serde_json::from_slice::<ResultMsg>(&rs.payload).unwrap(),
-        result(3)
+        result(3),
+        "one result is one plain object, as every worker sends it"
+    );
+    let batch = next(&mut results).await;
+    assert_eq!(
+        kairos_core::protocol::decode_results(&batch.payload).unwrap(),
+        vec![result(4), result(5)],
+        "several results travel in one message"
     );
     hb.acker.ack().await.unwrap();
     rs.acker.ack().await.unwrap();
+    batch.acker.ack().await.unwrap();
     assert!(fx.broker.is_healthy().await);
 }
 

@@ -11,7 +11,7 @@
 //! spent waiting behind other handlers.
 
 use crate::execute::run_attempt;
-use crate::results::{self, Report};
+use crate::results::Report;
 use crate::shared::{Shared, Slot};
 use kairos_core::broker::{BrokerError, Delivery, DeliveryStream};
 use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION};
@@ -214,10 +214,7 @@ async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: Ca
     let (execution_id, attempt) = (msg.execution_id.clone(), msg.attempt);
     let started =
         Report::started().into_msg(&shared.id, &shared.incarnation, &execution_id, attempt);
-    if results::publish_started(shared.broker.as_ref(), &started)
-        .await
-        .is_err()
-    {
+    if shared.reporter.started(started).await.is_err() {
         // `started` is the point of no return: without it the dispatcher may
         // requeue the attempt (if this worker is declared dead) and another
         // worker would run it too. So it does not run here: the key is given
@@ -234,8 +231,8 @@ async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: Ca
     let report = run_attempt(&shared, msg, permit).await;
     tracing::debug!(kind = ?report.kind, "attempt finished");
     let result = report.into_msg(&shared.id, &shared.incarnation, &execution_id, attempt);
-    // A final failure is already logged loudly by `publish`.
-    let _ = results::publish(shared.broker.as_ref(), &result).await;
+    // A final failure is already logged loudly by the reporter.
+    let _ = shared.reporter.finished(result).await;
 }
 
 /// Gives back an attempt this worker took but did not start.

@@ -38,10 +38,26 @@ pub(crate) fn register(shared: &Shared) {
         "kairos_worker_reconnects_total",
         "Times the dispatch consumer was started again"
     );
+    describe_counter!(
+        "kairos_worker_result_messages_total",
+        "Confirmed-publish messages sent to the results queue (each carries one or more results)"
+    );
+    describe_counter!(
+        "kairos_worker_results_total",
+        "Results (started and final) published"
+    );
     pool(shared);
+    metrics::counter!("kairos_worker_result_messages_total").increment(0);
+    metrics::counter!("kairos_worker_results_total").increment(0);
     metrics::counter!("kairos_worker_rejects_total").increment(0);
     metrics::counter!("kairos_worker_stops_honoured_total").increment(0);
     metrics::counter!("kairos_worker_reconnects_total").increment(0);
+}
+
+/// One results message published with `results` results in it.
+pub(crate) fn results_published(results: usize) {
+    metrics::counter!("kairos_worker_result_messages_total").increment(1);
+    metrics::counter!("kairos_worker_results_total").increment(results as u64);
 }
 
 /// Capacity, running handlers and dispatches waiting for a slot.

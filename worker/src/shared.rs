@@ -5,6 +5,7 @@
 use crate::handler::Registry;
 use crate::heartbeat::CostWindow;
 use crate::logs::LogSink;
+use crate::results::Reporter;
 use kairos_core::broker::Broker;
 use kairos_core::coord::Coordination;
 use kairos_core::protocol::{HeartbeatMsg, HeldRef, Names};
@@ -23,6 +24,8 @@ pub(crate) struct Shared {
     pub(crate) incarnation: String,
     pub(crate) names: Names,
     pub(crate) broker: Arc<dyn Broker>,
+    /// Publishes `started` reports and final results, grouped.
+    pub(crate) reporter: Reporter,
     /// Attempt keys and stop requests.
     pub(crate) coord: Arc<dyn Coordination>,
     pub(crate) handlers: Registry,
@@ -87,6 +90,7 @@ impl Shared {
             id,
             incarnation: new_incarnation(),
             names,
+            reporter: Reporter::new(Arc::clone(&broker)),
             broker,
             coord,
             handlers,

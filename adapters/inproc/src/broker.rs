@@ -166,8 +166,8 @@ impl Broker for MemoryBroker {
         self.publish(&queue, body, kairos_core::trace::dispatch_traceparent(msg))
     }
 
-    async fn result_publish(&self, msg: &ResultMsg) -> BrokerResult<()> {
-        let body = serde_json::to_vec(msg)?;
+    async fn results_publish(&self, msgs: &[ResultMsg]) -> BrokerResult<()> {
+        let body = kairos_core::protocol::encode_results(msgs)?;
         self.publish(&self.names().results_queue(), body, None)
     }
 

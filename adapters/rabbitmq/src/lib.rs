@@ -217,8 +217,8 @@ impl Broker for AmqpBroker {
         publish::publish(&link, &exchange, worker_id, &body, true, trace).await
     }
 
-    async fn result_publish(&self, msg: &ResultMsg) -> BrokerResult<()> {
-        let body = serde_json::to_vec(msg)?;
+    async fn results_publish(&self, msgs: &[ResultMsg]) -> BrokerResult<()> {
+        let body = kairos_core::protocol::encode_results(msgs)?;
         let link = self.link.get().await?;
         publish::publish(&link, "", &self.names.results_queue(), &body, true, None).await
     }
