@@ -124,6 +124,14 @@ pub struct BenchArgs {
     /// `cron`: how long to let them fire.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub seconds: u64,
+    /// Before the workload, store this many one-shot jobs due in 30 days
+    /// (through the batch endpoint), to measure with a large table.
+    #[arg(long, default_value_t = 0, value_name = "JOBS")]
+    pub preload: usize,
+    /// Before the workload, store this many schedules firing once a minute
+    /// (at second 0), to measure under a steady cron load.
+    #[arg(long, default_value_t = 0, value_name = "SCHEDULES")]
+    pub preload_cron: usize,
     /// Give up waiting for the jobs to finish after this long.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     pub timeout: u64,

@@ -69,3 +69,37 @@ fn burst_and_cron_report_their_figures() {
     let lateness = series(&cron, "scheduled → started (lateness)");
     assert!(lateness["samples"].as_u64().unwrap() >= 3, "{cron}");
 }
+
+fn figure(report: &Value, name: &str) -> f64 {
+    report["figures"]
+        .as_array()
+        .and_then(|f| f.iter().find(|x| x["name"] == name))
+        .and_then(|x| x["value"].as_f64())
+        .unwrap_or_else(|| panic!("no figure {name:?} in {report}"))
+}
+
+#[test]
+fn preloaded_jobs_are_stored_before_the_workload_and_left_alone() {
+    let report = bench(&[
+        "create",
+        "-n",
+        "20",
+        "-c",
+        "4",
+        "--preload",
+        "2500",
+        "--preload-cron",
+        "5",
+    ]);
+    assert_eq!(figure(&report, "preloaded future jobs"), 2500.0, "{report}");
+    assert_eq!(
+        figure(&report, "preloaded every-minute schedules"),
+        5.0,
+        "{report}"
+    );
+    assert_eq!(
+        series(&report, "create → succeeded")["samples"],
+        20,
+        "only the workload's own jobs are measured: {report}"
+    );
+}

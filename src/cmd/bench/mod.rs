@@ -44,6 +44,16 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         batch: args.batch,
     };
     let mut report = Report::new(&args, &target);
+    if args.preload + args.preload_cron > 0 {
+        workloads::preload(
+            &api,
+            args.preload,
+            args.preload_cron,
+            args.connections,
+            &mut report,
+        )
+        .await?;
+    }
     let outcome = match args.workload {
         BenchWorkload::Create => {
             workloads::create(&api, args.jobs, how, deadline, &mut report).await

@@ -54,6 +54,21 @@ impl Report {
         }
     }
 
+    /// A report that is never printed: for figures of a preparation step
+    /// that the run's own report summarises itself.
+    pub(super) fn scratch() -> Self {
+        Self {
+            workload: String::new(),
+            target: String::new(),
+            jobs: 0,
+            connections: 0,
+            cpus: 0,
+            figures: Vec::new(),
+            latencies: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
     pub(super) fn figure(&mut self, name: &str, value: f64, unit: &'static str) {
         self.figures.push(Figure {
             name: name.to_string(),

@@ -121,6 +121,38 @@ async fn wait_finished(
     }
 }
 
+/// Stores `future` one-shot jobs due in 30 days and `cron` schedules firing
+/// each minute, 1,000 to a batch request, before a workload runs: the
+/// figures then show what a large table and a steady cron load cost.
+pub(super) async fn preload(
+    api: &Api,
+    future: usize,
+    cron: usize,
+    connections: usize,
+    report: &mut Report,
+) -> Result<()> {
+    const PER_REQUEST: usize = 1_000;
+    let how = Sending {
+        connections: connections.clamp(1, 8),
+        batch: PER_REQUEST,
+    };
+    if future > 0 {
+        let at = to_rfc3339(now_ms() + 30 * 24 * 3_600_000);
+        let body = |i: usize| json!({"jobName": format!("preload-{i}"), "jobHandler": "noop", "triggerAt": at});
+        let mut figures = Report::scratch();
+        let (_, took) = create_all(api, future, how, body, &mut figures).await?;
+        report.figure("preloaded future jobs", future as f64, "");
+        report.figure("preload rate", future as f64 / took.as_secs_f64(), "jobs/s");
+    }
+    if cron > 0 {
+        let body = |i: usize| json!({"jobName": format!("preload-cron-{i}"), "jobHandler": "noop", "cronExpr": "0 * * * * *"});
+        let mut figures = Report::scratch();
+        create_all(api, cron, how, body, &mut figures).await?;
+        report.figure("preloaded every-minute schedules", cron as f64, "");
+    }
+    Ok(())
+}
+
 fn span_ms(from: Millis, to: Option<Millis>) -> Option<f64> {
     to.map(|t| (t - from) as f64)
 }
