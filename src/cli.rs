@@ -349,13 +349,13 @@ pub struct HttpGuardArg {
 /// The API's default limits (a tenant may override them) and metrics listener.
 #[derive(Debug, Clone, Args)]
 pub struct ApiLimitsArg {
-    /// Job creates per second per key [default: 1000].
+    /// Job creates per second per key [default: 10000].
     #[arg(long, env = "KAIROS_API_CREATE_RATE", value_name = "N")]
     pub api_create_rate: Option<f64>,
-    /// Creates a key may burst before the rate applies [default: 2000].
+    /// Creates a key may burst before the rate applies [default: 20000].
     #[arg(long, env = "KAIROS_API_CREATE_BURST", value_name = "N")]
     pub api_create_burst: Option<u32>,
-    /// Most scheduled, running or paused jobs per tenant [default: 100000].
+    /// Most scheduled, running or paused jobs per tenant [default: 10000000].
     #[arg(long, env = "KAIROS_API_MAX_LIVE_JOBS", value_name = "N")]
     pub api_max_live_jobs: Option<u64>,
     /// Serve `/metrics` on this address instead of the API's.

@@ -1,9 +1,10 @@
 //! Per-tenant limits on creating jobs: a token bucket per key (in memory on
 //! each API instance, so with N instances a key may reach N times its rate),
 //! and a cap on a tenant's non-terminal jobs. The cap reads the stored count
-//! at most once a second per tenant and instance and counts this instance's
-//! creates in between, so it costs no query per create; concurrent creates
-//! on several instances may pass it by up to what they create in that second.
+//! at most once a second per tenant and instance, in the background, and
+//! counts this instance's creates in between, so it costs no query per
+//! create; concurrent creates on several instances may pass it by up to what
+//! they create in that second.
 
 use super::Caller;
 use crate::AppState;
@@ -66,32 +67,109 @@ impl Buckets {
 /// How long a stored live-jobs count is trusted.
 pub(crate) const LIVE_COUNT_TTL: Duration = Duration::from_secs(1);
 
-/// Live-job counts by tenant: `(read at, count)`.
+/// A tenant's stored live-jobs count as this instance knows it.
+struct Count {
+    read_at: Instant,
+    n: u64,
+    /// A background refresh is running: others use `n` meanwhile.
+    refreshing: bool,
+}
+
+/// What [`LiveCounts::lookup`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// Read less than [`LIVE_COUNT_TTL`] ago (plus this instance's creates).
+    Fresh(u64),
+    /// Older: use it, and refresh it in the background if `refresh` (one
+    /// caller per tenant is told to, so a stale count is read once, not by
+    /// every concurrent create).
+    Stale { n: u64, refresh: bool },
+    /// Never read: the caller reads it and waits.
+    Missing,
+}
+
+/// Live-job counts by tenant.
 #[derive(Default)]
 pub(crate) struct LiveCounts {
-    map: Mutex<HashMap<String, (Instant, u64)>>,
+    map: Mutex<HashMap<String, Count>>,
 }
 
 impl LiveCounts {
-    /// The count if read less than [`LIVE_COUNT_TTL`] ago.
-    pub(crate) fn fresh(&self, tenant: &str) -> Option<u64> {
-        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(tenant)
-            .filter(|(at, _)| at.elapsed() < LIVE_COUNT_TTL)
-            .map(|(_, n)| *n)
+    /// The count to check a create against, and whether to refresh it.
+    pub(crate) fn lookup(&self, tenant: &str, now: Instant) -> Lookup {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get_mut(tenant) {
+            None => Lookup::Missing,
+            Some(c) if now.saturating_duration_since(c.read_at) < LIVE_COUNT_TTL => {
+                Lookup::Fresh(c.n)
+            }
+            Some(c) => {
+                let refresh = !std::mem::replace(&mut c.refreshing, true);
+                Lookup::Stale { n: c.n, refresh }
+            }
+        }
     }
 
     /// Stores a count just read.
-    pub(crate) fn set(&self, tenant: &str, n: u64) {
+    pub(crate) fn set(&self, tenant: &str, n: u64, read_at: Instant) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.insert(tenant.to_string(), (Instant::now(), n));
+        map.insert(
+            tenant.to_string(),
+            Count {
+                read_at,
+                n,
+                refreshing: false,
+            },
+        );
+    }
+
+    /// A background refresh failed: the next create tries again.
+    pub(crate) fn refresh_failed(&self, tenant: &str) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = map.get_mut(tenant) {
+            c.refreshing = false;
+        }
     }
 
     /// Counts a job this instance just created.
     pub(crate) fn created(&self, tenant: &str) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, n)) = map.get_mut(tenant) {
-            *n += 1;
+        if let Some(c) = map.get_mut(tenant) {
+            c.n += 1;
+        }
+    }
+}
+
+/// The tenant's live-jobs count: the one this instance has, refreshed in
+/// the background once it is a second old; read and waited for only the
+/// first time. Counting a large table takes a while and no create should
+/// wait for it.
+async fn live_jobs(state: &AppState, tenant: &str) -> Result<u64, ApiError> {
+    match state.auth.live.lookup(tenant, Instant::now()) {
+        Lookup::Fresh(n) | Lookup::Stale { n, refresh: false } => Ok(n),
+        Lookup::Stale { n, refresh: true } => {
+            let (store, auth, tenant) = (
+                std::sync::Arc::clone(&state.store),
+                std::sync::Arc::clone(&state.auth),
+                tenant.to_string(),
+            );
+            tokio::spawn(async move {
+                let read_at = Instant::now();
+                match store.jobs_count_live(&tenant).await {
+                    Ok(n) => auth.live.set(&tenant, n, read_at),
+                    Err(e) => {
+                        tracing::warn!(tenant, error = %e, "cannot refresh the live-jobs count");
+                        auth.live.refresh_failed(&tenant);
+                    }
+                }
+            });
+            Ok(n)
+        }
+        Lookup::Missing => {
+            let read_at = Instant::now();
+            let n = state.store.jobs_count_live(tenant).await?;
+            state.auth.live.set(tenant, n, read_at);
+            Ok(n)
         }
     }
 }
@@ -128,14 +206,7 @@ pub(crate) async fn admit_creates(
         });
     }
     let cap = limits.max_live_jobs.unwrap_or(cfg.max_live_jobs);
-    let live = match state.auth.live.fresh(&caller.tenant) {
-        Some(n) => n,
-        None => {
-            let n = state.store.jobs_count_live(&caller.tenant).await?;
-            state.auth.live.set(&caller.tenant, n);
-            n
-        }
-    };
+    let live = live_jobs(state, &caller.tenant).await?;
     if live + u64::from(n) > cap {
         return Err(ApiError::LiveJobLimit(format!(
             "tenant {} holds {live} scheduled, running or paused jobs, its limit is {cap}; \
@@ -171,5 +242,47 @@ mod tests {
             b.take_n("big", 50, 2.0, 3, t0).is_ok(),
             "capped at the burst"
         );
+    }
+
+    #[test]
+    fn a_stale_count_is_used_while_one_caller_refreshes_it() {
+        let live = LiveCounts::default();
+        let t0 = Instant::now();
+        assert_eq!(live.lookup("t", t0), Lookup::Missing);
+        live.set("t", 10, t0);
+        live.created("t");
+        assert_eq!(
+            live.lookup("t", t0),
+            Lookup::Fresh(11),
+            "local creates count"
+        );
+        let later = t0 + LIVE_COUNT_TTL;
+        assert_eq!(
+            live.lookup("t", later),
+            Lookup::Stale {
+                n: 11,
+                refresh: true
+            }
+        );
+        assert_eq!(
+            live.lookup("t", later),
+            Lookup::Stale {
+                n: 11,
+                refresh: false
+            },
+            "only one refresh at a time"
+        );
+        live.refresh_failed("t");
+        assert_eq!(
+            live.lookup("t", later),
+            Lookup::Stale {
+                n: 11,
+                refresh: true
+            },
+            "a failed refresh is tried again"
+        );
+        live.set("t", 5, later);
+        assert_eq!(live.lookup("t", later), Lookup::Fresh(5));
+        assert_eq!(live.lookup("other", later), Lookup::Missing, "per tenant");
     }
 }

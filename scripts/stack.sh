@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs the services stack natively — the API, two dispatchers, two workers and
+# the callback relay — against MariaDB (or PostgreSQL), Redis and RabbitMQ on
+# this machine, the way docker-compose.yml wires it; used to measure with
+# `kairos bench --url`. Each process logs to $KAIROS_STACK_DIR/<name>.log.
+#
+#   scripts/stack.sh up      # prints the URL and an admin key
+#   scripts/stack.sh down
+#
+# Settings (environment): KAIROS_BIN (default target/release/kairos),
+# KAIROS_DATABASE_URL (default mysql://root@127.0.0.1:3306/kairos_stack; the
+# database is created if missing), KAIROS_REDIS_URL, KAIROS_AMQP_URL,
+# KAIROS_NAMESPACE (default kstack), KAIROS_STACK_DIR (default /tmp/kairos-stack),
+# KAIROS_WORKER_CAPACITY (default 8), KAIROS_HTTP_ADDR (default 127.0.0.1:8080).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin=${KAIROS_BIN:-target/release/kairos}
+dir=${KAIROS_STACK_DIR:-/tmp/kairos-stack}
+export KAIROS_DATABASE_URL=${KAIROS_DATABASE_URL:-mysql://root@127.0.0.1:3306/kairos_stack}
+export KAIROS_REDIS_URL=${KAIROS_REDIS_URL:-redis://127.0.0.1:6379/0}
+export KAIROS_AMQP_URL=${KAIROS_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
+export KAIROS_NAMESPACE=${KAIROS_NAMESPACE:-kstack}
+export KAIROS_CALLBACK_ALLOW_PRIVATE=true KAIROS_HTTP_ALLOW_PRIVATE=true
+export KAIROS_LOG=${KAIROS_LOG:-warn}
+http=${KAIROS_HTTP_ADDR:-127.0.0.1:8080}
+
+start() { # name, metrics port, command...
+  local name=$1 port=$2; shift 2
+  KAIROS_METRICS_ADDR=127.0.0.1:$port "$@" >"$dir/$name.log" 2>&1 &
+  echo $! >"$dir/$name.pid"
+}
+
+case ${1:-} in
+up)
+  [ -x "$bin" ] || { echo "no kairos binary at $bin (cargo build --release)" >&2; exit 2; }
+  mkdir -p "$dir"
+  case $KAIROS_DATABASE_URL in
+  mysql://*)
+    db=${KAIROS_DATABASE_URL##*/}
+    mysql --protocol=TCP -h127.0.0.1 -uroot -e "CREATE DATABASE IF NOT EXISTS \`$db\`" ;;
+  esac
+  "$bin" migrate >"$dir/migrate.log" 2>&1
+  key=$("$bin" keys create --tenant default --role admin | grep -Eo 'kai_[A-Za-z0-9_]+' | head -1)
+  KAIROS_HTTP_ADDR=$http start api 9190 "$bin" api
+  start dispatcher-1 9191 "$bin" dispatcher
+  start dispatcher-2 9192 "$bin" dispatcher
+  KAIROS_WORKER_ID=worker-1 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-8} start worker-1 9193 "$bin" worker
+  KAIROS_WORKER_ID=worker-2 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-8} start worker-2 9194 "$bin" worker
+  start relay 9195 "$bin" callback-relay
+  for _ in $(seq 1 100); do
+    curl -fsS "http://$http/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -fsS "http://$http/readyz" >/dev/null || { echo "the API did not become ready; see $dir/api.log" >&2; exit 1; }
+  echo "url: http://$http"
+  echo "key: $key"
+  ;;
+down)
+  for f in "$dir"/*.pid; do
+    [ -e "$f" ] || continue
+    kill "$(cat "$f")" 2>/dev/null || true
+    rm -f "$f"
+  done
+  ;;
+*)
+  echo "usage: $0 up|down" >&2
+  exit 2
+  ;;
+esac
