@@ -134,6 +134,7 @@ pub fn new_job(
         timeout_ms,
         worker_group,
         created_at: now,
+        created_by: None,
     })
 }
 

@@ -190,6 +190,12 @@ pub struct NewJob {
     pub worker_group: Option<String>,
     /// Creation time (ms UTC).
     pub created_at: Millis,
+    /// Prefix of the API key that asked for it. When set, the store records
+    /// `job.create` in the audit trail in the job's own transaction, so the
+    /// trail and the jobs never disagree and the create costs no second
+    /// commit. `None`: not audited here (the bulk endpoint records one entry
+    /// per request; tools and tests).
+    pub created_by: Option<String>,
 }
 
 /// A stored job.

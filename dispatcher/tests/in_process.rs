@@ -104,6 +104,7 @@ impl Rig {
             timeout_ms: None,
             worker_group: None,
             created_at: now_ms(),
+            created_by: None,
         };
         match self.store.job_create(job).await.expect("create") {
             CreateOutcome::Created(_) => id,

@@ -15,7 +15,7 @@
 //! the unique key, or one row is bad), every job is retried on its own, so
 //! one request's error never fails the others.
 
-use super::error::{db_err, is_unique_violation};
+use super::error::{corrupt, db_err, is_unique_violation};
 use super::rows::{self, JOB_COLS, select_list};
 use super::sched_cols::{bind_schedule_head, bind_schedule_tail, schedule_columns};
 use super::stmt::{Q, marks, q, row_marks};
@@ -25,6 +25,9 @@ use kairos_core::store::{CreateOutcome, StoreError, StoreResult};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use tokio::sync::{Semaphore, mpsc, oneshot};
+
+/// The audit action recorded with a job created through the API.
+pub(crate) const AUDIT_CREATE: &str = "job.create";
 
 /// Version of a newly created job.
 pub(crate) const FIRST_VERSION: i64 = 1;
@@ -110,7 +113,7 @@ async fn run(store: Weak<Inner>, mut rx: mpsc::Receiver<Pending>, slots: Arc<Sem
 /// per job, in order.
 async fn create_each(store: &SqlStore, jobs: Vec<NewJob>) -> Vec<StoreResult<CreateOutcome>> {
     if jobs.len() == 1 {
-        let job = jobs.into_iter().next().map(|j| create_one(store, j));
+        let job = jobs.into_iter().next().map(|j| create_alone(store, j));
         return match job {
             Some(one) => vec![one.await],
             None => Vec::new(),
@@ -126,7 +129,7 @@ async fn create_each(store: &SqlStore, jobs: Vec<NewJob>) -> Vec<StoreResult<Cre
             tracing::debug!(error = %e, rows = jobs.len(), "group commit failed; creating one by one");
             let mut out = Vec::with_capacity(jobs.len());
             for job in jobs {
-                out.push(create_one(store, job).await);
+                out.push(create_alone(store, job).await);
             }
             out
         }
@@ -178,6 +181,7 @@ pub(crate) async fn create_together(
         }
         query.execute(&mut *tx).await.map_err(db_err)?;
     }
+    insert_audit(&mut tx, &fresh).await?;
     tx.commit().await.map_err(db_err)?;
     let created: Vec<Job> = jobs.into_iter().map(created_job).collect();
     Ok(plan
@@ -189,6 +193,49 @@ pub(crate) async fn create_together(
             Plan::Stored(job) => CreateOutcome::Existing(*job),
         })
         .collect())
+}
+
+/// Audit rows (`job.create`) for the jobs of `fresh` that name the key that
+/// created them, in the transaction that inserts them.
+async fn insert_audit(conn: &mut sqlx::AnyConnection, fresh: &[&NewJob]) -> StoreResult<()> {
+    let audited: Vec<(&NewJob, &str)> = fresh
+        .iter()
+        .filter_map(|j| j.created_by.as_deref().map(|by| (*j, by)))
+        .collect();
+    for chunk in audited.chunks(ROWS_PER_INSERT) {
+        let sql = format!(
+            "INSERT INTO audit_log (tenant, actor, action, target, at) VALUES {}",
+            row_marks(chunk.len(), 5)
+        );
+        let mut query = q(sql);
+        for (job, by) in chunk {
+            query = query
+                .bind(job.tenant.as_str())
+                .bind(*by)
+                .bind(AUDIT_CREATE)
+                .bind(job.id.as_str())
+                .bind(job.created_at);
+        }
+        query.execute(&mut *conn).await.map_err(db_err)?;
+    }
+    Ok(())
+}
+
+/// Creates one job on its own: with its audit row in one transaction when
+/// it has one, else in a single statement.
+async fn create_alone(store: &SqlStore, job: NewJob) -> StoreResult<CreateOutcome> {
+    if job.created_by.is_none() {
+        return create_one(store, job).await;
+    }
+    match create_together(store, vec![job.clone()]).await {
+        Ok(mut outcomes) => outcomes
+            .pop()
+            .ok_or_else(|| corrupt("jobs", "a create answered nothing")),
+        Err(e @ StoreError::Unavailable(_)) => Err(e),
+        // A concurrent create took its key: answered `Existing` from the row
+        // that won (a job that exists already is not audited again).
+        Err(_) => create_one(store, job).await,
+    }
 }
 
 /// What becomes of one job of a batch.

@@ -6,7 +6,7 @@
 mod store_support;
 use store_support as support;
 
-use kairos_core::store::{CreateOutcome, JobStore};
+use kairos_core::store::{CreateOutcome, JobStore, TenantStore};
 use kairos_store_sql::SqlStore;
 use std::collections::HashSet;
 use support::{T0, one_shot};
@@ -16,6 +16,7 @@ store_cases!(
     concurrent_creates_with_one_key_make_one_job,
     a_bad_row_fails_only_its_own_create,
     bulk_create_is_idempotent_per_item,
+    creates_are_audited_in_their_own_transaction,
 );
 
 fn created_id(o: &CreateOutcome) -> &str {
@@ -129,4 +130,56 @@ async fn bulk_create_is_idempotent_per_item(store: SqlStore) {
             .is_err()
     );
     assert!(store.job_get("acme", &fresh.id).await.unwrap().is_none());
+}
+
+async fn creates_are_audited_in_their_own_transaction(store: SqlStore) {
+    let keyed = |key: &str| {
+        let mut j = one_shot("acme", T0);
+        j.created_by = Some("kai_pfx".into());
+        j.client_request_id = Some(key.into());
+        j
+    };
+    // Concurrent creates (grouped), a lone one, a replay and an unaudited one.
+    let jobs: Vec<_> = (0..50).map(|i| keyed(&format!("k{i}"))).collect();
+    for o in futures::future::join_all(jobs.iter().map(|j| store.job_create(j.clone()))).await {
+        assert!(matches!(o, Ok(CreateOutcome::Created(_))), "{o:?}");
+    }
+    let lone = keyed("lone");
+    store.job_create(lone.clone()).await.unwrap();
+    let replay = keyed("lone");
+    assert!(matches!(
+        store.job_create(replay).await.unwrap(),
+        CreateOutcome::Existing(_)
+    ));
+    store.job_create(one_shot("acme", T0)).await.unwrap();
+
+    let page = store.audit_list(Some("acme"), 500, None).await.unwrap();
+    let mut targets: Vec<&str> = page
+        .items
+        .iter()
+        .inspect(|e| {
+            assert_eq!(
+                (e.action.as_str(), e.actor.as_str()),
+                ("job.create", "kai_pfx")
+            );
+            assert_eq!(e.at, T0, "stamped with the job's creation time");
+        })
+        .map(|e| e.target.as_str())
+        .collect();
+    targets.sort_unstable();
+    let mut expected: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    expected.push(lone.id.as_str());
+    expected.sort_unstable();
+    assert_eq!(
+        targets, expected,
+        "one entry per created job: none for the replay or the unaudited create"
+    );
+    assert!(
+        store
+            .audit_list(Some("globex"), 500, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }

@@ -38,21 +38,20 @@ pub(crate) async fn create_job(
     ApiJson(req): ApiJson<CreateJobRequest>,
 ) -> Result<(StatusCode, Json<CreatedJob>), ApiError> {
     let now = now_ms();
-    let job = validate::new_job(
+    let mut job = validate::new_job(
         req,
         &state.config,
         &caller.tenant,
         uuid::Uuid::now_v7().to_string(),
         now,
     )?;
+    // Audited by the store, in the job's own transaction.
+    job.created_by = Some(caller.prefix.clone());
     limits::admit_create(&state, &caller).await?;
     let hash = job.request_hash.clone();
     match state.store.job_create(job).await? {
         CreateOutcome::Created(job) => {
             state.auth.live.created(&caller.tenant);
-            state
-                .audit(&caller, &caller.tenant, "job.create", &job.id)
-                .await;
             if let Some(due) = job.next_trigger_at {
                 (state.notify_due)(due);
             }

@@ -63,6 +63,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
             retry: RetryPolicy::default(),
             timeout_ms: None,
             created_at: now,
+            created_by: None,
             worker_group: None,
         })
         .await

@@ -77,6 +77,7 @@ pub fn one_shot(tenant: &str, at: Millis) -> NewJob {
         retry: RetryPolicy::default(),
         timeout_ms: None,
         created_at: T0,
+        created_by: None,
         worker_group: None,
     }
 }
