@@ -8,7 +8,8 @@
 //! ones; no services needed:
 //!
 //! ```sh
-//! cargo run --example media_worker     # prints an admin key: export KAIROS_KEY=…
+//! cargo run --example media_worker     # prints an admin key, kept in media-worker.db.key
+//! export KAIROS_KEY=$(cat media-worker.db.key)
 //! curl -s -X POST http://127.0.0.1:8080/openapi/jobs -H "Authorization: Bearer $KAIROS_KEY" \
 //!   -H 'Content-Type: application/json' \
 //!   -d '{"jobName":"q3","jobHandler":"report","params":{"rows":20,"rowMs":100}}'
@@ -27,7 +28,8 @@
 //! Settings: `KAIROS_DATABASE_URL` (embedded; default
 //! `sqlite://media-worker.db`), `KAIROS_HTTP_ADDR` (embedded; default
 //! `127.0.0.1:8080`), `KAIROS_NAMESPACE`, `KAIROS_WORKER_ID`,
-//! `KAIROS_WORKER_GROUP`, `KAIROS_AMQP_QUEUE_TYPE` (services).
+//! `KAIROS_WORKER_GROUP`, `KAIROS_WORKER_HEARTBEAT_MS`,
+//! `KAIROS_AMQP_QUEUE_TYPE` (services).
 
 use kairos::embedded::Embedded;
 use kairos_core::protocol::Names;
@@ -164,6 +166,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             if let Some(group) = env("KAIROS_WORKER_GROUP") {
                 builder = builder.group(group);
             }
+            // As `kairos worker`: heartbeats must come well within the
+            // dispatchers' KAIROS_WORKER_DEAD_AFTER_MS.
+            if let Some(ms) = env("KAIROS_WORKER_HEARTBEAT_MS") {
+                let ms: u64 = ms
+                    .parse()
+                    .map_err(|e| format!("KAIROS_WORKER_HEARTBEAT_MS={ms:?}: {e}"))?;
+                builder = builder.heartbeat_every(Duration::from_millis(ms));
+            }
             let worker = builder.build()?;
             println!(
                 "media worker {} serving {:?} (Ctrl-C to stop)",
@@ -185,11 +195,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let key = running.admin_key();
             println!(
                 "Kairos embedded at http://{addr} with handlers {:?} (Ctrl-C to stop)\n\
-                 admin key: {key}\n\
-                 try: curl -s -X POST http://{addr}/openapi/jobs -H 'Authorization: Bearer {key}' \
+                 admin key: {key} (kept in {})\n\
+                 try:\n  export KAIROS_KEY={key}\n  \
+                 curl -s -X POST http://{addr}/openapi/jobs -H \"Authorization: Bearer $KAIROS_KEY\" \
                  -H 'Content-Type: application/json' \
                  -d '{{\"jobName\":\"thumb\",\"jobHandler\":\"thumbnail\",\"params\":{{\"width\":4000,\"height\":3000}}}}'",
-                running.handlers()
+                running.handlers(),
+                running.key_file().display(),
             );
             running.wait().await;
         }

@@ -2,7 +2,7 @@
 //! Swagger UI that renders it.
 
 use utoipa::OpenApi;
-use utoipa::openapi::path::Operation;
+use utoipa::openapi::path::{Operation, ParameterIn};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa_swagger_ui::SwaggerUi;
@@ -38,7 +38,8 @@ const BEARER: &str = "bearer";
 
 /// Adds what every `/openapi/*` operation shares and no annotation repeats:
 /// the bearer requirement, `401`/`403` (authentication), `500`/`503`, the
-/// body errors of operations that take a body, and `429` on job creation.
+/// body errors of operations that take a body, `422` on operations with
+/// query parameters (an unknown or invalid one), and `429` on job creation.
 pub(crate) fn finish(mut doc: Document) -> Document {
     let components = doc.components.get_or_insert_with(Default::default);
     components.add_security_scheme(
@@ -111,6 +112,17 @@ fn secure(op: &mut Operation, creates_jobs: bool) {
             "429",
             "`rate_limited` (with `Retry-After`): the key created jobs too fast; \
              `live_job_limit`: the tenant holds as many unfinished jobs as it may",
+        );
+    }
+    let has_query = op
+        .parameters
+        .iter()
+        .flatten()
+        .any(|p| matches!(p, RefOr::T(p) if matches!(p.parameter_in, ParameterIn::Query)));
+    if has_query {
+        add(
+            "422",
+            "`invalid_field`: a query parameter is unknown or invalid",
         );
     }
     if op.request_body.is_some() {

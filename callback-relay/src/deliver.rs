@@ -30,10 +30,16 @@ pub const SIGNATURE_HEADER: &str = "Kairos-Signature";
 
 /// The HTTP client every attempt shares (connection pool, TLS setup).
 pub fn client(cfg: &RelayConfig) -> reqwest::Result<Client> {
+    client_builder(cfg).build()
+}
+
+/// What [`client`] builds: the guard's resolver, the relay's user agent, and
+/// no redirects followed (a receiver's redirect is an answer, not a new
+/// target, so it can never lead a delivery to another address).
+pub fn client_builder(cfg: &RelayConfig) -> reqwest::ClientBuilder {
     guard::client_builder(cfg.guard())
         .user_agent(USER_AGENT)
         .redirect(reqwest::redirect::Policy::none())
-        .build()
 }
 
 /// Status code, error text and ending of an attempt.
@@ -137,7 +143,9 @@ async fn send(
     secrets: &SigningSecrets,
     number: u32,
 ) -> Result<reqwest::Response, Judged> {
-    if let Err(refusal) = guard::check_url(&callback.url, cfg.guard()).await {
+    // IP literals here; a name is checked by the client's resolver on the
+    // addresses it connects to.
+    if let Err(refusal) = guard::check_target(&callback.url, cfg.guard()) {
         return Err(refused(refusal));
     }
     let body = callback.payload.as_bytes();

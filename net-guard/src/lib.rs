@@ -4,10 +4,12 @@
 //! client for the internal network.
 //!
 //! Checks, all skipped when [`Guard::allow_private`]:
-//! - [`check_url`] before a request: the scheme is http(s), and an IP
-//!   literal or every address the host name resolves to (`lookup_host`) is
-//!   public (not loopback, private, link-local, unspecified, CGNAT,
-//!   multicast or reserved, in IPv4 or any IPv6 form).
+//! - [`check_target`] before a request, without a lookup: the scheme is
+//!   http(s) and an IP-literal host is public (not loopback, private,
+//!   link-local, unspecified, CGNAT, multicast or reserved, in IPv4 or any
+//!   IPv6 form). The HTTP client never resolves a literal, so this is the
+//!   only check a literal gets. [`check_url`] does the same and also
+//!   resolves a host name (`lookup_host`), for callers without the client.
 //! - [`GuardedResolver`], the HTTP client's DNS resolver, applies the same
 //!   rule to the addresses the connection actually uses. The client connects
 //!   only to addresses that passed the check in the same lookup, so a name
@@ -164,8 +166,8 @@ pub async fn resolve_checked(
     Ok(addrs)
 }
 
-/// Checks a URL before a request (see the module docs).
-pub async fn check_url(url: &str, guard: Guard) -> Result<(), GuardError> {
+/// The URL parsed, if it can be requested at all, with its port.
+fn usable(url: &str) -> Result<(Url, u16), GuardError> {
     let bad = |reason: &str| GuardError::BadUrl {
         url: url.to_string(),
         reason: reason.to_string(),
@@ -177,13 +179,38 @@ pub async fn check_url(url: &str, guard: Guard) -> Result<(), GuardError> {
     let port = parsed
         .port_or_known_default()
         .ok_or_else(|| bad("no port"))?;
+    if parsed.host().is_none() {
+        return Err(bad("no host"));
+    }
+    Ok((parsed, port))
+}
+
+/// Checks a URL before a request sent with a [`client_builder`] client,
+/// without a lookup: scheme, port, and an IP-literal host. A host name is
+/// left to [`GuardedResolver`], which checks the addresses the connection
+/// actually uses (one lookup, no gap between check and use).
+pub fn check_target(url: &str, guard: Guard) -> Result<(), GuardError> {
+    let (parsed, port) = usable(url)?;
     if guard.allow_private {
         return Ok(());
     }
     match parsed.host() {
-        None => Err(bad("no host")),
-        Some(Host::Domain(name)) => resolve_checked(name, port, guard).await.map(drop),
         Some(host) => check_literal(url, &host, port, guard),
+        None => Ok(()),
+    }
+}
+
+/// Checks a URL, resolving a host name and refusing it if any address is
+/// forbidden (see the module docs).
+pub async fn check_url(url: &str, guard: Guard) -> Result<(), GuardError> {
+    check_target(url, guard)?;
+    if guard.allow_private {
+        return Ok(());
+    }
+    let (parsed, port) = usable(url)?;
+    match parsed.host() {
+        Some(Host::Domain(name)) => resolve_checked(name, port, guard).await.map(drop),
+        _ => Ok(()),
     }
 }
 

@@ -37,15 +37,24 @@ impl HttpHandler {
     /// A handler with its own connection pool; private addresses are
     /// refused unless `allow_private`.
     pub fn new(allow_private: bool) -> Result<Self, reqwest::Error> {
+        Self::with_client(allow_private, |b| b)
+    }
+
+    /// [`HttpHandler::new`] with a last say over the client (tests pin host
+    /// names to local servers with it).
+    fn with_client(
+        allow_private: bool,
+        customize: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+    ) -> Result<Self, reqwest::Error> {
         let guard = Guard {
             allow_private,
             setting: ALLOW_PRIVATE_SETTING,
         };
+        let builder = kairos_netguard::client_builder(guard)
+            .redirect(kairos_netguard::redirect_policy(guard, MAX_REDIRECTS))
+            .connect_timeout(Duration::from_secs(10));
         Ok(Self {
-            client: kairos_netguard::client_builder(guard)
-                .redirect(kairos_netguard::redirect_policy(guard, MAX_REDIRECTS))
-                .connect_timeout(Duration::from_secs(10))
-                .build()?,
+            client: customize(builder).build()?,
             guard,
         })
     }
@@ -159,7 +168,9 @@ async fn read_limited(mut resp: reqwest::Response) -> Result<Value, reqwest::Err
 impl HttpHandler {
     async fn send(&self, req: Request) -> HandlerOutcome {
         let url = req.url.to_string();
-        if let Err(refusal) = kairos_netguard::check_url(&url, self.guard).await {
+        // IP literals here; names when the client resolves them, for the
+        // first request and every redirect alike.
+        if let Err(refusal) = kairos_netguard::check_target(&url, self.guard) {
             return HandlerOutcome::failure(format!("http handler: {refusal}"));
         }
         let mut builder = self.client.request(req.method, req.url);
@@ -252,6 +263,55 @@ mod tests {
         assert_eq!(server.received_requests().await.unwrap().len(), 0);
         let out = handler().run(ctx(json!({ "url": server.uri() }))).await;
         assert!(matches!(out, HandlerOutcome::Success(_)), "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn a_redirect_to_loopback_is_refused_unless_allowed() {
+        let internal = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("internal secret"))
+            .mount(&internal)
+            .await;
+        let port = internal.address().port();
+        let redirector = MockServer::start().await;
+        for (from, to) in [
+            ("/literal", format!("http://127.0.0.1:{port}/secret")),
+            ("/name", format!("http://localhost:{port}/secret")),
+        ] {
+            Mock::given(method("GET"))
+                .and(path(from))
+                .respond_with(ResponseTemplate::new(302).insert_header("location", to.as_str()))
+                .mount(&redirector)
+                .await;
+        }
+        // The first hop's name is pinned to the local redirector, standing
+        // for a public host: only the redirect is left to refuse.
+        let pinned = |allow_private| {
+            HttpHandler::with_client(allow_private, |b| {
+                b.resolve("public.example", *redirector.address())
+            })
+            .unwrap()
+        };
+        let first_hop = |route: &str| {
+            let port = redirector.address().port();
+            json!({ "url": format!("http://public.example:{port}{route}") })
+        };
+        for route in ["/literal", "/name"] {
+            let HandlerOutcome::Failure(e) = pinned(false).run(ctx(first_hop(route))).await else {
+                panic!("{route}: the redirect must be refused");
+            };
+            assert!(e.starts_with("http handler: refused"), "{e}");
+            assert!(e.contains("loopback"), "{e}");
+            assert!(e.contains("KAIROS_HTTP_ALLOW_PRIVATE=true"), "{e}");
+        }
+        assert_eq!(redirector.received_requests().await.unwrap().len(), 2);
+        assert!(internal.received_requests().await.unwrap().is_empty());
+
+        let out = pinned(true).run(ctx(first_hop("/literal"))).await;
+        assert_eq!(
+            out,
+            HandlerOutcome::Success(json!({"status": 200, "body": "internal secret"}))
+        );
     }
 
     #[tokio::test]
