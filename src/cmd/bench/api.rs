@@ -120,6 +120,22 @@ impl Api {
             .collect()
     }
 
+    /// A job's status.
+    pub(super) async fn status(&self, job: &str) -> Result<String> {
+        let answer: Value = self
+            .http
+            .get(format!("{}/openapi/jobs/{job}", self.base))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        answer["status"]
+            .as_str()
+            .map(str::to_string)
+            .context("job view has no status")
+    }
+
     /// Every job in `status`, by id, with its creation time (the list
     /// endpoint, 500 a page).
     pub(super) async fn jobs_in(&self, status: &str) -> Result<HashMap<String, Millis>> {
