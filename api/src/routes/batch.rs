@@ -9,9 +9,10 @@ use crate::dto::{
 };
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, parse_json};
+use crate::request_trace::RequestTrace;
 use crate::validate;
-use axum::Json;
 use axum::extract::State;
+use axum::{Extension, Json};
 use kairos_core::job::NewJob;
 use kairos_core::store::CreateOutcome;
 use kairos_core::time::now_ms;
@@ -42,8 +43,11 @@ use kairos_core::time::now_ms;
 pub(crate) async fn create_jobs(
     State(state): State<AppState>,
     caller: Caller,
+    trace: Option<Extension<RequestTrace>>,
     ApiJson(req): ApiJson<BatchCreateRequest>,
 ) -> Result<Json<BatchCreateResponse>, ApiError> {
+    // Every job of the batch joins the caller's trace.
+    let job_trace = trace.and_then(|t| t.job_trace());
     if req.jobs.is_empty() || req.jobs.len() > MAX_BATCH {
         return Err(ApiError::invalid(
             "jobs",
@@ -55,7 +59,8 @@ pub(crate) async fn create_jobs(
     let mut valid: Vec<(usize, NewJob)> = Vec::new();
     for (index, item) in req.jobs.into_iter().enumerate() {
         match one(item, &state, &caller.tenant, now) {
-            Ok(job) => {
+            Ok(mut job) => {
+                job.trace = job_trace.clone();
                 valid.push((index, job));
                 results.push(None);
             }

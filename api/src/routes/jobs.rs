@@ -6,10 +6,11 @@ use crate::auth::{Caller, limits};
 use crate::dto::{CreateJobRequest, CreatedJob, JobDetail, JobPage, JobView, ListJobsQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::request_trace::RequestTrace;
 use crate::validate;
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use kairos_core::store::{CreateOutcome, JobFilter};
 use kairos_core::time::now_ms;
 
@@ -35,16 +36,18 @@ use kairos_core::time::now_ms;
 pub(crate) async fn create_job(
     State(state): State<AppState>,
     caller: Caller,
+    trace: Option<Extension<RequestTrace>>,
     ApiJson(req): ApiJson<CreateJobRequest>,
 ) -> Result<(StatusCode, Json<CreatedJob>), ApiError> {
     let now = now_ms();
-    let job = validate::new_job(
+    let mut job = validate::new_job(
         req,
         &state.config,
         &caller.tenant,
         uuid::Uuid::now_v7().to_string(),
         now,
     )?;
+    job.trace = trace.and_then(|t| t.job_trace());
     limits::admit_create(&state, &caller).await?;
     let hash = job.request_hash.clone();
     match state.store.job_create(job).await? {
