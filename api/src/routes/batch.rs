@@ -27,6 +27,10 @@ use kairos_core::time::now_ms;
 /// same body answer 200 with the existing job.
 #[utoipa::path(
     post, path = "/openapi/jobs/batch", tag = "jobs",
+    params(
+        ("traceparent" = Option<String>, Header, description = "W3C trace context: the job's executions join this trace (an invalid value is ignored)"),
+        ("tracestate" = Option<String>, Header, description = "W3C vendor trace state, passed on with the trace"),
+    ),
     request_body(content = BatchCreateRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "One result per item, in order; valid items committed", body = BatchCreateResponse),

@@ -21,6 +21,10 @@ use kairos_core::time::now_ms;
 /// body is refused (409).
 #[utoipa::path(
     post, path = "/openapi/jobs", tag = "jobs",
+    params(
+        ("traceparent" = Option<String>, Header, description = "W3C trace context: the job's executions join this trace (an invalid value is ignored)"),
+        ("tracestate" = Option<String>, Header, description = "W3C vendor trace state, passed on with the trace"),
+    ),
     request_body(content = CreateJobRequest, content_type = "application/json"),
     responses(
         (status = 201, description = "Created and committed", body = CreatedJob),
