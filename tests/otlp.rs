@@ -134,7 +134,11 @@ async fn services_export_linked_spans_over_otlp() {
         .unwrap()
         .to_string();
     cluster
-        .wait_jobs(&[job.clone()], &["succeeded"], Duration::from_secs(60))
+        .wait_jobs(
+            std::slice::from_ref(&job),
+            &["succeeded"],
+            Duration::from_secs(60),
+        )
         .await;
     let exec = cluster.executions(&job).await[0]["executionId"]
         .as_str()
