@@ -162,8 +162,8 @@ impl Publisher {
 
 /// The span of one attempt's dispatch: the execution's trace fields, named
 /// alike in every process (`job_id`, `execution_id`, `attempt`, `worker_id`,
-/// `trace_id`), in the trace of the job's creator when it sent one (the span's parent is
-/// then the creator's), else in the execution's own trace.
+/// `trace_id`), in the trace of the job's creator when it sent one (the
+/// span's parent is then the creator's), else in the execution's own trace.
 fn execution_span(name: &'static str, w: &DispatchWork, worker: &str) -> tracing::Span {
     let caller = w.trace.as_ref().and_then(CallerTrace::context);
     let trace =
