@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 /// Kairos: a distributed job scheduler for systems that submit work over HTTP.
 ///
-/// Every process reads KAIROS_LOG (log filter) and KAIROS_LOG_FORMAT (text or
-/// json).
+/// Every process reads KAIROS_LOG (log filter), KAIROS_LOG_FORMAT (text or
+/// json) and KAIROS_OTLP_ENDPOINT (export spans to an OTLP/HTTP collector).
 ///
 /// Callers create one-shot or cron jobs through the REST API (`kairos api`);
 /// dispatchers (`kairos dispatcher`, one of them leader) send each due trigger to

@@ -5,6 +5,8 @@
 
 mod cli;
 mod cmd;
+#[cfg(feature = "otlp")]
+mod otlp;
 mod settings;
 
 use clap::Parser;
@@ -12,10 +14,38 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    if let Err(e) = init_logging() {
-        eprintln!("kairos: {e}");
-        return ExitCode::FAILURE;
+    // Built before the runtime: the OTLP exporter runs on its own thread.
+    let exporter = match init_logging(service_name(&cli.command)) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("kairos: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = run(cli);
+    // Spans still buffered are sent before the process ends.
+    #[cfg(feature = "otlp")]
+    if let Some(exporter) = exporter {
+        exporter.shutdown();
     }
+    #[cfg(not(feature = "otlp"))]
+    let () = exporter;
+    code
+}
+
+/// The OpenTelemetry service name of a process (`OTEL_SERVICE_NAME` wins).
+fn service_name(command: &cli::Command) -> &'static str {
+    match command {
+        cli::Command::Api(_) => "kairos-api",
+        cli::Command::Dispatcher(_) => "kairos-dispatcher",
+        cli::Command::Worker(_) => "kairos-worker",
+        cli::Command::CallbackRelay(_) => "kairos-callback-relay",
+        cli::Command::Dev(_) => "kairos-dev",
+        _ => "kairos",
+    }
+}
+
+fn run(cli: cli::Cli) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -55,28 +85,54 @@ fn log_format(value: Option<&str>) -> Result<LogFormat, String> {
     }
 }
 
-fn init_logging() -> Result<(), String> {
+/// What [`init_logging`] leaves to flush at exit: the OTLP exporter, if on.
+#[cfg(feature = "otlp")]
+type Flush = Option<otlp::Exporter>;
+#[cfg(not(feature = "otlp"))]
+type Flush = ();
+
+/// Log lines on stderr (`KAIROS_LOG`, `KAIROS_LOG_FORMAT`) and, with an
+/// OTLP endpoint set, span export. The log filter applies to both (one
+/// global filter: per-layer filters lost spans in practice); Kairos's spans
+/// are at `info`, which the default filter keeps.
+fn init_logging(service: &'static str) -> Result<Flush, String> {
     use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
     let filter = std::env::var("KAIROS_LOG")
         .ok()
         .and_then(|v| EnvFilter::try_new(v).ok())
         .or_else(|| EnvFilter::try_from_default_env().ok())
         .unwrap_or_else(|| EnvFilter::new("info,sqlx=warn,lapin=warn"));
     let format = log_format(std::env::var("KAIROS_LOG_FORMAT").ok().as_deref())?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => builder
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let lines = match format {
+        LogFormat::Text => lines.with_ansi(std::io::stderr().is_terminal()).boxed(),
+        LogFormat::Json => lines
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(true)
-            .init(),
+            .boxed(),
+    };
+    let logging = tracing_subscriber::registry().with(filter).with(lines);
+    #[cfg(feature = "otlp")]
+    {
+        let exporter = otlp::Exporter::from_env(service)?;
+        logging
+            .with(exporter.as_ref().map(otlp::Exporter::layer))
+            .try_init()
+            .map_err(|e| format!("cannot set up logging: {e}"))?;
+        Ok(exporter)
     }
-    Ok(())
+    #[cfg(not(feature = "otlp"))]
+    {
+        let _ = service;
+        logging
+            .try_init()
+            .map_err(|e| format!("cannot set up logging: {e}"))
+    }
 }
 
 #[cfg(test)]

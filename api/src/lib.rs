@@ -23,6 +23,7 @@ pub mod error;
 pub mod extract;
 mod observe;
 mod openapi;
+mod request_trace;
 mod routes;
 pub mod validate;
 mod waiting;
@@ -149,7 +150,8 @@ pub fn router(state: AppState) -> Router {
             auth::authenticate,
         ))
         .layer(axum::middleware::from_fn(observe::count_requests))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_trace::span_for))
+        .layer(axum::middleware::from_fn(request_trace::adopt))
         .with_state(state)
 }
 

@@ -133,6 +133,7 @@ pub fn new_job(
         retry,
         timeout_ms,
         worker_group,
+        trace: None,
         created_at: now,
         created_by: None,
     })

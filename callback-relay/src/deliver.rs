@@ -14,7 +14,7 @@ use kairos_core::callback::{Callback, CallbackAttempt};
 use kairos_core::store::CallbackNext;
 use kairos_core::tenant::SigningSecrets;
 use kairos_core::time::{Millis, now_ms};
-use kairos_core::trace::{Stage, TraceContext};
+use kairos_core::trace::{CallerTrace, Stage, TraceContext};
 use kairos_netguard::{self as guard, GuardError};
 use reqwest::{Client, StatusCode, header};
 use std::time::{Duration, Instant};
@@ -130,10 +130,24 @@ pub async fn attempt(
 
 /// W3C trace context header on every callback request.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
+/// W3C vendor trace state, sent when the job's creator sent one.
+pub const TRACESTATE_HEADER: &str = "tracestate";
 
-/// The trace context of a callback: the execution's trace, callback stage.
+/// The parent of a callback's span: the span the job's creator's trace
+/// continues from (see [`kairos_core::trace::CallerTrace`]), if it sent one.
+pub fn callback_parent(callback: &Callback) -> Option<TraceContext> {
+    callback.trace.as_ref().and_then(CallerTrace::context)
+}
+
+/// The trace context of a callback, callback stage: in the trace of the
+/// job's creator when it sent one, else in the execution's.
 pub fn callback_trace(callback: &Callback) -> Option<TraceContext> {
-    TraceContext::for_execution(&callback.execution_id, 0, Stage::Callback)
+    TraceContext::for_stage(
+        callback_parent(callback).as_ref(),
+        &callback.execution_id,
+        0,
+        Stage::Callback,
+    )
 }
 
 async fn send(
@@ -161,6 +175,13 @@ async fn send(
     // The execution's trace, so the receiver's spans join it.
     if let Some(trace) = callback_trace(callback) {
         request = request.header(TRACEPARENT_HEADER, trace.to_string());
+    }
+    if let Some(state) = callback
+        .trace
+        .as_ref()
+        .and_then(|t| t.tracestate.as_deref())
+    {
+        request = request.header(TRACESTATE_HEADER, state);
     }
     let response = request.body(callback.payload.clone()).send().await;
     response.map_err(|e| match guard::refusal_in(&e) {
@@ -301,6 +322,7 @@ mod tests {
             next_attempt_at: 0,
             last_error: None,
             created_at: now_ms(),
+            trace: None,
         }
     }
 

@@ -189,12 +189,15 @@ impl Relay {
         let client = self.client.clone();
         let tenants = Arc::clone(&self.tenants);
         let trace = deliver::callback_trace(&callback);
+        let parent = deliver::callback_parent(&callback);
         let span = tracing::info_span!(
             "callback",
             job_id = %callback.job_id,
             execution_id = %callback.execution_id,
             delivery_id = %callback.id,
             trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+            traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
+            parent = parent.map(|t| t.to_string()).unwrap_or_default(),
         );
         let work = async move {
             let secrets = match tenants.of(store.as_ref(), &cfg, &callback.tenant).await {

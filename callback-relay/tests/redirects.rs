@@ -51,6 +51,7 @@ async fn a_redirect_to_loopback_is_not_followed() {
         next_attempt_at: 0,
         last_error: None,
         created_at: now_ms(),
+        trace: None,
     };
     let secrets = SigningSecrets {
         current: b"secret".to_vec(),

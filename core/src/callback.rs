@@ -63,6 +63,9 @@ pub struct Callback {
     pub last_error: Option<String>,
     /// When it was queued.
     pub created_at: Millis,
+    /// The trace its job's creator sent, if any (read from the job): the
+    /// delivery's `traceparent` continues it.
+    pub trace: Option<crate::trace::CallerTrace>,
 }
 
 /// One delivery attempt.

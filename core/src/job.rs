@@ -188,6 +188,8 @@ pub struct NewJob {
     pub timeout_ms: Option<u64>,
     /// Only workers of this group may run it (`None`: any worker serving the handler).
     pub worker_group: Option<String>,
+    /// The trace its creator sent (`traceparent`), joined by its executions.
+    pub trace: Option<crate::trace::CallerTrace>,
     /// Creation time (ms UTC).
     pub created_at: Millis,
     /// Prefix of the API key that asked for it. When set, the store records
@@ -231,6 +233,8 @@ pub struct Job {
     pub timeout_ms: Option<u64>,
     /// Only workers of this group may run it.
     pub worker_group: Option<String>,
+    /// The trace its creator sent, joined by its executions.
+    pub trace: Option<crate::trace::CallerTrace>,
     /// Creation time.
     pub created_at: Millis,
     /// Last update time.

@@ -50,6 +50,12 @@ pub struct DispatchMsg {
     /// refused dispatch is rerouted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// The trace the job's creator asked it to join (`traceparent` sent
+    /// with the create), absent otherwise. The message's `traceparent`
+    /// header is then the dispatcher's span in that trace; workers may
+    /// ignore this field and read the header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::CallerTrace>,
 }
 
 /// What a result reports.
@@ -97,6 +103,11 @@ pub struct ResultMsg {
     /// replaced changes nothing. Absent from legacy workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<String>,
+    /// The worker's span for this attempt (W3C `traceparent`), so that the
+    /// dispatcher applying the result stays in the attempt's trace. Absent
+    /// from workers that do not trace: the execution's own trace is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// The body of one message on the results queue: a single result object, or
@@ -355,6 +366,7 @@ mod tests {
     #[test]
     fn result_json_is_the_documented_shape() {
         let r = ResultMsg {
+            traceparent: None,
             v: PROTOCOL_VERSION,
             execution_id: "e".into(),
             attempt: 2,
@@ -391,6 +403,7 @@ mod tests {
             retryable: None,
             at: 1,
             incarnation: None,
+            traceparent: None,
         };
         let one = encode_results(&[r(1)]).unwrap();
         assert_eq!(

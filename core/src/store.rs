@@ -183,6 +183,8 @@ pub struct DispatchWork {
     pub timeout_ms: Option<u64>,
     /// Worker group the job must run in.
     pub worker_group: Option<String>,
+    /// The trace the job's creator sent, if any.
+    pub trace: Option<crate::trace::CallerTrace>,
 }
 
 impl DispatchWork {
@@ -198,6 +200,7 @@ impl DispatchWork {
             scheduled_at: self.scheduled_at,
             timeout_ms: self.timeout_ms,
             group: self.worker_group.clone(),
+            trace: self.trace.clone(),
         }
     }
 }

@@ -113,13 +113,20 @@ fn trace_applied(msgs: &[ResultMsg], applied: &[kairos_core::store::Applied]) {
         return;
     }
     for (m, a) in msgs.iter().zip(applied) {
-        let trace = TraceContext::for_execution(&m.execution_id, m.attempt, Stage::Apply);
+        // The worker's span names the attempt's trace (the job creator's
+        // or the execution's); results from workers that do not trace get
+        // the execution's.
+        let parent = m.traceparent.as_deref().and_then(TraceContext::parse);
+        let trace =
+            TraceContext::for_stage(parent.as_ref(), &m.execution_id, m.attempt, Stage::Apply);
         let span = tracing::debug_span!(
             "apply",
             execution_id = %m.execution_id,
             attempt = m.attempt,
             worker_id = %m.worker_id,
             trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
+            traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
+            parent = parent.map(|t| t.to_string()).unwrap_or_default(),
         );
         span.in_scope(|| {
             debug!(kind = ?m.kind, new_status = ?a.new_status.map(|s| s.as_str()), "result applied")

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerError};
 use kairos_core::store::{DispatchWork, DispatchedTo, Store};
 use kairos_core::time::{Millis, now_ms};
-use kairos_core::trace::{Stage, TraceContext};
+use kairos_core::trace::{CallerTrace, Stage, TraceContext};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tracing::{Instrument, debug, warn};
@@ -162,9 +162,12 @@ impl Publisher {
 
 /// The span of one attempt's dispatch: the execution's trace fields, named
 /// alike in every process (`job_id`, `execution_id`, `attempt`, `worker_id`,
-/// `trace_id`).
+/// `trace_id`), in the trace of the job's creator when it sent one (the
+/// span's parent is then the creator's), else in the execution's own trace.
 fn execution_span(name: &'static str, w: &DispatchWork, worker: &str) -> tracing::Span {
-    let trace = TraceContext::for_execution(&w.execution_id, w.attempt, Stage::Dispatch);
+    let caller = w.trace.as_ref().and_then(CallerTrace::context);
+    let trace =
+        TraceContext::for_stage(caller.as_ref(), &w.execution_id, w.attempt, Stage::Dispatch);
     tracing::info_span!(
         "dispatch",
         stage = name,
@@ -174,5 +177,6 @@ fn execution_span(name: &'static str, w: &DispatchWork, worker: &str) -> tracing
         worker_id = %worker,
         trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
         traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
+        parent = caller.map(|t| t.to_string()).unwrap_or_default(),
     )
 }

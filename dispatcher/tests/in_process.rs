@@ -90,6 +90,7 @@ impl Rig {
     async fn create(&self, name: &str, schedule: Schedule, next: Millis) -> String {
         let id = uuid::Uuid::now_v7().to_string();
         let job = NewJob {
+            trace: None,
             id: id.clone(),
             tenant: TENANT.into(),
             name: name.into(),

@@ -42,6 +42,22 @@ async fn round_trip(fx: &Fx) {
     let r = next(&mut reroute).await;
     assert_eq!(r.traceparent.as_deref(), Some(expected.as_str()));
     r.acker.ack().await.unwrap();
+    // A job created in a caller's trace: the header continues that trace.
+    let mut caller = traced.clone();
+    caller.trace = kairos_core::trace::CallerTrace::from_headers(
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        None,
+    );
+    let expected = kairos_core::trace::dispatch_traceparent(&caller).unwrap();
+    assert!(
+        expected.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+        "{expected}"
+    );
+    fx.broker.dispatch_publish(&w, &caller).await.unwrap();
+    let d = next(&mut s).await;
+    assert_eq!(d.traceparent.as_deref(), Some(expected.as_str()));
+    assert_eq!(decode(&d), caller, "the trace travels in the body too");
+    d.acker.ack().await.unwrap();
     drop(reroute);
     drop(s);
     // Had the ack not removed it, the consumer's departure would requeue it.

@@ -14,9 +14,9 @@ use crate::execute::run_attempt;
 use crate::results::Report;
 use crate::shared::{Shared, Slot};
 use kairos_core::broker::{BrokerError, Delivery, DeliveryStream};
-use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION};
+use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION, ResultMsg};
 use kairos_core::supervise::{self, Backoff, Subscription};
-use kairos_core::trace::{Stage, TraceContext};
+use kairos_core::trace::{CallerTrace, Stage, TraceContext};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -146,20 +146,33 @@ async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: Cancellati
             return;
         }
     };
-    let span = attempt_span(&shared.id, &msg, d.traceparent.as_deref());
-    run_traced(shared, d, msg, stop).instrument(span).await;
+    let parent = d.traceparent.as_deref().and_then(TraceContext::parse);
+    let trace = run_trace(&msg, parent.as_ref());
+    let span = attempt_span(&shared.id, &msg, trace, parent);
+    run_traced(shared, d, msg, trace, stop)
+        .instrument(span)
+        .await;
+}
+
+/// This attempt's span context: in the trace of the dispatcher's span (the
+/// message header), which is the job creator's trace when it sent one, else
+/// the execution's. Without a valid header, the message's own `trace` field
+/// decides, as the dispatcher would.
+fn run_trace(msg: &DispatchMsg, parent: Option<&TraceContext>) -> Option<TraceContext> {
+    let caller = parent
+        .copied()
+        .or_else(|| msg.trace.as_ref().and_then(CallerTrace::context));
+    TraceContext::for_stage(caller.as_ref(), &msg.execution_id, msg.attempt, Stage::Run)
 }
 
 /// The span of one attempt on this worker, with the execution's trace fields
 /// named as in every other process.
-fn attempt_span(worker_id: &str, msg: &DispatchMsg, parent: Option<&str>) -> tracing::Span {
-    // The dispatcher's span, from the message header; its trace is the
-    // execution's whatever the header says, so a bad header changes nothing.
-    let parent = parent
-        .and_then(TraceContext::parse)
-        .map(|t| t.to_string())
-        .unwrap_or_default();
-    let trace = TraceContext::for_execution(&msg.execution_id, msg.attempt, Stage::Run);
+fn attempt_span(
+    worker_id: &str,
+    msg: &DispatchMsg,
+    trace: Option<TraceContext>,
+    parent: Option<TraceContext>,
+) -> tracing::Span {
     tracing::info_span!(
         "attempt",
         job_id = %msg.job_id,
@@ -169,11 +182,20 @@ fn attempt_span(worker_id: &str, msg: &DispatchMsg, parent: Option<&str>) -> tra
         handler = %msg.handler,
         trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
         traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
-        parent = %parent,
+        parent = parent.map(|t| t.to_string()).unwrap_or_default(),
     )
 }
 
-async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: CancellationToken) {
+async fn run_traced(
+    shared: Arc<Shared>,
+    d: Delivery,
+    msg: DispatchMsg,
+    trace: Option<TraceContext>,
+    stop: CancellationToken,
+) {
+    // Results name this attempt's span, so the dispatcher applying them
+    // stays in its trace.
+    let traceparent = trace.map(|t| t.to_string());
     // Listed in `held` from here until its result is out (or it goes back).
     let _held = shared.hold(&msg.execution_id, msg.attempt);
     let permit = tokio::select! {
@@ -212,8 +234,10 @@ async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: Ca
         }
     }
     let (execution_id, attempt) = (msg.execution_id.clone(), msg.attempt);
-    let started =
-        Report::started().into_msg(&shared.id, &shared.incarnation, &execution_id, attempt);
+    let started = ResultMsg {
+        traceparent: traceparent.clone(),
+        ..Report::started().into_msg(&shared.id, &shared.incarnation, &execution_id, attempt)
+    };
     if shared.reporter.started(started).await.is_err() {
         // `started` is the point of no return: without it the dispatcher may
         // requeue the attempt (if this worker is declared dead) and another
@@ -230,7 +254,10 @@ async fn run_traced(shared: Arc<Shared>, d: Delivery, msg: DispatchMsg, stop: Ca
     tracing::debug!("attempt started");
     let report = run_attempt(&shared, msg, permit).await;
     tracing::debug!(kind = ?report.kind, "attempt finished");
-    let result = report.into_msg(&shared.id, &shared.incarnation, &execution_id, attempt);
+    let result = ResultMsg {
+        traceparent,
+        ..report.into_msg(&shared.id, &shared.incarnation, &execution_id, attempt)
+    };
     // A final failure is already logged loudly by the reporter.
     let _ = shared.reporter.finished(result).await;
 }

@@ -70,6 +70,7 @@ fn dispatch(handler: &str, params: serde_json::Value, timeout_ms: Option<u64>) -
         scheduled_at: 1_000,
         timeout_ms,
         group: None,
+        trace: None,
     }
 }
 

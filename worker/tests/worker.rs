@@ -211,6 +211,7 @@ fn first_attempt(execution_id: &str, handler: &str) -> DispatchMsg {
         scheduled_at: 0,
         timeout_ms: None,
         group: None,
+        trace: None,
     }
 }
 

@@ -316,6 +316,7 @@ mod tests {
             scheduled_at: 0,
             timeout_ms: None,
             group: None,
+            trace: None,
         }
     }
 

@@ -213,34 +213,32 @@ impl Broker for AmqpBroker {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
         let exchange = self.names.dispatch_exchange();
-        let trace = kairos_core::trace::dispatch_traceparent(msg);
-        publish::publish(&link, &exchange, worker_id, &body, true, trace).await
+        let mut headers = Vec::with_capacity(2);
+        if let Some(parent) = kairos_core::trace::dispatch_traceparent(msg) {
+            headers.push((publish::TRACEPARENT, parent));
+        }
+        if let Some(state) = kairos_core::trace::dispatch_tracestate(msg) {
+            headers.push((publish::TRACESTATE, state.to_string()));
+        }
+        publish::publish(&link, &exchange, worker_id, &body, true, &headers).await
     }
 
     async fn results_publish(&self, msgs: &[ResultMsg]) -> BrokerResult<()> {
         let body = kairos_core::protocol::encode_results(msgs)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.results_queue(), &body, true, None).await
+        publish::publish(&link, "", &self.names.results_queue(), &body, true, &[]).await
     }
 
     async fn heartbeat_publish(&self, msg: &HeartbeatMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
-        publish::publish(
-            &link,
-            "",
-            &self.names.heartbeats_queue(),
-            &body,
-            false,
-            None,
-        )
-        .await
+        publish::publish(&link, "", &self.names.heartbeats_queue(), &body, false, &[]).await
     }
 
     async fn log_publish(&self, msg: &LogMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.logs_queue(), &body, true, None).await
+        publish::publish(&link, "", &self.names.logs_queue(), &body, true, &[]).await
     }
 
     async fn dispatch_consume(

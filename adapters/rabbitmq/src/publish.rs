@@ -83,27 +83,34 @@ impl Publishers {
 /// no queue takes comes back as [`BrokerError::Refused`].
 /// AMQP header carrying the W3C trace context.
 pub(super) const TRACEPARENT: &str = "traceparent";
+/// AMQP header carrying the W3C vendor trace state (dispatches of jobs whose
+/// creator sent one).
+pub(super) const TRACESTATE: &str = "tracestate";
 
+/// `headers` are string AMQP headers (the trace context), none for most
+/// messages.
 pub(super) async fn publish(
     link: &Link,
     exchange: &str,
     routing_key: &str,
     body: &[u8],
     persistent: bool,
-    traceparent: Option<String>,
+    headers: &[(&str, String)],
 ) -> BrokerResult<()> {
     let exchange_name = short(exchange)?;
     let key = short(routing_key)?;
     let mut props = BasicProperties::default()
         .with_content_type("application/json".into())
         .with_delivery_mode(if persistent { 2 } else { 1 });
-    if let Some(trace) = traceparent {
-        let mut headers = lapin::types::FieldTable::default();
-        headers.insert(
-            TRACEPARENT.into(),
-            lapin::types::AMQPValue::LongString(trace.into()),
-        );
-        props = props.with_headers(headers);
+    if !headers.is_empty() {
+        let mut table = lapin::types::FieldTable::default();
+        for (name, value) in headers {
+            table.insert(
+                (*name).into(),
+                lapin::types::AMQPValue::LongString(value.as_str().into()),
+            );
+        }
+        props = props.with_headers(table);
     }
     let options = BasicPublishOptions {
         mandatory: true,

@@ -13,9 +13,12 @@ use kairos_core::tenant::Tenant;
 use kairos_core::time::Millis;
 use std::collections::HashMap;
 
+/// Callback rows with their job's trace context (a purged job's callback
+/// reads as untraced: the outer join keeps it).
 fn callback_select() -> String {
     format!(
-        "SELECT {} FROM callbacks c",
+        "SELECT {}, j.trace_context AS trace_context FROM callbacks c \
+         LEFT JOIN jobs j ON j.id = c.job_id",
         select_list("c", &CALLBACK_COLS)
     )
 }

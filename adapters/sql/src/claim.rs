@@ -192,6 +192,7 @@ impl SqlStore {
                     scheduled_at: r.claim.scheduled_at,
                     timeout_ms: job.timeout_ms,
                     worker_group: job.worker_group.clone(),
+                    trace: job.trace.clone(),
                 });
             } else if let Some(url) = &job.callback_url {
                 callbacks.push(inserts::new_callback(&skipped(r, now), url, now));

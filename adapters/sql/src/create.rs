@@ -33,7 +33,7 @@ pub(crate) const AUDIT_CREATE: &str = "job.create";
 pub(crate) const FIRST_VERSION: i64 = 1;
 /// Most creates written in one transaction by the committer.
 const MAX_GROUP: usize = 256;
-/// Rows per `INSERT` statement (27 columns: far below either database's
+/// Rows per `INSERT` statement (28 columns: far below either database's
 /// placeholder limit).
 const ROWS_PER_INSERT: usize = 100;
 /// Creates waiting for the committer before callers wait for room.
@@ -336,7 +336,14 @@ fn bind_job<'q>(query: Q<'q>, job: &'q NewJob) -> Q<'q> {
         .bind(job.timeout_ms.map(super::stmt::from_u64))
         .bind(job.created_at)
         .bind(job.created_at);
-    bind_schedule_tail(query, &cols).bind(job.worker_group.as_deref())
+    bind_schedule_tail(query, &cols)
+        .bind(job.worker_group.as_deref())
+        .bind(job.trace.as_ref().map(trace_json))
+}
+
+/// The stored form of a caller's trace context (see migration 0006).
+fn trace_json(t: &kairos_core::trace::CallerTrace) -> String {
+    serde_json::to_string(t).unwrap_or_default()
 }
 
 /// The job as stored by a successful insert.
@@ -357,6 +364,7 @@ fn created_job(job: NewJob) -> Job {
         retry: job.retry,
         timeout_ms: job.timeout_ms,
         worker_group: job.worker_group,
+        trace: job.trace,
         created_at: job.created_at,
         updated_at: job.created_at,
     }

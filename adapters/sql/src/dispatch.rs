@@ -37,6 +37,7 @@ fn work(row: &sqlx::any::AnyRow) -> StoreResult<DispatchWork> {
         scheduled_at: r.i64("scheduled_at")?,
         timeout_ms: r.opt_u64("timeout_ms")?,
         worker_group: r.opt_string("worker_group")?,
+        trace: r.trace()?,
     })
 }
 
@@ -111,7 +112,8 @@ impl SqlStore {
         let sql = format!(
             "SELECT e.id AS id, e.job_id AS job_id, e.tenant AS tenant, e.attempt AS attempt, \
              e.scheduled_at AS scheduled_at, j.handler AS handler, j.params AS params, \
-             j.timeout_ms AS timeout_ms, j.worker_group AS worker_group \
+             j.timeout_ms AS timeout_ms, j.worker_group AS worker_group, \
+             j.trace_context AS trace_context \
              FROM executions e JOIN jobs j ON j.id = e.job_id \
              WHERE e.status IN ({}) AND e.not_before <= ?{filter} ORDER BY e.not_before LIMIT ?",
             marks(from.len())

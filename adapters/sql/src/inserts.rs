@@ -71,6 +71,7 @@ pub(crate) fn new_callback(exec: &Execution, url: &str, now: Millis) -> Callback
         next_attempt_at: now,
         last_error: None,
         created_at: now,
+        trace: None,
     }
 }
 

@@ -37,6 +37,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "tenants",
         include_str!("../migrations/mysql/0005_tenants.sql"),
     ),
+    (
+        6,
+        "trace context",
+        include_str!("../migrations/mysql/0006_trace_context.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order.
@@ -65,6 +70,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         5,
         "tenants",
         include_str!("../migrations/sqlite/0005_tenants.sql"),
+    ),
+    (
+        6,
+        "trace context",
+        include_str!("../migrations/sqlite/0006_trace_context.sql"),
     ),
 ];
 

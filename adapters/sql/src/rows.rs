@@ -9,12 +9,13 @@ use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::execution::{ExecEvent, ExecStatus, Execution};
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
 use kairos_core::store::StoreResult;
+use kairos_core::trace::CallerTrace;
 use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 27] = [
+pub(crate) const JOB_COLS: [&str; 28] = [
     "id",
     "tenant",
     "name",
@@ -42,6 +43,7 @@ pub(crate) const JOB_COLS: [&str; 27] = [
     "misfire_policy",
     "overlap_policy",
     "worker_group",
+    "trace_context",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
@@ -172,6 +174,16 @@ impl<'a> R<'a> {
         self.parsed(col, ExecStatus::parse)
     }
 
+    /// The job's `trace_context` column. A value that is not a caller trace
+    /// (written by something else) reads as none: tracing is never worth
+    /// failing a read over.
+    pub(crate) fn trace(&self) -> StoreResult<Option<CallerTrace>> {
+        Ok(self
+            .opt_string("trace_context")?
+            .and_then(|text| serde_json::from_str::<CallerTrace>(&text).ok())
+            .filter(|t| t.context().is_some()))
+    }
+
     /// The retry columns (`max_attempts`, `retry_backoff_ms`).
     pub(crate) fn retry(&self) -> StoreResult<RetryPolicy> {
         Ok(RetryPolicy {
@@ -199,6 +211,7 @@ pub(crate) fn job(row: &AnyRow) -> StoreResult<Job> {
         retry: r.retry()?,
         timeout_ms: r.opt_u64("timeout_ms")?,
         worker_group: r.opt_string("worker_group")?,
+        trace: r.trace()?,
         created_at: r.i64("created_at")?,
         updated_at: r.i64("updated_at")?,
     })
@@ -252,6 +265,7 @@ pub(crate) fn callback(row: &AnyRow) -> StoreResult<Callback> {
         next_attempt_at: r.i64("next_attempt_at")?,
         last_error: r.opt_string("last_error")?,
         created_at: r.i64("created_at")?,
+        trace: r.trace()?,
     })
 }
 

@@ -9,9 +9,11 @@ use store_support as support;
 use kairos_core::callback::{CallbackAttempt, CallbackState};
 use kairos_core::protocol::ResultKind::Succeeded;
 use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION};
+use kairos_core::store::JobStore;
 use kairos_core::store::{
     CallbackNext, CallbackStore, ExecutionStore, Health, StoreError, WorkerStore,
 };
+use kairos_core::trace::CallerTrace;
 use kairos_core::worker::WorkerState;
 use kairos_store_sql::{Dialect, SqlStore};
 use std::collections::HashSet;
@@ -22,6 +24,7 @@ store_cases!(
     attempts_retries_and_redelivery,
     heartbeats_upsert_workers,
     migrate_twice_and_ping,
+    a_caller_trace_reaches_dispatches_and_callbacks,
 );
 
 /// Makes `n` terminal executions whose job has a callback URL; their ids.
@@ -36,6 +39,54 @@ async fn terminal_with_callbacks(store: &SqlStore, tenant: &str, n: usize) -> Ve
     }
     store.results_apply(&results, T0 + 1).await.unwrap();
     results.into_iter().map(|r| r.execution_id).collect()
+}
+
+/// The trace context a job was created with is read back with the job, in
+/// its dispatch work (claim and the unpublished scan) and with its
+/// callbacks; a job created without one has none anywhere.
+async fn a_caller_trace_reaches_dispatches_and_callbacks(store: SqlStore) {
+    let trace = CallerTrace::from_headers(
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        Some("congo=t61rcWkgMzE"),
+    );
+    assert!(trace.is_some());
+    let mut ids = Vec::new();
+    for t in [trace.clone(), None] {
+        let mut new = one_shot("tr", T0);
+        new.callback_url = Some("http://example.test/cb".into());
+        new.trace = t.clone();
+        let job = create(&store, new).await;
+        let read = store.job_get("tr", &job.id).await.unwrap().unwrap();
+        assert_eq!(read.trace, t);
+        let w = claim(&store, &job, None).await;
+        assert_eq!(w.trace, t, "claimed work carries the job's trace");
+        assert_eq!(w.to_message().trace, t);
+        let pending = store
+            .executions_find_unpublished(T0 + 1, 100, &kairos_core::worker::Routable::Any)
+            .await
+            .unwrap();
+        let again = pending
+            .iter()
+            .find(|p| p.execution_id == w.execution_id)
+            .expect("the unpublished execution");
+        assert_eq!(again.trace, t, "the unpublished scan reads it too");
+        store
+            .results_apply(&[result(&w, 1, Succeeded, T0 + 1)], T0 + 1)
+            .await
+            .unwrap();
+        ids.push((w.execution_id, t));
+    }
+    let due = store
+        .callbacks_claim_due("relay", T0 + 10, 60_000, 100)
+        .await
+        .unwrap();
+    for (exec, t) in ids {
+        let cb = due
+            .iter()
+            .find(|c| c.execution_id == exec)
+            .expect("callback");
+        assert_eq!(cb.trace, t, "callbacks read their job's trace");
+    }
 }
 
 fn attempt(n: u32, code: Option<u16>, error: Option<&str>) -> CallbackAttempt {

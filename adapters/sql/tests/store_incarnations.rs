@@ -51,6 +51,7 @@ async fn dispatched_to(
     let job = create(
         store,
         kairos_core::job::NewJob {
+            trace: None,
             retry: RetryPolicy {
                 max_attempts: 2,
                 backoff_ms: 0,
@@ -221,6 +222,7 @@ async fn attempts_without_a_limit_are_found_for_the_default_timeout(store: SqlSt
     let limited_job = create(
         &store,
         kairos_core::job::NewJob {
+            trace: None,
             timeout_ms: Some(10),
             ..one_shot("u", T0)
         },

@@ -37,6 +37,7 @@ async fn create_and_idempotent_replay(store: SqlStore) {
     );
 
     let replay = kairos_core::job::NewJob {
+        trace: None,
         id: id(),
         request_hash: Some("h2".into()),
         ..first

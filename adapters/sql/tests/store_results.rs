@@ -70,6 +70,7 @@ async fn results_in_any_order_apply_once(store: SqlStore) {
     assert_eq!(e.worker_id.as_deref(), Some("w1"));
     assert_eq!(job_now(&store, &job).await.status, JobStatus::Succeeded);
     let unknown = kairos_core::protocol::ResultMsg {
+        traceparent: None,
         execution_id: "nope".into(),
         ..result(&w, 1, Started, T0)
     };

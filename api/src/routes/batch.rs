@@ -9,9 +9,10 @@ use crate::dto::{
 };
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, parse_json};
+use crate::request_trace::RequestTrace;
 use crate::validate;
-use axum::Json;
 use axum::extract::State;
+use axum::{Extension, Json};
 use kairos_core::job::NewJob;
 use kairos_core::store::CreateOutcome;
 use kairos_core::time::now_ms;
@@ -26,6 +27,10 @@ use kairos_core::time::now_ms;
 /// same body answer 200 with the existing job.
 #[utoipa::path(
     post, path = "/openapi/jobs/batch", tag = "jobs",
+    params(
+        ("traceparent" = Option<String>, Header, description = "W3C trace context: the job's executions join this trace (an invalid value is ignored)"),
+        ("tracestate" = Option<String>, Header, description = "W3C vendor trace state, passed on with the trace"),
+    ),
     request_body(content = BatchCreateRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "One result per item, in order; valid items committed", body = BatchCreateResponse),
@@ -42,8 +47,11 @@ use kairos_core::time::now_ms;
 pub(crate) async fn create_jobs(
     State(state): State<AppState>,
     caller: Caller,
+    trace: Option<Extension<RequestTrace>>,
     ApiJson(req): ApiJson<BatchCreateRequest>,
 ) -> Result<Json<BatchCreateResponse>, ApiError> {
+    // Every job of the batch joins the caller's trace.
+    let job_trace = trace.and_then(|t| t.job_trace());
     if req.jobs.is_empty() || req.jobs.len() > MAX_BATCH {
         return Err(ApiError::invalid(
             "jobs",
@@ -55,7 +63,8 @@ pub(crate) async fn create_jobs(
     let mut valid: Vec<(usize, NewJob)> = Vec::new();
     for (index, item) in req.jobs.into_iter().enumerate() {
         match one(item, &state, &caller.tenant, now) {
-            Ok(job) => {
+            Ok(mut job) => {
+                job.trace = job_trace.clone();
                 valid.push((index, job));
                 results.push(None);
             }

@@ -6,10 +6,11 @@ use crate::auth::{Caller, limits};
 use crate::dto::{CreateJobRequest, CreatedJob, JobDetail, JobPage, JobView, ListJobsQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::request_trace::RequestTrace;
 use crate::validate;
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use kairos_core::store::{CreateOutcome, JobFilter};
 use kairos_core::time::now_ms;
 
@@ -20,6 +21,10 @@ use kairos_core::time::now_ms;
 /// body is refused (409).
 #[utoipa::path(
     post, path = "/openapi/jobs", tag = "jobs",
+    params(
+        ("traceparent" = Option<String>, Header, description = "W3C trace context: the job's executions join this trace (an invalid value is ignored)"),
+        ("tracestate" = Option<String>, Header, description = "W3C vendor trace state, passed on with the trace"),
+    ),
     request_body(content = CreateJobRequest, content_type = "application/json"),
     responses(
         (status = 201, description = "Created and committed", body = CreatedJob),
@@ -35,6 +40,7 @@ use kairos_core::time::now_ms;
 pub(crate) async fn create_job(
     State(state): State<AppState>,
     caller: Caller,
+    trace: Option<Extension<RequestTrace>>,
     ApiJson(req): ApiJson<CreateJobRequest>,
 ) -> Result<(StatusCode, Json<CreatedJob>), ApiError> {
     let now = now_ms();
@@ -47,6 +53,7 @@ pub(crate) async fn create_job(
     )?;
     // Audited by the store, in the job's own transaction.
     job.created_by = Some(caller.prefix.clone());
+    job.trace = trace.and_then(|t| t.job_trace());
     limits::admit_create(&state, &caller).await?;
     let hash = job.request_hash.clone();
     match state.store.job_create(job).await? {

@@ -50,6 +50,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
     let job_id = uuid::Uuid::now_v7().to_string();
     let created = store
         .job_create(NewJob {
+            trace: None,
             id: job_id.clone(),
             tenant: TENANT.into(),
             name: unique("cb"),
@@ -94,6 +95,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
     store
         .results_apply(
             &[ResultMsg {
+                traceparent: None,
                 v: PROTOCOL_VERSION,
                 execution_id: execution_id.clone(),
                 attempt: 1,

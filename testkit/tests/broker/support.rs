@@ -120,6 +120,7 @@ pub fn dispatch(i: u64) -> DispatchMsg {
         scheduled_at: 1_760_000_000_000 + i as i64,
         timeout_ms: Some(5_000),
         group: None,
+        trace: None,
     }
 }
 
@@ -139,6 +140,7 @@ pub async fn next(stream: &mut DeliveryStream) -> Delivery {
 /// A result whose attempt number tells test messages apart.
 pub fn result(i: u32) -> ResultMsg {
     ResultMsg {
+        traceparent: None,
         v: PROTOCOL_VERSION,
         execution_id: format!("exec-{i}"),
         attempt: i,

@@ -64,6 +64,7 @@ pub fn id() -> String {
 /// A one-shot `noop` job of `tenant` due at `at`.
 pub fn one_shot(tenant: &str, at: Millis) -> NewJob {
     NewJob {
+        trace: None,
         id: id(),
         tenant: tenant.to_string(),
         name: "job".to_string(),
@@ -85,6 +86,7 @@ pub fn one_shot(tenant: &str, at: Millis) -> NewJob {
 /// A cron job (every second) of `tenant`, first due at `at`.
 pub fn cron(tenant: &str, at: Millis) -> NewJob {
     NewJob {
+        trace: None,
         schedule: Schedule::cron("* * * * * *", "UTC"),
         ..one_shot(tenant, at)
     }
@@ -93,6 +95,7 @@ pub fn cron(tenant: &str, at: Millis) -> NewJob {
 /// A `noop` job of `tenant` on `schedule`, first due at `at`.
 pub fn recurring(tenant: &str, schedule: Schedule, at: Millis) -> NewJob {
     NewJob {
+        trace: None,
         schedule,
         ..one_shot(tenant, at)
     }
@@ -152,6 +155,7 @@ pub async fn claim(store: &SqlStore, job: &Job, next: Option<Millis>) -> Dispatc
 /// A worker result for `work`'s current attempt.
 pub fn result(work: &DispatchWork, attempt: u32, kind: ResultKind, at: Millis) -> ResultMsg {
     ResultMsg {
+        traceparent: None,
         v: PROTOCOL_VERSION,
         execution_id: work.execution_id.clone(),
         attempt,
