@@ -28,6 +28,20 @@ pub(crate) fn page_size(limit: u32) -> u32 {
     }
 }
 
+/// `%text%` for `LIKE … ESCAPE '!'`, lower-cased, with the wildcards of
+/// `text` escaped so they match themselves.
+fn like_pattern(text: &str) -> String {
+    let mut p = String::from("%");
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '!') {
+            p.push('!');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
 fn job_select() -> String {
     format!("SELECT {} FROM jobs j", select_list("j", &JOB_COLS))
 }
@@ -223,6 +237,16 @@ impl JobStore for SqlStore {
         if filter.status.is_some() {
             sql.push_str(" AND j.status = ?");
         }
+        if filter.handler.is_some() {
+            sql.push_str(" AND j.handler = ?");
+        }
+        // `!` escapes: the one LIKE escape both databases read the same way.
+        // LOWER on both sides: MySQL's binary collation would otherwise make
+        // the search case-sensitive there and not on SQLite.
+        let pattern = filter.name_contains.as_deref().map(like_pattern);
+        if pattern.is_some() {
+            sql.push_str(" AND LOWER(j.name) LIKE ? ESCAPE '!'");
+        }
         if after.is_some() {
             sql.push_str(" AND (j.created_at < ? OR (j.created_at = ? AND j.id < ?))");
         }
@@ -230,6 +254,12 @@ impl JobStore for SqlStore {
         let mut query = q(sql).bind(tenant);
         if let Some(s) = filter.status {
             query = query.bind(s.as_str());
+        }
+        if let Some(h) = &filter.handler {
+            query = query.bind(h.clone());
+        }
+        if let Some(p) = pattern {
+            query = query.bind(p);
         }
         if let Some((at, id)) = &after {
             query = query.bind(*at).bind(*at).bind(id.clone());

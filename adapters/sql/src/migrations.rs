@@ -37,6 +37,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "tenants",
         include_str!("../migrations/mysql/0005_tenants.sql"),
     ),
+    (
+        7,
+        "dashboard",
+        include_str!("../migrations/mysql/0007_dashboard.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order.
@@ -65,6 +70,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         5,
         "tenants",
         include_str!("../migrations/sqlite/0005_tenants.sql"),
+    ),
+    (
+        7,
+        "dashboard",
+        include_str!("../migrations/sqlite/0007_dashboard.sql"),
     ),
 ];
 
