@@ -8,6 +8,7 @@ mod execution;
 mod health;
 mod job;
 mod logs;
+mod preview;
 mod request;
 mod worker;
 
@@ -22,6 +23,7 @@ pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView
 pub use health::{HealthBody, ReadyBody};
 pub use job::{CreatedJob, JobDetail, JobPage, JobView, TriggeredExecution};
 pub use logs::{LogLineView, LogPage};
+pub use preview::{PreviewTrigger, SchedulePreview, SchedulePreviewRequest};
 pub use request::{CreateJobRequest, ListJobsQuery, PageQuery, PatchJobRequest};
 pub use worker::{WorkerList, WorkerView};
 
