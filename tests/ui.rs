@@ -547,8 +547,7 @@ async fn workers_with_their_load_on_the_services_stack() {
         return;
     };
     cluster.wait_workers(2).await;
-    let dir = std::env::temp_dir().join(kairos_testkit::unique("kairos_ui_shots"));
-    let b = Browser::start(&tools, &dir).await;
+    let b = Browser::start(&tools, &shots_dir()).await;
     let ui = format!("{}/ui", cluster.base);
     login(&b, &ui, &cluster.key).await;
     b.goto(&format!("{ui}/workers")).await;
