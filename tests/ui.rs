@@ -242,10 +242,14 @@ async fn dashboard_in_a_browser() {
     b.check_page("job").await;
     no_rival(&b, &rival_job).await;
 
-    // Pause and resume.
+    // Pause (with a reason, shown on the job) and resume.
+    b.fill("#reason", "upstream maintenance").await;
     b.click("button[value=pause]").await;
     b.wait_text("Paused.", Duration::from_secs(5)).await;
+    b.wait_text("upstream maintenance", Duration::from_secs(5))
+        .await;
     assert_eq!(job_status(&cluster, &job).await, "paused");
+    b.check_page("job-paused").await;
     b.click("button[value=resume]").await;
     b.wait_text("Resumed.", Duration::from_secs(5)).await;
     assert_ne!(job_status(&cluster, &job).await, "paused");

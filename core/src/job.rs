@@ -225,6 +225,8 @@ pub struct Job {
     pub timeout_ms: Option<u64>,
     /// Only workers of this group may run it.
     pub worker_group: Option<String>,
+    /// Why the caller paused it, if they said (kept until it is resumed).
+    pub pause_reason: Option<String>,
     /// Creation time.
     pub created_at: Millis,
     /// Last update time.

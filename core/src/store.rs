@@ -305,7 +305,13 @@ pub trait JobStore: Send + Sync {
     /// Jobs of a tenant, newest first.
     async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>>;
     /// `scheduled|running → paused`.
-    async fn job_pause(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome>;
+    async fn job_pause(
+        &self,
+        tenant: &str,
+        id: &str,
+        reason: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome>;
     /// `paused → scheduled`; a trigger missed while paused is then a late or
     /// missed trigger like any other (misfire policy).
     async fn job_resume(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome>;

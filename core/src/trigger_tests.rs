@@ -23,6 +23,7 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         created_at: 0,
         updated_at: 0,
         worker_group: None,
+        pause_reason: None,
     }
 }
 

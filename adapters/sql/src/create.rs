@@ -289,7 +289,9 @@ fn bind_job<'q>(query: Q<'q>, job: &'q NewJob) -> Q<'q> {
         .bind(job.timeout_ms.map(super::stmt::from_u64))
         .bind(job.created_at)
         .bind(job.created_at);
-    bind_schedule_tail(query, &cols).bind(job.worker_group.as_deref())
+    bind_schedule_tail(query, &cols)
+        .bind(job.worker_group.as_deref())
+        .bind(None::<&str>)
 }
 
 /// The job as stored by a successful insert.
@@ -310,6 +312,7 @@ fn created_job(job: NewJob) -> Job {
         retry: job.retry,
         timeout_ms: job.timeout_ms,
         worker_group: job.worker_group,
+        pause_reason: None,
         created_at: job.created_at,
         updated_at: job.created_at,
     }

@@ -77,11 +77,12 @@ impl SqlStore {
         tenant: &str,
         id: &str,
         t: JobTransition,
+        reason: Option<&str>,
         now: Millis,
     ) -> StoreResult<ControlOutcome> {
         // Cancel locks the job, then its executions; a result batch locks
         // them the other way round, so InnoDB may pick this as a victim.
-        retrying(|| self.try_control(tenant, id, t, now)).await
+        retrying(|| self.try_control(tenant, id, t, reason, now)).await
     }
 
     async fn try_control(
@@ -89,25 +90,28 @@ impl SqlStore {
         tenant: &str,
         id: &str,
         t: JobTransition,
+        reason: Option<&str>,
         now: Millis,
     ) -> StoreResult<ControlOutcome> {
         let mut tx = self.begin().await?;
         let from = t.from_states();
-        let clear_next = if t == JobTransition::Cancel {
-            ", next_trigger_at = NULL"
-        } else {
-            ""
+        // A pause records its reason (or none); a resume clears it.
+        let extra = match t {
+            JobTransition::Cancel => ", next_trigger_at = NULL",
+            JobTransition::Pause => ", pause_reason = ?",
+            JobTransition::Resume => ", pause_reason = NULL",
+            _ => "",
         };
         let sql = format!(
-            "UPDATE jobs SET status = ?, version = version + 1, updated_at = ?{clear_next} \
+            "UPDATE jobs SET status = ?, version = version + 1, updated_at = ?{extra} \
              WHERE tenant = ? AND id = ? AND status IN ({})",
             marks(from.len())
         );
-        let query = q(sql)
-            .bind(t.to_state().as_str())
-            .bind(now)
-            .bind(tenant)
-            .bind(id);
+        let mut query = q(sql).bind(t.to_state().as_str()).bind(now);
+        if t == JobTransition::Pause {
+            query = query.bind(reason.map(str::to_string));
+        }
+        let query = query.bind(tenant).bind(id);
         let moved = bind_names(query, from.iter().map(|s| s.as_str()))
             .execute(&mut *tx)
             .await
@@ -276,16 +280,25 @@ impl JobStore for SqlStore {
         Ok(rows::page(items, limit, |j| (j.created_at, j.id.as_str())))
     }
 
-    async fn job_pause(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
-        self.control(tenant, id, JobTransition::Pause, now).await
+    async fn job_pause(
+        &self,
+        tenant: &str,
+        id: &str,
+        reason: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome> {
+        self.control(tenant, id, JobTransition::Pause, reason, now)
+            .await
     }
 
     async fn job_resume(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
-        self.control(tenant, id, JobTransition::Resume, now).await
+        self.control(tenant, id, JobTransition::Resume, None, now)
+            .await
     }
 
     async fn job_cancel(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
-        self.control(tenant, id, JobTransition::Cancel, now).await
+        self.control(tenant, id, JobTransition::Cancel, None, now)
+            .await
     }
 
     async fn job_trigger_now(

@@ -39,8 +39,8 @@ const MYSQL: &[(i64, &str, &str)] = &[
     ),
     (
         7,
-        "dashboard",
-        include_str!("../migrations/mysql/0007_dashboard.sql"),
+        "pause reason",
+        include_str!("../migrations/mysql/0007_pause_reason.sql"),
     ),
 ];
 
@@ -73,8 +73,8 @@ const SQLITE: &[(i64, &str, &str)] = &[
     ),
     (
         7,
-        "dashboard",
-        include_str!("../migrations/sqlite/0007_dashboard.sql"),
+        "pause reason",
+        include_str!("../migrations/sqlite/0007_pause_reason.sql"),
     ),
 ];
 

@@ -14,7 +14,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 27] = [
+pub(crate) const JOB_COLS: [&str; 28] = [
     "id",
     "tenant",
     "name",
@@ -42,6 +42,7 @@ pub(crate) const JOB_COLS: [&str; 27] = [
     "misfire_policy",
     "overlap_policy",
     "worker_group",
+    "pause_reason",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
@@ -199,6 +200,7 @@ pub(crate) fn job(row: &AnyRow) -> StoreResult<Job> {
         retry: r.retry()?,
         timeout_ms: r.opt_u64("timeout_ms")?,
         worker_group: r.opt_string("worker_group")?,
+        pause_reason: r.opt_string("pause_reason")?,
         created_at: r.i64("created_at")?,
         updated_at: r.i64("updated_at")?,
     })

@@ -30,6 +30,7 @@ fn job(schedule: Schedule) -> Job {
         created_at: NOW - 30_000,
         updated_at: NOW,
         worker_group: None,
+        pause_reason: None,
     }
 }
 

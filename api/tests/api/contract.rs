@@ -330,6 +330,29 @@ pub async fn every_route_answers_as_documented(app: App) {
         &reader.post(&redeliver).await,
     );
 
+    // Pause with a reason (shown on the job, cleared by resume) and refused bodies.
+    let every = &ids[2];
+    let paused = app
+        .post_json(
+            &format!("/openapi/jobs/{every}/pause"),
+            &json!({"reason": "upstream maintenance"}),
+        )
+        .await;
+    c.check("post", "/openapi/jobs/{id}/pause", &paused);
+    assert_eq!(paused.json()["pauseReason"], "upstream maintenance");
+    let shown = app.get(&format!("/openapi/jobs/{every}")).await.ok(200);
+    assert_eq!(shown["pauseReason"], "upstream maintenance");
+    let resumed = app.post(&format!("/openapi/jobs/{every}/resume")).await;
+    c.check("post", "/openapi/jobs/{id}/resume", &resumed);
+    assert_eq!(resumed.json()["pauseReason"], Value::Null);
+    for body in [json!({"reason": "x".repeat(501)}), json!({"why": "x"})] {
+        let refused = app
+            .post_json(&format!("/openapi/jobs/{every}/pause"), &body)
+            .await;
+        assert_eq!(refused.status.as_u16(), 422, "{body}");
+        c.check("post", "/openapi/jobs/{id}/pause", &refused);
+    }
+
     // Control and edits.
     let cron = &ids[1];
     for (path, method, uri) in [

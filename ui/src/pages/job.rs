@@ -87,7 +87,10 @@ pub(crate) async fn page(
                 h2 id="h-def" { "Definition" }
                 dl.props {
                     dt { "Id" } dd { code { (job.id) } }
-                    dt { "Status" } dd id="job-status" { (view::job_badge(job.status)) }
+                    dt { "Status" } dd id="job-status" {
+                        (view::job_badge(job.status))
+                        @if let Some(r) = &job.pause_reason { " " span.pause-reason { "— " (r) } }
+                    }
                     dt { "Handler" } dd { code { (job.handler) } }
                     dt { "Schedule" } dd { (super::jobs::schedule_text(&job.schedule)) }
                     @if let Some(r) = job.schedule.recurrence() {
@@ -135,7 +138,11 @@ fn actions(ctx: &Ctx, job: &Job) -> Markup {
         form.toolbar method="post" action={ "/ui/jobs/" (job.id) "/action" } aria-label="Job actions" {
             (view::csrf(ctx))
             @if can(JobTransition::Claim) { (button("trigger", "Trigger now", "")) }
-            @if can(JobTransition::Pause) { (button("pause", "Pause", "")) }
+            @if can(JobTransition::Pause) {
+                label.inline for="reason" { "Pause reason" }
+                input id="reason" type="text" name="reason" maxlength="500" placeholder="optional" size="24";
+                (button("pause", "Pause", ""))
+            }
             @if can(JobTransition::Resume) { (button("resume", "Resume", "")) }
             @if !job.status.is_terminal() {
                 a.button href={ "/ui/jobs/" (job.id) "/edit" } { "Edit" }
@@ -182,7 +189,11 @@ async fn executions_region(state: &UiState, ctx: &Ctx, job: &Job) -> Result<Mark
         callbacks.push(cbs);
     }
     Ok(html! {
-        p.live-status { "Job is " (view::job_badge(job.status)) " · next trigger " (view::time(job.next_trigger_at)) " UTC" }
+        p.live-status {
+            "Job is " (view::job_badge(job.status))
+            @if let Some(r) = &job.pause_reason { " (" (r) ")" }
+            " · next trigger " (view::time(job.next_trigger_at)) " UTC"
+        }
         (executions_table(ctx, &page.items, &callbacks))
     })
 }
@@ -284,6 +295,10 @@ pub(crate) async fn action(
         return *r;
     }
     let action = form.get("action");
+    let body = (action == "pause")
+        .then(|| form.opt("reason"))
+        .flatten()
+        .map(|r| serde_json::json!({ "reason": r }));
     let (method, path, done) = match action {
         "trigger" => (
             Method::POST,
@@ -308,7 +323,11 @@ pub(crate) async fn action(
     if action == "cancel" && form.get("confirm") != "yes" {
         return confirm_cancel(&state, &ctx, &id).await;
     }
-    let target = match state.api.call(ctx.key(), method, &path, None).await {
+    let target = match state
+        .api
+        .call(ctx.key(), method, &path, body.as_ref())
+        .await
+    {
         Ok(_) => format!("/ui/jobs/{id}?{}", query(&[("notice", done)])),
         Err(e) => format!("/ui/jobs/{id}?{}", query(&[("error", &e.message)])),
     };

@@ -150,7 +150,10 @@ fn table(ctx: &Ctx, jobs: &[Job]) -> Markup {
                                     }
                                 }
                                 th scope="row" { a href={ "/ui/jobs/" (j.id) } { (j.name) } }
-                                td { (view::job_badge(j.status)) }
+                                td {
+                                    (view::job_badge(j.status))
+                                    @if let Some(r) = &j.pause_reason { br; span.pause-reason { (r) } }
+                                }
                                 td { code { (j.handler) } }
                                 td { (schedule_text(&j.schedule)) }
                                 td { (view::time(j.next_trigger_at)) }

@@ -1,4 +1,0 @@
--- The dashboard (issue 16) lists a tenant's executions across jobs, newest
--- trigger first, and counts what was due in the last hour: both read this
--- index instead of scanning every tenant's executions.
-CREATE INDEX idx_executions_tenant_scheduled ON executions (tenant, scheduled_at, id);
