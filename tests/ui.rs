@@ -403,6 +403,40 @@ async fn dashboard_in_a_browser() {
     assert!(!b.find_all("svg.chart rect.ok").await.is_empty());
     b.check_page("overview").await;
     no_rival(&b, &rival_job).await;
+    // Live refresh pauses while the tab is hidden and resumes when it shows.
+    b.exec(
+        "window.kairosPolls = 0;
+         document.addEventListener('htmx:afterRequest', function () { window.kairosPolls++; });
+         Object.defineProperty(document, 'hidden', {configurable: true, get: function () { return true; }});
+         return true;",
+        json!([]),
+    )
+    .await;
+    let polls = || async {
+        b.exec("return window.kairosPolls", json!([]))
+            .await
+            .as_i64()
+    };
+    tokio::time::sleep(Duration::from_millis(4500)).await; // two poll periods must pass unpolled
+    assert_eq!(polls().await, Some(0), "no refresh while hidden");
+    b.exec(
+        "Object.defineProperty(document, 'hidden', {configurable: true, get: function () { return false; }});
+         document.dispatchEvent(new Event('visibilitychange'));
+         return true;",
+        json!([]),
+    )
+    .await;
+    kairos_testkit::wait_for("a refresh once visible", Duration::from_secs(2), || async {
+        polls().await.filter(|n| *n > 0)
+    })
+    .await;
+    // Dark mode follows the system, and stays readable (axe checks contrast).
+    b.color_scheme("dark").await;
+    b.goto(&format!("{ui}/jobs")).await;
+    b.check_page("jobs-dark").await;
+    b.goto(&format!("{ui}/overview")).await;
+    b.check_page("overview-dark").await;
+    b.color_scheme("light").await;
     b.goto(&format!("{ui}/workers")).await;
     b.wait_text("dev-worker", Duration::from_secs(5)).await;
     b.check_page("workers").await;

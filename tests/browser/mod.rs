@@ -402,6 +402,19 @@ impl Browser {
             .unwrap_or_default()
     }
 
+    /// Emulates the system's colour scheme (`light` or `dark`) through the
+    /// DevTools protocol chromedriver exposes.
+    pub async fn color_scheme(&self, scheme: &str) {
+        self.cmd(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            Some(json!({"cmd": "Emulation.setEmulatedMedia", "params": {
+                "features": [{"name": "prefers-color-scheme", "value": scheme}]
+            }})),
+        )
+        .await;
+    }
+
     /// Screenshot and accessibility check of the page being shown.
     pub async fn check_page(&self, name: &str) {
         self.screenshot(name).await;

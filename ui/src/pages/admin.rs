@@ -27,7 +27,7 @@ pub(crate) struct AdminQuery {
 
 fn keys_table(ctx: &Ctx, keys: &[ApiKey]) -> Markup {
     html! {
-        div.scroll {
+        div.scroll tabindex="0" role="region" aria-label="Table (scrolls sideways on narrow screens)" {
             table.data {
                 caption.sr-only { "API keys of the tenant" }
                 thead { tr {
@@ -209,7 +209,7 @@ pub(crate) async fn audit(
     view::page(&ctx, "Audit trail", Nav::Audit, html! {
         p.muted { "Operator actions on tenant " strong { (ctx.tenant()) } ", newest first. The actor is the acting key's prefix (" code { "cli" } " for the command line)." }
         @if page.items.is_empty() { p.muted { "Nothing recorded yet." } } @else {
-            div.scroll {
+            div.scroll tabindex="0" role="region" aria-label="Table (scrolls sideways on narrow screens)" {
                 table.data {
                     caption.sr-only { "Audit entries" }
                     thead { tr { th scope="col" { "When (UTC)" } th scope="col" { "Actor" } th scope="col" { "Action" } th scope="col" { "Target" } } }

@@ -84,7 +84,7 @@ pub(crate) async fn page(
         @if page.items.is_empty() {
             p.muted { "No executions match." }
         } @else {
-            div.scroll {
+            div.scroll tabindex="0" role="region" aria-label="Table (scrolls sideways on narrow screens)" {
                 table.data {
                     caption.sr-only { "Executions, newest trigger first" }
                     thead { tr {

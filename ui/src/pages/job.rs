@@ -208,7 +208,7 @@ pub(crate) fn executions_table(
         @if items.is_empty() {
             p.muted { "No executions yet." }
         } @else {
-            div.scroll {
+            div.scroll tabindex="0" role="region" aria-label="Table (scrolls sideways on narrow screens)" {
                 table.data.executions {
                     caption.sr-only { "Executions, newest trigger first" }
                     thead { tr {

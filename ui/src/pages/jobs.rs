@@ -126,7 +126,7 @@ fn table(ctx: &Ctx, jobs: &[Job]) -> Markup {
         @if jobs.is_empty() {
             p.muted { "No jobs match." }
         } @else {
-            div.scroll {
+            div.scroll tabindex="0" role="region" aria-label="Table (scrolls sideways on narrow screens)" {
                 table.data {
                     caption.sr-only { "Jobs, newest first" }
                     thead { tr {

@@ -48,7 +48,7 @@ pub(crate) fn table(workers: &[WorkerInfo], now: Millis) -> Markup {
         @if workers.is_empty() {
             p.muted { "No worker has sent a heartbeat yet." }
         } @else {
-            div.scroll {
+            div.scroll tabindex="0" role="region" aria-label="Table (scrolls sideways on narrow screens)" {
                 table.data {
                     caption.sr-only { "Workers" }
                     thead { tr {
