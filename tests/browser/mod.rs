@@ -12,6 +12,8 @@
 //! fails when `KAIROS_REQUIRE_SERVICES=1`.
 #![allow(dead_code)]
 
+pub mod helpers;
+
 use base64::Engine;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,8 @@
 //! job meanwhile) keeps the operator's edits on screen beside the job as it
 //! is now, to be applied again on top of it or dropped.
 
-use super::new_job::{FieldError, input};
+use super::job_form::input;
+use super::new_job::FieldError;
 use crate::UiState;
 use crate::forms::Fields;
 use crate::session::Ctx;

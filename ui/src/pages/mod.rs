@@ -5,6 +5,7 @@ pub(crate) mod admin;
 pub(crate) mod edit;
 pub(crate) mod executions;
 pub(crate) mod job;
+pub(crate) mod job_form;
 pub(crate) mod jobs;
 pub(crate) mod new_job;
 pub(crate) mod overview;
