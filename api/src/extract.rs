@@ -39,8 +39,8 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     }
 }
 
-/// An optional JSON body: `None` when the request has none (or only
-/// whitespace) or does not declare JSON — routes that took no body before
+/// An optional JSON body: `None` when the request has none (only
+/// whitespace, or JSON `null`) or does not declare JSON — routes that took no body before
 /// keep ignoring whatever clients sent them; a body declared as JSON is
 /// checked exactly as [`ApiJson`] checks it.
 #[derive(Debug)]
@@ -61,7 +61,11 @@ impl<T: DeserializeOwned> FromRequest<AppState> for MaybeJson<T> {
                 ApiError::InvalidJson(format!("cannot read the request body: {}", rej.body_text()))
             }
         })?;
-        if bytes.iter().all(u8::is_ascii_whitespace) || require_json(&headers).is_err() {
+        // JSON `null` is "no body" too: clients that always send a JSON body
+        // (kairos-client posts `null` to bodiless routes) keep working.
+        let text = String::from_utf8_lossy(&bytes);
+        let blank = matches!(text.trim(), "" | "null");
+        if blank || require_json(&headers).is_err() {
             return Ok(MaybeJson(None));
         }
         parse_json(&bytes).map(|v| MaybeJson(Some(v)))

@@ -342,9 +342,23 @@ pub async fn every_route_answers_as_documented(app: App) {
     assert_eq!(paused.json()["pauseReason"], "upstream maintenance");
     let shown = app.get(&format!("/openapi/jobs/{every}")).await.ok(200);
     assert_eq!(shown["pauseReason"], "upstream maintenance");
+    // A JSON `null` body (what kairos-client sends) is no reason.
+    let again = app
+        .post_json(&format!("/openapi/jobs/{every}/pause"), &Value::Null)
+        .await;
+    c.check("post", "/openapi/jobs/{id}/pause", &again);
+    assert_eq!(again.status.as_u16(), 409, "already paused");
     let resumed = app.post(&format!("/openapi/jobs/{every}/resume")).await;
     c.check("post", "/openapi/jobs/{id}/resume", &resumed);
     assert_eq!(resumed.json()["pauseReason"], Value::Null);
+    let null_body = app
+        .post_json(&format!("/openapi/jobs/{every}/pause"), &Value::Null)
+        .await;
+    assert_eq!(null_body.status.as_u16(), 200, "{:?}", null_body.body);
+    assert_eq!(null_body.json()["pauseReason"], Value::Null);
+    app.post(&format!("/openapi/jobs/{every}/resume"))
+        .await
+        .ok(200);
     for body in [json!({"reason": "x".repeat(501)}), json!({"why": "x"})] {
         let refused = app
             .post_json(&format!("/openapi/jobs/{every}/pause"), &body)
