@@ -300,7 +300,7 @@ impl Embedded {
         // process rather than leave the others running without it.
         let api = spawn_critical(
             "api",
-            kairos_api::serve(listener, state, front.clone().cancelled_owned()),
+            crate::web::serve(listener, state, front.clone().cancelled_owned()),
         );
         let dispatcher = spawn_critical(
             "dispatcher",

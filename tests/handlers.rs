@@ -280,6 +280,20 @@ async fn embedded_system_runs_your_handlers() {
         assert!(e.error.is_some());
     }
 
+    // The client's bodiless control calls still work (pause takes an
+    // optional JSON body now; the client sends `null`).
+    let cron = client
+        .create_job(&NewJob::cron("hourly", "noop", "0 0 * * * *"))
+        .await
+        .unwrap()
+        .job_id;
+    let paused = client.pause_job(&cron).await.unwrap();
+    assert_eq!(
+        (paused.status.as_str(), paused.pause_reason),
+        ("paused", None)
+    );
+    assert_eq!(client.resume_job(&cron).await.unwrap().status, "scheduled");
+
     shutdown.cancel();
     running.wait().await;
 }

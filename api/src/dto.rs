@@ -8,6 +8,7 @@ mod execution;
 mod health;
 mod job;
 mod logs;
+mod preview;
 mod request;
 mod worker;
 
@@ -22,7 +23,8 @@ pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView
 pub use health::{HealthBody, ReadyBody};
 pub use job::{CreatedJob, JobDetail, JobPage, JobView, TriggeredExecution};
 pub use logs::{LogLineView, LogPage};
-pub use request::{CreateJobRequest, ListJobsQuery, PageQuery, PatchJobRequest};
+pub use preview::{PreviewTrigger, SchedulePreview, SchedulePreviewRequest};
+pub use request::{CreateJobRequest, ListJobsQuery, PageQuery, PatchJobRequest, PauseRequest};
 pub use worker::{WorkerList, WorkerView};
 
 use kairos_core::execution::ExecStatus;

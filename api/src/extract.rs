@@ -39,6 +39,39 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     }
 }
 
+/// An optional JSON body: `None` when the request has none (only
+/// whitespace, or JSON `null`) or does not declare JSON — routes that took no body before
+/// keep ignoring whatever clients sent them; a body declared as JSON is
+/// checked exactly as [`ApiJson`] checks it.
+#[derive(Debug)]
+pub struct MaybeJson<T>(pub Option<T>);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for MaybeJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let headers = req.headers().clone();
+        let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
+            if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge(format!(
+                    "request body exceeds the limit of {} bytes",
+                    state.config.max_body_bytes
+                ))
+            } else {
+                ApiError::InvalidJson(format!("cannot read the request body: {}", rej.body_text()))
+            }
+        })?;
+        // JSON `null` is "no body" too: clients that always send a JSON body
+        // (kairos-client posts `null` to bodiless routes) keep working.
+        let text = String::from_utf8_lossy(&bytes);
+        let blank = matches!(text.trim(), "" | "null");
+        if blank || require_json(&headers).is_err() {
+            return Ok(MaybeJson(None));
+        }
+        parse_json(&bytes).map(|v| MaybeJson(Some(v)))
+    }
+}
+
 fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(value) = headers.get(CONTENT_TYPE) else {
         return Err(ApiError::UnsupportedMediaType(

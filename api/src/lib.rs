@@ -130,6 +130,11 @@ impl AppState {
         self
     }
 
+    /// The storage port the API serves from (the dashboard reads through it).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
     /// The configuration in use.
     pub fn config(&self) -> &ApiConfig {
         &self.config

@@ -4,7 +4,7 @@
 //! parameters into filters. Every refusal is an [`ApiError`] naming the field.
 
 mod patch;
-mod schedule;
+pub(crate) mod schedule;
 
 pub(crate) use schedule::time_field;
 

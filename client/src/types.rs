@@ -323,6 +323,10 @@ pub struct Job {
     /// Worker group.
     #[serde(default)]
     pub worker_group: Option<String>,
+    /// Why it was paused, while it is (set through the REST API or the
+    /// dashboard; `pause_job` gives none).
+    #[serde(default)]
+    pub pause_reason: Option<String>,
     /// Creation time.
     pub created_at: String,
 }

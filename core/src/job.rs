@@ -235,6 +235,8 @@ pub struct Job {
     pub worker_group: Option<String>,
     /// The trace its creator sent, joined by its executions.
     pub trace: Option<crate::trace::CallerTrace>,
+    /// Why the caller paused it, if they said (kept until it is resumed).
+    pub pause_reason: Option<String>,
     /// Creation time.
     pub created_at: Millis,
     /// Last update time.

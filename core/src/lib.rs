@@ -17,6 +17,7 @@
 //! - [`callback`]: the callback outbox row and its body.
 //! - Ports: [`store`] (storage), [`broker`] (message broker), [`coord`] (leader
 //!   lease, once-only guard, stop board) and [`due`] ("a job became due" signals).
+//! - [`overview`]: executions across jobs and a tenant's figures, for dashboards.
 //! - [`tenant`]: tenants, API keys and their roles, audit entries.
 //! - [`redact`]: the one way to print a connection URL without its secret.
 //! - [`supervise`]: long-lived consumer loops that reopen with backoff, and
@@ -30,6 +31,7 @@ pub mod due;
 pub mod execution;
 pub mod job;
 pub mod outcome;
+pub mod overview;
 pub mod protocol;
 pub mod reconcile;
 pub mod redact;

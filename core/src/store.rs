@@ -80,6 +80,10 @@ pub struct Page<T> {
 pub struct JobFilter {
     /// Only jobs in this state.
     pub status: Option<JobStatus>,
+    /// Only jobs of this handler.
+    pub handler: Option<String>,
+    /// Only jobs whose name contains this text (case as stored).
+    pub name_contains: Option<String>,
     /// Page size.
     pub limit: u32,
     /// Cursor from a previous page.
@@ -304,7 +308,13 @@ pub trait JobStore: Send + Sync {
     /// Jobs of a tenant, newest first.
     async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>>;
     /// `scheduled|running → paused`.
-    async fn job_pause(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome>;
+    async fn job_pause(
+        &self,
+        tenant: &str,
+        id: &str,
+        reason: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome>;
     /// `paused → scheduled`; a trigger missed while paused is then a late or
     /// missed trigger like any other (misfire policy).
     async fn job_resume(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome>;
@@ -439,6 +449,19 @@ pub trait ExecutionStore: Send + Sync {
         limit: u32,
         cursor: Option<&str>,
     ) -> StoreResult<Page<Execution>>;
+    /// A tenant's executions across jobs, newest trigger first.
+    async fn executions_list(
+        &self,
+        tenant: &str,
+        filter: &crate::overview::ExecFilter,
+    ) -> StoreResult<Page<Execution>>;
+    /// A tenant's figures: jobs by state, and executions, outcomes, lateness
+    /// of what was due since `since`, and its callback backlog.
+    async fn tenant_overview(
+        &self,
+        tenant: &str,
+        since: Millis,
+    ) -> StoreResult<crate::overview::Overview>;
     /// Every recorded transition of an execution, oldest first.
     async fn execution_events(&self, tenant: &str, id: &str) -> StoreResult<Vec<ExecEvent>>;
     /// Live (`dispatched`/`running`) attempts whose stop was requested at or

@@ -24,6 +24,7 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         updated_at: 0,
         worker_group: None,
         trace: None,
+        pause_reason: None,
     }
 }
 

@@ -214,7 +214,7 @@ async fn a_paused_recurring_job_fires_no_more() {
     rig.wait_succeeded(&job, 3).await;
 
     rig.store
-        .job_pause(TENANT, &job, now_ms())
+        .job_pause(TENANT, &job, None, now_ms())
         .await
         .expect("pause");
     // What was claimed before the pause runs to its end; then nothing more,

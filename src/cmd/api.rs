@@ -37,7 +37,7 @@ pub async fn run(args: ApiArgs, file: &FileSettings) -> Result<()> {
         let due = RedisDue::connect(&redis_url, &super::names(&args.ns, file)).await?;
         state = state.with_due_notifier(super::announce_due(Arc::new(due)));
     }
-    kairos_api::serve(listener, state, shutdown.cancelled_owned()).await?;
+    kairos::web::serve(listener, state, shutdown.cancelled_owned()).await?;
     info!("API stopped");
     Ok(())
 }

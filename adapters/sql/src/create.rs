@@ -339,6 +339,7 @@ fn bind_job<'q>(query: Q<'q>, job: &'q NewJob) -> Q<'q> {
     bind_schedule_tail(query, &cols)
         .bind(job.worker_group.as_deref())
         .bind(job.trace.as_ref().map(trace_json))
+        .bind(None::<&str>)
 }
 
 /// The stored form of a caller's trace context (see migration 0006).
@@ -365,6 +366,7 @@ fn created_job(job: NewJob) -> Job {
         timeout_ms: job.timeout_ms,
         worker_group: job.worker_group,
         trace: job.trace,
+        pause_reason: None,
         created_at: job.created_at,
         updated_at: job.created_at,
     }

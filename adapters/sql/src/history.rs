@@ -241,6 +241,22 @@ impl ExecutionStore for SqlStore {
         }))
     }
 
+    async fn executions_list(
+        &self,
+        tenant: &str,
+        filter: &kairos_core::overview::ExecFilter,
+    ) -> StoreResult<Page<Execution>> {
+        self.list_executions(tenant, filter).await
+    }
+
+    async fn tenant_overview(
+        &self,
+        tenant: &str,
+        since: Millis,
+    ) -> StoreResult<kairos_core::overview::Overview> {
+        self.overview(tenant, since).await
+    }
+
     async fn execution_events(&self, tenant: &str, id: &str) -> StoreResult<Vec<ExecEvent>> {
         let sql = "SELECT ev.execution_id AS execution_id, ev.attempt AS attempt, \
                    ev.status AS status, ev.worker_id AS worker_id, ev.error AS error, \

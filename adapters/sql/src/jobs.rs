@@ -28,6 +28,20 @@ pub(crate) fn page_size(limit: u32) -> u32 {
     }
 }
 
+/// `%text%` for `LIKE … ESCAPE '!'`, lower-cased, with the wildcards of
+/// `text` escaped so they match themselves.
+fn like_pattern(text: &str) -> String {
+    let mut p = String::from("%");
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '!') {
+            p.push('!');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
 fn job_select() -> String {
     format!("SELECT {} FROM jobs j", select_list("j", &JOB_COLS))
 }
@@ -63,11 +77,12 @@ impl SqlStore {
         tenant: &str,
         id: &str,
         t: JobTransition,
+        reason: Option<&str>,
         now: Millis,
     ) -> StoreResult<ControlOutcome> {
         // Cancel locks the job, then its executions; a result batch locks
         // them the other way round, so InnoDB may pick this as a victim.
-        retrying(|| self.try_control(tenant, id, t, now)).await
+        retrying(|| self.try_control(tenant, id, t, reason, now)).await
     }
 
     async fn try_control(
@@ -75,25 +90,28 @@ impl SqlStore {
         tenant: &str,
         id: &str,
         t: JobTransition,
+        reason: Option<&str>,
         now: Millis,
     ) -> StoreResult<ControlOutcome> {
         let mut tx = self.begin().await?;
         let from = t.from_states();
-        let clear_next = if t == JobTransition::Cancel {
-            ", next_trigger_at = NULL"
-        } else {
-            ""
+        // A pause records its reason (or none); a resume clears it.
+        let extra = match t {
+            JobTransition::Cancel => ", next_trigger_at = NULL",
+            JobTransition::Pause => ", pause_reason = ?",
+            JobTransition::Resume => ", pause_reason = NULL",
+            _ => "",
         };
         let sql = format!(
-            "UPDATE jobs SET status = ?, version = version + 1, updated_at = ?{clear_next} \
+            "UPDATE jobs SET status = ?, version = version + 1, updated_at = ?{extra} \
              WHERE tenant = ? AND id = ? AND status IN ({})",
             marks(from.len())
         );
-        let query = q(sql)
-            .bind(t.to_state().as_str())
-            .bind(now)
-            .bind(tenant)
-            .bind(id);
+        let mut query = q(sql).bind(t.to_state().as_str()).bind(now);
+        if t == JobTransition::Pause {
+            query = query.bind(reason.map(str::to_string));
+        }
+        let query = query.bind(tenant).bind(id);
         let moved = bind_names(query, from.iter().map(|s| s.as_str()))
             .execute(&mut *tx)
             .await
@@ -223,6 +241,16 @@ impl JobStore for SqlStore {
         if filter.status.is_some() {
             sql.push_str(" AND j.status = ?");
         }
+        if filter.handler.is_some() {
+            sql.push_str(" AND j.handler = ?");
+        }
+        // `!` escapes: the one LIKE escape both databases read the same way.
+        // LOWER on both sides: MySQL's binary collation would otherwise make
+        // the search case-sensitive there and not on SQLite.
+        let pattern = filter.name_contains.as_deref().map(like_pattern);
+        if pattern.is_some() {
+            sql.push_str(" AND LOWER(j.name) LIKE ? ESCAPE '!'");
+        }
         if after.is_some() {
             sql.push_str(" AND (j.created_at < ? OR (j.created_at = ? AND j.id < ?))");
         }
@@ -230,6 +258,12 @@ impl JobStore for SqlStore {
         let mut query = q(sql).bind(tenant);
         if let Some(s) = filter.status {
             query = query.bind(s.as_str());
+        }
+        if let Some(h) = &filter.handler {
+            query = query.bind(h.clone());
+        }
+        if let Some(p) = pattern {
+            query = query.bind(p);
         }
         if let Some((at, id)) = &after {
             query = query.bind(*at).bind(*at).bind(id.clone());
@@ -246,16 +280,25 @@ impl JobStore for SqlStore {
         Ok(rows::page(items, limit, |j| (j.created_at, j.id.as_str())))
     }
 
-    async fn job_pause(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
-        self.control(tenant, id, JobTransition::Pause, now).await
+    async fn job_pause(
+        &self,
+        tenant: &str,
+        id: &str,
+        reason: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome> {
+        self.control(tenant, id, JobTransition::Pause, reason, now)
+            .await
     }
 
     async fn job_resume(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
-        self.control(tenant, id, JobTransition::Resume, now).await
+        self.control(tenant, id, JobTransition::Resume, None, now)
+            .await
     }
 
     async fn job_cancel(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
-        self.control(tenant, id, JobTransition::Cancel, now).await
+        self.control(tenant, id, JobTransition::Cancel, None, now)
+            .await
     }
 
     async fn job_trigger_now(

@@ -75,6 +75,7 @@ mod inserts;
 mod jobs;
 mod logs;
 mod migrations;
+mod overview;
 mod rows;
 mod sched_cols;
 mod stmt;

@@ -42,6 +42,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "trace context",
         include_str!("../migrations/mysql/0006_trace_context.sql"),
     ),
+    (
+        7,
+        "pause reason",
+        include_str!("../migrations/mysql/0007_pause_reason.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order.
@@ -75,6 +80,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         6,
         "trace context",
         include_str!("../migrations/sqlite/0006_trace_context.sql"),
+    ),
+    (
+        7,
+        "pause reason",
+        include_str!("../migrations/sqlite/0007_pause_reason.sql"),
     ),
 ];
 

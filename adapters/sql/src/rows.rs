@@ -15,7 +15,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 28] = [
+pub(crate) const JOB_COLS: [&str; 29] = [
     "id",
     "tenant",
     "name",
@@ -44,6 +44,7 @@ pub(crate) const JOB_COLS: [&str; 28] = [
     "overlap_policy",
     "worker_group",
     "trace_context",
+    "pause_reason",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
@@ -212,6 +213,7 @@ pub(crate) fn job(row: &AnyRow) -> StoreResult<Job> {
         timeout_ms: r.opt_u64("timeout_ms")?,
         worker_group: r.opt_string("worker_group")?,
         trace: r.trace()?,
+        pause_reason: r.opt_string("pause_reason")?,
         created_at: r.i64("created_at")?,
         updated_at: r.i64("updated_at")?,
     })

@@ -71,7 +71,7 @@ async fn tenant_isolation(store: SqlStore) {
         [&theirs.id]
     );
     assert_eq!(
-        store.job_pause("t-b", &mine.id, T0).await.unwrap(),
+        store.job_pause("t-b", &mine.id, None, T0).await.unwrap(),
         ControlOutcome::NotFound
     );
     assert_eq!(
@@ -152,7 +152,7 @@ async fn listing_pages_newest_first(store: SqlStore) {
     assert_eq!(seen, expected);
 
     let first = &expected[0];
-    store.job_pause("lister", first, T0).await.unwrap();
+    store.job_pause("lister", first, None, T0).await.unwrap();
     let paused = JobFilter {
         status: Some(JobStatus::Paused),
         ..JobFilter::default()
@@ -184,7 +184,7 @@ async fn find_due_returns_only_due_claimable_jobs(store: SqlStore) {
     let future = create(&store, one_shot("d", T0 + 1)).await;
     let paused = create(&store, one_shot("d", T0 - 10)).await;
     let cancelled = create(&store, one_shot("d", T0 - 10)).await;
-    store.job_pause("d", &paused.id, T0).await.unwrap();
+    store.job_pause("d", &paused.id, None, T0).await.unwrap();
     store.job_cancel("d", &cancelled.id, T0).await.unwrap();
     // A running cron job whose next trigger is due is claimable again.
     let running = create(&store, support::cron("d", T0 - 100)).await;
@@ -209,13 +209,18 @@ async fn find_due_returns_only_due_claimable_jobs(store: SqlStore) {
 
 async fn pause_resume_cancel(store: SqlStore) {
     let job = create(&store, one_shot("c", T0)).await;
-    let ControlOutcome::Done(p) = store.job_pause("c", &job.id, T0 + 1).await.unwrap() else {
+    let ControlOutcome::Done(p) = store
+        .job_pause("c", &job.id, Some("deploy in progress"), T0 + 1)
+        .await
+        .unwrap()
+    else {
         panic!("pause must apply");
     };
     assert_eq!(p.status, JobStatus::Paused);
+    assert_eq!(p.pause_reason.as_deref(), Some("deploy in progress"));
     assert!(p.version > job.version);
     assert!(matches!(
-        store.job_pause("c", &job.id, T0).await.unwrap(),
+        store.job_pause("c", &job.id, None, T0).await.unwrap(),
         ControlOutcome::Conflict(_)
     ));
     assert!(store.jobs_find_due(T0 + 10, 10).await.unwrap().is_empty());
@@ -224,6 +229,7 @@ async fn pause_resume_cancel(store: SqlStore) {
         panic!("resume must apply");
     };
     assert_eq!(r.status, JobStatus::Scheduled);
+    assert_eq!(r.pause_reason, None, "resume clears the reason");
     assert_eq!(r.next_trigger_at, Some(T0), "the missed trigger fires once");
     assert_eq!(store.jobs_find_due(T0 + 10, 10).await.unwrap().len(), 1);
     assert!(matches!(
@@ -239,7 +245,7 @@ async fn pause_resume_cancel(store: SqlStore) {
     for outcome in [
         store.job_cancel("c", &job.id, T0).await.unwrap(),
         store.job_resume("c", &job.id, T0).await.unwrap(),
-        store.job_pause("c", &job.id, T0).await.unwrap(),
+        store.job_pause("c", &job.id, None, T0).await.unwrap(),
         store
             .job_trigger_now("c", &job.id, &id(), T0)
             .await
@@ -250,7 +256,7 @@ async fn pause_resume_cancel(store: SqlStore) {
         );
     }
     assert_eq!(
-        store.job_pause("c", "no-such-job", T0).await.unwrap(),
+        store.job_pause("c", "no-such-job", None, T0).await.unwrap(),
         ControlOutcome::NotFound
     );
     assert!(store.jobs_find_due(T0 + 10, 10).await.unwrap().is_empty());
@@ -290,7 +296,7 @@ async fn trigger_now_adds_executions_and_cancel_cancels_them(store: SqlStore) {
     assert_eq!(unpublished[0].handler, "noop");
     assert_eq!(unpublished[0].params, job.params);
 
-    store.job_pause("m", &job.id, T0).await.unwrap();
+    store.job_pause("m", &job.id, None, T0).await.unwrap();
     assert!(matches!(
         store
             .job_trigger_now("m", &job.id, &id(), T0)

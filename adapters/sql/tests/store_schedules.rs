@@ -92,7 +92,11 @@ async fn fixed_delay_waits_for_the_end_of_each_execution(store: SqlStore) {
     // Paused while the next one runs: the rhythm is kept for the resume.
     let w = claim_due(&store, &j, T0 + 2_600).await;
     assert_eq!(w.len(), 1);
-    let ControlOutcome::Done(_) = store.job_pause("fd", &job.id, T0 + 2_700).await.unwrap() else {
+    let ControlOutcome::Done(_) = store
+        .job_pause("fd", &job.id, None, T0 + 2_700)
+        .await
+        .unwrap()
+    else {
         panic!("pause must apply");
     };
     store

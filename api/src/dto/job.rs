@@ -86,6 +86,9 @@ pub struct JobView {
     pub timeout_ms: Option<u64>,
     /// Worker group the job runs in; `null`: any worker serving its handler.
     pub worker_group: Option<String>,
+    /// Why the job was paused, as given to pause (`null` when none was
+    /// given or the job is not paused).
+    pub pause_reason: Option<String>,
     /// Creation time.
     #[schema(format = DateTime)]
     pub created_at: String,
@@ -137,6 +140,7 @@ impl From<Job> for JobView {
             retry_backoff_ms: job.retry.backoff_ms,
             timeout_ms: job.timeout_ms,
             worker_group: job.worker_group,
+            pause_reason: job.pause_reason,
             created_at: time(job.created_at),
             updated_at: time(job.updated_at),
         }

@@ -169,3 +169,13 @@ pub struct PageQuery {
     /// `nextCursor` of the previous page.
     pub cursor: Option<String>,
 }
+
+/// Optional body of `POST /openapi/jobs/{id}/pause`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PauseRequest {
+    /// Why the job is paused (at most 500 characters), shown on the job as
+    /// `pauseReason` until it is resumed.
+    #[schema(max_length = 500, example = "upstream API down for maintenance")]
+    pub reason: Option<String>,
+}

@@ -3,15 +3,18 @@
 use super::job_not_found;
 use crate::AppState;
 use crate::auth::Caller;
-use crate::dto::{JobView, TriggeredExecution};
+use crate::dto::{JobView, PauseRequest, TriggeredExecution};
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::ApiPath;
+use crate::extract::{ApiPath, MaybeJson};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use kairos_core::job::{Job, JobStatus, JobTransition};
 use kairos_core::store::ControlOutcome;
 use kairos_core::time::now_ms;
+
+/// Longest pause reason (the column holds 500).
+const MAX_REASON_CHARS: usize = 500;
 
 /// Turns a control outcome into the job, a 404 or a 409 naming the status.
 fn applied(
@@ -34,10 +37,13 @@ fn applied(
     }
 }
 
-/// Pause a job: its triggers are not fired until it is resumed.
+/// Pause a job: its triggers are not fired until it is resumed. The body
+/// may give a `reason`, shown on the job as `pauseReason` until then.
 #[utoipa::path(
     post, path = "/openapi/jobs/{id}/pause", tag = "control",
     params(("id" = String, Path, description = "Job id")),
+    request_body(content = Option<PauseRequest>, content_type = "application/json",
+        description = "Optional: why the job is paused"),
     responses(
         (status = 200, description = "Paused", body = JobView),
         (status = 404, description = "No such job", body = ErrorBody),
@@ -49,8 +55,25 @@ pub(crate) async fn pause_job(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
+    MaybeJson(body): MaybeJson<PauseRequest>,
 ) -> Result<Json<JobView>, ApiError> {
-    let outcome = state.store.job_pause(&caller.tenant, &id, now_ms()).await?;
+    let reason = body
+        .and_then(|b| b.reason)
+        .map(|r| r.trim().to_string())
+        .filter(|r| !r.is_empty());
+    if let Some(r) = &reason {
+        let n = r.chars().count();
+        if n > MAX_REASON_CHARS {
+            return Err(ApiError::invalid(
+                "reason",
+                format!("reason must be at most {MAX_REASON_CHARS} characters, got {n}"),
+            ));
+        }
+    }
+    let outcome = state
+        .store
+        .job_pause(&caller.tenant, &id, reason.as_deref(), now_ms())
+        .await?;
     let job = applied(outcome, &id, "paused", JobTransition::Pause.from_states())?;
     state.audit(&caller, &caller.tenant, "job.pause", &id).await;
     Ok(Json(job.into()))

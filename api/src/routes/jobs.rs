@@ -133,6 +133,7 @@ pub(crate) async fn list_jobs(
         status: validate::job_status(q.status.as_deref())?,
         limit: validate::page_limit(q.limit.as_deref())?,
         cursor: q.cursor.filter(|c| !c.is_empty()),
+        ..JobFilter::default()
     };
     let page = state.store.job_list(&caller.tenant, &filter).await?;
     Ok(Json(page.into()))

@@ -8,6 +8,7 @@ mod control;
 mod executions;
 mod health;
 mod jobs;
+mod preview;
 mod update;
 mod workers;
 
@@ -21,6 +22,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(crate::openapi::base())
         .routes(routes!(jobs::create_job, jobs::list_jobs))
         .routes(routes!(batch::create_jobs))
+        .routes(routes!(preview::preview_schedule))
         .routes(routes!(
             jobs::get_job,
             control::cancel_job,

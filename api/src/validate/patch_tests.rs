@@ -31,6 +31,7 @@ fn job(schedule: Schedule) -> Job {
         updated_at: NOW,
         worker_group: None,
         trace: None,
+        pause_reason: None,
     }
 }
 

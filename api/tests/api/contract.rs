@@ -193,6 +193,64 @@ pub async fn every_route_answers_as_documented(app: App) {
     );
     c.check("get", "/openapi/jobs", &anon.get("/openapi/jobs").await);
 
+    // Schedule preview: each kind, the create's refusals, and the roles.
+    for body in [
+        json!({"cronExpr": "0 30 2 * * *", "timezone": "Europe/Berlin", "count": 3}),
+        json!({"everyMs": 60000, "startAt": "2030-01-01T00:00:00Z"}),
+        json!({"delayMs": 5000}),
+        json!({"triggerAt": "2030-01-01T00:00:00Z"}),
+        json!({"cronExpr": "nope"}),
+        json!({"timezone": "Mars/Base"}),
+        json!({"everyMs": 5}),
+        json!({"cronExpr": "* * * * * *", "count": 0}),
+        json!({"cronExpr": "* * * * * *", "bogus": 1}),
+    ] {
+        c.check(
+            "post",
+            "/openapi/schedules/preview",
+            &app.post_json("/openapi/schedules/preview", &body).await,
+        );
+    }
+    let preview = app
+        .post_json(
+            "/openapi/schedules/preview",
+            &json!({"cronExpr": "0 0 1 1 *", "timezone": "Europe/Berlin", "count": 2}),
+        )
+        .await
+        .ok(200);
+    assert_eq!(preview["kind"], "cron");
+    let times = preview["nextTriggers"].as_array().unwrap();
+    assert_eq!(times.len(), 2);
+    assert!(
+        times[0]["local"]
+            .as_str()
+            .unwrap()
+            .ends_with("-01-01T00:00:00.000+01:00")
+    );
+    let bad = app
+        .post_json("/openapi/schedules/preview", &json!({"cronExpr": "nope"}))
+        .await;
+    assert_eq!(
+        (bad.status.as_u16(), bad.json()["error"]["code"].as_str()),
+        (422, Some("invalid_cron"))
+    );
+    for resp in [
+        app.raw(
+            "POST".parse().unwrap(),
+            "/openapi/schedules/preview",
+            Some("application/json"),
+            b"{".to_vec(),
+        )
+        .await,
+        anon.post_json("/openapi/schedules/preview", &json!({}))
+            .await,
+        reader
+            .post_json("/openapi/schedules/preview", &json!({}))
+            .await,
+    ] {
+        c.check("post", "/openapi/schedules/preview", &resp);
+    }
+
     // Executions, callbacks, redelivery.
     let exec = succeed_first_trigger(&app, &one).await;
     c.check(
@@ -271,6 +329,43 @@ pub async fn every_route_answers_as_documented(app: App) {
         "/openapi/executions/{id}/callbacks/redeliver",
         &reader.post(&redeliver).await,
     );
+
+    // Pause with a reason (shown on the job, cleared by resume) and refused bodies.
+    let every = &ids[2];
+    let paused = app
+        .post_json(
+            &format!("/openapi/jobs/{every}/pause"),
+            &json!({"reason": "upstream maintenance"}),
+        )
+        .await;
+    c.check("post", "/openapi/jobs/{id}/pause", &paused);
+    assert_eq!(paused.json()["pauseReason"], "upstream maintenance");
+    let shown = app.get(&format!("/openapi/jobs/{every}")).await.ok(200);
+    assert_eq!(shown["pauseReason"], "upstream maintenance");
+    // A JSON `null` body (what kairos-client sends) is no reason.
+    let again = app
+        .post_json(&format!("/openapi/jobs/{every}/pause"), &Value::Null)
+        .await;
+    c.check("post", "/openapi/jobs/{id}/pause", &again);
+    assert_eq!(again.status.as_u16(), 409, "already paused");
+    let resumed = app.post(&format!("/openapi/jobs/{every}/resume")).await;
+    c.check("post", "/openapi/jobs/{id}/resume", &resumed);
+    assert_eq!(resumed.json()["pauseReason"], Value::Null);
+    let null_body = app
+        .post_json(&format!("/openapi/jobs/{every}/pause"), &Value::Null)
+        .await;
+    assert_eq!(null_body.status.as_u16(), 200, "{:?}", null_body.body);
+    assert_eq!(null_body.json()["pauseReason"], Value::Null);
+    app.post(&format!("/openapi/jobs/{every}/resume"))
+        .await
+        .ok(200);
+    for body in [json!({"reason": "x".repeat(501)}), json!({"why": "x"})] {
+        let refused = app
+            .post_json(&format!("/openapi/jobs/{every}/pause"), &body)
+            .await;
+        assert_eq!(refused.status.as_u16(), 422, "{body}");
+        c.check("post", "/openapi/jobs/{id}/pause", &refused);
+    }
 
     // Control and edits.
     let cron = &ids[1];

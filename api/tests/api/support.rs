@@ -257,9 +257,9 @@ impl App {
         let mut cursor = None;
         loop {
             let filter = JobFilter {
-                status: None,
                 limit: 500,
                 cursor,
+                ..JobFilter::default()
             };
             let page = self
                 .store

@@ -1,0 +1,93 @@
+//! Calls to the REST API's own router, in process, with the session's key:
+//! the dashboard's changes get exactly the API's validation, role checks,
+//! tenant scoping, limits and audit entries, and show its error messages.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use serde_json::Value;
+use tower::ServiceExt;
+
+/// Largest API answer read back (lists are paged well below this).
+const MAX_ANSWER: usize = 8 * 1024 * 1024;
+
+/// The API router, ready to be called.
+#[derive(Clone)]
+pub(crate) struct InProcess {
+    router: Router,
+}
+
+/// A refused or failed call, as the API described it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ApiFailure {
+    pub(crate) status: StatusCode,
+    pub(crate) code: String,
+    pub(crate) message: String,
+    pub(crate) field: Option<String>,
+}
+
+impl ApiFailure {
+    fn internal(message: impl Into<String>) -> Self {
+        ApiFailure {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            code: "internal".into(),
+            message: message.into(),
+            field: None,
+        }
+    }
+}
+
+impl InProcess {
+    pub(crate) fn new(router: Router) -> Self {
+        Self { router }
+    }
+
+    /// `method path` with `body` as JSON, as the holder of `key`; the JSON
+    /// answer of a 2xx, otherwise the API's error.
+    pub(crate) async fn call(
+        &self,
+        key: &str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ApiFailure> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::AUTHORIZATION, format!("Bearer {key}"));
+        let body = match body {
+            Some(v) => {
+                req = req.header(header::CONTENT_TYPE, "application/json");
+                Body::from(v.to_string())
+            }
+            None => Body::empty(),
+        };
+        let req = req
+            .body(body)
+            .map_err(|e| ApiFailure::internal(format!("bad request to the API: {e}")))?;
+        let res = self
+            .router
+            .clone()
+            .oneshot(req)
+            .await
+            .map_err(|e| ApiFailure::internal(format!("API call failed: {e}")))?;
+        let status = res.status();
+        let bytes = axum::body::to_bytes(res.into_body(), MAX_ANSWER)
+            .await
+            .map_err(|e| ApiFailure::internal(format!("cannot read the API's answer: {e}")))?;
+        let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(json);
+        }
+        let err = &json["error"];
+        Err(ApiFailure {
+            status,
+            code: err["code"].as_str().unwrap_or("error").to_string(),
+            message: err["message"]
+                .as_str()
+                .unwrap_or("the request was refused")
+                .to_string(),
+            field: err["field"].as_str().map(str::to_string),
+        })
+    }
+}

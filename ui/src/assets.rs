@@ -1,0 +1,29 @@
+//! The dashboard's static files, compiled into the binary.
+
+use axum::extract::Path;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// htmx 2.0.11, 0BSD licence (see `assets/htmx.LICENSE`), unmodified.
+const HTMX: &str = include_str!("../assets/htmx.min.js");
+const APP_JS: &str = include_str!("../assets/app.js");
+const APP_CSS: &str = include_str!("../assets/app.css");
+
+/// `GET /ui/assets/{file}`.
+pub(crate) async fn serve(Path(file): Path<String>) -> Response {
+    let (body, kind) = match file.as_str() {
+        "htmx.min.js" => (HTMX, "text/javascript; charset=utf-8"),
+        "app.js" => (APP_JS, "text/javascript; charset=utf-8"),
+        "app.css" => (APP_CSS, "text/css; charset=utf-8"),
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            // Revalidated each load: a new binary must not run old scripts.
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}

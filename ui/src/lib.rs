@@ -1,0 +1,126 @@
+//! Kairos web dashboard, served at `/ui` by `kairos api` and `kairos dev`.
+//!
+//! Server-rendered HTML ([maud] templates) with a small vendored script
+//! (htmx 2, 0BSD licence, `assets/htmx.min.js`) and a hand-written
+//! `assets/app.js`/`assets/app.css`, all compiled into the binary: nothing
+//! to build with Node, nothing fetched at run time.
+//!
+//! # How it reaches the data
+//!
+//! - **Changes** (create, edit, pause, resume, cancel, trigger, redeliver,
+//!   keys, schedule preview) go through the REST API's own router, called
+//!   in process with the session's key as its bearer token ([`api`]). The
+//!   API's validation, role checks, limits, tenant scoping and audit trail
+//!   therefore apply unchanged, and its error messages are the ones shown.
+//! - **Reads** call the storage port directly (the same
+//!   [`kairos_core::store::Store`] the API uses) with the session's tenant,
+//!   which every store query names in its `WHERE` clause.
+//!
+//! # Sessions
+//!
+//! Logging in with an API key creates a server-side session ([`session`]):
+//! the browser holds only a random id in an `HttpOnly`, `SameSite=Strict`
+//! cookie; the key stays in this process's memory (a restart logs everyone
+//! out). Every change carries the session's CSRF token. Every response
+//! carries a strict Content-Security-Policy: scripts and styles only from
+//! `/ui/assets`, nothing inline.
+#![warn(missing_docs, unreachable_pub)]
+
+mod api;
+mod assets;
+mod forms;
+mod pages;
+pub mod session;
+mod view;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::{get, post};
+use kairos_api::AppState;
+use kairos_core::store::Store;
+use std::sync::Arc;
+
+/// What every page handler shares. Cheap to clone.
+#[derive(Clone)]
+pub struct UiState {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) api: api::InProcess,
+    pub(crate) sessions: Arc<session::Sessions>,
+}
+
+/// The Content-Security-Policy of every page: nothing inline, nothing from
+/// elsewhere, no framing.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The dashboard's routes (all under `/ui`), over the API's `state`; merge it
+/// into the API's router.
+pub fn router(state: AppState) -> Router {
+    let ui = UiState {
+        store: state.store().clone(),
+        api: api::InProcess::new(kairos_api::router(state)),
+        sessions: Arc::default(),
+    };
+    Router::new()
+        .route("/ui", get(pages::home))
+        .route("/ui/", get(pages::home))
+        .route("/ui/assets/{file}", get(assets::serve))
+        .route("/ui/login", get(session::login_page).post(session::login))
+        .route("/ui/logout", post(session::logout))
+        .route("/ui/overview", get(pages::overview::page))
+        .route("/ui/overview/live", get(pages::overview::live_region))
+        .route("/ui/jobs", get(pages::jobs::page))
+        .route("/ui/jobs/bulk", post(pages::jobs::bulk))
+        .route(
+            "/ui/jobs/new",
+            get(pages::new_job::page).post(pages::new_job::create),
+        )
+        .route("/ui/jobs/preview", post(pages::new_job::preview))
+        .route("/ui/jobs/{id}", get(pages::job::page))
+        .route("/ui/jobs/{id}/live", get(pages::job::live_region))
+        .route("/ui/jobs/{id}/action", post(pages::job::action))
+        .route(
+            "/ui/jobs/{id}/edit",
+            get(pages::edit::page).post(pages::edit::save),
+        )
+        .route("/ui/executions/{id}/redeliver", post(pages::job::redeliver))
+        .route("/ui/executions", get(pages::executions::page))
+        .route("/ui/executions/rerun", post(pages::executions::rerun))
+        .route("/ui/workers", get(pages::workers::page))
+        .route("/ui/workers/live", get(pages::workers::live_region))
+        .route(
+            "/ui/admin/keys",
+            get(pages::admin::keys).post(pages::admin::create_key),
+        )
+        .route("/ui/admin/keys/revoke", post(pages::admin::revoke_key))
+        .route("/ui/admin/audit", get(pages::admin::audit))
+        .layer(axum::middleware::from_fn(security_headers))
+        .with_state(ui)
+}
+
+/// Adds the CSP and the other browser hardening headers to every response.
+async fn security_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    if !h.contains_key(header::CACHE_CONTROL) {
+        // Pages show one tenant's data: never kept by shared caches.
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    res
+}

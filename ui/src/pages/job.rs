@@ -1,0 +1,377 @@
+//! The job page: definition and params, the next five fire times in the
+//! job's zone, actions, and its executions (with callback attempts and
+//! redelivery) refreshed every 2 s.
+
+use super::{live, query};
+use crate::UiState;
+use crate::forms::Fields;
+use crate::session::Ctx;
+use crate::view::{self, Nav};
+use axum::extract::{Path, Query, State};
+use axum::http::Method;
+use axum::response::{IntoResponse, Redirect, Response};
+use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
+use kairos_core::execution::Execution;
+use kairos_core::job::{Job, JobTransition};
+use kairos_core::schedule::{Rule, Schedule};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+/// Executions shown on the job page.
+const EXECUTIONS_SHOWN: u32 = 20;
+
+/// Notice or error carried over a redirect.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Flash {
+    #[serde(default)]
+    notice: String,
+    #[serde(default)]
+    error: String,
+}
+
+/// The zone a job's times are shown in: a cron job's own, else UTC.
+pub(crate) fn job_zone(job: &Job) -> chrono_tz::Tz {
+    match &job.schedule {
+        Schedule::Recurring(r) => match &r.rule {
+            Rule::Cron { tz, .. } => tz.parse().unwrap_or(chrono_tz::UTC),
+            _ => chrono_tz::UTC,
+        },
+        Schedule::Once { .. } => chrono_tz::UTC,
+    }
+}
+
+/// Up to `n` fire times from the job's next trigger on.
+pub(crate) fn next_fires(job: &Job, n: usize) -> Vec<i64> {
+    let Some(first) = job.next_trigger_at else {
+        return Vec::new();
+    };
+    let mut out = vec![first];
+    if let Some(timeline) = job.schedule.recurrence().and_then(|r| r.timeline().ok()) {
+        while out.len() < n {
+            let last = out[out.len() - 1];
+            match timeline.after(last) {
+                Some(t) => out.push(t),
+                None => break,
+            }
+        }
+    }
+    out
+}
+
+/// `GET /ui/jobs/{id}`.
+pub(crate) async fn page(
+    State(state): State<UiState>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Query(flash): Query<Flash>,
+) -> Response {
+    let job = match state.store.job_get(ctx.tenant(), &id).await {
+        Ok(Some(j)) => j,
+        Ok(None) => return view::not_found(&ctx, "job"),
+        Err(e) => return view::store_error(e),
+    };
+    let executions = match executions_region(&state, &ctx, &job).await {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let zone = job_zone(&job);
+    let fires = next_fires(&job, 5);
+    let body = html! {
+        (view::flash(
+            Some(flash.notice.as_str()).filter(|s| !s.is_empty()),
+            Some(flash.error.as_str()).filter(|s| !s.is_empty()),
+        ))
+        (actions(&ctx, &job))
+        div.cards {
+            section.card aria-labelledby="h-def" {
+                h2 id="h-def" { "Definition" }
+                dl.props {
+                    dt { "Id" } dd { code { (job.id) } }
+                    dt { "Status" } dd id="job-status" {
+                        (view::job_badge(job.status))
+                        @if let Some(r) = &job.pause_reason { " " span.pause-reason { "— " (r) } }
+                    }
+                    dt { "Handler" } dd { code { (job.handler) } }
+                    dt { "Schedule" } dd { (super::jobs::schedule_text(&job.schedule)) }
+                    @if let Some(r) = job.schedule.recurrence() {
+                        dt { "Window" } dd { (view::time(r.start_at)) " → " (view::time(r.end_at)) }
+                        dt { "Misfire / overlap" } dd { (r.misfire.as_str()) " / " (r.overlap.as_str()) }
+                    }
+                    dt { "Attempts" } dd { (job.retry.max_attempts) " (backoff " (view::duration(job.retry.backoff_ms as i64)) ")" }
+                    dt { "Timeout" } dd { @match job.timeout_ms { Some(t) => { (view::duration(t as i64)) }, None => { span.muted { "none" } } } }
+                    dt { "Callback URL" } dd { @match &job.callback_url { Some(u) => { code { (u) } }, None => { span.muted { "none" } } } }
+                    dt { "Worker group" } dd { @match &job.worker_group { Some(g) => { code { (g) } }, None => { span.muted { "any" } } } }
+                    dt { "Version" } dd { (job.version) }
+                    dt { "Created / updated" } dd { (view::time(Some(job.created_at))) " / " (view::time(Some(job.updated_at))) }
+                }
+            }
+            section.card aria-labelledby="h-next" {
+                h2 id="h-next" { "Next fire times " span.muted { "(" (zone.name()) ")" } }
+                @if fires.is_empty() {
+                    p.muted { "No trigger is left." }
+                } @else {
+                    ol.fires { @for t in &fires { li { time datetime=(kairos_core::time::to_rfc3339(*t)) { (view::zoned(*t, &zone)) } } } }
+                }
+                h2 { "Params" }
+                (view::json(&job.params))
+            }
+        }
+        section aria-labelledby="h-exec" {
+            h2 id="h-exec" { "Executions " span.muted { "(newest " (EXECUTIONS_SHOWN) ", live)" } }
+            (live("executions-live", &format!("/ui/jobs/{}/live", job.id), executions))
+        }
+    };
+    view::page(&ctx, &job.name, Nav::Jobs, body).into_response()
+}
+
+fn actions(ctx: &Ctx, job: &Job) -> Markup {
+    if !ctx.can_write() {
+        return view::nothing();
+    }
+    let can = |t: JobTransition| t.allowed_from(job.status);
+    let button = |action: &str, label: &str, class: &str| {
+        html! {
+            button class=(class) type="submit" name="action" value=(action) { (label) }
+        }
+    };
+    html! {
+        form.toolbar method="post" action={ "/ui/jobs/" (job.id) "/action" } aria-label="Job actions" {
+            (view::csrf(ctx))
+            @if can(JobTransition::Claim) { (button("trigger", "Trigger now", "")) }
+            @if can(JobTransition::Pause) {
+                label.inline for="reason" { "Pause reason" }
+                input id="reason" type="text" name="reason" maxlength="500" placeholder="optional" size="24";
+                (button("pause", "Pause", ""))
+            }
+            @if can(JobTransition::Resume) { (button("resume", "Resume", "")) }
+            @if !job.status.is_terminal() {
+                a.button href={ "/ui/jobs/" (job.id) "/edit" } { "Edit" }
+                (button("cancel", "Cancel job…", "danger"))
+            }
+        }
+    }
+}
+
+/// `GET /ui/jobs/{id}/live`.
+pub(crate) async fn live_region(
+    State(state): State<UiState>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+) -> Response {
+    let job = match state.store.job_get(ctx.tenant(), &id).await {
+        Ok(Some(j)) => j,
+        Ok(None) => return view::not_found(&ctx, "job"),
+        Err(e) => return view::store_error(e),
+    };
+    match executions_region(&state, &ctx, &job).await {
+        Ok(m) => m.into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn executions_region(state: &UiState, ctx: &Ctx, job: &Job) -> Result<Markup, Response> {
+    let page = state
+        .store
+        .executions_list_for_job(ctx.tenant(), &job.id, EXECUTIONS_SHOWN, None)
+        .await
+        .map_err(view::store_error)?;
+    let mut callbacks = Vec::new();
+    for e in &page.items {
+        let cbs = if e.status.is_terminal() {
+            state
+                .store
+                .callbacks_for_execution(ctx.tenant(), &e.id)
+                .await
+                .map_err(view::store_error)?
+        } else {
+            Vec::new()
+        };
+        callbacks.push(cbs);
+    }
+    Ok(html! {
+        p.live-status {
+            "Job is " (view::job_badge(job.status))
+            @if let Some(r) = &job.pause_reason { " (" (r) ")" }
+            " · next trigger " (view::time(job.next_trigger_at)) " UTC"
+        }
+        (executions_table(ctx, &page.items, &callbacks))
+    })
+}
+
+/// Executions with their callbacks (one list per execution, maybe empty).
+pub(crate) fn executions_table(
+    ctx: &Ctx,
+    items: &[Execution],
+    callbacks: &[Vec<(Callback, Vec<CallbackAttempt>)>],
+) -> Markup {
+    html! {
+        @if items.is_empty() {
+            p.muted { "No executions yet." }
+        } @else {
+            div.scroll tabindex="0" role="region" aria-label="Table (scrolls sideways on narrow screens)" {
+                table.data.executions {
+                    caption.sr-only { "Executions, newest trigger first" }
+                    thead { tr {
+                        th scope="col" { "Status" } th scope="col" .num { "Attempt" } th scope="col" { "Worker" }
+                        th scope="col" { "Scheduled (UTC)" } th scope="col" { "Dispatched" } th scope="col" { "Started" }
+                        th scope="col" { "Finished" } th scope="col" .num { "Duration" }
+                        th scope="col" { "Output / error" } th scope="col" { "Callbacks" }
+                    } }
+                    tbody {
+                        @for (i, e) in items.iter().enumerate() {
+                            tr data-execution=(e.id) {
+                                td { (view::exec_badge(e.status)) }
+                                td.num { (e.attempt) }
+                                td { @match &e.worker_id { Some(w) => { code { (w) } }, None => { span.muted { "—" } } } }
+                                td { (view::time(Some(e.scheduled_at))) }
+                                td { (view::time(e.dispatched_at)) }
+                                td { (view::time(e.started_at)) }
+                                td { (view::time(e.finished_at)) }
+                                td.num {
+                                    @if let (Some(s), Some(f)) = (e.started_at, e.finished_at) { (view::duration(f - s)) }
+                                }
+                                td.output {
+                                    @if let Some(err) = &e.error { span.error-text { (err) } }
+                                    @else if let Some(o) = &e.output { code { (truncate(&o.to_string(), 200)) } }
+                                }
+                                td { (callback_cell(ctx, e, callbacks.get(i).map(Vec::as_slice).unwrap_or(&[]))) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
+
+fn callback_cell(ctx: &Ctx, e: &Execution, cbs: &[(Callback, Vec<CallbackAttempt>)]) -> Markup {
+    let last = cbs.last();
+    html! {
+        @for (cb, attempts) in cbs {
+            details.callback {
+                summary { (view::badge(cb.state.as_str())) " " (cb.attempts) " attempt(s)" }
+                ul {
+                    @for a in attempts {
+                        li {
+                            "#" (a.attempt) " " (view::time(Some(a.at))) " · "
+                            @match a.status_code { Some(c) => { "HTTP " (c) }, None => { "no answer" } }
+                            " · " (a.latency_ms) " ms"
+                            @if let Some(err) = &a.error { " · " span.error-text { (err) } }
+                        }
+                    }
+                    @if attempts.is_empty() { li.muted { "No attempt yet." } }
+                }
+            }
+        }
+        @if let Some((cb, _)) = last {
+            @if ctx.can_write() && cb.state != CallbackState::Pending {
+                form method="post" action={ "/ui/executions/" (e.id) "/redeliver" } {
+                    (view::csrf(ctx))
+                    input type="hidden" name="job" value=(e.job_id);
+                    button.small type="submit" { "Redeliver" span.sr-only { " the callback of execution " (e.id) } }
+                }
+            }
+        }
+    }
+}
+
+/// `POST /ui/jobs/{id}/action`: trigger, pause, resume or (confirmed)
+/// cancel, through the API.
+pub(crate) async fn action(
+    State(state): State<UiState>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    form: Fields,
+) -> Response {
+    if let Err(r) = ctx.check_csrf(form.get("csrf")).and(ctx.require_write()) {
+        return *r;
+    }
+    let action = form.get("action");
+    let body = (action == "pause")
+        .then(|| form.opt("reason"))
+        .flatten()
+        .map(|r| serde_json::json!({ "reason": r }));
+    let (method, path, done) = match action {
+        "trigger" => (
+            Method::POST,
+            format!("/openapi/jobs/{id}/trigger"),
+            "Triggered: an execution was queued now.",
+        ),
+        "pause" => (Method::POST, format!("/openapi/jobs/{id}/pause"), "Paused."),
+        "resume" => (
+            Method::POST,
+            format!("/openapi/jobs/{id}/resume"),
+            "Resumed.",
+        ),
+        "cancel" => (Method::DELETE, format!("/openapi/jobs/{id}"), "Cancelled."),
+        _ => {
+            return Redirect::to(&format!(
+                "/ui/jobs/{id}?{}",
+                query(&[("error", "Unknown action.")])
+            ))
+            .into_response();
+        }
+    };
+    if action == "cancel" && form.get("confirm") != "yes" {
+        return confirm_cancel(&state, &ctx, &id).await;
+    }
+    let target = match state
+        .api
+        .call(ctx.key(), method, &path, body.as_ref())
+        .await
+    {
+        Ok(_) => format!("/ui/jobs/{id}?{}", query(&[("notice", done)])),
+        Err(e) => format!("/ui/jobs/{id}?{}", query(&[("error", &e.message)])),
+    };
+    Redirect::to(&target).into_response()
+}
+
+async fn confirm_cancel(state: &UiState, ctx: &Ctx, id: &str) -> Response {
+    let job = match state.store.job_get(ctx.tenant(), id).await {
+        Ok(Some(j)) => j,
+        Ok(None) => return view::not_found(ctx, "job"),
+        Err(e) => return view::store_error(e),
+    };
+    view::page(ctx, "Cancel this job?", Nav::Jobs, html! {
+        p { "Cancel " strong { (job.name) } " " code { (job.id) } " (" (view::job_badge(job.status)) ")? "
+            "It will not fire again; pending executions are cancelled and running ones are asked to stop. This cannot be undone." }
+        form.toolbar method="post" action={ "/ui/jobs/" (job.id) "/action" } {
+            (view::csrf(ctx))
+            input type="hidden" name="action" value="cancel";
+            input type="hidden" name="confirm" value="yes";
+            button.primary.danger type="submit" { "Yes, cancel the job" }
+            a href={ "/ui/jobs/" (job.id) } { "No, keep it" }
+        }
+    }).into_response()
+}
+
+/// `POST /ui/executions/{id}/redeliver`: a new delivery of the execution's
+/// latest callback, through the API.
+pub(crate) async fn redeliver(
+    State(state): State<UiState>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    form: Fields,
+) -> Response {
+    if let Err(r) = ctx.check_csrf(form.get("csrf")).and(ctx.require_write()) {
+        return *r;
+    }
+    let back = match form.opt("job") {
+        Some(job) => format!("/ui/jobs/{job}"),
+        None => "/ui/executions".to_string(),
+    };
+    let path = format!("/openapi/executions/{id}/callbacks/redeliver");
+    let q = match state.api.call(ctx.key(), Method::POST, &path, None).await {
+        Ok(_) => query(&[("notice", "Callback queued for redelivery.")]),
+        Err(e) => query(&[("error", &e.message)]),
+    };
+    Redirect::to(&format!("{back}?{q}")).into_response()
+}

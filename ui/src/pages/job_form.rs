@@ -1,0 +1,108 @@
+//! The fields of the new-job form: every create field with its label, hint
+//! and, when the API refused it, its error beside it.
+
+use super::new_job::FieldError;
+use crate::forms::Fields;
+use maud::{Markup, html};
+
+/// Schedule kinds offered, with their labels.
+const KINDS: [(&str, &str); 5] = [
+    ("now", "Now (once)"),
+    ("at", "At a time (once)"),
+    ("cron", "Cron"),
+    ("every", "Every (fixed rate)"),
+    ("delay", "Delay after each run"),
+];
+
+/// An input with its label and, when the API refused it, its error.
+pub(crate) fn input(
+    form: &Fields,
+    error: Option<&FieldError>,
+    name: &str,
+    label: &str,
+    kind: &str,
+    hint: Option<&str>,
+) -> Markup {
+    let bad = error.and_then(|e| e.field.as_deref()) == Some(name);
+    let described = match (bad, hint.is_some()) {
+        (true, _) => Some(format!("{name}-error")),
+        (false, true) => Some(format!("{name}-hint")),
+        _ => None,
+    };
+    html! {
+        div.field {
+            label for=(name) { (label) }
+            input id=(name) name=(name) type=(kind) value=(form.get(name))
+                aria-invalid=[bad.then_some("true")] aria-describedby=[described];
+            @if bad { p.field-error id={ (name) "-error" } { (error.map(|e| e.message.as_str()).unwrap_or("")) } }
+            @else if let Some(h) = hint { p.hint id={ (name) "-hint" } { (h) } }
+        }
+    }
+}
+
+pub(crate) fn select(form: &Fields, name: &str, label: &str, options: &[(&str, &str)]) -> Markup {
+    html! {
+        div.field {
+            label for=(name) { (label) }
+            select id=(name) name=(name) {
+                @for (v, l) in options { option value=(v) selected[form.get(name) == *v] { (l) } }
+            }
+        }
+    }
+}
+
+pub(crate) fn job_fields(form: &Fields, error: Option<&FieldError>, handlers: &[String]) -> Markup {
+    let bad = |n: &str| error.and_then(|e| e.field.as_deref()) == Some(n);
+    let kind = Some(form.get("kind"))
+        .filter(|k| !k.is_empty())
+        .unwrap_or("now");
+    html! {
+        fieldset {
+            legend { "Job" }
+            (input(form, error, "jobName", "Name", "text", None))
+            div.field {
+                label for="jobHandler" { "Handler" }
+                input id="jobHandler" name="jobHandler" type="text" list="handlers" value=(form.get("jobHandler"))
+                    aria-invalid=[bad("jobHandler").then_some("true")] aria-describedby="jobHandler-hint";
+                datalist id="handlers" { @for h in handlers { option value=(h) {} } }
+                @if bad("jobHandler") { p.field-error { (error.map(|e| e.message.as_str()).unwrap_or("")) } }
+                p.hint id="jobHandler-hint" { "Handlers the workers announce: " (if handlers.is_empty() { "none yet".to_string() } else { handlers.join(", ") }) }
+            }
+            div.field {
+                label for="params" { "Params (JSON)" }
+                textarea id="params" name="params" rows="4" spellcheck="false" data-json=""
+                    aria-invalid=[bad("params").then_some("true")] aria-describedby="params-error" { (form.get("params")) }
+                p.field-error id="params-error" aria-live="polite" {
+                    @if bad("params") { (error.map(|e| e.message.as_str()).unwrap_or("")) }
+                }
+            }
+        }
+        fieldset.schedule {
+            legend { "Schedule" }
+            div.radios role="radiogroup" aria-label="Schedule kind" {
+                @for (v, l) in KINDS {
+                    label.radio { input type="radio" name="kind" value=(v) checked[kind == v]; " " (l) }
+                }
+            }
+            div.kind-fields {
+                (input(form, error, "triggerAt", "Run at (in the time zone below)", "datetime-local", Some("For “At a time”.")))
+                (input(form, error, "cronExpr", "Cron expression", "text", Some("For “Cron”: 5 fields, or 6 with seconds first, e.g. */10 * * * * *")))
+                (input(form, error, "everyMs", "Every (ms)", "number", Some("For “Every”: 100 ms to 366 days.")))
+                (input(form, error, "delayMs", "Delay (ms)", "number", Some("For “Delay”: after each execution ends.")))
+                (input(form, error, "timezone", "Time zone", "text", Some("IANA name, e.g. Europe/Berlin (default UTC).")))
+                (input(form, error, "startAt", "Not before", "datetime-local", Some("Recurring only, optional.")))
+                (input(form, error, "endAt", "Not after", "datetime-local", Some("Recurring only, optional.")))
+                (select(form, "misfirePolicy", "Misfire policy (recurring)", &[("", "default (fireOnce)"), ("fireOnce", "fireOnce"), ("skip", "skip"), ("fireAll", "fireAll")]))
+                (select(form, "overlapPolicy", "Overlap policy (recurring)", &[("", "default (allow)"), ("allow", "allow"), ("forbid", "forbid"), ("replace", "replace")]))
+            }
+        }
+        fieldset {
+            legend { "Delivery and retries" }
+            (input(form, error, "maxAttempts", "Attempts in all", "number", Some("1–100, including the first.")))
+            (input(form, error, "retryBackoffMs", "Retry backoff (ms)", "number", Some("Default 1000; doubles each retry.")))
+            (input(form, error, "timeoutMs", "Timeout (ms)", "number", Some("Optional: the worker stops the handler after this long.")))
+            (input(form, error, "callbackUrl", "Callback URL", "url", Some("Optional: receives each execution's outcome.")))
+            (input(form, error, "workerGroup", "Worker group", "text", Some("Optional: only workers of this group run it.")))
+        }
+    }
+}
