@@ -83,7 +83,7 @@ impl SqlStore {
         limit: u32,
     ) -> StoreResult<Vec<kairos_core::job::Job>> {
         let query = bind_names(
-            q(due_scan_sql()),
+            q(self.dialect(), due_scan_sql()),
             JobTransition::Claim
                 .from_states()
                 .iter()
@@ -116,7 +116,7 @@ impl SqlStore {
              WHERE e.status IN ({}) AND e.not_before <= ?{filter} ORDER BY e.not_before LIMIT ?",
             marks(from.len())
         );
-        let mut query = bind_names(q(sql), from.iter().map(|s| s.as_str())).bind(now);
+        let mut query = bind_names(q(self.dialect(), sql), from.iter().map(|s| s.as_str())).bind(now);
         for b in binds {
             query = query.bind(b);
         }

@@ -5,7 +5,7 @@ use super::SqlStore;
 use super::error::{db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, JOB_COLS, select_list};
-use super::stmt::{CHUNK, bind_names, marks, q};
+use super::stmt::{CHUNK, bind_names, marks, q, scalar};
 use async_trait::async_trait;
 use kairos_core::execution::{ExecStatus, ExecTransition};
 use kairos_core::job::{Job, JobTransition, NewJob};
@@ -46,7 +46,7 @@ pub(crate) async fn get_job(
         ""
     };
     let sql = format!("{} WHERE j.tenant = ? AND j.id = ?{lock}", job_select());
-    let row = q(sql)
+    let row = q(store.dialect(), sql)
         .bind(tenant)
         .bind(id)
         .fetch_optional(conn)
@@ -89,7 +89,7 @@ impl SqlStore {
              WHERE tenant = ? AND id = ? AND status IN ({})",
             marks(from.len())
         );
-        let query = q(sql)
+        let query = q(self.dialect(), sql)
             .bind(t.to_state().as_str())
             .bind(now)
             .bind(tenant)
@@ -130,7 +130,7 @@ impl SqlStore {
             self.dialect().for_update()
         );
         let found = bind_names(
-            q(sql).bind(job.id.as_str()),
+            q(self.dialect(), sql).bind(job.id.as_str()),
             from.iter().map(|s| s.as_str()),
         )
         .fetch_all(&mut *conn)
@@ -147,7 +147,7 @@ impl SqlStore {
                 marks(chunk.len()),
                 marks(from.len())
             );
-            let mut query = q(sql).bind(t.to_state().as_str()).bind(now).bind(now);
+            let mut query = q(self.dialect(), sql).bind(t.to_state().as_str()).bind(now).bind(now);
             for e in chunk {
                 query = query.bind(e.id.as_str());
             }
@@ -178,7 +178,7 @@ impl SqlStore {
         job_id: &str,
         now: Millis,
     ) -> StoreResult<Millis> {
-        let taken: Vec<i64> = sqlx::query_scalar(
+        let taken: Vec<i64> = scalar(self.dialect(), 
             "SELECT scheduled_at FROM executions WHERE job_id = ? AND scheduled_at >= ? \
              ORDER BY scheduled_at LIMIT 1000",
         )
@@ -227,7 +227,7 @@ impl JobStore for SqlStore {
             sql.push_str(" AND (j.created_at < ? OR (j.created_at = ? AND j.id < ?))");
         }
         sql.push_str(" ORDER BY j.created_at DESC, j.id DESC LIMIT ?");
-        let mut query = q(sql).bind(tenant);
+        let mut query = q(self.dialect(), sql).bind(tenant);
         if let Some(s) = filter.status {
             query = query.bind(s.as_str());
         }
@@ -300,7 +300,7 @@ impl SqlStore {
         }
         let at = self.free_slot(&mut tx, &job.id, now).await?;
         let pending = ExecStatus::Pending;
-        sqlx::query(
+        q(self.dialect(), 
             "INSERT INTO executions (id, job_id, tenant, scheduled_at, attempt, status, \
              not_before, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )

@@ -98,15 +98,20 @@ pub(crate) use error::db_err;
 pub enum Dialect {
     /// MySQL or MariaDB (InnoDB).
     MySql,
+    /// PostgreSQL.
+    Postgres,
     /// SQLite (WAL mode).
     Sqlite,
 }
 
 impl Dialect {
-    /// The dialect of a `mysql://`, `mariadb://` or `sqlite:` URL.
+    /// The dialect of a `mysql://`, `mariadb://`, `postgres://`,
+    /// `postgresql://` or `sqlite:` URL.
     pub fn from_url(url: &str) -> Option<Self> {
         if url.starts_with("mysql://") || url.starts_with("mariadb://") {
             Some(Dialect::MySql)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Some(Dialect::Postgres)
         } else if url.starts_with("sqlite:") {
             Some(Dialect::Sqlite)
         } else {
@@ -114,16 +119,18 @@ impl Dialect {
         }
     }
 
-    fn service(self) -> &'static str {
+    /// The database's name, for messages.
+    pub fn service(self) -> &'static str {
         match self {
             Dialect::MySql => "MySQL",
+            Dialect::Postgres => "PostgreSQL",
             Dialect::Sqlite => "SQLite",
         }
     }
 }
 
-/// MySQL connections; the dispatcher, API and reaper share them.
-const MYSQL_POOL: u32 = 16;
+/// MySQL or PostgreSQL connections; the dispatcher, API and reaper share them.
+const SERVER_POOL: u32 = 16;
 /// SQLite reader connections (the writer has its own pool of one).
 const SQLITE_READERS: u32 = 4;
 /// How long a caller waits for a free connection before the store reports
@@ -146,14 +153,15 @@ struct Inner {
 }
 
 impl SqlStore {
-    /// Connects to `mysql://…` (or `mariadb://…`) or `sqlite://…`. A SQLite file
+    /// Connects to `mysql://…` (or `mariadb://…`), `postgres://…` (or
+    /// `postgresql://…`) or `sqlite://…`. A SQLite file
     /// is created if missing. Every failure is [`StoreError::Unavailable`]
     /// naming the database and the URL (password masked).
     pub async fn connect(url: &str) -> StoreResult<SqlStore> {
         install_default_drivers();
         let dialect = Dialect::from_url(url).ok_or_else(|| {
             StoreError::Unavailable(format!(
-                "unsupported database URL {}: expected mysql://, mariadb:// or sqlite://",
+                "unsupported database URL {}: expected mysql://, mariadb://, postgres:// or sqlite://",
                 kairos_core::redact::redact_url(url)
             ))
         })?;
@@ -165,13 +173,16 @@ impl SqlStore {
             ))
         };
         let (read, write) = match dialect {
-            Dialect::MySql => {
+            Dialect::MySql | Dialect::Postgres => {
                 // The pool retries a refused connection until its acquire
                 // timeout and then reports only that; one direct connection
                 // first fails at once with the real reason.
                 let probe = AnyConnection::connect(url).await.map_err(unavailable)?;
                 let _ = probe.close().await;
-                let pool = mysql_pool().connect(url).await.map_err(unavailable)?;
+                let pool = server_pool(dialect)
+                    .connect(url)
+                    .await
+                    .map_err(unavailable)?;
                 (pool.clone(), pool)
             }
             Dialect::Sqlite => sqlite_pools(url).await.map_err(unavailable)?,
@@ -212,23 +223,29 @@ impl SqlStore {
     /// Starts a write transaction; on SQLite it takes the write lock up front.
     async fn begin(&self) -> StoreResult<Transaction<'static, Any>> {
         match self.inner.dialect {
-            Dialect::MySql => self.inner.write.begin().await,
+            Dialect::MySql | Dialect::Postgres => self.inner.write.begin().await,
             Dialect::Sqlite => self.inner.write.begin_with("BEGIN IMMEDIATE").await,
         }
         .map_err(db_err)
     }
 }
 
-fn mysql_pool() -> AnyPoolOptions {
+/// The pool of a database server: every session in `READ COMMITTED`
+/// (PostgreSQL's default, set anyway so a server configured otherwise does
+/// not change how claims and results lock).
+fn server_pool(dialect: Dialect) -> AnyPoolOptions {
+    let isolation = match dialect {
+        Dialect::Postgres => {
+            "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"
+        }
+        _ => "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+    };
     AnyPoolOptions::new()
-        .max_connections(MYSQL_POOL)
+        .max_connections(SERVER_POOL)
         .acquire_timeout(ACQUIRE_TIMEOUT)
-        .after_connect(|conn, _meta| {
+        .after_connect(move |conn, _meta| {
             Box::pin(async move {
-                sqlx::raw_sql("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                    .execute(conn)
-                    .await
-                    .map(|_| ())
+                sqlx::raw_sql(isolation).execute(conn).await.map(|_| ())
             })
         })
 }
@@ -279,7 +296,7 @@ async fn sqlite_pools(url: &str) -> Result<(AnyPool, AnyPool), sqlx::Error> {
 #[async_trait]
 impl Health for SqlStore {
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1")
+        stmt::q(self.dialect(), "SELECT 1")
             .execute(self.read())
             .await
             .map(|_| ())

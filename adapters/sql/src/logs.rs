@@ -47,12 +47,8 @@ impl SqlStore {
         execution_id: &str,
         limits: &LogLimits,
     ) -> StoreResult<()> {
-        // MySQL sums integers as DECIMAL, which the Any driver cannot carry.
-        let int = match self.dialect() {
-            super::Dialect::MySql => "SIGNED",
-            super::Dialect::Sqlite => "INTEGER",
-        };
-        let row = q(format!(
+        let int = self.dialect().cast_int();
+        let row = q(self.dialect(), format!(
             "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(bytes), 0) AS {int}) AS b \
              FROM execution_logs WHERE execution_id = ?"
         ))
@@ -68,7 +64,7 @@ impl SqlStore {
             return Ok(());
         }
         // Oldest first, until what is left fits both limits.
-        let oldest = sqlx::query(
+        let oldest = q(self.dialect(), 
             "SELECT id, bytes FROM execution_logs WHERE execution_id = ? ORDER BY id LIMIT ?",
         )
         .bind(execution_id)
@@ -87,7 +83,7 @@ impl SqlStore {
             bytes -= r.i64("bytes")?;
         }
         if let Some(cutoff) = cutoff {
-            sqlx::query("DELETE FROM execution_logs WHERE execution_id = ? AND id <= ?")
+            q(self.dialect(), "DELETE FROM execution_logs WHERE execution_id = ? AND id <= ?")
                 .bind(execution_id)
                 .bind(cutoff)
                 .execute(&mut *conn)
@@ -142,7 +138,7 @@ impl LogStore for SqlStore {
                  message, bytes, created_at) VALUES {}",
                 row_marks(chunk.len(), LINE_COLS)
             );
-            let mut query = q(sql);
+            let mut query = q(self.dialect(), sql);
             for (b, l) in chunk {
                 let message = cut(&l.message, limits.max_line_bytes);
                 query = query
@@ -169,7 +165,7 @@ impl LogStore for SqlStore {
             }
         }
         for (id, p) in progress {
-            sqlx::query("UPDATE executions SET progress = ? WHERE id = ?")
+            q(self.dialect(), "UPDATE executions SET progress = ? WHERE id = ?")
                 .bind(p)
                 .bind(id)
                 .execute(&mut *tx)
@@ -202,7 +198,7 @@ impl LogStore for SqlStore {
                 }
             },
         };
-        let found = sqlx::query(
+        let found = q(self.dialect(), 
             "SELECT id, attempt, worker_id, at, level, message FROM execution_logs \
              WHERE execution_id = ? AND id > ? ORDER BY id LIMIT ?",
         )
@@ -223,7 +219,7 @@ impl LogStore for SqlStore {
     }
 
     async fn logs_purge(&self, before: Millis, limit: u32) -> StoreResult<u64> {
-        let found = sqlx::query(
+        let found = q(self.dialect(), 
             "SELECT id FROM execution_logs WHERE created_at < ? ORDER BY created_at LIMIT ?",
         )
         .bind(before)
@@ -237,7 +233,7 @@ impl LogStore for SqlStore {
             .collect::<StoreResult<Vec<i64>>>()?;
         let mut purged = 0;
         for chunk in ids.chunks(CHUNK) {
-            let mut query = q(format!(
+            let mut query = q(self.dialect(), format!(
                 "DELETE FROM execution_logs WHERE id IN ({})",
                 marks(chunk.len())
             ));

@@ -1,5 +1,6 @@
-//! The schema, embedded in the binary from `migrations/mysql` and
-//! `migrations/sqlite`, applied through sqlx's migrator.
+//! The schema, embedded in the binary from `migrations/mysql`,
+//! `migrations/postgres` and `migrations/sqlite`, applied through sqlx's
+//! migrator.
 //!
 //! `sqlx::migrate!` needs sqlx's `macros` feature, which the workspace leaves
 //! off (it would build both database drivers a second time for the proc
@@ -39,6 +40,35 @@ const MYSQL: &[(i64, &str, &str)] = &[
     ),
 ];
 
+/// `(version, description, sql)` of every PostgreSQL migration, in order.
+const POSTGRES: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "init",
+        include_str!("../migrations/postgres/0001_init.sql"),
+    ),
+    (
+        2,
+        "schedules",
+        include_str!("../migrations/postgres/0002_schedules.sql"),
+    ),
+    (
+        3,
+        "incarnations",
+        include_str!("../migrations/postgres/0003_incarnations.sql"),
+    ),
+    (
+        4,
+        "handlers logs",
+        include_str!("../migrations/postgres/0004_handlers_logs.sql"),
+    ),
+    (
+        5,
+        "tenants",
+        include_str!("../migrations/postgres/0005_tenants.sql"),
+    ),
+];
+
 /// `(version, description, sql)` of every SQLite migration, in order.
 const SQLITE: &[(i64, &str, &str)] = &[
     (
@@ -71,6 +101,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
 fn migrations(dialect: Dialect) -> Vec<Migration> {
     let list = match dialect {
         Dialect::MySql => MYSQL,
+        Dialect::Postgres => POSTGRES,
         Dialect::Sqlite => SQLITE,
     };
     list.iter()
@@ -119,7 +150,8 @@ mod tests {
         let first =
             Migrator::with_migrations(migrations(store.dialect()).into_iter().take(1).collect());
         first.run(store.write()).await.expect("schema 1");
-        sqlx::query(
+        crate::stmt::q(
+            store.dialect(),
             "INSERT INTO jobs (id, tenant, name, handler, params, schedule_kind, cron_expr, \
              timezone, once_at, next_trigger_at, status, version, callback_url, \
              client_request_id, request_hash, max_attempts, retry_backoff_ms, timeout_ms, \
@@ -162,6 +194,13 @@ mod tests {
     async fn mysql_upgrade_keeps_existing_jobs() {
         if let Some(url) = testkit::mysql_fresh_database().await {
             upgrade_keeps_existing_jobs(url).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn postgres_upgrade_keeps_existing_jobs() {
+        if let Some(db) = testkit::postgres_fresh_database().await {
+            upgrade_keeps_existing_jobs(db.url().to_string()).await;
         }
     }
 }
