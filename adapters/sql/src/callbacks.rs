@@ -2,16 +2,16 @@
 //! conditional update and a token unique to each claim, so two relays never
 //! hold the same row at once.
 
-use super::{Dialect, SqlStore};
-use sqlx::AnyConnection;
 use super::error::{db_err, retrying};
 use super::rows::{self, CALLBACK_COLS, select_list};
 use super::stmt::{CHUNK, marks, q, scalar};
+use super::{Dialect, SqlStore};
 use async_trait::async_trait;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::store::{CallbackBacklog, CallbackNext, CallbackStore, StoreResult};
 use kairos_core::tenant::Tenant;
 use kairos_core::time::Millis;
+use sqlx::AnyConnection;
 use std::collections::HashMap;
 
 fn callback_select() -> String {
@@ -102,7 +102,9 @@ impl CallbackStore for SqlStore {
             // instead of racing for the same ones.
             Dialect::Postgres => {
                 let mut tx = self.begin().await?;
-                let ids = lease.candidates(&mut tx, Dialect::Postgres.for_claim()).await?;
+                let ids = lease
+                    .candidates(&mut tx, Dialect::Postgres.for_claim())
+                    .await?;
                 let leased = lease.take(&mut tx, &ids).await?;
                 tx.commit().await.map_err(db_err)?;
                 (ids, leased)
@@ -155,7 +157,8 @@ impl CallbackStore for SqlStore {
 
     async fn callbacks_next_due(&self) -> StoreResult<Option<Millis>> {
         // A leased row is not claimable before its lease runs out.
-        scalar(self.dialect(), 
+        scalar(
+            self.dialect(),
             "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until >= next_attempt_at \
              THEN lease_until + 1 ELSE next_attempt_at END) FROM callbacks WHERE state = ?",
         )
@@ -169,23 +172,30 @@ impl CallbackStore for SqlStore {
         // Each query reads one range of the (state, next_attempt_at) index;
         // delivered rows, the bulk of the table, are never touched.
         let pending = CallbackState::Pending.as_str();
-        let retrying: i64 =
-            scalar(self.dialect(), "SELECT COUNT(*) FROM callbacks WHERE state = ? AND attempts > 0")
-                .bind(pending)
-                .fetch_one(self.read())
-                .await
-                .map_err(db_err)?;
-        let dead: i64 = scalar(self.dialect(), "SELECT COUNT(*) FROM callbacks WHERE state = ?")
-            .bind(CallbackState::Dead.as_str())
-            .fetch_one(self.read())
-            .await
-            .map_err(db_err)?;
-        let oldest_pending_at: Option<Millis> =
-            scalar(self.dialect(), "SELECT MIN(created_at) FROM callbacks WHERE state = ?")
-                .bind(pending)
-                .fetch_one(self.read())
-                .await
-                .map_err(db_err)?;
+        let retrying: i64 = scalar(
+            self.dialect(),
+            "SELECT COUNT(*) FROM callbacks WHERE state = ? AND attempts > 0",
+        )
+        .bind(pending)
+        .fetch_one(self.read())
+        .await
+        .map_err(db_err)?;
+        let dead: i64 = scalar(
+            self.dialect(),
+            "SELECT COUNT(*) FROM callbacks WHERE state = ?",
+        )
+        .bind(CallbackState::Dead.as_str())
+        .fetch_one(self.read())
+        .await
+        .map_err(db_err)?;
+        let oldest_pending_at: Option<Millis> = scalar(
+            self.dialect(),
+            "SELECT MIN(created_at) FROM callbacks WHERE state = ?",
+        )
+        .bind(pending)
+        .fetch_one(self.read())
+        .await
+        .map_err(db_err)?;
         Ok(CallbackBacklog {
             retrying: u64::try_from(retrying).unwrap_or(0),
             dead: u64::try_from(dead).unwrap_or(0),
@@ -262,7 +272,8 @@ impl SqlStore {
         now: Millis,
     ) -> StoreResult<bool> {
         let mut tx = self.begin().await?;
-        q(self.dialect(), 
+        q(
+            self.dialect(),
             "INSERT INTO callback_attempts \
              (callback_id, attempt, attempted_at, status_code, latency_ms, error) \
              VALUES (?, ?, ?, ?, ?, ?)",
@@ -286,7 +297,8 @@ impl SqlStore {
             (None, Some(code)) if !(200..300).contains(&code) => Some(format!("HTTP {code}")),
             _ => None,
         };
-        let res = q(self.dialect(), 
+        let res = q(
+            self.dialect(),
             "UPDATE callbacks SET state = ?, attempts = attempts + 1, \
              next_attempt_at = COALESCE(?, next_attempt_at), \
              last_error = COALESCE(?, last_error), lease_owner = NULL, lease_token = NULL, \

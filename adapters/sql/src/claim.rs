@@ -60,11 +60,14 @@ impl SqlStore {
             .execute(&mut *conn)
             .await
             .map_err(db_err)?;
-        let current: i64 = scalar(self.dialect(), "SELECT fence FROM leader_fences WHERE name = ?")
-            .bind(DISPATCH_FENCE)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(db_err)?;
+        let current: i64 = scalar(
+            self.dialect(),
+            "SELECT fence FROM leader_fences WHERE name = ?",
+        )
+        .bind(DISPATCH_FENCE)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db_err)?;
         if current > ours {
             return Err(StoreError::Fenced {
                 ours: fence,

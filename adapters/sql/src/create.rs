@@ -242,7 +242,9 @@ pub(crate) async fn create_one(store: &SqlStore, job: NewJob) -> StoreResult<Cre
         JOB_COLS.join(", "),
         marks(JOB_COLS.len())
     );
-    let inserted = bind_job(q(store.dialect(), sql), &job).execute(store.write()).await;
+    let inserted = bind_job(q(store.dialect(), sql), &job)
+        .execute(store.write())
+        .await;
     match inserted {
         Ok(_) => Ok(CreateOutcome::Created(created_job(job))),
         Err(e) if is_unique_violation(&e) => {

@@ -116,7 +116,8 @@ impl SqlStore {
              WHERE e.status IN ({}) AND e.not_before <= ?{filter} ORDER BY e.not_before LIMIT ?",
             marks(from.len())
         );
-        let mut query = bind_names(q(self.dialect(), sql), from.iter().map(|s| s.as_str())).bind(now);
+        let mut query =
+            bind_names(q(self.dialect(), sql), from.iter().map(|s| s.as_str())).bind(now);
         for b in binds {
             query = query.bind(b);
         }

@@ -132,10 +132,13 @@ impl ExecutionStore for SqlStore {
              WHERE worker_id = ? AND status IN ({}) ORDER BY id",
             marks(from.len())
         );
-        let found = bind_names(q(self.dialect(), sql).bind(worker_id), from.iter().map(|s| s.as_str()))
-            .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+        let found = bind_names(
+            q(self.dialect(), sql).bind(worker_id),
+            from.iter().map(|s| s.as_str()),
+        )
+        .fetch_all(self.read())
+        .await
+        .map_err(db_err)?;
         found
             .iter()
             .map(|row| {

@@ -147,7 +147,10 @@ impl SqlStore {
                 marks(chunk.len()),
                 marks(from.len())
             );
-            let mut query = q(self.dialect(), sql).bind(t.to_state().as_str()).bind(now).bind(now);
+            let mut query = q(self.dialect(), sql)
+                .bind(t.to_state().as_str())
+                .bind(now)
+                .bind(now);
             for e in chunk {
                 query = query.bind(e.id.as_str());
             }
@@ -178,7 +181,8 @@ impl SqlStore {
         job_id: &str,
         now: Millis,
     ) -> StoreResult<Millis> {
-        let taken: Vec<i64> = scalar(self.dialect(), 
+        let taken: Vec<i64> = scalar(
+            self.dialect(),
             "SELECT scheduled_at FROM executions WHERE job_id = ? AND scheduled_at >= ? \
              ORDER BY scheduled_at LIMIT 1000",
         )
@@ -300,7 +304,8 @@ impl SqlStore {
         }
         let at = self.free_slot(&mut tx, &job.id, now).await?;
         let pending = ExecStatus::Pending;
-        q(self.dialect(), 
+        q(
+            self.dialect(),
             "INSERT INTO executions (id, job_id, tenant, scheduled_at, attempt, status, \
              not_before, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )

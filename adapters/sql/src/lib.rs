@@ -244,9 +244,7 @@ fn server_pool(dialect: Dialect) -> AnyPoolOptions {
         .max_connections(SERVER_POOL)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .after_connect(move |conn, _meta| {
-            Box::pin(async move {
-                sqlx::raw_sql(isolation).execute(conn).await.map(|_| ())
-            })
+            Box::pin(async move { sqlx::raw_sql(isolation).execute(conn).await.map(|_| ()) })
         })
 }
 

@@ -3,10 +3,10 @@
 //! transaction that decided it); one that no worker has yet is cancelled at
 //! once. Workers learn about requests through `executions_stop_requested`.
 
-use super::{Dialect, SqlStore};
 use super::error::db_err;
 use super::rows::R;
 use super::stmt::{CHUNK, bind_names, marks, q};
+use super::{Dialect, SqlStore};
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::store::{StopRequest, StoreResult};
 use kairos_core::time::Millis;
@@ -120,7 +120,10 @@ impl SqlStore {
              ORDER BY stop_requested_at, id LIMIT ?",
             marks(HELD.len())
         );
-        let query = bind_names(q(self.dialect(), sql).bind(since), HELD.iter().map(|s| s.as_str()));
+        let query = bind_names(
+            q(self.dialect(), sql).bind(since),
+            HELD.iter().map(|s| s.as_str()),
+        );
         let found = query
             .bind(i64::from(limit))
             .fetch_all(self.read())

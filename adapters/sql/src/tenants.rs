@@ -73,7 +73,8 @@ fn opt_count(v: Option<u64>) -> Option<i64> {
 #[async_trait]
 impl TenantStore for SqlStore {
     async fn tenant_create(&self, t: &Tenant) -> StoreResult<bool> {
-        let res = q(self.dialect(), 
+        let res = q(
+            self.dialect(),
             "INSERT INTO tenants (id, callback_secret, previous_secret, previous_valid_until, \
              create_rate_per_sec, create_burst, max_live_jobs, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -108,7 +109,10 @@ impl TenantStore for SqlStore {
 
     async fn tenants_list(&self) -> StoreResult<Vec<Tenant>> {
         let sql = format!("SELECT {TENANT_COLS} FROM tenants ORDER BY id");
-        let rows = q(self.dialect(), sql).fetch_all(self.read()).await.map_err(db_err)?;
+        let rows = q(self.dialect(), sql)
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
         rows.iter().map(tenant).collect()
     }
 
@@ -118,7 +122,8 @@ impl TenantStore for SqlStore {
         limits: &TenantLimits,
         now: Millis,
     ) -> StoreResult<bool> {
-        let res = q(self.dialect(), 
+        let res = q(
+            self.dialect(),
             "UPDATE tenants SET create_rate_per_sec = ?, create_burst = ?, max_live_jobs = ?, \
              updated_at = ? WHERE id = ?",
         )
@@ -142,7 +147,8 @@ impl TenantStore for SqlStore {
     ) -> StoreResult<Option<Tenant>> {
         // One statement: the old secret moves aside as the new one lands, so
         // two rotations racing never lose the secret receivers hold.
-        q(self.dialect(), 
+        q(
+            self.dialect(),
             "UPDATE tenants SET previous_secret = callback_secret, callback_secret = ?, \
              previous_valid_until = ?, updated_at = ? WHERE id = ?",
         )
@@ -166,7 +172,8 @@ impl TenantStore for SqlStore {
         if self.tenant_get(&key.tenant).await?.is_none() {
             return Ok(false);
         }
-        let res = q(self.dialect(), 
+        let res = q(
+            self.dialect(),
             "INSERT INTO api_keys (prefix, tenant, role, secret_hash, name, expires_at, \
              revoked_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         )
@@ -242,7 +249,8 @@ impl TenantStore for SqlStore {
     }
 
     async fn audit_append(&self, e: &AuditEntry) -> StoreResult<()> {
-        q(self.dialect(), 
+        q(
+            self.dialect(),
             "INSERT INTO audit_log (tenant, actor, action, target, at) VALUES (?, ?, ?, ?, ?)",
         )
         .bind(e.tenant.as_str())
