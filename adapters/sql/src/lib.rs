@@ -1,17 +1,32 @@
-//! The storage port ([`kairos_core::store`]) for MySQL/MariaDB and SQLite, with one
-//! set of SQL through sqlx's `Any` driver.
+//! The storage port ([`kairos_core::store`]) for MySQL/MariaDB, PostgreSQL and
+//! SQLite, with one set of SQL through sqlx's `Any` driver.
+//!
+//! `KAIROS_DATABASE_URL` picks the database: `mysql://…` or `mariadb://…`,
+//! `postgres://…` or `postgresql://…`, `sqlite://…`.
 //!
 //! # Portability
 //!
 //! `Any` carries only integers, floats and text, so times are BIGINT
 //! milliseconds (UTC), ids are UUID text, JSON is TEXT and flags are integers.
-//! Both databases take `?` placeholders; [`Dialect`] switches the few
-//! statements that differ (`INSERT IGNORE` / `INSERT OR IGNORE`, upserts, and
-//! `FOR UPDATE`, which only MySQL has). Status names are never written into
+//! Statements are written with `?` placeholders; the statement helpers in
+//! `stmt.rs` number them `$1, $2, …` for PostgreSQL (the one place that
+//! does). [`Dialect`] switches the few fragments that differ (`INSERT IGNORE`
+//! / `INSERT OR IGNORE` / `ON CONFLICT DO NOTHING`, upserts, `FOR UPDATE`,
+//! which SQLite lacks, and `SKIP LOCKED` claims on PostgreSQL). Every bound
+//! value is typed (a `NULL` too), so PostgreSQL's strict typing needs no
+//! casts; only a `SUM` is cast back to an integer (it is DECIMAL on MySQL and
+//! NUMERIC on PostgreSQL, which `Any` cannot carry). Status names are never written into
 //! SQL: every conditional update binds the `from_states()` of a
 //! [`kairos_core::job::JobTransition`] or [`kairos_core::execution::ExecTransition`].
 //!
 //! # Connections
+//!
+//! PostgreSQL: one pool of 16 connections in `READ COMMITTED` (set on every
+//! session, whatever the server's default). Deadlocks (SQLSTATE 40P01) and
+//! serialization failures (40001) rerun the transaction like InnoDB's
+//! deadlocks. Claims read their jobs, and the callback relay its due rows,
+//! with `FOR UPDATE SKIP LOCKED`: a row another transaction holds is left
+//! for the next round instead of waited for.
 //!
 //! MySQL: one pool of 16 connections in `READ COMMITTED`, so the hot path's
 //! inserts take no gap locks (a server that binlogs in `STATEMENT` format
@@ -44,7 +59,7 @@
 //! | `executions_requeue_unstarted` | 1 locking read + 1 update per attempt number + 1 event insert |
 //! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end: one-shots and closed windows) + 1 read of retired incarnations (results that carry one) + 1 update of every changed execution and 1 of every changed job (`CASE id`, 200 rows a statement) + 1 event insert + 1 callback insert (if any) |
 //! | `executions_find_unpublished`, `executions_find_overdue`, `executions_find_unbounded` | 1 |
-//! | `callbacks_claim_due` | 1 read + 1 lease update + 1 read back |
+//! | `callbacks_claim_due` | 1 read + 1 lease update + 1 read back (PostgreSQL: the read locks, in one transaction with the update) |
 //! | `workers_record_heartbeats` | 1 locking read of the workers + 1 read of retired incarnations + 1 upsert (+1 insert and 1 update per worker whose incarnation changed) |
 //! | `worker_ledger`, `executions_in_flight_on` | 2 reads, 1 read |
 //! | `job_create` | 1 insert (+1 read when the idempotency key exists) |
