@@ -308,8 +308,9 @@ async fn migrate_twice_and_ping(store: SqlStore) {
 #[tokio::test]
 async fn bad_urls_and_unreachable_databases_are_unavailable() {
     for (url, names) in [
-        ("postgres://h/db", "unsupported"),
+        ("redis://h/0", "unsupported"),
         ("mysql://root@127.0.0.1:1/x", "MySQL"),
+        ("postgres://postgres@127.0.0.1:1/x", "PostgreSQL"),
         ("sqlite:///nonexistent-dir/k/x.db", "SQLite"),
     ] {
         match SqlStore::connect(url).await {
@@ -320,9 +321,14 @@ async fn bad_urls_and_unreachable_databases_are_unavailable() {
             other => panic!("{url}: expected Unavailable, got {other:?}"),
         }
     }
-    match SqlStore::connect("mysql://root:secret@127.0.0.1:1/x").await {
-        Err(StoreError::Unavailable(msg)) => assert!(!msg.contains("secret"), "{msg}"),
-        other => panic!("expected Unavailable, got {other:?}"),
+    for url in [
+        "mysql://root:secret@127.0.0.1:1/x",
+        "postgres://kairos:secret@127.0.0.1:1/x",
+    ] {
+        match SqlStore::connect(url).await {
+            Err(StoreError::Unavailable(msg)) => assert!(!msg.contains("secret"), "{msg}"),
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
     }
 }
 
