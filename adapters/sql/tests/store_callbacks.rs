@@ -7,15 +7,12 @@ mod store_support;
 use store_support as support;
 
 use kairos_core::callback::{CallbackAttempt, CallbackState};
-use kairos_core::protocol::ResultKind::Succeeded;
 use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION};
-use kairos_core::store::{
-    CallbackNext, CallbackStore, ExecutionStore, Health, StoreError, WorkerStore,
-};
+use kairos_core::store::{CallbackNext, CallbackStore, Health, StoreError, WorkerStore};
 use kairos_core::worker::WorkerState;
 use kairos_store_sql::{Dialect, SqlStore};
 use std::collections::HashSet;
-use support::{T0, claim, create, one_shot, result};
+use support::{T0, create, one_shot, terminal_with_callbacks};
 
 store_cases!(
     concurrent_relays_never_lease_the_same_callback,
@@ -23,20 +20,6 @@ store_cases!(
     heartbeats_upsert_workers,
     migrate_twice_and_ping,
 );
-
-/// Makes `n` terminal executions whose job has a callback URL; their ids.
-async fn terminal_with_callbacks(store: &SqlStore, tenant: &str, n: usize) -> Vec<String> {
-    let mut results = Vec::new();
-    for _ in 0..n {
-        let mut new = one_shot(tenant, T0);
-        new.callback_url = Some("http://example.test/cb".into());
-        let job = create(store, new).await;
-        let w = claim(store, &job, None).await;
-        results.push(result(&w, 1, Succeeded, T0 + 1));
-    }
-    store.results_apply(&results, T0 + 1).await.unwrap();
-    results.into_iter().map(|r| r.execution_id).collect()
-}
 
 fn attempt(n: u32, code: Option<u16>, error: Option<&str>) -> CallbackAttempt {
     CallbackAttempt {

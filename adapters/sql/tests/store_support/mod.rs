@@ -46,6 +46,7 @@ pub async fn postgres_store() -> Option<(SqlStore, testkit::PgDatabase)> {
 /// Runs every named `async fn name(store: SqlStore)` once on SQLite
 /// (`sqlite::name`), once on MySQL (`mysql::name`) and once on PostgreSQL
 /// (`postgres::name`).
+#[allow(unused_macros)]
 macro_rules! store_cases {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -195,4 +196,20 @@ pub async fn job_now(store: &SqlStore, job: &Job) -> Job {
         .await
         .expect("get")
         .expect("job exists")
+}
+
+/// Makes `n` terminal executions whose job has a callback URL; their ids.
+pub async fn terminal_with_callbacks(store: &SqlStore, tenant: &str, n: usize) -> Vec<String> {
+    let mut results = Vec::new();
+    for _ in 0..n {
+        let mut new = one_shot(tenant, T0);
+        new.callback_url = Some("http://example.test/cb".into());
+        let job = create(store, new).await;
+        let w = claim(store, &job, None).await;
+        results.push(result(&w, 1, ResultKind::Succeeded, T0 + 1));
+    }
+    kairos_core::store::ExecutionStore::results_apply(store, &results, T0 + 1)
+        .await
+        .unwrap();
+    results.into_iter().map(|r| r.execution_id).collect()
 }
