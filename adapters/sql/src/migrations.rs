@@ -6,8 +6,11 @@
 //! off (it would build both database drivers a second time for the proc
 //! macro). The files are embedded with `include_str!` instead and handed to
 //! the same [`Migrator`], with the same checksums, so the `sqlx` CLI and this
-//! code agree on what is applied. A new migration is a new file plus one line
-//! in each list below.
+//! code agree on what is applied. A new migration is a new file in each of
+//! the three folders plus one line in each list below. The PostgreSQL schema
+//! must stay the MySQL one: `tests/store_postgres.rs`
+//! (`the_postgres_schema_is_the_mysql_schema`) compares their tables,
+//! columns, nullability, keys, indexes and foreign keys.
 
 use super::Dialect;
 use super::error::{corrupt, db_err};
