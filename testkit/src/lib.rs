@@ -9,8 +9,8 @@
 //!
 //! Service URLs come from `KAIROS_TEST_MYSQL_URL`, `KAIROS_TEST_REDIS_URL` and
 //! `KAIROS_TEST_AMQP_URL`, defaulting to the loopback services.
-//! PostgreSQL is opt-in: its tests run only when `KAIROS_TEST_PG_URL` names
-//! a server (`.ci/run` sets it), and print a `SKIPPED:` notice otherwise.
+//! PostgreSQL has no default: its tests need `KAIROS_TEST_PG_URL` (`.ci/run`
+//! sets it); unset, it counts as a missing service.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -73,19 +73,17 @@ async fn drop_database(conn: &mut sqlx::PgConnection, name: &str) {
     .await;
 }
 
-/// Creates an empty PostgreSQL database for one test, or `None` when
-/// `KAIROS_TEST_PG_URL` is not set (a `SKIPPED:` notice) or the server is
-/// not reachable (after the policy). Databases this kit created more than a
-/// few hours ago are dropped on the way.
+/// Creates an empty PostgreSQL database for one test, or `None` (after the
+/// policy) when `KAIROS_TEST_PG_URL` is not set or the server is not
+/// reachable. Databases this kit created more than a few hours ago are
+/// dropped on the way.
 pub async fn postgres_fresh_database() -> Option<PgDatabase> {
     let Some(base) = postgres_url() else {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: PostgreSQL tests need KAIROS_TEST_PG_URL \
-             (e.g. postgres://postgres@127.0.0.1:5432/test)"
+        return service_missing(
+            "PostgreSQL",
+            "KAIROS_TEST_PG_URL (unset)",
+            "set KAIROS_TEST_PG_URL, e.g. postgres://postgres@127.0.0.1:5432/test",
         );
-        return None;
     };
     let mut conn = match connect(&base).await {
         Ok(c) => c,
