@@ -30,7 +30,7 @@ pub struct Cli {
 /// One subcommand per process.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Apply the database schema (MySQL or SQLite), then exit.
+    /// Apply the database schema (MySQL, PostgreSQL or SQLite), then exit.
     ///
     /// Reads KAIROS_DATABASE_URL.
     Migrate(MigrateArgs),
@@ -244,7 +244,8 @@ pub enum KeysCommand {
 /// The database.
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArg {
-    /// Database URL: mysql://user:pass@host:3306/db or sqlite://path.db.
+    /// Database URL: mysql://user:pass@host:3306/db, postgres://user:pass@host:5432/db
+    /// or sqlite://path.db.
     #[arg(long, env = "KAIROS_DATABASE_URL", value_name = "URL")]
     pub database_url: Option<String>,
 }

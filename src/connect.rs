@@ -34,21 +34,19 @@ impl ConnectError {
     }
 }
 
-/// Which service a database URL points at.
+/// Which service a database URL points at (the store's own reading of it).
 pub fn database_kind(url: &str) -> Option<&'static str> {
-    if url.starts_with("mysql://") || url.starts_with("mariadb://") {
-        Some("MySQL")
-    } else if url.starts_with("sqlite:") {
-        Some("SQLite")
-    } else {
-        None
-    }
+    kairos_store_sql::Dialect::from_url(url).map(|d| d.service())
 }
 
 /// Connects to the database and, if `migrate`, applies the schema.
 pub async fn database(url: &str, migrate: bool) -> Result<SqlStore, ConnectError> {
     let service = database_kind(url).ok_or_else(|| {
-        ConnectError::new("the database", url, "expected a mysql:// or sqlite:// URL")
+        ConnectError::new(
+            "the database",
+            url,
+            "expected a mysql://, postgres:// or sqlite:// URL",
+        )
     })?;
     let store = tokio::time::timeout(CONNECT_TIMEOUT, SqlStore::connect(url))
         .await
@@ -101,6 +99,8 @@ mod tests {
     fn database_kinds_are_recognised() {
         assert_eq!(database_kind("mysql://root@h/db"), Some("MySQL"));
         assert_eq!(database_kind("sqlite://x.db"), Some("SQLite"));
-        assert_eq!(database_kind("postgres://h/db"), None);
+        assert_eq!(database_kind("postgres://h/db"), Some("PostgreSQL"));
+        assert_eq!(database_kind("postgresql://h/db"), Some("PostgreSQL"));
+        assert_eq!(database_kind("redis://h/0"), None);
     }
 }

@@ -129,7 +129,7 @@ impl Embedded {
         self
     }
 
-    /// Database URL (`sqlite://…` or `mysql://…`); migrated at start.
+    /// Database URL (`sqlite://…`, `mysql://…` or `postgres://…`); migrated at start.
     ///
     /// ```
     /// let e = kairos::embedded::Embedded::new().database_url("sqlite://demo.db");

@@ -84,7 +84,7 @@ async fn fifty_jobs_get_exactly_one_accepted_callback_each(stack: Stack, kill_re
         return;
     };
     cluster
-        .wait_workers(if stack == Stack::Services { 2 } else { 1 })
+        .wait_workers(if stack.is_services() { 2 } else { 1 })
         .await;
     let (url, rx) = start_receiver(2).await;
     let mut ids = Vec::new();
@@ -166,6 +166,11 @@ async fn fifty_jobs_get_exactly_one_accepted_callback_each(stack: Stack, kill_re
 #[tokio::test(flavor = "multi_thread")]
 async fn services_callbacks_survive_503s_and_a_killed_relay() {
     fifty_jobs_get_exactly_one_accepted_callback_each(Stack::Services, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_callbacks_survive_503s_and_a_killed_relay() {
+    fifty_jobs_get_exactly_one_accepted_callback_each(Stack::ServicesPg, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

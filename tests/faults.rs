@@ -1,12 +1,14 @@
-//! Fault injection on real `kairos` processes over MariaDB, Redis and
-//! RabbitMQ: workers and leaders killed or frozen, a full worker, connections
-//! cut by the services, a database outage, time limits.
+//! Fault injection on real `kairos` processes over MariaDB or PostgreSQL,
+//! Redis and RabbitMQ: workers and leaders killed or frozen, a full worker,
+//! connections cut by the services, a database outage, time limits. Every
+//! case runs on both databases (`mariadb::<case>`, `postgres::<case>`).
 //!
 //! Every test checks through the API that each accepted job ended terminal
 //! with exactly one execution (its trigger was dispatched once) and the
 //! expected attempts. Only this test's processes and connections are hit; the
 //! shared services keep running for the tests beside it.
 
+#[macro_use]
 mod support;
 
 #[path = "faults/check.rs"]
@@ -32,9 +34,8 @@ use support::{Cluster, Stack};
 /// The "done when": 40 jobs of 3 s on two workers and two
 /// dispatchers; one worker and the leader are SIGKILLed mid-run and a fresh
 /// worker starts; all 40 succeed, and so do 20 jobs created afterwards.
-#[tokio::test(flavor = "multi_thread")]
-async fn killing_a_worker_and_the_leader_mid_run_loses_nothing() {
-    let Some(mut cluster) = Cluster::start_with(Stack::Services, 2, 2, FAST).await else {
+async fn killing_a_worker_and_the_leader_mid_run_loses_nothing(stack: Stack) {
+    let Some(mut cluster) = Cluster::start_with(stack, 2, 2, FAST).await else {
         return;
     };
     cluster.wait_workers(2).await;
@@ -88,9 +89,8 @@ async fn killing_a_worker_and_the_leader_mid_run_loses_nothing() {
 
 /// SIGSTOP of the leader past its lease: another instance takes over and
 /// dispatches; after SIGCONT the old one steps down, and no trigger runs twice.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_frozen_leader_is_replaced_and_steps_down_when_it_wakes() {
-    let Some(mut cluster) = Cluster::start_with(Stack::Services, 2, 2, FAST).await else {
+async fn a_frozen_leader_is_replaced_and_steps_down_when_it_wakes(stack: Stack) {
+    let Some(mut cluster) = Cluster::start_with(stack, 2, 2, FAST).await else {
         return;
     };
     cluster.wait_workers(2).await;
@@ -130,13 +130,12 @@ async fn a_frozen_leader_is_replaced_and_steps_down_when_it_wakes() {
 
 /// SIGTERM of the leader releases the lease at once: with a 60 s lease, the
 /// other instance leads long before the lease could have expired.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_terminated_leader_releases_the_lease_at_once() {
+async fn a_terminated_leader_releases_the_lease_at_once(stack: Stack) {
     let env = [
         ("KAIROS_LEASE_TTL_MS", "60000"),
         ("KAIROS_WORKER_HEARTBEAT_MS", "1000"),
     ];
-    let Some(mut cluster) = Cluster::start_with(Stack::Services, 2, 1, &env).await else {
+    let Some(mut cluster) = Cluster::start_with(stack, 2, 1, &env).await else {
         return;
     };
     cluster.wait_workers(1).await;
@@ -159,9 +158,8 @@ async fn a_terminated_leader_releases_the_lease_at_once() {
 /// A worker with one slot and no buffer refuses what it cannot take; the
 /// refused dispatches reach the other worker through the reroute queue, and
 /// none runs twice.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_full_worker_refuses_and_its_dispatches_run_elsewhere_once() {
-    let Some(mut cluster) = Cluster::start_with(Stack::Services, 1, 0, FAST).await else {
+async fn a_full_worker_refuses_and_its_dispatches_run_elsewhere_once(stack: Stack) {
+    let Some(mut cluster) = Cluster::start_with(stack, 1, 0, FAST).await else {
         return;
     };
     cluster.spawn_worker_with(
@@ -195,9 +193,8 @@ async fn a_full_worker_refuses_and_its_dispatches_run_elsewhere_once() {
 
 /// A handler past `timeoutMs` is stopped and reported `timed_out`; each of
 /// the `maxAttempts` attempts is in the history with its number.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_handler_past_its_time_limit_times_out_on_every_attempt() {
-    let Some(mut cluster) = Cluster::start_with(Stack::Services, 1, 1, FAST).await else {
+async fn a_handler_past_its_time_limit_times_out_on_every_attempt(stack: Stack) {
+    let Some(mut cluster) = Cluster::start_with(stack, 1, 1, FAST).await else {
         return;
     };
     cluster.wait_workers(1).await;
@@ -235,9 +232,8 @@ async fn a_handler_past_its_time_limit_times_out_on_every_attempt() {
 /// A worker SIGKILLed mid-job: the attempts it had started are lost and run
 /// again as attempt 2 elsewhere; those it held without starting are requeued
 /// with their attempt number unchanged.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_worker_killed_mid_job_has_started_work_retried_and_the_rest_requeued() {
-    let Some(mut cluster) = Cluster::start_with(Stack::Services, 1, 0, FAST).await else {
+async fn a_worker_killed_mid_job_has_started_work_retried_and_the_rest_requeued(stack: Stack) {
+    let Some(mut cluster) = Cluster::start_with(stack, 1, 0, FAST).await else {
         return;
     };
     cluster.spawn_worker_with(
@@ -295,3 +291,12 @@ async fn a_worker_killed_mid_job_has_started_work_retried_and_the_rest_requeued(
     assert!(requeued > 0, "some unstarted attempt was requeued");
     cluster.stop_all();
 }
+
+on_server_stacks!(
+    killing_a_worker_and_the_leader_mid_run_loses_nothing,
+    a_frozen_leader_is_replaced_and_steps_down_when_it_wakes,
+    a_terminated_leader_releases_the_lease_at_once,
+    a_full_worker_refuses_and_its_dispatches_run_elsewhere_once,
+    a_handler_past_its_time_limit_times_out_on_every_attempt,
+    a_worker_killed_mid_job_has_started_work_retried_and_the_rest_requeued,
+);

@@ -1,7 +1,8 @@
-//! End-to-end: the core pipeline on both stacks, with real processes.
+//! End-to-end: the core pipeline on every stack, with real processes.
 //!
-//! Services stack: `kairos api`, two dispatchers and two workers on MySQL,
-//! Redis and RabbitMQ. Embedded stack: one `kairos dev` process.
+//! Services stack: `kairos api`, two dispatchers and two workers on MySQL
+//! (`services_*`) or PostgreSQL (`postgres_*`), Redis and RabbitMQ. Embedded
+//! stack: one `kairos dev` process.
 
 mod support;
 
@@ -40,7 +41,7 @@ async fn many_one_shot_jobs_each_run_exactly_once(
         assert_eq!(e["output"], json!({"i": i}), "noop echoes its params");
         workers_used.insert(e["workerId"].as_str().unwrap_or_default().to_string());
     }
-    if stack == Stack::Services {
+    if stack.is_services() {
         assert_eq!(
             workers_used.len(),
             workers,
@@ -53,6 +54,11 @@ async fn many_one_shot_jobs_each_run_exactly_once(
 #[tokio::test(flavor = "multi_thread")]
 async fn services_200_one_shot_jobs_each_run_exactly_once() {
     many_one_shot_jobs_each_run_exactly_once(Stack::Services, 2, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_200_one_shot_jobs_each_run_exactly_once() {
+    many_one_shot_jobs_each_run_exactly_once(Stack::ServicesPg, 2, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -104,6 +110,11 @@ async fn every_second_cron_gets_a_new_trigger_each_second(stack: Stack) {
 #[tokio::test(flavor = "multi_thread")]
 async fn services_every_second_cron_gets_a_new_trigger_each_second() {
     every_second_cron_gets_a_new_trigger_each_second(Stack::Services).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_every_second_cron_gets_a_new_trigger_each_second() {
+    every_second_cron_gets_a_new_trigger_each_second(Stack::ServicesPg).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -169,6 +180,11 @@ async fn failures_end_failed_and_unknown_handlers_wait(stack: Stack) {
 #[tokio::test(flavor = "multi_thread")]
 async fn services_failures_end_failed_and_unknown_handlers_wait() {
     failures_end_failed_and_unknown_handlers_wait(Stack::Services).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_failures_end_failed_and_unknown_handlers_wait() {
+    failures_end_failed_and_unknown_handlers_wait(Stack::ServicesPg).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -40,13 +40,13 @@ fn sleep_job(name: String) -> serde_json::Value {
 
 async fn a_worker_restarted_under_its_own_id_gives_up_what_it_held(stack: Stack) {
     let (process, worker_id) = match stack {
-        Stack::Services => ("worker-0", "worker-0"),
+        Stack::Services | Stack::ServicesPg => ("worker-0", "worker-0"),
         Stack::Embedded => ("dev", ""),
     };
     let Some(mut cluster) = Cluster::start_with(stack, 1, 0, WORKER).await else {
         return;
     };
-    if stack == Stack::Services {
+    if stack.is_services() {
         cluster.spawn_worker(process);
         cluster.wait_workers(1).await;
     }
@@ -77,7 +77,7 @@ async fn a_worker_restarted_under_its_own_id_gives_up_what_it_held(stack: Stack)
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let restarted = Instant::now();
     match stack {
-        Stack::Services => cluster.spawn_worker_with(process, WORKER),
+        Stack::Services | Stack::ServicesPg => cluster.spawn_worker_with(process, WORKER),
         Stack::Embedded => {
             cluster.spawn(process, &["dev"]);
             poll("the restarted process to be ready", || async {
@@ -122,7 +122,7 @@ async fn a_worker_restarted_under_its_own_id_gives_up_what_it_held(stack: Stack)
             );
         }
     }
-    if stack == Stack::Services {
+    if stack.is_services() {
         let log = cluster.log("dispatcher-0");
         assert!(
             log.contains("worker restarted as a new process"),

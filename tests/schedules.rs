@@ -1,4 +1,5 @@
-//! Schedule semantics end to end on real processes, on both stacks: misfire
+//! Schedule semantics end to end on real processes, on every stack (MySQL,
+//! PostgreSQL, embedded): misfire
 //! policies after the scheduler was down, the `forbid` overlap policy, and
 //! pause / resume / trigger / PATCH / DELETE on a running recurring job.
 //! (`replace` and stopping are in `stops.rs`.)
@@ -74,7 +75,7 @@ async fn wait_executions(cluster: &Cluster, id: &str, status: &str, n: usize) ->
 /// dev` process (embedded).
 fn stop_scheduling(cluster: &mut Cluster, stack: Stack) {
     let name = match stack {
-        Stack::Services => "dispatcher-0",
+        Stack::Services | Stack::ServicesPg => "dispatcher-0",
         Stack::Embedded => "dev",
     };
     cluster.signal(name, "TERM");
@@ -83,7 +84,7 @@ fn stop_scheduling(cluster: &mut Cluster, stack: Stack) {
 
 async fn resume_scheduling(cluster: &mut Cluster, stack: Stack) {
     match stack {
-        Stack::Services => cluster.spawn("dispatcher-0", &["dispatcher"]),
+        Stack::Services | Stack::ServicesPg => cluster.spawn("dispatcher-0", &["dispatcher"]),
         Stack::Embedded => {
             cluster.spawn("dev", &["dev"]);
             wait_for("the restarted API", DEADLINE, || async {
@@ -277,7 +278,7 @@ async fn control_of_a_recurring_job(stack: Stack) {
     cluster.stop_all();
 }
 
-on_both_stacks!(
+on_all_stacks!(
     misfire_policies_after_downtime,
     forbid_skips_triggers_while_one_runs,
     control_of_a_recurring_job,

@@ -1,6 +1,6 @@
 //! The storage port. Every method is named for what it guarantees; every state
-//! change is conditional, so a stale caller changes nothing. [`crate::sql`]
-//! implements it for MySQL/MariaDB and SQLite.
+//! change is conditional, so a stale caller changes nothing. `kairos-store-sql`
+//! implements it for MySQL/MariaDB, PostgreSQL and SQLite.
 //!
 //! Methods that write many rows take slices: the hot path is batched (one
 //! transaction and a few multi-row statements per batch, never one per job).

@@ -3,7 +3,7 @@
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 
 /// Milliseconds since the Unix epoch (UTC). Every stored time uses this unit so
-/// MySQL and SQLite compare and index it the same way.
+/// MySQL, PostgreSQL and SQLite compare and index it the same way.
 pub type Millis = i64;
 
 /// The current wall-clock time in milliseconds.

@@ -1,6 +1,7 @@
 //! Test support for suites that run against the real services: a fresh MySQL
-//! database per test (feature `mysql`), unique namespaces for RabbitMQ/Redis
-//! names, and one policy for a missing service. A dev-dependency only.
+//! database per test (feature `mysql`), a fresh PostgreSQL database per test
+//! (feature `postgres`), unique namespaces for RabbitMQ/Redis names, and one
+//! policy for a missing service. A dev-dependency only.
 //!
 //! The policy: with `KAIROS_REQUIRE_SERVICES=1` (set by `.ci/run`) a missing
 //! service fails the test; otherwise the test prints a notice and returns, so
@@ -8,6 +9,8 @@
 //!
 //! Service URLs come from `KAIROS_TEST_MYSQL_URL`, `KAIROS_TEST_REDIS_URL` and
 //! `KAIROS_TEST_AMQP_URL`, defaulting to the loopback services.
+//! PostgreSQL has no default: its tests need `KAIROS_TEST_PG_URL` (`.ci/run`
+//! sets it); unset, it counts as a missing service.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -16,6 +19,29 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 mod mysql;
 #[cfg(feature = "mysql")]
 pub use mysql::mysql_fresh_database;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "postgres")]
+pub use postgres::{PgDatabase, postgres_fresh_database};
+
+/// `url` naming database `db` instead of its own (query string kept).
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+pub(crate) fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let authority_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let path_start = base[authority_end..]
+        .find('/')
+        .map(|i| i + authority_end)
+        .unwrap_or(base.len());
+    let mut out = format!("{}/{db}", &base[..path_start]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
 
 fn env_or(var: &str, default: &str) -> String {
     std::env::var(var)
@@ -27,6 +53,13 @@ fn env_or(var: &str, default: &str) -> String {
 /// Base MySQL URL (a server, any database).
 pub fn mysql_url() -> String {
     env_or("KAIROS_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+}
+
+/// Base PostgreSQL URL (a server, any database), if one is configured.
+pub fn postgres_url() -> Option<String> {
+    std::env::var("KAIROS_TEST_PG_URL")
+        .ok()
+        .filter(|v| !v.is_empty())
 }
 
 /// Redis URL.
@@ -134,6 +167,23 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(any(feature = "mysql", feature = "postgres"))]
+    #[test]
+    fn database_is_replaced_in_urls() {
+        assert_eq!(
+            with_database("mysql://root@h:3306/test", "x"),
+            "mysql://root@h:3306/x"
+        );
+        assert_eq!(
+            with_database("mysql://root@h:3306", "x"),
+            "mysql://root@h:3306/x"
+        );
+        assert_eq!(
+            with_database("mysql://u:p@h/test?ssl-mode=disabled", "x"),
+            "mysql://u:p@h/x?ssl-mode=disabled"
+        );
+    }
 
     #[test]
     fn unique_names_differ() {

@@ -1,7 +1,7 @@
 //! A fresh MySQL database per test, and the clean-up of ones left behind by
 //! killed runs.
 
-use crate::{mysql_url, service_missing, unique};
+use crate::{mysql_url, service_missing, unique, with_database};
 use sqlx::Connection;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,23 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const DB_PREFIX: &str = "kt_";
 /// Test databases older than this are left over from killed runs.
 const STALE_AFTER_SECS: u64 = 3 * 3600;
-
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let authority_end = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let path_start = base[authority_end..]
-        .find('/')
-        .map(|i| i + authority_end)
-        .unwrap_or(base.len());
-    let mut out = format!("{}/{db}", &base[..path_start]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
 
 /// Creates an empty MySQL database for one test and returns its URL, or `None`
 /// (after the policy) when MySQL is not reachable. Databases this kit created
@@ -71,26 +54,5 @@ async fn drop_stale_databases(conn: &mut sqlx::MySqlConnection) {
             .execute(&mut *conn)
             .await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn database_is_replaced_in_urls() {
-        assert_eq!(
-            with_database("mysql://root@h:3306/test", "x"),
-            "mysql://root@h:3306/x"
-        );
-        assert_eq!(
-            with_database("mysql://root@h:3306", "x"),
-            "mysql://root@h:3306/x"
-        );
-        assert_eq!(
-            with_database("mysql://u:p@h/test?ssl-mode=disabled", "x"),
-            "mysql://u:p@h/x?ssl-mode=disabled"
-        );
     }
 }

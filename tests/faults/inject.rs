@@ -142,9 +142,43 @@ pub async fn redis_kill_clients(pids: &[u32]) -> usize {
     killed
 }
 
+/// Kills every connection using `db_url`'s database, on MariaDB or
+/// PostgreSQL; returns how many.
+pub async fn database_kill_connections(db_url: &str) -> usize {
+    if db_url.starts_with("postgres") {
+        postgres_kill_connections(db_url).await
+    } else {
+        mysql_kill_connections(db_url).await
+    }
+}
+
+/// Terminates every PostgreSQL backend connected to `db_url`'s database
+/// (from a connection of the server's base URL); returns how many.
+async fn postgres_kill_connections(db_url: &str) -> usize {
+    use sqlx::Connection;
+    let db = reqwest::Url::parse(db_url)
+        .expect("database URL")
+        .path()
+        .trim_start_matches('/')
+        .to_string();
+    let base = testkit::postgres_url().expect("KAIROS_TEST_PG_URL");
+    let mut conn = sqlx::PgConnection::connect(&base)
+        .await
+        .expect("connect to PostgreSQL");
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(&db)
+    .fetch_all(&mut conn)
+    .await
+    .expect("terminate the database's connections");
+    ended.into_iter().filter(|e| *e).count()
+}
+
 /// Kills every MariaDB connection using `db_url`'s database (not the one
 /// this function opens: it uses the server's base URL); returns how many.
-pub async fn mysql_kill_connections(db_url: &str) -> usize {
+async fn mysql_kill_connections(db_url: &str) -> usize {
     use sqlx::Connection;
     let db = reqwest::Url::parse(db_url)
         .expect("database URL")

@@ -1,25 +1,25 @@
 //! Outages of the services as the processes see them: connections cut by
-//! RabbitMQ, Redis and MariaDB, and the database unreachable for a while.
+//! RabbitMQ, Redis and the database (MariaDB or PostgreSQL), and the
+//! database unreachable for a while.
 
 use crate::check::{
     LONG, count_in, create_jobs, last_executions, leader, noop_job, one_execution_each, poll,
     sleep_job, wait_count, wait_leader,
 };
-use crate::support::{Cluster, Stack};
+use crate::support::{Cluster, Stack, TestDb};
 use crate::{inject, proxy};
 
 /// RabbitMQ closes the processes' connections, Redis kills their clients,
-/// MariaDB kills their connections, one after the other while jobs run: every
+/// the database kills their connections, one after the other while jobs run: every
 /// job still succeeds on its first attempt, and the cluster keeps working.
-#[tokio::test(flavor = "multi_thread")]
-async fn connections_cut_by_the_services_are_reestablished() {
+async fn connections_cut_by_the_services_are_reestablished(stack: Stack) {
     // The default dead-worker threshold: a reconnect is not a death.
     let env = [
         ("KAIROS_LEASE_TTL_MS", "4000"),
         ("KAIROS_WORKER_HEARTBEAT_MS", "1000"),
         ("KAIROS_WORKER_CAPACITY", "4"),
     ];
-    let Some(mut cluster) = Cluster::start_with(Stack::Services, 2, 2, &env).await else {
+    let Some(mut cluster) = Cluster::start_with(stack, 2, 2, &env).await else {
         return;
     };
     cluster.wait_workers(2).await;
@@ -44,8 +44,8 @@ async fn connections_cut_by_the_services_are_reestablished() {
     wait_count(&cluster, &ids, "succeeded", done.min(ids.len())).await;
 
     let db_url = cluster.env["KAIROS_DATABASE_URL"].clone();
-    let killed = inject::mysql_kill_connections(&db_url).await;
-    assert!(killed >= 1, "killed {killed} MariaDB connections");
+    let killed = inject::database_kill_connections(&db_url).await;
+    assert!(killed >= 1, "killed {killed} database connections");
 
     cluster.wait_jobs(&ids, &["succeeded"], LONG).await;
     for e in one_execution_each(&cluster, &ids, "succeeded")
@@ -62,16 +62,20 @@ async fn connections_cut_by_the_services_are_reestablished() {
 
 /// With the database unreachable, `/readyz` answers 503; when it is back,
 /// jobs accepted before the outage and new ones succeed.
-#[tokio::test(flavor = "multi_thread")]
-async fn readyz_is_unready_while_the_database_is_unreachable() {
-    let Some(db_url) = kairos_testkit::mysql_fresh_database().await else {
+async fn readyz_is_unready_while_the_database_is_unreachable(stack: Stack) {
+    let Some(db) = TestDb::fresh(stack).await else {
         return;
     };
-    let mut url = reqwest::Url::parse(&db_url).expect("database URL");
+    let mut url = reqwest::Url::parse(&db.url).expect("database URL");
+    let default_port = if stack == Stack::ServicesPg {
+        5432
+    } else {
+        3306
+    };
     let target = format!(
         "{}:{}",
         url.host_str().unwrap_or("127.0.0.1"),
-        url.port().unwrap_or(3306)
+        url.port().unwrap_or(default_port)
     );
     let db_proxy = proxy::Proxy::start(target).await;
     url.set_port(Some(db_proxy.port)).expect("set the port");
@@ -79,7 +83,7 @@ async fn readyz_is_unready_while_the_database_is_unreachable() {
         ("KAIROS_DATABASE_URL", url.as_str()),
         ("KAIROS_WORKER_HEARTBEAT_MS", "1000"),
     ];
-    let Some(mut cluster) = Cluster::start_with(Stack::Services, 1, 1, &env).await else {
+    let Some(mut cluster) = Cluster::start_with(stack, 1, 1, &env).await else {
         return;
     };
     cluster.wait_workers(1).await;
@@ -118,3 +122,8 @@ async fn readyz_is_unready_while_the_database_is_unreachable() {
     );
     cluster.stop_all();
 }
+
+on_server_stacks!(
+    connections_cut_by_the_services_are_reestablished,
+    readyz_is_unready_while_the_database_is_unreachable,
+);

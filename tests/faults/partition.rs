@@ -22,9 +22,8 @@ async fn through_proxy(url: &str) -> (String, Proxy) {
     (parsed.to_string(), proxy)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_worker_back_from_a_partition_stops_the_attempt_declared_lost() {
-    let Some(mut cluster) = Cluster::start_with(Stack::Services, 1, 0, FAST).await else {
+async fn a_worker_back_from_a_partition_stops_the_attempt_declared_lost(stack: Stack) {
+    let Some(mut cluster) = Cluster::start_with(stack, 1, 0, FAST).await else {
         return;
     };
     let (amqp, amqp_proxy) = through_proxy(&cluster.env["KAIROS_AMQP_URL"]).await;
@@ -91,3 +90,5 @@ async fn a_worker_back_from_a_partition_stops_the_attempt_declared_lost() {
     assert!(events_with(&d, "cancelled").is_empty(), "{d}");
     cluster.stop_all();
 }
+
+on_server_stacks!(a_worker_back_from_a_partition_stops_the_attempt_declared_lost,);

@@ -4,6 +4,8 @@
 //! - [`Stack::Services`]: `kairos migrate`, `api`, N `dispatcher`s and N
 //!   `worker`s on MySQL, Redis and RabbitMQ, in a fresh database and a unique
 //!   namespace (so tests run in parallel).
+//! - [`Stack::ServicesPg`]: the same processes on PostgreSQL instead of MySQL
+//!   (a fresh database dropped with the cluster).
 //! - [`Stack::Embedded`]: one `kairos dev` process on a fresh SQLite file.
 //!
 //! Every child is killed when the [`Cluster`] is dropped. Each child's stderr
@@ -47,12 +49,84 @@ macro_rules! on_both_stacks {
     };
 }
 
+/// Like [`on_both_stacks`], plus the services stack on PostgreSQL
+/// (`postgres::<case>`).
+#[allow(unused_macros)]
+macro_rules! on_all_stacks {
+    ($($case:ident),* $(,)?) => {
+        on_both_stacks!($($case),*);
+        on_server_stacks!(@postgres $($case),*);
+    };
+}
+
+/// One test per case on each database server: `mariadb::<case>` (the
+/// services stack on MySQL/MariaDB) and `postgres::<case>`.
+#[allow(unused_macros)]
+macro_rules! on_server_stacks {
+    (@postgres $($case:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $case() {
+                    super::$case(crate::support::Stack::ServicesPg).await;
+                }
+            )*
+        }
+    };
+    ($($case:ident),* $(,)?) => {
+        mod mariadb {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $case() {
+                    super::$case(crate::support::Stack::Services).await;
+                }
+            )*
+        }
+        on_server_stacks!(@postgres $($case),*);
+    };
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stack {
     /// MySQL + Redis + RabbitMQ, one process per role.
     Services,
+    /// PostgreSQL + Redis + RabbitMQ, one process per role.
+    ServicesPg,
     /// `kairos dev`: SQLite + in-process broker and lease.
     Embedded,
+}
+
+impl Stack {
+    /// Whether the stack runs one process per role on the services.
+    pub fn is_services(self) -> bool {
+        matches!(self, Stack::Services | Stack::ServicesPg)
+    }
+}
+
+/// A fresh database for one test on a services stack's server, or `None`
+/// (after the skip-or-fail policy). Keep it as long as the processes use it:
+/// a PostgreSQL database is dropped with it.
+pub struct TestDb {
+    pub url: String,
+    _pg: Option<testkit::PgDatabase>,
+}
+
+impl TestDb {
+    pub async fn fresh(stack: Stack) -> Option<TestDb> {
+        match stack {
+            Stack::ServicesPg => {
+                let db = testkit::postgres_fresh_database().await?;
+                Some(TestDb {
+                    url: db.url().to_string(),
+                    _pg: Some(db),
+                })
+            }
+            Stack::Services | Stack::Embedded => Some(TestDb {
+                url: testkit::mysql_fresh_database().await?,
+                _pg: None,
+            }),
+        }
+    }
 }
 
 /// Running processes of one test.
@@ -72,6 +146,8 @@ pub struct Cluster {
     metrics_addrs: HashMap<String, String>,
     /// Admin key of the `default` tenant, sent with every request.
     pub key: String,
+    /// The database this cluster created (dropped after its processes).
+    db: Option<TestDb>,
 }
 
 fn free_port() -> u16 {
@@ -132,13 +208,17 @@ impl Cluster {
             log_dir,
             metrics_addrs: HashMap::new(),
             key: String::new(),
+            db: None,
         };
         match stack {
-            Stack::Services => {
+            Stack::Services | Stack::ServicesPg => {
                 // A caller may bring its own database URL (e.g. through a proxy).
                 if !cluster.env.contains_key("KAIROS_DATABASE_URL") {
-                    let db = testkit::mysql_fresh_database().await?;
-                    cluster.env.insert("KAIROS_DATABASE_URL".into(), db);
+                    let db = TestDb::fresh(stack).await?;
+                    cluster
+                        .env
+                        .insert("KAIROS_DATABASE_URL".into(), db.url.clone());
+                    cluster.db = Some(db);
                 }
                 // Checked even when the caller brings its own (a private
                 // instance, a proxy): the skip-or-fail policy still applies.

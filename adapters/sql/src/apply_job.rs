@@ -60,7 +60,7 @@ impl SqlStore {
                 marks(chunk.len()),
                 marks(live.len())
             );
-            let mut query = q(sql);
+            let mut query = q(self.dialect(), sql);
             for id in chunk {
                 query = query.bind(id.as_str());
             }

@@ -155,7 +155,7 @@ impl SqlStore {
                 sets.join(", "),
                 marks(n)
             );
-            let mut query = q(sql);
+            let mut query = q(self.dialect(), sql);
             query = each(query, chunk, |q, e| q.bind(e.status.as_str()));
             query = each(query, chunk, |q, e| q.bind(i64::from(e.attempt)));
             query = each(query, chunk, |q, e| q.bind(e.worker_id.clone()));
@@ -218,7 +218,7 @@ impl SqlStore {
                 sets.join(", "),
                 marks(rows.len())
             );
-            let mut query = q(sql);
+            let mut query = q(self.dialect(), sql);
             for (id, status) in &statuses {
                 query = query.bind(id.to_string()).bind(status.as_str());
             }

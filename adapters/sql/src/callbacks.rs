@@ -2,15 +2,16 @@
 //! conditional update and a token unique to each claim, so two relays never
 //! hold the same row at once.
 
-use super::SqlStore;
 use super::error::{db_err, retrying};
 use super::rows::{self, CALLBACK_COLS, select_list};
-use super::stmt::{CHUNK, marks, q};
+use super::stmt::{CHUNK, marks, q, scalar};
+use super::{Dialect, SqlStore};
 use async_trait::async_trait;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::store::{CallbackBacklog, CallbackNext, CallbackStore, StoreResult};
 use kairos_core::tenant::Tenant;
 use kairos_core::time::Millis;
+use sqlx::AnyConnection;
 use std::collections::HashMap;
 
 /// Callback rows with their job's trace context (a purged job's callback
@@ -21,6 +22,60 @@ fn callback_select() -> String {
          LEFT JOIN jobs j ON j.id = c.job_id",
         select_list("c", &CALLBACK_COLS)
     )
+}
+
+/// One claim of due callbacks: which rows it may take and the lease it gives them.
+struct Lease<'a> {
+    owner: &'a str,
+    token: &'a str,
+    now: Millis,
+    until: Millis,
+    limit: u32,
+}
+
+impl Lease<'_> {
+    /// Ids of pending rows due now and not leased, oldest due first; `lock`
+    /// is the dialect's locking clause, if the read locks.
+    async fn candidates(&self, conn: &mut AnyConnection, lock: &str) -> StoreResult<Vec<String>> {
+        let sql = format!(
+            "SELECT id FROM callbacks WHERE state = ? AND next_attempt_at <= ? \
+             AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at LIMIT ?{lock}"
+        );
+        scalar(Dialect::of(conn), sql)
+            .bind(CallbackState::Pending.as_str())
+            .bind(self.now)
+            .bind(self.now)
+            .bind(i64::from(self.limit))
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_err)
+    }
+
+    /// Leases those of `ids` still pending and free; rows leased.
+    async fn take(&self, conn: &mut AnyConnection, ids: &[String]) -> StoreResult<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let sql = format!(
+            "UPDATE callbacks SET lease_owner = ?, lease_token = ?, lease_until = ? \
+             WHERE id IN ({}) AND state = ? AND (lease_until IS NULL OR lease_until < ?)",
+            marks(ids.len())
+        );
+        let mut query = q(Dialect::of(conn), sql)
+            .bind(self.owner)
+            .bind(self.token)
+            .bind(self.until);
+        for id in ids {
+            query = query.bind(id.as_str());
+        }
+        Ok(query
+            .bind(CallbackState::Pending.as_str())
+            .bind(self.now)
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?
+            .rows_affected())
+    }
 }
 
 #[async_trait]
@@ -36,43 +91,42 @@ impl CallbackStore for SqlStore {
         lease_ms: i64,
         limit: u32,
     ) -> StoreResult<Vec<Callback>> {
-        let pending = CallbackState::Pending.as_str();
-        let candidates: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM callbacks WHERE state = ? AND next_attempt_at <= ? \
-             AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at LIMIT ?",
-        )
-        .bind(pending)
-        .bind(now)
-        .bind(now)
-        .bind(i64::from(limit))
-        .fetch_all(self.read())
-        .await
-        .map_err(db_err)?;
-        if candidates.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Another relay may have picked the same candidates; the condition
-        // is re-checked under the row lock, and the token tells our rows apart.
         let token = uuid::Uuid::now_v7().to_string();
-        let sql = format!(
-            "UPDATE callbacks SET lease_owner = ?, lease_token = ?, lease_until = ? \
-             WHERE id IN ({}) AND state = ? AND (lease_until IS NULL OR lease_until < ?)",
-            marks(candidates.len())
-        );
-        let mut query = q(sql)
-            .bind(owner)
-            .bind(token.as_str())
-            .bind(now.saturating_add(lease_ms));
-        for id in &candidates {
-            query = query.bind(id.as_str());
-        }
-        let leased = query
-            .bind(pending)
-            .bind(now)
-            .execute(self.write())
-            .await
-            .map_err(db_err)?
-            .rows_affected();
+        let lease = Lease {
+            owner,
+            token: &token,
+            now,
+            until: now.saturating_add(lease_ms),
+            limit,
+        };
+        let (candidates, leased) = match self.dialect() {
+            // Due rows are read and locked in one go, passing over rows
+            // another relay is leasing right now: relays take disjoint rows
+            // instead of racing for the same ones.
+            Dialect::Postgres => {
+                let mut tx = self.begin().await?;
+                let ids = lease
+                    .candidates(&mut tx, Dialect::Postgres.for_claim())
+                    .await?;
+                let leased = lease.take(&mut tx, &ids).await?;
+                tx.commit().await.map_err(db_err)?;
+                (ids, leased)
+            }
+            // Another relay may pick the same candidates; the condition is
+            // re-checked under the row lock by the update, and the token
+            // tells our rows apart.
+            Dialect::MySql | Dialect::Sqlite => {
+                let mut read = self.read().acquire().await.map_err(db_err)?;
+                let ids = lease.candidates(&mut read, "").await?;
+                drop(read);
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut write = self.write().acquire().await.map_err(db_err)?;
+                let leased = lease.take(&mut write, &ids).await?;
+                (ids, leased)
+            }
+        };
         if leased == 0 {
             return Ok(Vec::new());
         }
@@ -81,7 +135,7 @@ impl CallbackStore for SqlStore {
             callback_select(),
             marks(candidates.len())
         );
-        let mut query = q(sql);
+        let mut query = q(self.dialect(), sql);
         for id in &candidates {
             query = query.bind(id.as_str());
         }
@@ -106,7 +160,8 @@ impl CallbackStore for SqlStore {
 
     async fn callbacks_next_due(&self) -> StoreResult<Option<Millis>> {
         // A leased row is not claimable before its lease runs out.
-        sqlx::query_scalar(
+        scalar(
+            self.dialect(),
             "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until >= next_attempt_at \
              THEN lease_until + 1 ELSE next_attempt_at END) FROM callbacks WHERE state = ?",
         )
@@ -120,23 +175,30 @@ impl CallbackStore for SqlStore {
         // Each query reads one range of the (state, next_attempt_at) index;
         // delivered rows, the bulk of the table, are never touched.
         let pending = CallbackState::Pending.as_str();
-        let retrying: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM callbacks WHERE state = ? AND attempts > 0")
-                .bind(pending)
-                .fetch_one(self.read())
-                .await
-                .map_err(db_err)?;
-        let dead: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM callbacks WHERE state = ?")
-            .bind(CallbackState::Dead.as_str())
-            .fetch_one(self.read())
-            .await
-            .map_err(db_err)?;
-        let oldest_pending_at: Option<Millis> =
-            sqlx::query_scalar("SELECT MIN(created_at) FROM callbacks WHERE state = ?")
-                .bind(pending)
-                .fetch_one(self.read())
-                .await
-                .map_err(db_err)?;
+        let retrying: i64 = scalar(
+            self.dialect(),
+            "SELECT COUNT(*) FROM callbacks WHERE state = ? AND attempts > 0",
+        )
+        .bind(pending)
+        .fetch_one(self.read())
+        .await
+        .map_err(db_err)?;
+        let dead: i64 = scalar(
+            self.dialect(),
+            "SELECT COUNT(*) FROM callbacks WHERE state = ?",
+        )
+        .bind(CallbackState::Dead.as_str())
+        .fetch_one(self.read())
+        .await
+        .map_err(db_err)?;
+        let oldest_pending_at: Option<Millis> = scalar(
+            self.dialect(),
+            "SELECT MIN(created_at) FROM callbacks WHERE state = ?",
+        )
+        .bind(pending)
+        .fetch_one(self.read())
+        .await
+        .map_err(db_err)?;
         Ok(CallbackBacklog {
             retrying: u64::try_from(retrying).unwrap_or(0),
             dead: u64::try_from(dead).unwrap_or(0),
@@ -153,7 +215,7 @@ impl CallbackStore for SqlStore {
             "{} WHERE c.tenant = ? AND c.execution_id = ? ORDER BY c.created_at, c.id",
             callback_select()
         );
-        let found = q(sql)
+        let found = q(self.dialect(), sql)
             .bind(tenant)
             .bind(execution_id)
             .fetch_all(self.read())
@@ -171,7 +233,7 @@ impl CallbackStore for SqlStore {
                  FROM callback_attempts WHERE callback_id IN ({}) ORDER BY id",
                 marks(chunk.len())
             );
-            let mut query = q(sql);
+            let mut query = q(self.dialect(), sql);
             for id in chunk {
                 query = query.bind(*id);
             }
@@ -213,7 +275,8 @@ impl SqlStore {
         now: Millis,
     ) -> StoreResult<bool> {
         let mut tx = self.begin().await?;
-        sqlx::query(
+        q(
+            self.dialect(),
             "INSERT INTO callback_attempts \
              (callback_id, attempt, attempted_at, status_code, latency_ms, error) \
              VALUES (?, ?, ?, ?, ?, ?)",
@@ -237,7 +300,8 @@ impl SqlStore {
             (None, Some(code)) if !(200..300).contains(&code) => Some(format!("HTTP {code}")),
             _ => None,
         };
-        let res = sqlx::query(
+        let res = q(
+            self.dialect(),
             "UPDATE callbacks SET state = ?, attempts = attempts + 1, \
              next_attempt_at = COALESCE(?, next_attempt_at), \
              last_error = COALESCE(?, last_error), lease_owner = NULL, lease_token = NULL, \
@@ -270,7 +334,7 @@ impl SqlStore {
             "SELECT id FROM executions WHERE tenant = ? AND id = ?{}",
             self.dialect().for_update()
         );
-        let exists = q(lock)
+        let exists = q(self.dialect(), lock)
             .bind(tenant)
             .bind(execution_id)
             .fetch_optional(&mut *tx)
@@ -283,7 +347,7 @@ impl SqlStore {
             "{} WHERE c.tenant = ? AND c.execution_id = ? ORDER BY c.created_at DESC, c.id DESC LIMIT 1",
             callback_select()
         );
-        let latest = q(sql)
+        let latest = q(self.dialect(), sql)
             .bind(tenant)
             .bind(execution_id)
             .fetch_optional(&mut *tx)

@@ -7,7 +7,7 @@ use super::SqlStore;
 use super::error::{corrupt, db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, EXEC_COLS, JOB_COLS, select_list};
-use super::stmt::{CHUNK, bind_names, fetch_by_ids, from_u64, marks, q, row_marks};
+use super::stmt::{CHUNK, bind_names, fetch_by_ids, from_u64, marks, q, row_marks, scalar};
 use super::stop;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::job::{Job, JobTransition};
@@ -54,17 +54,20 @@ impl SqlStore {
 
     async fn check_fence(&self, conn: &mut AnyConnection, fence: u64) -> StoreResult<()> {
         let ours = from_u64(fence);
-        sqlx::query(self.dialect().fence_upsert())
+        q(self.dialect(), self.dialect().fence_upsert())
             .bind(DISPATCH_FENCE)
             .bind(ours)
             .execute(&mut *conn)
             .await
             .map_err(db_err)?;
-        let current: i64 = sqlx::query_scalar("SELECT fence FROM leader_fences WHERE name = ?")
-            .bind(DISPATCH_FENCE)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(db_err)?;
+        let current: i64 = scalar(
+            self.dialect(),
+            "SELECT fence FROM leader_fences WHERE name = ?",
+        )
+        .bind(DISPATCH_FENCE)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db_err)?;
         if current > ours {
             return Err(StoreError::Fenced {
                 ours: fence,
@@ -96,8 +99,8 @@ impl SqlStore {
         let jobs = self.read_jobs(&mut tx, &ids).await?;
 
         // The jobs are locked from this read to the commit (`FOR UPDATE` on
-        // MySQL, the single writer on SQLite), so the version check here is
-        // the one that decides.
+        // MySQL and PostgreSQL, the single writer on SQLite), so the version
+        // check here is the one that decides.
         let t = JobTransition::Claim;
         let candidates: Vec<(Job, Vec<&Claim>)> = groups
             .into_iter()
@@ -226,7 +229,10 @@ impl SqlStore {
         conn: &mut AnyConnection,
         ids: &[&str],
     ) -> StoreResult<HashMap<String, Job>> {
-        let lock = self.dialect().for_update();
+        // PostgreSQL passes over jobs another transaction holds (an API
+        // update, a result): their claims lose this round and come back in
+        // the next scan, instead of the whole claim waiting on them.
+        let lock = self.dialect().for_claim();
         let found = fetch_by_ids(conn, ids, |n| {
             format!(
                 "SELECT {} FROM jobs j WHERE j.id IN ({}){lock}",
@@ -264,7 +270,7 @@ impl SqlStore {
                 marks(chunk.len()),
                 marks(states.len())
             );
-            let mut query = q(sql);
+            let mut query = q(self.dialect(), sql);
             for id in chunk {
                 query = query.bind(*id);
             }
@@ -305,7 +311,7 @@ impl SqlStore {
                 marks(n),
                 when("version")
             );
-            let mut query = q(sql);
+            let mut query = q(self.dialect(), sql);
             for m in chunk {
                 query = query.bind(m.id.as_str()).bind(m.next);
             }
@@ -347,13 +353,12 @@ impl SqlStore {
     ) -> StoreResult<Option<HashSet<String>>> {
         let mut inserted = 0u64;
         for chunk in rows.chunks(CHUNK) {
-            let sql = format!(
-                "{} executions (id, job_id, tenant, scheduled_at, attempt, status, not_before, \
+            let sql = self.dialect().insert_ignore(&format!(
+                "executions (id, job_id, tenant, scheduled_at, attempt, status, not_before, \
                  finished_at, error, created_at, updated_at) VALUES {}",
-                self.dialect().insert_ignore(),
                 row_marks(chunk.len(), 11)
-            );
-            let mut query = q(sql);
+            ));
+            let mut query = q(self.dialect(), sql);
             for r in chunk {
                 let finished = r.status.is_terminal().then_some(now);
                 query = query
@@ -384,7 +389,7 @@ impl SqlStore {
                 "SELECT id FROM executions WHERE id IN ({})",
                 marks(chunk.len())
             );
-            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+            let mut query = scalar::<String>(self.dialect(), sql);
             for r in chunk {
                 query = query.bind(r.claim.execution_id.as_str());
             }

@@ -65,7 +65,7 @@ impl SqlStore {
                 marks(chunk.len()),
                 marks(from.len())
             );
-            let mut query = set_binds(q(sql).bind(t.to_state().as_str()));
+            let mut query = set_binds(q(self.dialect(), sql).bind(t.to_state().as_str()));
             for id in chunk {
                 query = query.bind(*id);
             }

@@ -58,7 +58,7 @@ impl Committer {
         // Batches written at once: a few on MySQL to keep its connections
         // busy during a commit's fsync; one on SQLite, which has one writer.
         let in_flight = match dialect {
-            Dialect::MySql => 4,
+            Dialect::MySql | Dialect::Postgres => 4,
             Dialect::Sqlite => 1,
         };
         tokio::spawn(run(store, rx, Arc::new(Semaphore::new(in_flight))));
@@ -175,7 +175,7 @@ pub(crate) async fn create_together(
             JOB_COLS.join(", "),
             row_marks(chunk.len(), JOB_COLS.len())
         );
-        let mut query = q(sql);
+        let mut query = q(store.dialect(), sql);
         for job in chunk {
             query = bind_job(query, job);
         }
@@ -207,7 +207,7 @@ async fn insert_audit(conn: &mut sqlx::AnyConnection, fresh: &[&NewJob]) -> Stor
             "INSERT INTO audit_log (tenant, actor, action, target, at) VALUES {}",
             row_marks(chunk.len(), 5)
         );
-        let mut query = q(sql);
+        let mut query = q(Dialect::of(conn), sql);
         for (job, by) in chunk {
             query = query
                 .bind(job.tenant.as_str())
@@ -266,7 +266,7 @@ async fn existing_by_key(
                 select_list("j", &JOB_COLS),
                 marks(chunk.len())
             );
-            let mut query = q(sql).bind(tenant);
+            let mut query = q(Dialect::of(conn), sql).bind(tenant);
             for key in chunk {
                 query = query.bind(*key);
             }
@@ -289,7 +289,9 @@ pub(crate) async fn create_one(store: &SqlStore, job: NewJob) -> StoreResult<Cre
         JOB_COLS.join(", "),
         marks(JOB_COLS.len())
     );
-    let inserted = bind_job(q(sql), &job).execute(store.write()).await;
+    let inserted = bind_job(q(store.dialect(), sql), &job)
+        .execute(store.write())
+        .await;
     match inserted {
         Ok(_) => Ok(CreateOutcome::Created(created_job(job))),
         Err(e) if is_unique_violation(&e) => {
@@ -300,7 +302,7 @@ pub(crate) async fn create_one(store: &SqlStore, job: NewJob) -> StoreResult<Cre
                 "SELECT {} FROM jobs j WHERE j.tenant = ? AND j.client_request_id = ?",
                 select_list("j", &JOB_COLS)
             );
-            let row = q(sql)
+            let row = q(store.dialect(), sql)
                 .bind(job.tenant.as_str())
                 .bind(key)
                 .fetch_optional(store.write())

@@ -1,21 +1,26 @@
 //! The dispatcher's hot path reads: the due scan and the scan for
 //! unpublished work (claims are in `claim`).
 
-use super::SqlStore;
 use super::error::db_err;
 use super::rows::{self, JOB_COLS, R, select_list};
 use super::stmt::{bind_names, marks, q};
+use super::{Dialect, SqlStore};
 use kairos_core::execution::ExecTransition;
 use kairos_core::job::JobTransition;
 use kairos_core::store::{DispatchWork, StoreResult};
 use kairos_core::time::Millis;
 use kairos_core::worker::Routable;
 
-/// The due-trigger scan. Binds, in order: each name of
-/// `JobTransition::Claim.from_states()`, `now`, the limit. Public so that
-/// operators and tests can `EXPLAIN` exactly what runs: it must read through
-/// the `(status, next_trigger_at)` index `idx_jobs_status_next`.
-pub fn due_scan_sql() -> String {
+/// The due-trigger scan in `dialect`'s placeholders. Binds, in order: each
+/// name of `JobTransition::Claim.from_states()`, `now`, the limit. Public so
+/// that operators and tests can `EXPLAIN` exactly what runs: it must read
+/// through the `(status, next_trigger_at)` index `idx_jobs_status_next`.
+pub fn due_scan_sql(dialect: Dialect) -> String {
+    dialect.placeholders(&due_scan())
+}
+
+/// The due-trigger scan, written with `?`.
+fn due_scan() -> String {
     format!(
         "SELECT {} FROM jobs j WHERE j.status IN ({}) AND j.next_trigger_at <= ? \
          ORDER BY j.next_trigger_at LIMIT ?",
@@ -84,7 +89,7 @@ impl SqlStore {
         limit: u32,
     ) -> StoreResult<Vec<kairos_core::job::Job>> {
         let query = bind_names(
-            q(due_scan_sql()),
+            q(self.dialect(), due_scan()),
             JobTransition::Claim
                 .from_states()
                 .iter()
@@ -118,7 +123,8 @@ impl SqlStore {
              WHERE e.status IN ({}) AND e.not_before <= ?{filter} ORDER BY e.not_before LIMIT ?",
             marks(from.len())
         );
-        let mut query = bind_names(q(sql), from.iter().map(|s| s.as_str())).bind(now);
+        let mut query =
+            bind_names(q(self.dialect(), sql), from.iter().map(|s| s.as_str())).bind(now);
         for b in binds {
             query = query.bind(b);
         }

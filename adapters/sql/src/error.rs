@@ -5,7 +5,8 @@ use kairos_core::store::{StoreError, StoreResult};
 use std::future::Future;
 use std::time::Duration;
 
-/// Attempts in all for a transaction InnoDB rolled back as a deadlock victim.
+/// Attempts in all for a transaction the database rolled back as a deadlock
+/// victim.
 const TX_ATTEMPTS: u32 = 4;
 
 /// Connection and pool failures become [`StoreError::Unavailable`] (the API
@@ -40,10 +41,19 @@ fn is_busy(db: &dyn sqlx::error::DatabaseError) -> bool {
 }
 
 /// Whether the whole transaction may simply be run again: InnoDB deadlock
-/// (1213) or lock wait timeout (1205).
+/// (1213) or lock wait timeout (1205); PostgreSQL deadlock (SQLSTATE 40P01)
+/// or serialization failure (40001).
 fn is_contention(db: &dyn sqlx::error::DatabaseError) -> bool {
-    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-        .is_some_and(|m| matches!(m.number(), 1213 | 1205))
+    if let Some(m) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        return matches!(m.number(), 1213 | 1205);
+    }
+    db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        .is_some_and(|p| is_pg_contention(p.code()))
+}
+
+/// PostgreSQL's SQLSTATEs for a transaction that lost a lock race.
+fn is_pg_contention(sqlstate: &str) -> bool {
+    matches!(sqlstate, "40P01" | "40001")
 }
 
 /// Runs `tx` (a whole transaction) again when it lost a deadlock, after a
@@ -78,5 +88,17 @@ pub(crate) fn corrupt(table: &'static str, reason: impl ToString) -> StoreError 
     StoreError::Corrupt {
         table,
         reason: reason.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_pg_contention;
+
+    #[test]
+    fn postgres_deadlocks_and_serialization_failures_are_contention() {
+        assert!(is_pg_contention("40P01"));
+        assert!(is_pg_contention("40001"));
+        assert!(!is_pg_contention("23505"), "a unique violation is not");
     }
 }

@@ -132,10 +132,13 @@ impl ExecutionStore for SqlStore {
              WHERE worker_id = ? AND status IN ({}) ORDER BY id",
             marks(from.len())
         );
-        let found = bind_names(q(sql).bind(worker_id), from.iter().map(|s| s.as_str()))
-            .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+        let found = bind_names(
+            q(self.dialect(), sql).bind(worker_id),
+            from.iter().map(|s| s.as_str()),
+        )
+        .fetch_all(self.read())
+        .await
+        .map_err(db_err)?;
         found
             .iter()
             .map(|row| {
@@ -162,7 +165,7 @@ impl ExecutionStore for SqlStore {
         // starts is the worker-death rule's business.
         let sql = "SELECT id, attempt FROM executions WHERE status = ? \
                    AND deadline_at IS NOT NULL AND deadline_at < ? ORDER BY deadline_at LIMIT ?";
-        let found = sqlx::query(sql)
+        let found = q(self.dialect(), sql)
             .bind(ExecStatus::Running.as_str())
             .bind(now.saturating_sub(margin_ms))
             .bind(i64::from(limit))
@@ -184,7 +187,7 @@ impl ExecutionStore for SqlStore {
         let sql = "SELECT id, attempt FROM executions WHERE status IN (?, ?) \
                    AND deadline_at IS NULL AND COALESCE(started_at, dispatched_at) < ? \
                    ORDER BY COALESCE(started_at, dispatched_at) LIMIT ?";
-        let found = sqlx::query(sql)
+        let found = q(self.dialect(), sql)
             .bind(ExecStatus::Dispatched.as_str())
             .bind(ExecStatus::Running.as_str())
             .bind(now.saturating_sub(limit_ms))
@@ -197,7 +200,7 @@ impl ExecutionStore for SqlStore {
 
     async fn execution_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Execution>> {
         let sql = format!("{} WHERE e.tenant = ? AND e.id = ?", exec_select());
-        let row = q(sql)
+        let row = q(self.dialect(), sql)
             .bind(tenant)
             .bind(id)
             .fetch_optional(self.read())
@@ -223,7 +226,7 @@ impl ExecutionStore for SqlStore {
             sql.push_str(" AND (e.scheduled_at < ? OR (e.scheduled_at = ? AND e.id < ?))");
         }
         sql.push_str(" ORDER BY e.scheduled_at DESC, e.id DESC LIMIT ?");
-        let mut query = q(sql).bind(job_id).bind(tenant);
+        let mut query = q(self.dialect(), sql).bind(job_id).bind(tenant);
         if let Some((at, id)) = &after {
             query = query.bind(*at).bind(*at).bind(id.clone());
         }
@@ -263,7 +266,7 @@ impl ExecutionStore for SqlStore {
                    ev.occurred_at AS occurred_at FROM execution_events ev \
                    JOIN executions e ON e.id = ev.execution_id \
                    WHERE e.tenant = ? AND e.id = ? ORDER BY ev.id";
-        let found = sqlx::query(sql)
+        let found = q(self.dialect(), sql)
             .bind(tenant)
             .bind(id)
             .fetch_all(self.read())

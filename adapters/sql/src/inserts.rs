@@ -1,6 +1,7 @@
 //! Multi-row inserts shared by the write paths: history events and callback
 //! outbox rows, each written in the transaction of the change they record.
 
+use super::Dialect;
 use super::error::db_err;
 use super::stmt::{CHUNK, q, row_marks};
 use kairos_core::callback::{Callback, CallbackState, payload};
@@ -42,7 +43,7 @@ pub(crate) async fn events(conn: &mut AnyConnection, rows: &[EventRow]) -> Store
              (execution_id, attempt, status, worker_id, error, occurred_at) VALUES {}",
             row_marks(chunk.len(), 6)
         );
-        let mut query = q(sql);
+        let mut query = q(Dialect::of(conn), sql);
         for e in chunk {
             query = query
                 .bind(e.execution_id.as_str())
@@ -83,7 +84,7 @@ pub(crate) async fn callbacks(conn: &mut AnyConnection, rows: &[Callback]) -> St
              attempts, next_attempt_at, last_error, created_at, updated_at) VALUES {}",
             row_marks(chunk.len(), 12)
         );
-        let mut query = q(sql);
+        let mut query = q(Dialect::of(conn), sql);
         for c in chunk {
             query = query
                 .bind(c.id.as_str())

@@ -5,7 +5,7 @@ use super::SqlStore;
 use super::error::{db_err, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, JOB_COLS, select_list};
-use super::stmt::{CHUNK, bind_names, marks, q};
+use super::stmt::{CHUNK, bind_names, marks, q, scalar};
 use async_trait::async_trait;
 use kairos_core::execution::{ExecStatus, ExecTransition};
 use kairos_core::job::{Job, JobTransition, NewJob};
@@ -60,7 +60,7 @@ pub(crate) async fn get_job(
         ""
     };
     let sql = format!("{} WHERE j.tenant = ? AND j.id = ?{lock}", job_select());
-    let row = q(sql)
+    let row = q(store.dialect(), sql)
         .bind(tenant)
         .bind(id)
         .fetch_optional(conn)
@@ -107,7 +107,7 @@ impl SqlStore {
              WHERE tenant = ? AND id = ? AND status IN ({})",
             marks(from.len())
         );
-        let mut query = q(sql).bind(t.to_state().as_str()).bind(now);
+        let mut query = q(self.dialect(), sql).bind(t.to_state().as_str()).bind(now);
         if t == JobTransition::Pause {
             query = query.bind(reason.map(str::to_string));
         }
@@ -148,7 +148,7 @@ impl SqlStore {
             self.dialect().for_update()
         );
         let found = bind_names(
-            q(sql).bind(job.id.as_str()),
+            q(self.dialect(), sql).bind(job.id.as_str()),
             from.iter().map(|s| s.as_str()),
         )
         .fetch_all(&mut *conn)
@@ -165,7 +165,10 @@ impl SqlStore {
                 marks(chunk.len()),
                 marks(from.len())
             );
-            let mut query = q(sql).bind(t.to_state().as_str()).bind(now).bind(now);
+            let mut query = q(self.dialect(), sql)
+                .bind(t.to_state().as_str())
+                .bind(now)
+                .bind(now);
             for e in chunk {
                 query = query.bind(e.id.as_str());
             }
@@ -196,7 +199,8 @@ impl SqlStore {
         job_id: &str,
         now: Millis,
     ) -> StoreResult<Millis> {
-        let taken: Vec<i64> = sqlx::query_scalar(
+        let taken: Vec<i64> = scalar(
+            self.dialect(),
             "SELECT scheduled_at FROM executions WHERE job_id = ? AND scheduled_at >= ? \
              ORDER BY scheduled_at LIMIT 1000",
         )
@@ -255,7 +259,7 @@ impl JobStore for SqlStore {
             sql.push_str(" AND (j.created_at < ? OR (j.created_at = ? AND j.id < ?))");
         }
         sql.push_str(" ORDER BY j.created_at DESC, j.id DESC LIMIT ?");
-        let mut query = q(sql).bind(tenant);
+        let mut query = q(self.dialect(), sql).bind(tenant);
         if let Some(s) = filter.status {
             query = query.bind(s.as_str());
         }
@@ -343,7 +347,8 @@ impl SqlStore {
         }
         let at = self.free_slot(&mut tx, &job.id, now).await?;
         let pending = ExecStatus::Pending;
-        sqlx::query(
+        q(
+            self.dialect(),
             "INSERT INTO executions (id, job_id, tenant, scheduled_at, attempt, status, \
              not_before, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )

@@ -1,17 +1,32 @@
-//! The storage port ([`kairos_core::store`]) for MySQL/MariaDB and SQLite, with one
-//! set of SQL through sqlx's `Any` driver.
+//! The storage port ([`kairos_core::store`]) for MySQL/MariaDB, PostgreSQL and
+//! SQLite, with one set of SQL through sqlx's `Any` driver.
+//!
+//! `KAIROS_DATABASE_URL` picks the database: `mysql://…` or `mariadb://…`,
+//! `postgres://…` or `postgresql://…`, `sqlite://…`.
 //!
 //! # Portability
 //!
 //! `Any` carries only integers, floats and text, so times are BIGINT
 //! milliseconds (UTC), ids are UUID text, JSON is TEXT and flags are integers.
-//! Both databases take `?` placeholders; [`Dialect`] switches the few
-//! statements that differ (`INSERT IGNORE` / `INSERT OR IGNORE`, upserts, and
-//! `FOR UPDATE`, which only MySQL has). Status names are never written into
+//! Statements are written with `?` placeholders; the statement helpers in
+//! `stmt.rs` number them `$1, $2, …` for PostgreSQL (the one place that
+//! does). [`Dialect`] switches the few fragments that differ (`INSERT IGNORE`
+//! / `INSERT OR IGNORE` / `ON CONFLICT DO NOTHING`, upserts, `FOR UPDATE`,
+//! which SQLite lacks, and `SKIP LOCKED` claims on PostgreSQL). Every bound
+//! value is typed (a `NULL` too), so PostgreSQL's strict typing needs no
+//! casts; only a `SUM` is cast back to an integer (it is DECIMAL on MySQL and
+//! NUMERIC on PostgreSQL, which `Any` cannot carry). Status names are never written into
 //! SQL: every conditional update binds the `from_states()` of a
 //! [`kairos_core::job::JobTransition`] or [`kairos_core::execution::ExecTransition`].
 //!
 //! # Connections
+//!
+//! PostgreSQL: one pool of 16 connections in `READ COMMITTED` (set on every
+//! session, whatever the server's default). Deadlocks (SQLSTATE 40P01) and
+//! serialization failures (40001) rerun the transaction like InnoDB's
+//! deadlocks. Claims read their jobs, and the callback relay its due rows,
+//! with `FOR UPDATE SKIP LOCKED`: a row another transaction holds is left
+//! for the next round instead of waited for.
 //!
 //! MySQL: one pool of 16 connections in `READ COMMITTED`, so the hot path's
 //! inserts take no gap locks (a server that binlogs in `STATEMENT` format
@@ -44,7 +59,7 @@
 //! | `executions_requeue_unstarted` | 1 locking read + 1 update per attempt number + 1 event insert |
 //! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end: one-shots and closed windows) + 1 read of retired incarnations (results that carry one) + 1 update of every changed execution and 1 of every changed job (`CASE id`, 200 rows a statement) + 1 event insert + 1 callback insert (if any) |
 //! | `executions_find_unpublished`, `executions_find_overdue`, `executions_find_unbounded` | 1 |
-//! | `callbacks_claim_due` | 1 read + 1 lease update + 1 read back |
+//! | `callbacks_claim_due` | 1 read + 1 lease update + 1 read back (PostgreSQL: the read locks, in one transaction with the update) |
 //! | `workers_record_heartbeats` | 1 locking read of the workers + 1 read of retired incarnations + 1 upsert (+1 insert and 1 update per worker whose incarnation changed) |
 //! | `worker_ledger`, `executions_in_flight_on` | 2 reads, 1 read |
 //! | `job_create` | 1 insert (+1 read when the idempotency key exists) |
@@ -99,15 +114,20 @@ pub(crate) use error::db_err;
 pub enum Dialect {
     /// MySQL or MariaDB (InnoDB).
     MySql,
+    /// PostgreSQL.
+    Postgres,
     /// SQLite (WAL mode).
     Sqlite,
 }
 
 impl Dialect {
-    /// The dialect of a `mysql://`, `mariadb://` or `sqlite:` URL.
+    /// The dialect of a `mysql://`, `mariadb://`, `postgres://`,
+    /// `postgresql://` or `sqlite:` URL.
     pub fn from_url(url: &str) -> Option<Self> {
         if url.starts_with("mysql://") || url.starts_with("mariadb://") {
             Some(Dialect::MySql)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Some(Dialect::Postgres)
         } else if url.starts_with("sqlite:") {
             Some(Dialect::Sqlite)
         } else {
@@ -115,16 +135,18 @@ impl Dialect {
         }
     }
 
-    fn service(self) -> &'static str {
+    /// The database's name, for messages.
+    pub fn service(self) -> &'static str {
         match self {
             Dialect::MySql => "MySQL",
+            Dialect::Postgres => "PostgreSQL",
             Dialect::Sqlite => "SQLite",
         }
     }
 }
 
-/// MySQL connections; the dispatcher, API and reaper share them.
-const MYSQL_POOL: u32 = 16;
+/// MySQL or PostgreSQL connections; the dispatcher, API and reaper share them.
+const SERVER_POOL: u32 = 16;
 /// SQLite reader connections (the writer has its own pool of one).
 const SQLITE_READERS: u32 = 4;
 /// How long a caller waits for a free connection before the store reports
@@ -147,14 +169,15 @@ struct Inner {
 }
 
 impl SqlStore {
-    /// Connects to `mysql://…` (or `mariadb://…`) or `sqlite://…`. A SQLite file
+    /// Connects to `mysql://…` (or `mariadb://…`), `postgres://…` (or
+    /// `postgresql://…`) or `sqlite://…`. A SQLite file
     /// is created if missing. Every failure is [`StoreError::Unavailable`]
     /// naming the database and the URL (password masked).
     pub async fn connect(url: &str) -> StoreResult<SqlStore> {
         install_default_drivers();
         let dialect = Dialect::from_url(url).ok_or_else(|| {
             StoreError::Unavailable(format!(
-                "unsupported database URL {}: expected mysql://, mariadb:// or sqlite://",
+                "unsupported database URL {}: expected mysql://, mariadb://, postgres:// or sqlite://",
                 kairos_core::redact::redact_url(url)
             ))
         })?;
@@ -166,13 +189,16 @@ impl SqlStore {
             ))
         };
         let (read, write) = match dialect {
-            Dialect::MySql => {
+            Dialect::MySql | Dialect::Postgres => {
                 // The pool retries a refused connection until its acquire
                 // timeout and then reports only that; one direct connection
                 // first fails at once with the real reason.
                 let probe = AnyConnection::connect(url).await.map_err(unavailable)?;
                 let _ = probe.close().await;
-                let pool = mysql_pool().connect(url).await.map_err(unavailable)?;
+                let pool = server_pool(dialect)
+                    .connect(url)
+                    .await
+                    .map_err(unavailable)?;
                 (pool.clone(), pool)
             }
             Dialect::Sqlite => sqlite_pools(url).await.map_err(unavailable)?,
@@ -213,24 +239,28 @@ impl SqlStore {
     /// Starts a write transaction; on SQLite it takes the write lock up front.
     async fn begin(&self) -> StoreResult<Transaction<'static, Any>> {
         match self.inner.dialect {
-            Dialect::MySql => self.inner.write.begin().await,
+            Dialect::MySql | Dialect::Postgres => self.inner.write.begin().await,
             Dialect::Sqlite => self.inner.write.begin_with("BEGIN IMMEDIATE").await,
         }
         .map_err(db_err)
     }
 }
 
-fn mysql_pool() -> AnyPoolOptions {
+/// The pool of a database server: every session in `READ COMMITTED`
+/// (PostgreSQL's default, set anyway so a server configured otherwise does
+/// not change how claims and results lock).
+fn server_pool(dialect: Dialect) -> AnyPoolOptions {
+    let isolation = match dialect {
+        Dialect::Postgres => {
+            "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"
+        }
+        _ => "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+    };
     AnyPoolOptions::new()
-        .max_connections(MYSQL_POOL)
+        .max_connections(SERVER_POOL)
         .acquire_timeout(ACQUIRE_TIMEOUT)
-        .after_connect(|conn, _meta| {
-            Box::pin(async move {
-                sqlx::raw_sql("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                    .execute(conn)
-                    .await
-                    .map(|_| ())
-            })
+        .after_connect(move |conn, _meta| {
+            Box::pin(async move { sqlx::raw_sql(isolation).execute(conn).await.map(|_| ()) })
         })
 }
 
@@ -280,7 +310,7 @@ async fn sqlite_pools(url: &str) -> Result<(AnyPool, AnyPool), sqlx::Error> {
 #[async_trait]
 impl Health for SqlStore {
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1")
+        stmt::q(self.dialect(), "SELECT 1")
             .execute(self.read())
             .await
             .map(|_| ())

@@ -47,15 +47,14 @@ impl SqlStore {
         execution_id: &str,
         limits: &LogLimits,
     ) -> StoreResult<()> {
-        // MySQL sums integers as DECIMAL, which the Any driver cannot carry.
-        let int = match self.dialect() {
-            super::Dialect::MySql => "SIGNED",
-            super::Dialect::Sqlite => "INTEGER",
-        };
-        let row = q(format!(
-            "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(bytes), 0) AS {int}) AS b \
+        let int = self.dialect().cast_int();
+        let row = q(
+            self.dialect(),
+            format!(
+                "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(bytes), 0) AS {int}) AS b \
              FROM execution_logs WHERE execution_id = ?"
-        ))
+            ),
+        )
         .bind(execution_id)
         .fetch_one(&mut *conn)
         .await
@@ -68,7 +67,8 @@ impl SqlStore {
             return Ok(());
         }
         // Oldest first, until what is left fits both limits.
-        let oldest = sqlx::query(
+        let oldest = q(
+            self.dialect(),
             "SELECT id, bytes FROM execution_logs WHERE execution_id = ? ORDER BY id LIMIT ?",
         )
         .bind(execution_id)
@@ -87,12 +87,15 @@ impl SqlStore {
             bytes -= r.i64("bytes")?;
         }
         if let Some(cutoff) = cutoff {
-            sqlx::query("DELETE FROM execution_logs WHERE execution_id = ? AND id <= ?")
-                .bind(execution_id)
-                .bind(cutoff)
-                .execute(&mut *conn)
-                .await
-                .map_err(db_err)?;
+            q(
+                self.dialect(),
+                "DELETE FROM execution_logs WHERE execution_id = ? AND id <= ?",
+            )
+            .bind(execution_id)
+            .bind(cutoff)
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?;
         }
         Ok(())
     }
@@ -142,7 +145,7 @@ impl LogStore for SqlStore {
                  message, bytes, created_at) VALUES {}",
                 row_marks(chunk.len(), LINE_COLS)
             );
-            let mut query = q(sql);
+            let mut query = q(self.dialect(), sql);
             for (b, l) in chunk {
                 let message = cut(&l.message, limits.max_line_bytes);
                 query = query
@@ -169,12 +172,15 @@ impl LogStore for SqlStore {
             }
         }
         for (id, p) in progress {
-            sqlx::query("UPDATE executions SET progress = ? WHERE id = ?")
-                .bind(p)
-                .bind(id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?;
+            q(
+                self.dialect(),
+                "UPDATE executions SET progress = ? WHERE id = ?",
+            )
+            .bind(p)
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
         }
         let touched: HashSet<&str> = lines.iter().map(|(b, _)| b.execution_id.as_str()).collect();
         for id in touched {
@@ -202,7 +208,8 @@ impl LogStore for SqlStore {
                 }
             },
         };
-        let found = sqlx::query(
+        let found = q(
+            self.dialect(),
             "SELECT id, attempt, worker_id, at, level, message FROM execution_logs \
              WHERE execution_id = ? AND id > ? ORDER BY id LIMIT ?",
         )
@@ -223,7 +230,8 @@ impl LogStore for SqlStore {
     }
 
     async fn logs_purge(&self, before: Millis, limit: u32) -> StoreResult<u64> {
-        let found = sqlx::query(
+        let found = q(
+            self.dialect(),
             "SELECT id FROM execution_logs WHERE created_at < ? ORDER BY created_at LIMIT ?",
         )
         .bind(before)
@@ -237,10 +245,13 @@ impl LogStore for SqlStore {
             .collect::<StoreResult<Vec<i64>>>()?;
         let mut purged = 0;
         for chunk in ids.chunks(CHUNK) {
-            let mut query = q(format!(
-                "DELETE FROM execution_logs WHERE id IN ({})",
-                marks(chunk.len())
-            ));
+            let mut query = q(
+                self.dialect(),
+                format!(
+                    "DELETE FROM execution_logs WHERE id IN ({})",
+                    marks(chunk.len())
+                ),
+            );
             for id in chunk {
                 query = query.bind(*id);
             }

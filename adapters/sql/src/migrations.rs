@@ -1,12 +1,16 @@
-//! The schema, embedded in the binary from `migrations/mysql` and
-//! `migrations/sqlite`, applied through sqlx's migrator.
+//! The schema, embedded in the binary from `migrations/mysql`,
+//! `migrations/postgres` and `migrations/sqlite`, applied through sqlx's
+//! migrator.
 //!
 //! `sqlx::migrate!` needs sqlx's `macros` feature, which the workspace leaves
 //! off (it would build both database drivers a second time for the proc
 //! macro). The files are embedded with `include_str!` instead and handed to
 //! the same [`Migrator`], with the same checksums, so the `sqlx` CLI and this
-//! code agree on what is applied. A new migration is a new file plus one line
-//! in each list below.
+//! code agree on what is applied. A new migration is a new file in each of
+//! the three folders plus one line in each list below. The PostgreSQL schema
+//! must stay the MySQL one: `tests/store_postgres.rs`
+//! (`the_postgres_schema_is_the_mysql_schema`) compares their tables,
+//! columns, nullability, keys, indexes and foreign keys.
 
 use super::Dialect;
 use super::error::{corrupt, db_err};
@@ -46,6 +50,45 @@ const MYSQL: &[(i64, &str, &str)] = &[
         7,
         "pause reason",
         include_str!("../migrations/mysql/0007_pause_reason.sql"),
+    ),
+];
+
+/// `(version, description, sql)` of every PostgreSQL migration, in order.
+const POSTGRES: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "init",
+        include_str!("../migrations/postgres/0001_init.sql"),
+    ),
+    (
+        2,
+        "schedules",
+        include_str!("../migrations/postgres/0002_schedules.sql"),
+    ),
+    (
+        3,
+        "incarnations",
+        include_str!("../migrations/postgres/0003_incarnations.sql"),
+    ),
+    (
+        4,
+        "handlers logs",
+        include_str!("../migrations/postgres/0004_handlers_logs.sql"),
+    ),
+    (
+        5,
+        "tenants",
+        include_str!("../migrations/postgres/0005_tenants.sql"),
+    ),
+    (
+        6,
+        "trace context",
+        include_str!("../migrations/postgres/0006_trace_context.sql"),
+    ),
+    (
+        7,
+        "pause reason",
+        include_str!("../migrations/postgres/0007_pause_reason.sql"),
     ),
 ];
 
@@ -91,6 +134,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
 fn migrations(dialect: Dialect) -> Vec<Migration> {
     let list = match dialect {
         Dialect::MySql => MYSQL,
+        Dialect::Postgres => POSTGRES,
         Dialect::Sqlite => SQLITE,
     };
     list.iter()
@@ -139,7 +183,8 @@ mod tests {
         let first =
             Migrator::with_migrations(migrations(store.dialect()).into_iter().take(1).collect());
         first.run(store.write()).await.expect("schema 1");
-        sqlx::query(
+        crate::stmt::q(
+            store.dialect(),
             "INSERT INTO jobs (id, tenant, name, handler, params, schedule_kind, cron_expr, \
              timezone, once_at, next_trigger_at, status, version, callback_url, \
              client_request_id, request_hash, max_attempts, retry_backoff_ms, timeout_ms, \
@@ -182,6 +227,13 @@ mod tests {
     async fn mysql_upgrade_keeps_existing_jobs() {
         if let Some(url) = testkit::mysql_fresh_database().await {
             upgrade_keeps_existing_jobs(url).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn postgres_upgrade_keeps_existing_jobs() {
+        if let Some(db) = testkit::postgres_fresh_database().await {
+            upgrade_keeps_existing_jobs(db.url().to_string()).await;
         }
     }
 }

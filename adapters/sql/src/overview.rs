@@ -51,7 +51,7 @@ impl SqlStore {
         }
         sql.push_str(" ORDER BY e.scheduled_at DESC, e.id DESC LIMIT ?");
         let mut query = bind_names(
-            q(sql).bind(tenant.to_string()),
+            q(self.dialect(), sql).bind(tenant.to_string()),
             filter.statuses.iter().map(|s| s.as_str()),
         );
         if let Some((at, id)) = &after {
@@ -155,7 +155,7 @@ impl SqlStore {
             marks(states.len())
         );
         let found = bind_names(
-            q(sql)
+            q(self.dialect(), sql)
                 .bind(tenant.to_string())
                 .bind(since.saturating_sub(LONGEST_RUN_MS))
                 .bind(since),

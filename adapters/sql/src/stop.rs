@@ -3,10 +3,10 @@
 //! transaction that decided it); one that no worker has yet is cancelled at
 //! once. Workers learn about requests through `executions_stop_requested`.
 
-use super::SqlStore;
 use super::error::db_err;
 use super::rows::R;
 use super::stmt::{CHUNK, bind_names, marks, q};
+use super::{Dialect, SqlStore};
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::store::{StopRequest, StoreResult};
 use kairos_core::time::Millis;
@@ -40,7 +40,7 @@ pub(crate) async fn replace(
             marks(chunk.len()),
             marks(from.len())
         );
-        let mut query = q(sql)
+        let mut query = q(Dialect::of(conn), sql)
             .bind(t.to_state().as_str())
             .bind(reason.to_string())
             .bind(now)
@@ -76,7 +76,7 @@ async fn request_by_ids(conn: &mut AnyConnection, ids: &[&str], now: Millis) -> 
             marks(chunk.len()),
             marks(HELD.len())
         );
-        let mut query = q(sql).bind(now).bind(now);
+        let mut query = q(Dialect::of(conn), sql).bind(now).bind(now);
         for id in chunk {
             query = query.bind(*id);
         }
@@ -100,7 +100,7 @@ pub(crate) async fn request_for_job(
          AND status IN ({}) AND stop_requested_at IS NULL",
         marks(HELD.len())
     );
-    let query = q(sql).bind(now).bind(now).bind(job_id);
+    let query = q(Dialect::of(conn), sql).bind(now).bind(now).bind(job_id);
     Ok(bind_names(query, HELD.iter().map(|s| s.as_str()))
         .execute(conn)
         .await
@@ -120,7 +120,10 @@ impl SqlStore {
              ORDER BY stop_requested_at, id LIMIT ?",
             marks(HELD.len())
         );
-        let query = bind_names(q(sql).bind(since), HELD.iter().map(|s| s.as_str()));
+        let query = bind_names(
+            q(self.dialect(), sql).bind(since),
+            HELD.iter().map(|s| s.as_str()),
+        );
         let found = query
             .bind(i64::from(limit))
             .fetch_all(self.read())

@@ -73,7 +73,8 @@ fn opt_count(v: Option<u64>) -> Option<i64> {
 #[async_trait]
 impl TenantStore for SqlStore {
     async fn tenant_create(&self, t: &Tenant) -> StoreResult<bool> {
-        let res = sqlx::query(
+        let res = q(
+            self.dialect(),
             "INSERT INTO tenants (id, callback_secret, previous_secret, previous_valid_until, \
              create_rate_per_sec, create_burst, max_live_jobs, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -98,7 +99,7 @@ impl TenantStore for SqlStore {
 
     async fn tenant_get(&self, id: &str) -> StoreResult<Option<Tenant>> {
         let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = ?");
-        let row = q(sql)
+        let row = q(self.dialect(), sql)
             .bind(id)
             .fetch_optional(self.read())
             .await
@@ -108,7 +109,10 @@ impl TenantStore for SqlStore {
 
     async fn tenants_list(&self) -> StoreResult<Vec<Tenant>> {
         let sql = format!("SELECT {TENANT_COLS} FROM tenants ORDER BY id");
-        let rows = q(sql).fetch_all(self.read()).await.map_err(db_err)?;
+        let rows = q(self.dialect(), sql)
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
         rows.iter().map(tenant).collect()
     }
 
@@ -118,7 +122,8 @@ impl TenantStore for SqlStore {
         limits: &TenantLimits,
         now: Millis,
     ) -> StoreResult<bool> {
-        let res = sqlx::query(
+        let res = q(
+            self.dialect(),
             "UPDATE tenants SET create_rate_per_sec = ?, create_burst = ?, max_live_jobs = ?, \
              updated_at = ? WHERE id = ?",
         )
@@ -142,7 +147,8 @@ impl TenantStore for SqlStore {
     ) -> StoreResult<Option<Tenant>> {
         // One statement: the old secret moves aside as the new one lands, so
         // two rotations racing never lose the secret receivers hold.
-        sqlx::query(
+        q(
+            self.dialect(),
             "UPDATE tenants SET previous_secret = callback_secret, callback_secret = ?, \
              previous_valid_until = ?, updated_at = ? WHERE id = ?",
         )
@@ -154,7 +160,7 @@ impl TenantStore for SqlStore {
         .await
         .map_err(db_err)?;
         let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = ?");
-        let row = q(sql)
+        let row = q(self.dialect(), sql)
             .bind(id)
             .fetch_optional(self.write())
             .await
@@ -166,7 +172,8 @@ impl TenantStore for SqlStore {
         if self.tenant_get(&key.tenant).await?.is_none() {
             return Ok(false);
         }
-        let res = sqlx::query(
+        let res = q(
+            self.dialect(),
             "INSERT INTO api_keys (prefix, tenant, role, secret_hash, name, expires_at, \
              revoked_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         )
@@ -189,7 +196,7 @@ impl TenantStore for SqlStore {
 
     async fn api_key_get(&self, prefix: &str) -> StoreResult<Option<ApiKey>> {
         let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE prefix = ?");
-        let row = q(sql)
+        let row = q(self.dialect(), sql)
             .bind(prefix)
             .fetch_optional(self.read())
             .await
@@ -205,7 +212,7 @@ impl TenantStore for SqlStore {
         };
         let sql =
             format!("SELECT {KEY_COLS} FROM api_keys{filter} ORDER BY created_at DESC, prefix");
-        let mut query = q(sql);
+        let mut query = q(self.dialect(), sql);
         if let Some(t) = tenant {
             query = query.bind(t);
         }
@@ -227,13 +234,13 @@ impl TenantStore for SqlStore {
         let sql = format!(
             "UPDATE api_keys SET revoked_at = ? WHERE prefix = ? AND revoked_at IS NULL{scope}"
         );
-        let mut query = q(sql).bind(now).bind(prefix);
+        let mut query = q(self.dialect(), sql).bind(now).bind(prefix);
         if let Some(t) = tenant {
             query = query.bind(t);
         }
         query.execute(self.write()).await.map_err(db_err)?;
         let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE prefix = ?{scope}");
-        let mut query = q(sql).bind(prefix);
+        let mut query = q(self.dialect(), sql).bind(prefix);
         if let Some(t) = tenant {
             query = query.bind(t);
         }
@@ -242,7 +249,8 @@ impl TenantStore for SqlStore {
     }
 
     async fn audit_append(&self, e: &AuditEntry) -> StoreResult<()> {
-        sqlx::query(
+        q(
+            self.dialect(),
             "INSERT INTO audit_log (tenant, actor, action, target, at) VALUES (?, ?, ?, ?, ?)",
         )
         .bind(e.tenant.as_str())
@@ -288,7 +296,7 @@ impl TenantStore for SqlStore {
             sql.push_str(" AND id < ?");
         }
         sql.push_str(" ORDER BY id DESC LIMIT ?");
-        let mut query = q(sql);
+        let mut query = q(self.dialect(), sql);
         if let Some(t) = tenant {
             query = query.bind(t);
         }
@@ -320,7 +328,7 @@ impl TenantStore for SqlStore {
             "SELECT COUNT(*) AS n FROM jobs WHERE tenant = ? AND status IN ({})",
             marks(live.len())
         );
-        let row = bind_names(q(sql).bind(tenant), live)
+        let row = bind_names(q(self.dialect(), sql).bind(tenant), live)
             .fetch_one(self.read())
             .await
             .map_err(db_err)?;

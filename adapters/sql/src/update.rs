@@ -2,11 +2,11 @@
 //! the caller read, recomputes the next trigger when the schedule changed,
 //! and writes the new definition.
 
-use super::SqlStore;
 use super::error::db_err;
 use super::jobs::get_job;
 use super::sched_cols::schedule_columns;
 use super::stmt::{bind_names, from_u64, marks, q};
+use super::{Dialect, SqlStore};
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{Job, JobStatus, JobTransition};
 use kairos_core::store::{JobUpdate, StoreResult, UpdateOutcome};
@@ -67,7 +67,8 @@ impl SqlStore {
         now: Millis,
     ) -> StoreResult<()> {
         let c = schedule_columns(&u.schedule);
-        sqlx::query(
+        q(
+            self.dialect(),
             "UPDATE jobs SET params = ?, schedule_kind = ?, cron_expr = ?, timezone = ?, \
              once_at = ?, every_ms = ?, delay_ms = ?, start_at = ?, end_at = ?, \
              misfire_policy = ?, overlap_policy = ?, next_trigger_at = ?, status = ?, \
@@ -109,9 +110,12 @@ async fn has_live(conn: &mut AnyConnection, job_id: &str) -> StoreResult<bool> {
         "SELECT id FROM executions WHERE job_id = ? AND status IN ({}) LIMIT 1",
         marks(live.len())
     );
-    let found = bind_names(q(sql).bind(job_id), live.iter().map(|s| s.as_str()))
-        .fetch_optional(conn)
-        .await
-        .map_err(db_err)?;
+    let found = bind_names(
+        q(Dialect::of(conn), sql).bind(job_id),
+        live.iter().map(|s| s.as_str()),
+    )
+    .fetch_optional(conn)
+    .await
+    .map_err(db_err)?;
     Ok(found.is_some())
 }

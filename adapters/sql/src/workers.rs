@@ -58,7 +58,8 @@ impl WorkerStore for SqlStore {
     }
 
     async fn worker_ledger(&self, id: &str) -> StoreResult<Option<WorkerLedger>> {
-        let row = sqlx::query(
+        let row = q(
+            self.dialect(),
             "SELECT w.incarnation AS incarnation, w.held AS held, \
              w.last_heartbeat_at AS last_heartbeat_at, i.seen_at AS seen_at \
              FROM workers w LEFT JOIN worker_incarnations i \
@@ -79,7 +80,8 @@ impl WorkerStore for SqlStore {
             ),
             None => None,
         };
-        let retired = sqlx::query(
+        let retired = q(
+            self.dialect(),
             "SELECT incarnation FROM worker_incarnations WHERE worker_id = ? \
              AND retired_at IS NOT NULL ORDER BY retired_at DESC, seen_at DESC LIMIT ?",
         )
@@ -102,7 +104,8 @@ impl WorkerStore for SqlStore {
     }
 
     async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>> {
-        let found = sqlx::query(
+        let found = q(
+            self.dialect(),
             "SELECT id, queue, capacity, active, avg_cost_ms, cpu_idle, state, \
              last_heartbeat_at, registered_at, handlers, worker_group FROM workers ORDER BY id",
         )
@@ -113,13 +116,16 @@ impl WorkerStore for SqlStore {
     }
 
     async fn worker_set_state(&self, id: &str, state: WorkerState, now: Millis) -> StoreResult<()> {
-        sqlx::query("UPDATE workers SET state = ?, updated_at = ? WHERE id = ?")
-            .bind(state.as_str())
-            .bind(now)
-            .bind(id)
-            .execute(self.write())
-            .await
-            .map_err(db_err)?;
+        q(
+            self.dialect(),
+            "UPDATE workers SET state = ?, updated_at = ? WHERE id = ?",
+        )
+        .bind(state.as_str())
+        .bind(now)
+        .bind(id)
+        .execute(self.write())
+        .await
+        .map_err(db_err)?;
         Ok(())
     }
 }
@@ -203,11 +209,13 @@ impl SqlStore {
         now: Millis,
     ) -> StoreResult<()> {
         if let Some(inc) = current {
-            q(format!(
-                "{} worker_incarnations (worker_id, incarnation, seen_at, retired_at) \
-                 VALUES (?, ?, ?, NULL)",
-                self.dialect().insert_ignore()
-            ))
+            q(
+                self.dialect(),
+                self.dialect().insert_ignore(
+                    "worker_incarnations (worker_id, incarnation, seen_at, retired_at) \
+                     VALUES (?, ?, ?, NULL)",
+                ),
+            )
             .bind(worker_id)
             .bind(inc)
             .bind(now)
@@ -215,7 +223,8 @@ impl SqlStore {
             .await
             .map_err(db_err)?;
         }
-        sqlx::query(
+        q(
+            self.dialect(),
             "UPDATE worker_incarnations SET retired_at = ? WHERE worker_id = ? \
              AND incarnation <> ? AND retired_at IS NULL",
         )
@@ -241,7 +250,7 @@ impl SqlStore {
                 row_marks(chunk.len(), 2 + BEAT_COLS.len()),
                 self.dialect().upsert_tail("id", &BEAT_COLS)
             );
-            let mut query = q(sql);
+            let mut query = q(self.dialect(), sql);
             for b in chunk {
                 let held = b.held.as_ref().and_then(|h| serde_json::to_string(h).ok());
                 query = query

@@ -17,7 +17,7 @@ use kairos_core::trace::CallerTrace;
 use kairos_core::worker::WorkerState;
 use kairos_store_sql::{Dialect, SqlStore};
 use std::collections::HashSet;
-use support::{T0, claim, create, one_shot, result};
+use support::{T0, claim, create, one_shot, result, terminal_with_callbacks};
 
 store_cases!(
     concurrent_relays_never_lease_the_same_callback,
@@ -26,20 +26,6 @@ store_cases!(
     migrate_twice_and_ping,
     a_caller_trace_reaches_dispatches_and_callbacks,
 );
-
-/// Makes `n` terminal executions whose job has a callback URL; their ids.
-async fn terminal_with_callbacks(store: &SqlStore, tenant: &str, n: usize) -> Vec<String> {
-    let mut results = Vec::new();
-    for _ in 0..n {
-        let mut new = one_shot(tenant, T0);
-        new.callback_url = Some("http://example.test/cb".into());
-        let job = create(store, new).await;
-        let w = claim(store, &job, None).await;
-        results.push(result(&w, 1, Succeeded, T0 + 1));
-    }
-    store.results_apply(&results, T0 + 1).await.unwrap();
-    results.into_iter().map(|r| r.execution_id).collect()
-}
 
 /// The trace context a job was created with is read back with the job, in
 /// its dispatch work (claim and the unpublished scan) and with its
@@ -359,8 +345,9 @@ async fn migrate_twice_and_ping(store: SqlStore) {
 #[tokio::test]
 async fn bad_urls_and_unreachable_databases_are_unavailable() {
     for (url, names) in [
-        ("postgres://h/db", "unsupported"),
+        ("redis://h/0", "unsupported"),
         ("mysql://root@127.0.0.1:1/x", "MySQL"),
+        ("postgres://postgres@127.0.0.1:1/x", "PostgreSQL"),
         ("sqlite:///nonexistent-dir/k/x.db", "SQLite"),
     ] {
         match SqlStore::connect(url).await {
@@ -371,9 +358,14 @@ async fn bad_urls_and_unreachable_databases_are_unavailable() {
             other => panic!("{url}: expected Unavailable, got {other:?}"),
         }
     }
-    match SqlStore::connect("mysql://root:secret@127.0.0.1:1/x").await {
-        Err(StoreError::Unavailable(msg)) => assert!(!msg.contains("secret"), "{msg}"),
-        other => panic!("expected Unavailable, got {other:?}"),
+    for url in [
+        "mysql://root:secret@127.0.0.1:1/x",
+        "postgres://kairos:secret@127.0.0.1:1/x",
+    ] {
+        match SqlStore::connect(url).await {
+            Err(StoreError::Unavailable(msg)) => assert!(!msg.contains("secret"), "{msg}"),
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
     }
 }
 

@@ -301,7 +301,10 @@ async fn mysql_due_scan_uses_the_status_next_trigger_index() {
         .execute(&mut conn)
         .await
         .unwrap();
-    let sql = format!("EXPLAIN {}", kairos_store_sql::due_scan_sql());
+    let sql = format!(
+        "EXPLAIN {}",
+        kairos_store_sql::due_scan_sql(kairos_store_sql::Dialect::MySql)
+    );
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for s in kairos_core::job::JobTransition::Claim.from_states() {
         query = query.bind(s.as_str());
@@ -320,6 +323,51 @@ async fn mysql_due_scan_uses_the_status_next_trigger_index() {
         "EXPLAIN: {rows:?}"
     );
     assert_eq!(store.jobs_find_due(T0, 100).await.unwrap().len(), 3);
+}
+
+/// On PostgreSQL the due scan can read through `idx_jobs_status_next` (with
+/// sequential scans ruled out, as on a table large enough for it to matter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_due_scan_can_use_the_status_next_trigger_index() {
+    use sqlx::Connection;
+    let Some(db) = kairos_testkit::postgres_fresh_database().await else {
+        return;
+    };
+    let store = SqlStore::connect(db.url()).await.unwrap();
+    store.migrate().await.unwrap();
+    for i in 0..300 {
+        let job = create(&store, one_shot("x", T0 + 1_000 + i)).await;
+        if i % 3 == 0 {
+            store.job_cancel("x", &job.id, T0).await.unwrap();
+        }
+    }
+    for _ in 0..3 {
+        create(&store, one_shot("x", T0 - 5)).await;
+    }
+    let mut conn = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    sqlx::raw_sql("ANALYZE jobs; SET enable_seqscan = off")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let sql = format!(
+        "EXPLAIN {}",
+        kairos_store_sql::due_scan_sql(kairos_store_sql::Dialect::Postgres)
+    );
+    let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+    for s in kairos_core::job::JobTransition::Claim.from_states() {
+        query = query.bind(s.as_str());
+    }
+    let plan = query
+        .bind(T0)
+        .bind(100_i64)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+        .join("\n");
+    assert!(plan.contains("idx_jobs_status_next"), "EXPLAIN:\n{plan}");
+    conn.close().await.unwrap();
+    assert_eq!(store.jobs_find_due(T0, 100).await.unwrap().len(), 3);
+    store.close().await;
 }
 
 async fn mark_dispatched_reports_attempts_cancelled_since_the_claim(store: SqlStore) {

@@ -1,5 +1,6 @@
-//! Shared helpers of the store suites: fresh stores on SQLite and MySQL, job
-//! and result builders, and the macro that runs each case on both databases.
+//! Shared helpers of the store suites: fresh stores on SQLite, MySQL and
+//! PostgreSQL, job and result builders, and the macro that runs each case on
+//! every database.
 #![allow(dead_code)]
 
 use kairos_core::execution::Execution;
@@ -31,8 +32,21 @@ pub async fn mysql_store() -> Option<SqlStore> {
     Some(store)
 }
 
+/// A migrated store on a fresh PostgreSQL database (dropped with the
+/// returned guard), or `None` (skip policy).
+pub async fn postgres_store() -> Option<(SqlStore, testkit::PgDatabase)> {
+    let db = testkit::postgres_fresh_database().await?;
+    let store = SqlStore::connect(db.url())
+        .await
+        .expect("connect PostgreSQL");
+    store.migrate().await.expect("migrate PostgreSQL");
+    Some((store, db))
+}
+
 /// Runs every named `async fn name(store: SqlStore)` once on SQLite
-/// (`sqlite::name`) and once on MySQL (`mysql::name`).
+/// (`sqlite::name`), once on MySQL (`mysql::name`) and once on PostgreSQL
+/// (`postgres::name`).
+#[allow(unused_macros)]
 macro_rules! store_cases {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -48,6 +62,16 @@ macro_rules! store_cases {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     if let Some(store) = $crate::support::mysql_store().await {
+                        super::$name(store).await;
+                    }
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some((store, _db)) = $crate::support::postgres_store().await {
                         super::$name(store).await;
                     }
                 }
@@ -177,4 +201,20 @@ pub async fn job_now(store: &SqlStore, job: &Job) -> Job {
         .await
         .expect("get")
         .expect("job exists")
+}
+
+/// Makes `n` terminal executions whose job has a callback URL; their ids.
+pub async fn terminal_with_callbacks(store: &SqlStore, tenant: &str, n: usize) -> Vec<String> {
+    let mut results = Vec::new();
+    for _ in 0..n {
+        let mut new = one_shot(tenant, T0);
+        new.callback_url = Some("http://example.test/cb".into());
+        let job = create(store, new).await;
+        let w = claim(store, &job, None).await;
+        results.push(result(&w, 1, ResultKind::Succeeded, T0 + 1));
+    }
+    kairos_core::store::ExecutionStore::results_apply(store, &results, T0 + 1)
+        .await
+        .unwrap();
+    results.into_iter().map(|r| r.execution_id).collect()
 }
