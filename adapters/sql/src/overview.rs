@@ -73,12 +73,14 @@ impl SqlStore {
 
     pub(crate) async fn overview(&self, tenant: &str, since: Millis) -> StoreResult<Overview> {
         let mut out = Overview::default();
-        let found =
-            sqlx::query("SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ? GROUP BY status")
-                .bind(tenant)
-                .fetch_all(self.read())
-                .await
-                .map_err(db_err)?;
+        let found = q(
+            self.dialect(),
+            "SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ? GROUP BY status",
+        )
+        .bind(tenant)
+        .fetch_all(self.read())
+        .await
+        .map_err(db_err)?;
         for row in &found {
             let r = R::new(row, "jobs");
             out.jobs.push((r.job_status("status")?, count(&r)?));
@@ -86,7 +88,8 @@ impl SqlStore {
         out.jobs
             .sort_by_key(|(s, _)| JobStatus::ALL.iter().position(|x| x == s));
 
-        let found = sqlx::query(
+        let found = q(
+            self.dialect(),
             "SELECT status, COUNT(*) AS n FROM executions \
              WHERE tenant = ? AND scheduled_at >= ? GROUP BY status",
         )
@@ -104,7 +107,8 @@ impl SqlStore {
 
         out.per_minute = self.per_minute(tenant, since).await?;
 
-        let found = sqlx::query(
+        let found = q(
+            self.dialect(),
             "SELECT dispatched_at - scheduled_at AS late FROM executions \
              WHERE tenant = ? AND scheduled_at >= ? AND attempt = 1 \
              AND dispatched_at IS NOT NULL ORDER BY scheduled_at DESC LIMIT ?",
@@ -127,7 +131,7 @@ impl SqlStore {
             } else {
                 "SELECT COUNT(*) AS n FROM callbacks WHERE tenant = ? AND state = ?"
             };
-            let row = sqlx::query(sql)
+            let row = q(self.dialect(), sql)
                 .bind(tenant)
                 .bind(state.as_str())
                 .fetch_one(self.read())
