@@ -78,13 +78,29 @@ impl Api {
     /// POSTs `body` to `path`; the JSON answer of a 2xx, else an error
     /// naming the status and the answer.
     async fn post(&self, path: &str, body: &Value) -> Result<Value> {
-        let resp = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .json(body)
-            .send()
-            .await
-            .with_context(|| format!("POST {path}"))?;
+        // A deployment's rate limit answers 429 with Retry-After: wait as
+        // told (nothing was created) rather than abort the run.
+        let mut waits = 0;
+        let resp = loop {
+            let resp = self
+                .http
+                .post(format!("{}{path}", self.base))
+                .json(body)
+                .send()
+                .await
+                .with_context(|| format!("POST {path}"))?;
+            if resp.status() != reqwest::StatusCode::TOO_MANY_REQUESTS || waits == 60 {
+                break resp;
+            }
+            let secs = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(1);
+            waits += 1;
+            tokio::time::sleep(std::time::Duration::from_secs(secs.clamp(1, 10))).await;
+        };
         let status = resp.status();
         let answer: Value = resp
             .json()
