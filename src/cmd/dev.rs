@@ -80,6 +80,7 @@ fn print_banner(
         r#"
 Kairos dev is running (API, dispatcher, worker "{WORKER_ID}", callback relay; in-process broker and lease).
   API:       http://{addr}   (docs: http://{addr}/docs)
+  Dashboard: http://{addr}/ui   (log in with the admin key)
   Database:  {db}
   Admin key: {key}
              ({origin}; saved in {file})
