@@ -303,6 +303,7 @@ mod tests {
         assert_eq!(p.retry_at, None);
         assert_eq!(p.job, Some(JobTransition::Fail));
         let msg = |retryable| crate::protocol::ResultMsg {
+            started_at: None,
             traceparent: None,
             v: 1,
             execution_id: "e".into(),

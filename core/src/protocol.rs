@@ -108,6 +108,12 @@ pub struct ResultMsg {
     /// from workers that do not trace: the execution's own trace is used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// On a final result: when the handler started (ms UTC), so that the
+    /// execution records it even when its `started` report is applied after
+    /// this one (dispatchers compete for the results queue). Absent from
+    /// legacy workers and on `started` itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Millis>,
 }
 
 /// The body of one message on the results queue: a single result object, or
@@ -366,6 +372,7 @@ mod tests {
     #[test]
     fn result_json_is_the_documented_shape() {
         let r = ResultMsg {
+            started_at: None,
             traceparent: None,
             v: PROTOCOL_VERSION,
             execution_id: "e".into(),
@@ -393,6 +400,7 @@ mod tests {
     #[test]
     fn results_travel_as_one_object_or_an_array() {
         let r = |attempt| ResultMsg {
+            started_at: None,
             v: PROTOCOL_VERSION,
             execution_id: "e".into(),
             attempt,

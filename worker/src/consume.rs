@@ -238,6 +238,7 @@ async fn run_traced(
         traceparent: traceparent.clone(),
         ..Report::started().into_msg(&shared.id, &shared.incarnation, &execution_id, attempt)
     };
+    let started_at = started.at;
     if shared.reporter.started(started).await.is_err() {
         // `started` is the point of no return: without it the dispatcher may
         // requeue the attempt (if this worker is declared dead) and another
@@ -256,6 +257,7 @@ async fn run_traced(
     tracing::debug!(kind = ?report.kind, "attempt finished");
     let result = ResultMsg {
         traceparent,
+        started_at: Some(started_at),
         ..report.into_msg(&shared.id, &shared.incarnation, &execution_id, attempt)
     };
     // A final failure is already logged loudly by the reporter.

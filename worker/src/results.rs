@@ -81,6 +81,7 @@ impl Report {
         attempt: u32,
     ) -> ResultMsg {
         ResultMsg {
+            started_at: None,
             traceparent: None,
             v: PROTOCOL_VERSION,
             execution_id: execution_id.to_string(),

@@ -33,6 +33,9 @@ pub(crate) struct Input<'a> {
     pub(crate) worker_id: Option<&'a str>,
     /// Reporting worker process, if the worker says.
     pub(crate) incarnation: Option<&'a str>,
+    /// When the handler started, as a final result reports it: recorded if
+    /// the execution's `started` has not been applied yet.
+    pub(crate) started_at: Option<Millis>,
     pub(crate) output: Option<&'a serde_json::Value>,
     pub(crate) error: Option<&'a str>,
     /// When it happened.
@@ -262,6 +265,9 @@ fn finish(
     exec.output = input.output.cloned();
     exec.error = error.map(str::to_string);
     exec.finished_at = Some(input.at);
+    if exec.started_at.is_none() {
+        exec.started_at = input.started_at;
+    }
     job.live = job.live.saturating_sub(1);
     tail.events.push(EventRow {
         worker_id: exec.worker_id.clone(),

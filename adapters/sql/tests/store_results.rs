@@ -15,6 +15,7 @@ use support::{T0, claim, create, job_now, one_shot, result};
 
 store_cases!(
     results_in_any_order_apply_once,
+    a_final_result_records_when_the_handler_started,
     a_batch_sees_its_own_earlier_results,
     failure_with_attempts_left_retries_later,
     callback_row_exists_exactly_for_terminal_executions_with_a_url,
@@ -70,6 +71,7 @@ async fn results_in_any_order_apply_once(store: SqlStore) {
     assert_eq!(e.worker_id.as_deref(), Some("w1"));
     assert_eq!(job_now(&store, &job).await.status, JobStatus::Succeeded);
     let unknown = kairos_core::protocol::ResultMsg {
+        started_at: None,
         traceparent: None,
         execution_id: "nope".into(),
         ..result(&w, 1, Started, T0)
@@ -291,4 +293,47 @@ async fn recurring_jobs_go_back_to_scheduled(store: SqlStore) {
         .await
         .unwrap();
     assert_eq!(job_now(&store, &job).await.status, JobStatus::Scheduled);
+}
+
+/// A final result applied before its `started` (another dispatcher took the
+/// `started`) still records when the handler started, from the result.
+async fn a_final_result_records_when_the_handler_started(store: SqlStore) {
+    let job = create(&store, one_shot("r", T0)).await;
+    let w = claim(&store, &job, None).await;
+    let mut done = result(&w, 1, Succeeded, T0 + 9);
+    done.started_at = Some(T0 + 2);
+    store.results_apply(&[done], T0 + 10).await.unwrap();
+    let late = store
+        .results_apply(&[result(&w, 1, Started, T0 + 3)], T0 + 11)
+        .await
+        .unwrap();
+    assert_eq!(
+        status_of(&late),
+        [None],
+        "the late `started` changes nothing"
+    );
+    let e = store
+        .execution_get("r", &w.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(e.status, ExecStatus::Succeeded);
+    assert_eq!((e.started_at, e.finished_at), (Some(T0 + 2), Some(T0 + 9)));
+
+    // A `started` applied first keeps its own time.
+    let job = create(&store, one_shot("r", T0)).await;
+    let w = claim(&store, &job, None).await;
+    store
+        .results_apply(&[result(&w, 1, Started, T0 + 1)], T0 + 2)
+        .await
+        .unwrap();
+    let mut done = result(&w, 1, Succeeded, T0 + 9);
+    done.started_at = Some(T0 + 5);
+    store.results_apply(&[done], T0 + 10).await.unwrap();
+    let e = store
+        .execution_get("r", &w.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(e.started_at, Some(T0 + 1));
 }

@@ -34,6 +34,7 @@ pub async fn succeed_first_trigger(app: &App, job_id: &str) -> String {
         .expect("claim");
     assert_eq!(won.len(), 1, "the claim must win");
     let result = ResultMsg {
+        started_at: None,
         traceparent: None,
         v: PROTOCOL_VERSION,
         execution_id: won[0].execution_id.clone(),

@@ -108,6 +108,7 @@ pub async fn skipped_and_stop_requested_executions_are_visible(app: App) {
     let claim = |job| kairos_core::trigger::claims_for(&[job], due);
     let work = app.store.triggers_claim(1, &claim(job), due).await.unwrap();
     let started = ResultMsg {
+        started_at: None,
         traceparent: None,
         v: PROTOCOL_VERSION,
         execution_id: work[0].execution_id.clone(),

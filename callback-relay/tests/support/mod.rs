@@ -95,6 +95,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
     store
         .results_apply(
             &[ResultMsg {
+                started_at: None,
                 traceparent: None,
                 v: PROTOCOL_VERSION,
                 execution_id: execution_id.clone(),

@@ -140,6 +140,7 @@ pub async fn next(stream: &mut DeliveryStream) -> Delivery {
 /// A result whose attempt number tells test messages apart.
 pub fn result(i: u32) -> ResultMsg {
     ResultMsg {
+        started_at: None,
         traceparent: None,
         v: PROTOCOL_VERSION,
         execution_id: format!("exec-{i}"),

@@ -179,6 +179,7 @@ pub async fn claim(store: &SqlStore, job: &Job, next: Option<Millis>) -> Dispatc
 /// A worker result for `work`'s current attempt.
 pub fn result(work: &DispatchWork, attempt: u32, kind: ResultKind, at: Millis) -> ResultMsg {
     ResultMsg {
+        started_at: None,
         traceparent: None,
         v: PROTOCOL_VERSION,
         execution_id: work.execution_id.clone(),
