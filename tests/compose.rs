@@ -124,24 +124,6 @@ fn compose_file_describes_the_whole_system() {
     }
 }
 
-/// A free port not handed out before in this test process: the kernel may
-/// give a just-released port again, and two services on one port means
-/// one of them cannot start.
-fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
-
 /// Processes killed when the test ends, pass or fail.
 struct Processes {
     children: Vec<Child>,
@@ -186,7 +168,7 @@ fn native(doc: &Value, name: &str, local: &HashMap<&str, String>) -> Native {
             "KAIROS_NAMESPACE" => *value = local["namespace"].clone(),
             _ if key.ends_with("_ADDR") => {
                 let (_, port) = value.rsplit_once(':').expect("HOST:PORT");
-                let mapped = free_port();
+                let mapped = testkit::free_port();
                 ports.insert(port.to_string(), mapped);
                 *value = format!("127.0.0.1:{mapped}");
             }

@@ -98,6 +98,24 @@ pub fn service_missing<T>(service: &str, url: &str, why: &str) -> Option<T> {
     None
 }
 
+/// A free port not handed out before in this test process: the kernel may
+/// give a just-released port again, and two processes on one port means
+/// one of them cannot start.
+pub fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("no free local port");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
 /// A name unique to this process and call, safe for queues, keys and databases:
 /// `<prefix>_<unix secs>_<pid>_<counter>`.
 pub fn unique(prefix: &str) -> String {

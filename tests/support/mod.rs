@@ -150,24 +150,6 @@ pub struct Cluster {
     db: Option<TestDb>,
 }
 
-/// A free port not handed out before in this test process: the kernel may
-/// give a just-released port again, and two processes on one port means
-/// one of them cannot start.
-fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("no free port");
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
-
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kairos"))
 }
@@ -187,7 +169,7 @@ impl Cluster {
         workers: usize,
         extra_env: &[(&str, &str)],
     ) -> Option<Cluster> {
-        let port = free_port();
+        let port = testkit::free_port();
         let mut env = HashMap::new();
         env.insert("KAIROS_HTTP_ADDR".to_string(), format!("127.0.0.1:{port}"));
         // KAIROS_TEST_LOG (e.g. `warn,kairos=debug`) overrides the processes'
@@ -319,7 +301,7 @@ impl Cluster {
             Some(&"dispatcher") | Some(&"worker") | Some(&"callback-relay")
         );
         if has_ops {
-            let addr = format!("127.0.0.1:{}", free_port());
+            let addr = format!("127.0.0.1:{}", testkit::free_port());
             cmd.env("KAIROS_METRICS_ADDR", &addr);
             self.metrics_addrs.insert(name.to_string(), addr);
         }

@@ -223,27 +223,9 @@ impl ExecutionStore for SqlStore {
             Ok(after) => after,
             Err(empty) => return Ok(empty),
         };
-        let mut sql = format!("{} WHERE e.job_id = ? AND e.tenant = ?", exec_select());
-        if after.is_some() {
-            sql.push_str(" AND (e.scheduled_at < ? OR (e.scheduled_at = ? AND e.id < ?))");
-        }
-        sql.push_str(" ORDER BY e.scheduled_at DESC, e.id DESC LIMIT ?");
-        let mut query = q(self.dialect(), sql).bind(job_id).bind(tenant);
-        if let Some((at, id)) = &after {
-            query = query.bind(*at).bind(*at).bind(id.clone());
-        }
-        let found = query
-            .bind(i64::from(limit) + 1)
-            .fetch_all(self.read())
+        let sql = format!("{} WHERE e.job_id = ? AND e.tenant = ?", exec_select());
+        self.executions_page(sql, |query| query.bind(job_id).bind(tenant), after, limit)
             .await
-            .map_err(db_err)?;
-        let items = found
-            .iter()
-            .map(rows::execution)
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(rows::page(items, limit, |e| {
-            (e.scheduled_at, e.id.as_str())
-        }))
     }
 
     async fn executions_list(
@@ -283,5 +265,40 @@ impl ExecutionStore for SqlStore {
         limit: u32,
     ) -> StoreResult<Vec<StopRequest>> {
         self.stop_requested(since, limit).await
+    }
+}
+
+impl SqlStore {
+    /// A page of executions, newest trigger first: `sql` selects from
+    /// `executions e` with its own conditions, whose values `bind` binds;
+    /// the keyset condition after `after`, the order and the limit are added
+    /// here, one row more than `limit` telling whether a next page exists.
+    pub(crate) async fn executions_page<'q>(
+        &self,
+        mut sql: String,
+        bind: impl FnOnce(super::stmt::Q<'q>) -> super::stmt::Q<'q>,
+        after: Option<(Millis, String)>,
+        limit: u32,
+    ) -> StoreResult<Page<Execution>> {
+        if after.is_some() {
+            sql.push_str(" AND (e.scheduled_at < ? OR (e.scheduled_at = ? AND e.id < ?))");
+        }
+        sql.push_str(" ORDER BY e.scheduled_at DESC, e.id DESC LIMIT ?");
+        let mut query = bind(q(self.dialect(), sql));
+        if let Some((at, id)) = after {
+            query = query.bind(at).bind(at).bind(id);
+        }
+        let found = query
+            .bind(i64::from(limit) + 1)
+            .fetch_all(self.read())
+            .await
+            .map_err(db_err)?;
+        let items = found
+            .iter()
+            .map(rows::execution)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(rows::page(items, limit, |e| {
+            (e.scheduled_at, e.id.as_str())
+        }))
     }
 }

@@ -46,29 +46,14 @@ impl SqlStore {
                 marks(filter.statuses.len())
             ));
         }
-        if after.is_some() {
-            sql.push_str(" AND (e.scheduled_at < ? OR (e.scheduled_at = ? AND e.id < ?))");
-        }
-        sql.push_str(" ORDER BY e.scheduled_at DESC, e.id DESC LIMIT ?");
-        let mut query = bind_names(
-            q(self.dialect(), sql).bind(tenant.to_string()),
-            filter.statuses.iter().map(|s| s.as_str()),
-        );
-        if let Some((at, id)) = &after {
-            query = query.bind(*at).bind(*at).bind(id.clone());
-        }
-        let found = query
-            .bind(i64::from(limit) + 1)
-            .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
-        let items = found
-            .iter()
-            .map(rows::execution)
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(rows::page(items, limit, |e| {
-            (e.scheduled_at, e.id.as_str())
-        }))
+        let statuses = &filter.statuses;
+        self.executions_page(
+            sql,
+            |query| bind_names(query.bind(tenant), statuses.iter().map(|s| s.as_str())),
+            after,
+            limit,
+        )
+        .await
     }
 
     pub(crate) async fn overview(&self, tenant: &str, since: Millis) -> StoreResult<Overview> {
