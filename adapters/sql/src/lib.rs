@@ -83,6 +83,7 @@ mod callbacks;
 mod claim;
 mod confirm;
 mod create;
+mod db;
 mod dispatch;
 mod error;
 mod history;
@@ -93,16 +94,20 @@ mod migrations;
 mod overview;
 mod rows;
 mod sched_cols;
-mod stmt;
+mod sql;
 mod stop;
 mod tenants;
 mod update;
 mod workers;
 
 use async_trait::async_trait;
+use db::Pool;
 use kairos_core::store::{Health, StoreError, StoreResult};
-use sqlx::any::{AnyPoolOptions, install_default_drivers};
-use sqlx::{Any, AnyConnection, AnyPool, Connection, Transaction};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::{ConnectOptions, Connection, Executor};
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -162,8 +167,8 @@ pub struct SqlStore {
 #[derive(Debug)]
 struct Inner {
     dialect: Dialect,
-    read: AnyPool,
-    write: AnyPool,
+    read: Pool,
+    write: Pool,
     /// Writes concurrent `job_create`s together (group commit).
     creates: create::Committer,
 }
@@ -174,7 +179,6 @@ impl SqlStore {
     /// is created if missing. Every failure is [`StoreError::Unavailable`]
     /// naming the database and the URL (password masked).
     pub async fn connect(url: &str) -> StoreResult<SqlStore> {
-        install_default_drivers();
         let dialect = Dialect::from_url(url).ok_or_else(|| {
             StoreError::Unavailable(format!(
                 "unsupported database URL {}: expected mysql://, mariadb://, postgres:// or sqlite://",
@@ -189,17 +193,50 @@ impl SqlStore {
             ))
         };
         let (read, write) = match dialect {
-            Dialect::MySql | Dialect::Postgres => {
+            Dialect::MySql => {
+                let url = url.replacen("mariadb://", "mysql://", 1);
+                let options = MySqlConnectOptions::from_str(&url).map_err(unavailable)?;
                 // The pool retries a refused connection until its acquire
                 // timeout and then reports only that; one direct connection
                 // first fails at once with the real reason.
-                let probe = AnyConnection::connect(url).await.map_err(unavailable)?;
-                let _ = probe.close().await;
-                let pool = server_pool(dialect)
-                    .connect(url)
+                options.connect().await.map_err(unavailable)?.close().await.ok();
+                let pool = MySqlPoolOptions::new()
+                    .max_connections(SERVER_POOL)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                                .await
+                                .map(|_| ())
+                        })
+                    })
+                    .connect_with(options)
                     .await
                     .map_err(unavailable)?;
-                (pool.clone(), pool)
+                (Pool::MySql(pool.clone()), Pool::MySql(pool))
+            }
+            Dialect::Postgres => {
+                let options = PgConnectOptions::from_str(url).map_err(unavailable)?;
+                options.connect().await.map_err(unavailable)?.close().await.ok();
+                // `READ COMMITTED` is PostgreSQL's default; set anyway, so a
+                // server configured otherwise does not change how claims and
+                // results lock.
+                let pool = PgPoolOptions::new()
+                    .max_connections(SERVER_POOL)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            conn.execute(
+                                "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                            )
+                            .await
+                            .map(|_| ())
+                        })
+                    })
+                    .connect_with(options)
+                    .await
+                    .map_err(unavailable)?;
+                (Pool::Postgres(pool.clone()), Pool::Postgres(pool))
             }
             Dialect::Sqlite => sqlite_pools(url).await.map_err(unavailable)?,
         };
@@ -228,92 +265,62 @@ impl SqlStore {
         self.inner.read.close().await;
     }
 
-    fn read(&self) -> &AnyPool {
+    /// Where reads run (on SQLite, the reader connections).
+    fn read(&self) -> &Pool {
         &self.inner.read
     }
 
-    fn write(&self) -> &AnyPool {
+    /// Where writes outside a transaction run (on SQLite, the one writer).
+    fn write(&self) -> &Pool {
         &self.inner.write
     }
 
     /// Starts a write transaction; on SQLite it takes the write lock up front.
-    async fn begin(&self) -> StoreResult<Transaction<'static, Any>> {
-        match self.inner.dialect {
-            Dialect::MySql | Dialect::Postgres => self.inner.write.begin().await,
-            Dialect::Sqlite => self.inner.write.begin_with("BEGIN IMMEDIATE").await,
-        }
-        .map_err(db_err)
+    async fn begin(&self) -> StoreResult<db::Tx> {
+        self.inner.write.begin().await
     }
 }
 
-/// The pool of a database server: every session in `READ COMMITTED`
-/// (PostgreSQL's default, set anyway so a server configured otherwise does
-/// not change how claims and results lock).
-fn server_pool(dialect: Dialect) -> AnyPoolOptions {
-    let isolation = match dialect {
-        Dialect::Postgres => {
-            "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"
-        }
-        _ => "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
-    };
-    AnyPoolOptions::new()
-        .max_connections(SERVER_POOL)
-        .acquire_timeout(ACQUIRE_TIMEOUT)
-        .after_connect(move |conn, _meta| {
-            Box::pin(async move { sqlx::raw_sql(isolation).execute(conn).await.map(|_| ()) })
-        })
+/// SQLite's options: WAL, `synchronous=NORMAL`, a 5 s busy timeout, foreign
+/// keys on; the file is created if missing.
+fn sqlite_options(url: &str) -> Result<SqliteConnectOptions, sqlx::Error> {
+    Ok(SqliteConnectOptions::from_str(url)?
+        .create_if_missing(true)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+        .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(5))
+        .foreign_keys(true))
 }
 
-const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-     PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;";
-
-fn sqlite_options(max: u32) -> AnyPoolOptions {
-    AnyPoolOptions::new()
+fn sqlite_pool(max: u32) -> SqlitePoolOptions {
+    SqlitePoolOptions::new()
         .max_connections(max)
         .acquire_timeout(ACQUIRE_TIMEOUT)
-        .after_connect(|conn, _meta| {
-            Box::pin(async move {
-                sqlx::raw_sql(SQLITE_PRAGMAS)
-                    .execute(conn)
-                    .await
-                    .map(|_| ())
-            })
-        })
 }
 
 /// Read and write pools for a SQLite URL (one shared connection for `:memory:`).
-async fn sqlite_pools(url: &str) -> Result<(AnyPool, AnyPool), sqlx::Error> {
+async fn sqlite_pools(url: &str) -> Result<(Pool, Pool), sqlx::Error> {
+    let options = sqlite_options(url)?;
     if url.contains(":memory:") || url.contains("mode=memory") {
         // An in-memory database lives as long as its one connection.
-        let pool = sqlite_options(1)
+        let pool = sqlite_pool(1)
             .min_connections(1)
             .idle_timeout(None)
             .max_lifetime(None)
-            .connect(url)
+            .connect_with(options)
             .await?;
-        return Ok((pool.clone(), pool));
+        return Ok((Pool::Sqlite(pool.clone()), Pool::Sqlite(pool)));
     }
-    let url = if url.contains("mode=") {
-        url.to_string()
-    } else if url.contains('?') {
-        format!("{url}&mode=rwc")
-    } else {
-        format!("{url}?mode=rwc")
-    };
     // The writer is created first and alone, so switching a new file to WAL
     // (which needs an exclusive lock) never races another connection.
-    let write = sqlite_options(1).connect(&url).await?;
-    let read = sqlite_options(SQLITE_READERS).connect(&url).await?;
-    Ok((read, write))
+    let write = sqlite_pool(1).connect_with(options.clone()).await?;
+    let read = sqlite_pool(SQLITE_READERS).connect_with(options).await?;
+    Ok((Pool::Sqlite(read), Pool::Sqlite(write)))
 }
 
 #[async_trait]
 impl Health for SqlStore {
     async fn ping(&self) -> StoreResult<()> {
-        stmt::q(self.dialect(), "SELECT 1")
-            .execute(self.read())
-            .await
-            .map(|_| ())
-            .map_err(db_err)
+        sql::Sql::new("SELECT 1").execute(self.read()).await.map(|_| ())
     }
 }

@@ -4,15 +4,15 @@
 //! same whether it came from one table or a join.
 
 use super::error::corrupt;
-use super::stmt::to_u32;
+use super::sql::to_u32;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::execution::{ExecEvent, ExecStatus, Execution};
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
 use kairos_core::store::StoreResult;
 use kairos_core::trace::CallerTrace;
 use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
-use sqlx::Row;
-use sqlx::any::AnyRow;
+use super::db::Row;
+use kairos_core::time::Millis;
 
 /// Columns of `jobs`, in insert order.
 pub(crate) const JOB_COLS: [&str; 29] = [
@@ -82,56 +82,55 @@ pub(crate) const CALLBACK_COLS: [&str; 11] = [
     "created_at",
 ];
 
-/// `a.c1 AS c1, a.c2 AS c2, …`.
-pub(crate) fn select_list(alias: &str, cols: &[&str]) -> String {
-    cols.iter()
-        .map(|c| format!("{alias}.{c} AS {c}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Typed, table-aware access to one row; decode failures are `Corrupt`.
 pub(crate) struct R<'a> {
-    row: &'a AnyRow,
+    row: &'a Row,
     pub(crate) table: &'static str,
 }
 
 impl<'a> R<'a> {
-    pub(crate) fn new(row: &'a AnyRow, table: &'static str) -> Self {
+    pub(crate) fn new(row: &'a Row, table: &'static str) -> Self {
         Self { row, table }
     }
 
-    fn get<T>(&self, col: &str) -> StoreResult<T>
-    where
-        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
-    {
-        self.row
-            .try_get::<T, _>(col)
-            .map_err(|e| corrupt(self.table, format!("column {col}: {e}")))
-    }
-
     pub(crate) fn i64(&self, col: &str) -> StoreResult<i64> {
-        self.get(col)
+        self.row.get(self.table, col)
     }
 
     pub(crate) fn opt_i64(&self, col: &str) -> StoreResult<Option<i64>> {
-        self.get(col)
+        self.row.get(self.table, col)
     }
 
     pub(crate) fn f64(&self, col: &str) -> StoreResult<f64> {
-        self.get(col)
+        self.row.get(self.table, col)
     }
 
     pub(crate) fn opt_f64(&self, col: &str) -> StoreResult<Option<f64>> {
-        self.get(col)
+        self.row.get(self.table, col)
     }
 
     pub(crate) fn string(&self, col: &str) -> StoreResult<String> {
-        self.get(col)
+        self.row.get(self.table, col)
     }
 
     pub(crate) fn opt_string(&self, col: &str) -> StoreResult<Option<String>> {
-        self.get(col)
+        self.row.get(self.table, col)
+    }
+
+    /// A time column that is never `NULL`, in milliseconds.
+    pub(crate) fn time(&self, col: &str) -> StoreResult<Millis> {
+        self.opt_time(col)?
+            .ok_or_else(|| corrupt(self.table, format!("column {col}: unexpected NULL")))
+    }
+
+    /// A time column, in milliseconds.
+    pub(crate) fn opt_time(&self, col: &str) -> StoreResult<Option<Millis>> {
+        self.row.time(self.table, col)
+    }
+
+    /// A JSON column as text.
+    pub(crate) fn opt_json_text(&self, col: &str) -> StoreResult<Option<String>> {
+        self.row.json(self.table, col)
     }
 
     pub(crate) fn u32(&self, col: &str) -> StoreResult<u32> {
@@ -149,12 +148,12 @@ impl<'a> R<'a> {
     }
 
     pub(crate) fn json(&self, col: &str) -> StoreResult<serde_json::Value> {
-        let text = self.string(col)?;
-        serde_json::from_str(&text).map_err(|e| corrupt(self.table, format!("column {col}: {e}")))
+        self.opt_json(col)?
+            .ok_or_else(|| corrupt(self.table, format!("column {col}: unexpected NULL")))
     }
 
     pub(crate) fn opt_json(&self, col: &str) -> StoreResult<Option<serde_json::Value>> {
-        match self.opt_string(col)? {
+        match self.opt_json_text(col)? {
             Some(text) => serde_json::from_str(&text)
                 .map(Some)
                 .map_err(|e| corrupt(self.table, format!("column {col}: {e}"))),
@@ -194,7 +193,7 @@ impl<'a> R<'a> {
     }
 }
 
-pub(crate) fn job(row: &AnyRow) -> StoreResult<Job> {
+pub(crate) fn job(row: &Row) -> StoreResult<Job> {
     let r = R::new(row, "jobs");
     Ok(Job {
         id: r.string("id")?,
@@ -203,7 +202,7 @@ pub(crate) fn job(row: &AnyRow) -> StoreResult<Job> {
         handler: r.string("handler")?,
         params: r.json("params")?,
         schedule: r.schedule()?,
-        next_trigger_at: r.opt_i64("next_trigger_at")?,
+        next_trigger_at: r.opt_time("next_trigger_at")?,
         status: r.job_status("status")?,
         version: r.i64("version")?,
         callback_url: r.opt_string("callback_url")?,
@@ -214,34 +213,34 @@ pub(crate) fn job(row: &AnyRow) -> StoreResult<Job> {
         worker_group: r.opt_string("worker_group")?,
         trace: r.trace()?,
         pause_reason: r.opt_string("pause_reason")?,
-        created_at: r.i64("created_at")?,
-        updated_at: r.i64("updated_at")?,
+        created_at: r.time("created_at")?,
+        updated_at: r.time("updated_at")?,
     })
 }
 
-pub(crate) fn execution(row: &AnyRow) -> StoreResult<Execution> {
+pub(crate) fn execution(row: &Row) -> StoreResult<Execution> {
     let r = R::new(row, "executions");
     Ok(Execution {
         id: r.string("id")?,
         job_id: r.string("job_id")?,
         tenant: r.string("tenant")?,
-        scheduled_at: r.i64("scheduled_at")?,
+        scheduled_at: r.time("scheduled_at")?,
         attempt: r.u32("attempt")?,
         status: r.exec_status("status")?,
         worker_id: r.opt_string("worker_id")?,
         output: r.opt_json("output")?,
         error: r.opt_string("error")?,
-        not_before: r.i64("not_before")?,
-        dispatched_at: r.opt_i64("dispatched_at")?,
-        started_at: r.opt_i64("started_at")?,
-        finished_at: r.opt_i64("finished_at")?,
-        stop_requested_at: r.opt_i64("stop_requested_at")?,
-        created_at: r.i64("created_at")?,
+        not_before: r.time("not_before")?,
+        dispatched_at: r.opt_time("dispatched_at")?,
+        started_at: r.opt_time("started_at")?,
+        finished_at: r.opt_time("finished_at")?,
+        stop_requested_at: r.opt_time("stop_requested_at")?,
+        created_at: r.time("created_at")?,
         progress: r.opt_f64("progress")?,
     })
 }
 
-pub(crate) fn event(row: &AnyRow) -> StoreResult<ExecEvent> {
+pub(crate) fn event(row: &Row) -> StoreResult<ExecEvent> {
     let r = R::new(row, "execution_events");
     Ok(ExecEvent {
         execution_id: r.string("execution_id")?,
@@ -249,11 +248,11 @@ pub(crate) fn event(row: &AnyRow) -> StoreResult<ExecEvent> {
         status: r.exec_status("status")?,
         worker_id: r.opt_string("worker_id")?,
         error: r.opt_string("error")?,
-        at: r.i64("occurred_at")?,
+        at: r.time("occurred_at")?,
     })
 }
 
-pub(crate) fn callback(row: &AnyRow) -> StoreResult<Callback> {
+pub(crate) fn callback(row: &Row) -> StoreResult<Callback> {
     let r = R::new(row, "callbacks");
     Ok(Callback {
         id: r.string("id")?,
@@ -261,17 +260,19 @@ pub(crate) fn callback(row: &AnyRow) -> StoreResult<Callback> {
         job_id: r.string("job_id")?,
         tenant: r.string("tenant")?,
         url: r.string("url")?,
-        payload: r.string("payload")?,
+        payload: r
+            .opt_json_text("payload")?
+            .ok_or_else(|| corrupt("callbacks", "column payload: unexpected NULL"))?,
         state: r.parsed("state", CallbackState::parse)?,
         attempts: r.u32("attempts")?,
-        next_attempt_at: r.i64("next_attempt_at")?,
+        next_attempt_at: r.time("next_attempt_at")?,
         last_error: r.opt_string("last_error")?,
-        created_at: r.i64("created_at")?,
+        created_at: r.time("created_at")?,
         trace: r.trace()?,
     })
 }
 
-pub(crate) fn callback_attempt(row: &AnyRow) -> StoreResult<CallbackAttempt> {
+pub(crate) fn callback_attempt(row: &Row) -> StoreResult<CallbackAttempt> {
     let r = R::new(row, "callback_attempts");
     let status_code = match r.opt_i64("status_code")? {
         Some(c) => Some(
@@ -282,14 +283,14 @@ pub(crate) fn callback_attempt(row: &AnyRow) -> StoreResult<CallbackAttempt> {
     };
     Ok(CallbackAttempt {
         attempt: r.u32("attempt")?,
-        at: r.i64("attempted_at")?,
+        at: r.time("attempted_at")?,
         status_code,
         latency_ms: r.opt_u64("latency_ms")?.unwrap_or_default(),
         error: r.opt_string("error")?,
     })
 }
 
-pub(crate) fn worker(row: &AnyRow) -> StoreResult<WorkerInfo> {
+pub(crate) fn worker(row: &Row) -> StoreResult<WorkerInfo> {
     let r = R::new(row, "workers");
     Ok(WorkerInfo {
         id: r.string("id")?,
@@ -299,10 +300,10 @@ pub(crate) fn worker(row: &AnyRow) -> StoreResult<WorkerInfo> {
         avg_cost_ms: r.f64("avg_cost_ms")?,
         cpu_idle: r.f64("cpu_idle")?,
         state: r.parsed("state", WorkerState::parse)?,
-        last_heartbeat_at: r.i64("last_heartbeat_at")?,
-        registered_at: r.i64("registered_at")?,
+        last_heartbeat_at: r.time("last_heartbeat_at")?,
+        registered_at: r.time("registered_at")?,
         serves: Serves {
-            handlers: match r.opt_string("handlers")? {
+            handlers: match r.opt_json_text("handlers")? {
                 Some(text) => Some(
                     serde_json::from_str(&text)
                         .map_err(|e| corrupt("workers", format!("column handlers: {e}")))?,
@@ -381,13 +382,5 @@ mod tests {
         assert_eq!(decode_cursor("zz"), None);
         assert_eq!(decode_cursor("abc"), None);
         assert_eq!(decode_cursor("é1"), None);
-    }
-
-    #[test]
-    fn select_lists_alias_every_column() {
-        assert_eq!(
-            select_list("j", &["id", "name"]),
-            "j.id AS id, j.name AS name"
-        );
     }
 }

@@ -2,7 +2,7 @@
 
 use super::error::corrupt;
 use super::rows::R;
-use super::stmt::{Q, from_u64};
+use super::sql::{Fields, from_u64, time};
 use kairos_core::schedule::{MisfirePolicy, OverlapPolicy, Recurrence, Rule, Schedule};
 use kairos_core::store::StoreResult;
 
@@ -12,7 +12,7 @@ impl R<'_> {
     pub(crate) fn schedule(&self) -> StoreResult<Schedule> {
         let rule = match self.string("schedule_kind")?.as_str() {
             "once" => {
-                let at = self.opt_i64("once_at")?;
+                let at = self.opt_time("once_at")?;
                 let at = at.ok_or_else(|| corrupt(self.table, "one-shot job without once_at"))?;
                 return Ok(Schedule::Once { at });
             }
@@ -48,8 +48,8 @@ impl R<'_> {
         };
         Ok(Schedule::Recurring(Recurrence {
             rule,
-            start_at: self.opt_i64("start_at")?,
-            end_at: self.opt_i64("end_at")?,
+            start_at: self.opt_time("start_at")?,
+            end_at: self.opt_time("end_at")?,
             misfire: self.parsed("misfire_policy", MisfirePolicy::parse)?,
             overlap: self.parsed("overlap_policy", OverlapPolicy::parse)?,
         }))
@@ -112,23 +112,18 @@ pub(crate) fn schedule_columns(s: &Schedule) -> ScheduleCols<'_> {
     cols
 }
 
-/// Binds the schedule columns in [`JOB_COLS`] order: `schedule_kind`,
-/// `cron_expr`, `timezone`, `once_at` (then the caller binds up to
-/// `updated_at`, then [`bind_schedule_tail`]).
-pub(crate) fn bind_schedule_head<'q>(q: Q<'q>, c: &ScheduleCols<'_>) -> Q<'q> {
-    q.bind(c.kind)
-        .bind(c.cron_expr.map(str::to_string))
-        .bind(c.timezone.map(str::to_string))
-        .bind(c.once_at)
-}
-
-/// Binds `every_ms`, `delay_ms`, `start_at`, `end_at`, `misfire_policy`,
-/// `overlap_policy`.
-pub(crate) fn bind_schedule_tail<'q>(q: Q<'q>, c: &ScheduleCols<'_>) -> Q<'q> {
-    q.bind(c.every_ms)
-        .bind(c.delay_ms)
-        .bind(c.start_at)
-        .bind(c.end_at)
-        .bind(c.misfire)
-        .bind(c.overlap)
+impl ScheduleCols<'_> {
+    /// Adds every schedule column to `f`.
+    pub(crate) fn fields(&self, f: &mut Fields) {
+        f.set("schedule_kind", self.kind)
+            .set("cron_expr", self.cron_expr)
+            .set("timezone", self.timezone)
+            .set("once_at", time(self.once_at))
+            .set("every_ms", self.every_ms)
+            .set("delay_ms", self.delay_ms)
+            .set("start_at", time(self.start_at))
+            .set("end_at", time(self.end_at))
+            .set("misfire_policy", self.misfire)
+            .set("overlap_policy", self.overlap);
+    }
 }
