@@ -12,16 +12,16 @@
 use super::SqlStore;
 use super::apply_job::{JobState, continuation};
 use super::apply_rows::{TouchedExecutions, TouchedJobs};
-use super::error::{db_err, retrying};
+use super::db::Tx;
+use super::error::retrying;
 use super::inserts::{self, EventRow};
-use super::rows::{self, EXEC_COLS, R, select_list};
-use super::stmt::{fetch_by_ids, from_u64, marks};
+use super::rows::{self, EXEC_COLS, R};
+use super::sql::{Sql, fetch_chunked, from_u64};
 use kairos_core::callback::Callback;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::outcome::{self, Continuation, ExecSnapshot, Origin, Plan, Verdict};
 use kairos_core::store::{Applied, StoreResult};
 use kairos_core::time::Millis;
-use sqlx::AnyConnection;
 use std::collections::{HashMap, HashSet};
 
 /// One thing that happened to an attempt: a worker's result or a verdict.
@@ -101,14 +101,14 @@ impl SqlStore {
         self.write_jobs(&mut tx, &tail.jobs, now).await?;
         inserts::events(&mut tx, &tail.events).await?;
         inserts::callbacks(&mut tx, &tail.callbacks).await?;
-        tx.commit().await.map_err(db_err)?;
+        tx.commit().await?;
         Ok(out)
     }
 
     /// Reads (and on MySQL locks) every named execution with its job.
     async fn load(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         inputs: &[Input<'_>],
     ) -> StoreResult<(Loaded, HashMap<String, JobState>)> {
         let mut seen = HashSet::new();
@@ -117,17 +117,20 @@ impl SqlStore {
             .map(|i| i.execution_id)
             .filter(|id| seen.insert(*id))
             .collect();
-        let lock = self.dialect().for_update();
-        let found = fetch_by_ids(conn, &ids, |n| {
-            format!(
-                "SELECT {}, e.incarnation AS held_by, j.status AS job_status, j.schedule_kind AS schedule_kind, \
-                 j.next_trigger_at AS next_trigger_at, j.max_attempts AS max_attempts, \
-                 j.retry_backoff_ms AS retry_backoff_ms, j.timeout_ms AS timeout_ms, \
-                 j.callback_url AS callback_url, j.delay_ms AS delay_ms, j.end_at AS end_at \
-                 FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ({}){lock}",
-                select_list("e", &EXEC_COLS),
-                marks(n)
-            )
+        let found = fetch_chunked(&mut *tx, &ids, |chunk| {
+            let mut s = Sql::new("SELECT ");
+            s.columns("e", &EXEC_COLS)
+                .push(
+                    ", e.incarnation AS held_by, j.status AS job_status, \
+                     j.schedule_kind AS schedule_kind, j.next_trigger_at AS next_trigger_at, \
+                     j.max_attempts AS max_attempts, j.retry_backoff_ms AS retry_backoff_ms, \
+                     j.timeout_ms AS timeout_ms, j.callback_url AS callback_url, \
+                     j.delay_ms AS delay_ms, j.end_at AS end_at \
+                     FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ",
+                )
+                .list(chunk.iter().copied())
+                .for_update();
+            s
         })
         .await?;
         let mut execs = HashMap::with_capacity(found.len());
@@ -154,7 +157,7 @@ impl SqlStore {
     /// worker replaced.
     async fn retired_among(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         inputs: &[Input<'_>],
     ) -> StoreResult<HashSet<String>> {
         let mut seen = HashSet::new();
@@ -163,12 +166,12 @@ impl SqlStore {
             .filter_map(|i| i.incarnation)
             .filter(|i| seen.insert(*i))
             .collect();
-        fetch_by_ids(conn, &incs, |n| {
-            format!(
-                "SELECT incarnation FROM worker_incarnations WHERE incarnation IN ({}) \
-                 AND retired_at IS NOT NULL",
-                marks(n)
-            )
+        fetch_chunked(&mut *tx, &incs, |chunk| {
+            let mut s =
+                Sql::new("SELECT incarnation FROM worker_incarnations WHERE incarnation IN ");
+            s.list(chunk.iter().copied())
+                .push(" AND retired_at IS NOT NULL");
+            s
         })
         .await?
         .iter()

@@ -2,14 +2,13 @@
 //! ends ([`Continuation`]) and how many of its executions are still live.
 
 use super::SqlStore;
-use super::error::db_err;
+use super::db::Tx;
 use super::rows::R;
-use super::stmt::{CHUNK, bind_names, marks, q};
+use super::sql::{Sql, fetch_chunked};
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobStatus, RetryPolicy};
 use kairos_core::outcome::Continuation;
 use kairos_core::store::StoreResult;
-use sqlx::AnyConnection;
 use std::collections::HashMap;
 
 /// The job of one or more executions in the batch, as it is now.
@@ -25,14 +24,14 @@ pub(super) struct JobState {
 
 /// What the job does after an execution ends, from its stored columns.
 pub(super) fn continuation(r: &R<'_>) -> StoreResult<Continuation> {
-    if r.opt_i64("next_trigger_at")?.is_some() {
+    if r.opt_time("next_trigger_at")?.is_some() {
         return Ok(Continuation::Scheduled);
     }
     Ok(match r.string("schedule_kind")?.as_str() {
         "once" => Continuation::OneShot,
         "delay" => Continuation::Delay {
             delay_ms: r.opt_u64("delay_ms")?.unwrap_or_default(),
-            end_at: r.opt_i64("end_at")?,
+            end_at: r.opt_time("end_at")?,
         },
         _ => Continuation::Ended,
     })
@@ -44,7 +43,7 @@ impl SqlStore {
     /// per batch, so a job waits for its last live execution to end.
     pub(super) async fn count_live(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         jobs: &mut HashMap<String, JobState>,
     ) -> StoreResult<()> {
         let ending: Vec<String> = jobs
@@ -52,24 +51,19 @@ impl SqlStore {
             .filter(|(_, j)| matches!(j.continuation, Continuation::OneShot | Continuation::Ended))
             .map(|(id, _)| id.clone())
             .collect();
-        let live = ExecStatus::LIVE;
-        for chunk in ending.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT job_id, COUNT(*) AS n FROM executions WHERE job_id IN ({}) \
-                 AND status IN ({}) GROUP BY job_id",
-                marks(chunk.len()),
-                marks(live.len())
-            );
-            let mut query = q(self.dialect(), sql);
-            for id in chunk {
-                query = query.bind(id.as_str());
-            }
-            let query = bind_names(query, live.iter().map(|s| s.as_str()));
-            for row in query.fetch_all(&mut *conn).await.map_err(db_err)? {
-                let r = R::new(&row, "executions");
-                if let Some(job) = jobs.get_mut(&r.string("job_id")?) {
-                    job.live = u64::try_from(r.i64("n")?).unwrap_or_default();
-                }
+        let counts = fetch_chunked(&mut *tx, &ending, |chunk| {
+            let mut s = Sql::new("SELECT job_id, COUNT(*) AS n FROM executions WHERE job_id IN ");
+            s.list(chunk)
+                .push(" AND status IN ")
+                .list(ExecStatus::LIVE.iter().map(|st| st.as_str()))
+                .push(" GROUP BY job_id");
+            s
+        })
+        .await?;
+        for row in &counts {
+            let r = R::new(row, "executions");
+            if let Some(job) = jobs.get_mut(&r.string("job_id")?) {
+                job.live = u64::try_from(r.i64("n")?).unwrap_or_default();
             }
         }
         Ok(())

@@ -5,17 +5,35 @@
 //! instead of one statement per result.
 
 use super::SqlStore;
-use super::error::db_err;
-use super::stmt::{Q, marks, q};
+use super::db::Tx;
+use super::sql::{Sql, Value, json, time};
 use kairos_core::execution::Execution;
 use kairos_core::job::JobStatus;
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
-use sqlx::AnyConnection;
 use std::collections::{HashMap, HashSet};
 
 /// Executions per statement: each costs about two dozen placeholders.
 const ROWS: usize = 200;
+
+/// The execution columns every write-back sets, each with its value in the
+/// decided row (`CASE id WHEN ? THEN <value> …`).
+/// How one always-written execution column gets its value.
+type ExecSet = (&'static str, fn(&Execution) -> Value);
+
+const EXEC_SETS: [ExecSet; 9] = [
+    ("status", |e| e.status.as_str().into()),
+    ("attempt", |e| e.attempt.into()),
+    ("worker_id", |e| e.worker_id.as_deref().into()),
+    ("output", |e| {
+        json(e.output.as_ref().map(|v| v.to_string()))
+    }),
+    ("error", |e| e.error.as_deref().into()),
+    ("not_before", |e| time(e.not_before)),
+    ("dispatched_at", |e| time(e.dispatched_at)),
+    ("started_at", |e| time(e.started_at)),
+    ("finished_at", |e| time(e.finished_at)),
+];
 
 /// Executions changed by a batch, in the order first changed.
 #[derive(Default)]
@@ -87,25 +105,11 @@ impl TouchedJobs {
     }
 }
 
-/// One `col = CASE id WHEN ? THEN ? … END` for `n` rows (`ELSE col` keeps
-/// rows without a value).
-fn case(col: &str, n: usize, keep_others: bool) -> String {
-    let mut s = format!("{col} = CASE id");
-    for _ in 0..n {
-        s.push_str(" WHEN ? THEN ?");
-    }
-    if keep_others {
-        s.push_str(&format!(" ELSE {col}"));
-    }
-    s.push_str(" END");
-    s
-}
-
 impl SqlStore {
     /// Writes the final state of every touched execution.
     pub(super) async fn write_executions(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         execs: &HashMap<String, Execution>,
         touched: &TouchedExecutions,
         now: Millis,
@@ -116,151 +120,126 @@ impl SqlStore {
             .filter_map(|id| execs.get(id))
             .collect();
         for chunk in rows.chunks(ROWS) {
-            let with_deadline: Vec<(&str, Option<Millis>)> = chunk
-                .iter()
-                .filter_map(|e| touched.deadlines.get(&e.id).map(|d| (e.id.as_str(), *d)))
-                .collect();
-            let n = chunk.len();
-            let mut sets: Vec<String> = [
-                "status",
-                "attempt",
-                "worker_id",
-                "output",
-                "error",
-                "not_before",
-                "dispatched_at",
-                "started_at",
-                "finished_at",
-            ]
-            .iter()
-            .map(|col| case(col, n, false))
-            .collect();
-            if !with_deadline.is_empty() {
-                sets.push(case("deadline_at", with_deadline.len(), true));
-            }
-            let with_incarnation: Vec<(&str, Option<String>)> = chunk
-                .iter()
-                .filter_map(|e| {
-                    touched
-                        .incarnations
-                        .get(&e.id)
-                        .map(|i| (e.id.as_str(), i.clone()))
-                })
-                .collect();
-            if !with_incarnation.is_empty() {
-                sets.push(case("incarnation", with_incarnation.len(), true));
-            }
-            let sql = format!(
-                "UPDATE executions SET {}, updated_at = ? WHERE id IN ({})",
-                sets.join(", "),
-                marks(n)
-            );
-            let mut query = q(self.dialect(), sql);
-            query = each(query, chunk, |q, e| q.bind(e.status.as_str()));
-            query = each(query, chunk, |q, e| q.bind(i64::from(e.attempt)));
-            query = each(query, chunk, |q, e| q.bind(e.worker_id.clone()));
-            query = each(query, chunk, |q, e| {
-                q.bind(e.output.as_ref().map(|v| v.to_string()))
-            });
-            query = each(query, chunk, |q, e| q.bind(e.error.clone()));
-            query = each(query, chunk, |q, e| q.bind(e.not_before));
-            query = each(query, chunk, |q, e| q.bind(e.dispatched_at));
-            query = each(query, chunk, |q, e| q.bind(e.started_at));
-            query = each(query, chunk, |q, e| q.bind(e.finished_at));
-            for (id, deadline) in &with_deadline {
-                query = query.bind(id.to_string()).bind(*deadline);
-            }
-            for (id, incarnation) in with_incarnation {
-                query = query.bind(id.to_string()).bind(incarnation);
-            }
-            query = query.bind(now);
-            for e in chunk {
-                query = query.bind(e.id.clone());
-            }
-            query.execute(&mut *conn).await.map_err(db_err)?;
+            executions_update(chunk, touched, now)
+                .execute(&mut *tx)
+                .await?;
         }
         Ok(())
     }
-}
 
-impl SqlStore {
     /// Writes every touched job's new status, next trigger and version.
     pub(super) async fn write_jobs(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         touched: &TouchedJobs,
         now: Millis,
     ) -> StoreResult<()> {
         for chunk in touched.order.chunks(ROWS) {
-            let rows: Vec<(&str, &JobChange)> = chunk
-                .iter()
-                .filter_map(|id| touched.changes.get(id).map(|c| (id.as_str(), c)))
-                .collect();
-            let statuses: Vec<(&str, JobStatus)> = rows
-                .iter()
-                .filter_map(|(id, c)| c.status.map(|s| (*id, s)))
-                .collect();
-            let nexts: Vec<(&str, Millis)> = rows
-                .iter()
-                .filter_map(|(id, c)| c.next_trigger_at.map(|t| (*id, t)))
-                .collect();
-            let mut sets = Vec::new();
-            if !statuses.is_empty() {
-                sets.push(case("status", statuses.len(), true));
-            }
-            if !nexts.is_empty() {
-                sets.push(case("next_trigger_at", nexts.len(), true));
-            }
-            let bump = case("version", rows.len(), false).replacen("version = ", "", 1);
-            sets.push(format!("version = version + {bump}"));
-            let sql = format!(
-                "UPDATE jobs SET {}, updated_at = ? WHERE id IN ({})",
-                sets.join(", "),
-                marks(rows.len())
-            );
-            let mut query = q(self.dialect(), sql);
-            for (id, status) in &statuses {
-                query = query.bind(id.to_string()).bind(status.as_str());
-            }
-            for (id, next) in &nexts {
-                query = query.bind(id.to_string()).bind(*next);
-            }
-            for (id, change) in &rows {
-                query = query.bind(id.to_string()).bind(change.bumps);
-            }
-            query = query.bind(now);
-            for (id, _) in &rows {
-                query = query.bind(id.to_string());
-            }
-            query.execute(&mut *conn).await.map_err(db_err)?;
+            jobs_update(touched, chunk, now).execute(&mut *tx).await?;
         }
         Ok(())
     }
 }
 
-/// Binds `WHEN id THEN value` for every row.
-fn each<'q>(
-    mut query: Q<'q>,
-    rows: &[&Execution],
-    value: impl Fn(Q<'q>, &Execution) -> Q<'q>,
-) -> Q<'q> {
-    for e in rows {
-        query = value(query.bind(e.id.clone()), e);
+/// One `UPDATE` of the executions in `chunk`: every column of
+/// [`EXEC_SETS`] for each of them, `deadline_at` and `incarnation` only for
+/// those whose deadline or holder changed (the others keep theirs).
+fn executions_update(chunk: &[&Execution], touched: &TouchedExecutions, now: Millis) -> Sql {
+    let mut s = Sql::new("UPDATE executions SET ");
+    for (i, (col, value)) in EXEC_SETS.into_iter().enumerate() {
+        if i > 0 {
+            s.push(", ");
+        }
+        s.push(col)
+            .push(" = ")
+            .case("id", col, chunk.iter().map(|e| (e.id.as_str(), value(e))));
     }
-    query
+    let deadlines: Vec<(&str, Option<Millis>)> = chunk
+        .iter()
+        .filter_map(|e| touched.deadlines.get(&e.id).map(|d| (e.id.as_str(), *d)))
+        .collect();
+    if !deadlines.is_empty() {
+        s.push(", deadline_at = ").case(
+            "id",
+            "deadline_at",
+            deadlines.into_iter().map(|(id, d)| (id, time(d))),
+        );
+    }
+    let incarnations: Vec<(&str, Option<&str>)> = chunk
+        .iter()
+        .filter_map(|e| {
+            touched
+                .incarnations
+                .get(&e.id)
+                .map(|i| (e.id.as_str(), i.as_deref()))
+        })
+        .collect();
+    if !incarnations.is_empty() {
+        s.push(", incarnation = ")
+            .case("id", "incarnation", incarnations);
+    }
+    s.push(", updated_at = ")
+        .bind(time(now))
+        .push(" WHERE id IN ")
+        .list(chunk.iter().map(|e| e.id.as_str()));
+    s
+}
+
+/// One `UPDATE` of the jobs in `chunk`: the new status and next trigger of
+/// those that have one (the others keep theirs), and every one's version
+/// bumps.
+fn jobs_update(touched: &TouchedJobs, chunk: &[String], now: Millis) -> Sql {
+    let rows: Vec<(&str, &JobChange)> = chunk
+        .iter()
+        .filter_map(|id| touched.changes.get(id).map(|c| (id.as_str(), c)))
+        .collect();
+    let statuses: Vec<(&str, &str)> = rows
+        .iter()
+        .filter_map(|(id, c)| c.status.map(|st| (*id, st.as_str())))
+        .collect();
+    let nexts: Vec<(&str, Value)> = rows
+        .iter()
+        .filter_map(|(id, c)| c.next_trigger_at.map(|t| (*id, time(t))))
+        .collect();
+    let mut s = Sql::new("UPDATE jobs SET ");
+    if !statuses.is_empty() {
+        s.push("status = ")
+            .case("id", "status", statuses)
+            .push(", ");
+    }
+    if !nexts.is_empty() {
+        s.push("next_trigger_at = ")
+            .case("id", "next_trigger_at", nexts)
+            .push(", ");
+    }
+    // Every row of the statement has a bump; `ELSE 0` only spells out that
+    // a row without one would keep its version.
+    s.push("version = version + ")
+        .case("id", "0", rows.iter().map(|(id, c)| (*id, c.bumps)))
+        .push(", updated_at = ")
+        .bind(time(now))
+        .push(" WHERE id IN ")
+        .list(rows.iter().map(|(id, _)| *id));
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Dialect;
 
     #[test]
-    fn case_lists_one_branch_per_row() {
+    fn jobs_are_written_back_with_one_case_per_column() {
+        let mut t = TouchedJobs::default();
+        t.rescheduled("j1", 10);
+        t.moved("j2", JobStatus::Succeeded, None);
         assert_eq!(
-            case("a", 2, false),
-            "a = CASE id WHEN ? THEN ? WHEN ? THEN ? END"
+            jobs_update(&t, &t.order, 20).text(Dialect::MySql),
+            "UPDATE jobs SET status = CASE id WHEN ? THEN ? ELSE status END, \
+             next_trigger_at = CASE id WHEN ? THEN ? ELSE next_trigger_at END, \
+             version = version + CASE id WHEN ? THEN ? WHEN ? THEN ? ELSE 0 END, \
+             updated_at = ? WHERE id IN (?, ?)"
         );
-        assert_eq!(case("d", 1, true), "d = CASE id WHEN ? THEN ? ELSE d END");
     }
 
     #[test]

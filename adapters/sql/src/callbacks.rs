@@ -2,26 +2,27 @@
 //! conditional update and a token unique to each claim, so two relays never
 //! hold the same row at once.
 
-use super::error::{db_err, retrying};
-use super::rows::{self, CALLBACK_COLS, select_list};
-use super::stmt::{CHUNK, marks, q, scalar};
+use super::db::On;
+use super::error::retrying;
+use super::rows::{self, CALLBACK_COLS, R};
+use super::sql::{Fields, Sql, fetch_chunked, from_u64, time};
 use super::{Dialect, SqlStore};
 use async_trait::async_trait;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::store::{CallbackBacklog, CallbackNext, CallbackStore, StoreResult};
 use kairos_core::tenant::Tenant;
 use kairos_core::time::Millis;
-use sqlx::AnyConnection;
 use std::collections::HashMap;
 
 /// Callback rows with their job's trace context (a purged job's callback
 /// reads as untraced: the outer join keeps it).
-fn callback_select() -> String {
-    format!(
-        "SELECT {}, j.trace_context AS trace_context FROM callbacks c \
+fn callback_select() -> Sql {
+    let mut s = Sql::new("SELECT ");
+    s.columns("c", &CALLBACK_COLS).push(
+        ", j.trace_context AS trace_context FROM callbacks c \
          LEFT JOIN jobs j ON j.id = c.job_id",
-        select_list("c", &CALLBACK_COLS)
-    )
+    );
+    s
 }
 
 /// One claim of due callbacks: which rows it may take and the lease it gives them.
@@ -35,46 +36,46 @@ struct Lease<'a> {
 
 impl Lease<'_> {
     /// Ids of pending rows due now and not leased, oldest due first; `lock`
-    /// is the dialect's locking clause, if the read locks.
-    async fn candidates(&self, conn: &mut AnyConnection, lock: &str) -> StoreResult<Vec<String>> {
-        let sql = format!(
-            "SELECT id FROM callbacks WHERE state = ? AND next_attempt_at <= ? \
-             AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at LIMIT ?{lock}"
-        );
-        scalar(Dialect::of(conn), sql)
-            .bind(CallbackState::Pending.as_str())
-            .bind(self.now)
-            .bind(self.now)
-            .bind(i64::from(self.limit))
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db_err)
+    /// says whether the read locks them for the claim ([`Sql::for_claim`]).
+    async fn candidates<'c>(&self, on: impl Into<On<'c>>, lock: bool) -> StoreResult<Vec<String>> {
+        let mut s = Sql::new("SELECT id FROM callbacks WHERE state = ");
+        s.bind(CallbackState::Pending.as_str())
+            .push(" AND next_attempt_at <= ")
+            .bind(time(self.now))
+            .push(" AND (lease_until IS NULL OR lease_until < ")
+            .bind(time(self.now))
+            .push(") ORDER BY next_attempt_at LIMIT ")
+            .bind(self.limit);
+        if lock {
+            s.for_claim();
+        }
+        s.fetch_all(on)
+            .await?
+            .iter()
+            .map(|row| R::new(row, "callbacks").string("id"))
+            .collect()
     }
 
     /// Leases those of `ids` still pending and free; rows leased.
-    async fn take(&self, conn: &mut AnyConnection, ids: &[String]) -> StoreResult<u64> {
+    async fn take<'c>(&self, on: impl Into<On<'c>>, ids: &[String]) -> StoreResult<u64> {
         if ids.is_empty() {
             return Ok(0);
         }
-        let sql = format!(
-            "UPDATE callbacks SET lease_owner = ?, lease_token = ?, lease_until = ? \
-             WHERE id IN ({}) AND state = ? AND (lease_until IS NULL OR lease_until < ?)",
-            marks(ids.len())
-        );
-        let mut query = q(Dialect::of(conn), sql)
-            .bind(self.owner)
-            .bind(self.token)
-            .bind(self.until);
-        for id in ids {
-            query = query.bind(id.as_str());
-        }
-        Ok(query
+        let lease = Fields::new()
+            .with("lease_owner", self.owner)
+            .with("lease_token", self.token)
+            .with("lease_until", time(self.until));
+        Sql::new("UPDATE callbacks SET ")
+            .set(&lease)
+            .push(" WHERE id IN ")
+            .list(ids.iter().map(String::as_str))
+            .push(" AND state = ")
             .bind(CallbackState::Pending.as_str())
-            .bind(self.now)
-            .execute(&mut *conn)
+            .push(" AND (lease_until IS NULL OR lease_until < ")
+            .bind(time(self.now))
+            .push(")")
+            .execute(on)
             .await
-            .map_err(db_err)?
-            .rows_affected())
     }
 }
 
@@ -105,24 +106,22 @@ impl CallbackStore for SqlStore {
             // instead of racing for the same ones.
             Dialect::Postgres => {
                 let mut tx = self.begin().await?;
-                let ids = lease
-                    .candidates(&mut tx, Dialect::Postgres.for_claim())
-                    .await?;
+                let ids = lease.candidates(&mut tx, true).await?;
                 let leased = lease.take(&mut tx, &ids).await?;
-                tx.commit().await.map_err(db_err)?;
+                tx.commit().await?;
                 (ids, leased)
             }
             // Another relay may pick the same candidates; the condition is
             // re-checked under the row lock by the update, and the token
             // tells our rows apart.
             Dialect::MySql | Dialect::Sqlite => {
-                let mut read = self.read().acquire().await.map_err(db_err)?;
-                let ids = lease.candidates(&mut read, "").await?;
+                let mut read = self.read().acquire().await?;
+                let ids = lease.candidates(&mut read, false).await?;
                 drop(read);
                 if ids.is_empty() {
                     return Ok(Vec::new());
                 }
-                let mut write = self.write().acquire().await.map_err(db_err)?;
+                let mut write = self.write().acquire().await?;
                 let leased = lease.take(&mut write, &ids).await?;
                 (ids, leased)
             }
@@ -130,20 +129,14 @@ impl CallbackStore for SqlStore {
         if leased == 0 {
             return Ok(Vec::new());
         }
-        let sql = format!(
-            "{} WHERE c.id IN ({}) AND c.lease_token = ? ORDER BY c.next_attempt_at, c.id",
-            callback_select(),
-            marks(candidates.len())
-        );
-        let mut query = q(self.dialect(), sql);
-        for id in &candidates {
-            query = query.bind(id.as_str());
-        }
-        let found = query
+        let found = callback_select()
+            .push(" WHERE c.id IN ")
+            .list(candidates.iter().map(String::as_str))
+            .push(" AND c.lease_token = ")
             .bind(token.as_str())
+            .push(" ORDER BY c.next_attempt_at, c.id")
             .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+            .await?;
         found.iter().map(rows::callback).collect()
     }
 
@@ -159,46 +152,46 @@ impl CallbackStore for SqlStore {
     }
 
     async fn callbacks_next_due(&self) -> StoreResult<Option<Millis>> {
-        // A leased row is not claimable before its lease runs out.
-        scalar(
-            self.dialect(),
+        // A leased row is not claimable before its lease runs out, i.e. one
+        // millisecond after `lease_until`. The two kinds of row are read
+        // separately and the millisecond added here: no arithmetic on a
+        // time column in SQL.
+        let row = Sql::new(
             "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until >= next_attempt_at \
-             THEN lease_until + 1 ELSE next_attempt_at END) FROM callbacks WHERE state = ?",
+             THEN lease_until END) AS leased_until, \
+             MIN(CASE WHEN lease_until IS NOT NULL AND lease_until >= next_attempt_at \
+             THEN NULL ELSE next_attempt_at END) AS due_at FROM callbacks WHERE state = ",
         )
         .bind(CallbackState::Pending.as_str())
         .fetch_one(self.read())
-        .await
-        .map_err(db_err)
+        .await?;
+        let r = R::new(&row, "callbacks");
+        let free = r.opt_time("leased_until")?.map(|t| t.saturating_add(1));
+        let due = r.opt_time("due_at")?;
+        Ok(match (free, due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
     }
 
     async fn callbacks_backlog(&self) -> StoreResult<CallbackBacklog> {
         // Each query reads one range of the (state, next_attempt_at) index;
         // delivered rows, the bulk of the table, are never touched.
         let pending = CallbackState::Pending.as_str();
-        let retrying: i64 = scalar(
-            self.dialect(),
-            "SELECT COUNT(*) FROM callbacks WHERE state = ? AND attempts > 0",
-        )
-        .bind(pending)
-        .fetch_one(self.read())
-        .await
-        .map_err(db_err)?;
-        let dead: i64 = scalar(
-            self.dialect(),
-            "SELECT COUNT(*) FROM callbacks WHERE state = ?",
-        )
-        .bind(CallbackState::Dead.as_str())
-        .fetch_one(self.read())
-        .await
-        .map_err(db_err)?;
-        let oldest_pending_at: Option<Millis> = scalar(
-            self.dialect(),
-            "SELECT MIN(created_at) FROM callbacks WHERE state = ?",
-        )
-        .bind(pending)
-        .fetch_one(self.read())
-        .await
-        .map_err(db_err)?;
+        let retrying: i64 = Sql::new("SELECT COUNT(*) AS n FROM callbacks WHERE state = ")
+            .bind(pending)
+            .push(" AND attempts > 0")
+            .scalar(self.read(), "n")
+            .await?;
+        let dead: i64 = Sql::new("SELECT COUNT(*) AS n FROM callbacks WHERE state = ")
+            .bind(CallbackState::Dead.as_str())
+            .scalar(self.read(), "n")
+            .await?;
+        let row = Sql::new("SELECT MIN(created_at) AS oldest FROM callbacks WHERE state = ")
+            .bind(pending)
+            .fetch_one(self.read())
+            .await?;
+        let oldest_pending_at = R::new(&row, "callbacks").opt_time("oldest")?;
         Ok(CallbackBacklog {
             retrying: u64::try_from(retrying).unwrap_or(0),
             dead: u64::try_from(dead).unwrap_or(0),
@@ -211,39 +204,35 @@ impl CallbackStore for SqlStore {
         tenant: &str,
         execution_id: &str,
     ) -> StoreResult<Vec<(Callback, Vec<CallbackAttempt>)>> {
-        let sql = format!(
-            "{} WHERE c.tenant = ? AND c.execution_id = ? ORDER BY c.created_at, c.id",
-            callback_select()
-        );
-        let found = q(self.dialect(), sql)
+        let found = callback_select()
+            .push(" WHERE c.tenant = ")
             .bind(tenant)
+            .push(" AND c.execution_id = ")
             .bind(execution_id)
+            .push(" ORDER BY c.created_at, c.id")
             .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+            .await?;
         let callbacks = found
             .iter()
             .map(rows::callback)
             .collect::<StoreResult<Vec<_>>>()?;
         let mut attempts: HashMap<String, Vec<CallbackAttempt>> = HashMap::new();
         let ids: Vec<&str> = callbacks.iter().map(|c| c.id.as_str()).collect();
-        for chunk in ids.chunks(CHUNK) {
-            let sql = format!(
+        let found = fetch_chunked(self.read(), &ids, |chunk| {
+            let mut s = Sql::new(
                 "SELECT callback_id, attempt, attempted_at, status_code, latency_ms, error \
-                 FROM callback_attempts WHERE callback_id IN ({}) ORDER BY id",
-                marks(chunk.len())
+                 FROM callback_attempts WHERE callback_id IN ",
             );
-            let mut query = q(self.dialect(), sql);
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            for row in query.fetch_all(self.read()).await.map_err(db_err)? {
-                let owner = rows::R::new(&row, "callback_attempts").string("callback_id")?;
-                attempts
-                    .entry(owner)
-                    .or_default()
-                    .push(rows::callback_attempt(&row)?);
-            }
+            s.list(chunk.iter().copied()).push(" ORDER BY id");
+            s
+        })
+        .await?;
+        for row in &found {
+            let owner = R::new(row, "callback_attempts").string("callback_id")?;
+            attempts
+                .entry(owner)
+                .or_default()
+                .push(rows::callback_attempt(row)?);
         }
         Ok(callbacks
             .into_iter()
@@ -275,21 +264,17 @@ impl SqlStore {
         now: Millis,
     ) -> StoreResult<bool> {
         let mut tx = self.begin().await?;
-        q(
-            self.dialect(),
-            "INSERT INTO callback_attempts \
-             (callback_id, attempt, attempted_at, status_code, latency_ms, error) \
-             VALUES (?, ?, ?, ?, ?, ?)",
-        )
-        .bind(id)
-        .bind(i64::from(attempt.attempt))
-        .bind(attempt.at)
-        .bind(attempt.status_code.map(i64::from))
-        .bind(super::stmt::from_u64(attempt.latency_ms))
-        .bind(attempt.error.as_deref())
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
+        let row = Fields::new()
+            .with("callback_id", id)
+            .with("attempt", attempt.attempt)
+            .with("attempted_at", time(attempt.at))
+            .with("status_code", attempt.status_code.map(i64::from))
+            .with("latency_ms", from_u64(attempt.latency_ms))
+            .with("error", attempt.error.as_deref());
+        Sql::new("INSERT INTO callback_attempts")
+            .rows([&row])
+            .execute(&mut tx)
+            .await?;
         let (state, next_at) = match next {
             CallbackNext::Delivered => (CallbackState::Delivered, None),
             CallbackNext::RetryAt(at) => (CallbackState::Pending, Some(at)),
@@ -300,24 +285,27 @@ impl SqlStore {
             (None, Some(code)) if !(200..300).contains(&code) => Some(format!("HTTP {code}")),
             _ => None,
         };
-        let res = q(
-            self.dialect(),
-            "UPDATE callbacks SET state = ?, attempts = attempts + 1, \
-             next_attempt_at = COALESCE(?, next_attempt_at), \
-             last_error = COALESCE(?, last_error), lease_owner = NULL, lease_token = NULL, \
-             lease_until = NULL, updated_at = ? WHERE id = ? AND lease_owner = ?",
+        let set = Fields::new()
+            .with("state", state.as_str())
+            .with("updated_at", time(now));
+        // A `NULL` next time or error keeps the stored one.
+        let changed = Sql::new(
+            "UPDATE callbacks SET attempts = attempts + 1, lease_owner = NULL, \
+             lease_token = NULL, lease_until = NULL, next_attempt_at = COALESCE(",
         )
-        .bind(state.as_str())
-        .bind(next_at)
+        .bind(time(next_at))
+        .push(", next_attempt_at), last_error = COALESCE(")
         .bind(error)
-        .bind(now)
+        .push(", last_error), ")
+        .set(&set)
+        .push(" WHERE id = ")
         .bind(id)
+        .push(" AND lease_owner = ")
         .bind(owner)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        tx.commit().await.map_err(db_err)?;
-        Ok(res.rows_affected() == 1)
+        .execute(&mut tx)
+        .await?;
+        tx.commit().await?;
+        Ok(changed == 1)
     }
 
     async fn try_redeliver(
@@ -330,29 +318,24 @@ impl SqlStore {
         let mut tx = self.begin().await?;
         // Locking the execution serialises redeliveries of one execution, so
         // two concurrent requests cannot both queue a new delivery.
-        let lock = format!(
-            "SELECT id FROM executions WHERE tenant = ? AND id = ?{}",
-            self.dialect().for_update()
-        );
-        let exists = q(self.dialect(), lock)
+        let exists = Sql::new("SELECT id FROM executions WHERE tenant = ")
             .bind(tenant)
+            .push(" AND id = ")
             .bind(execution_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_err)?;
+            .for_update()
+            .fetch_optional(&mut tx)
+            .await?;
         if exists.is_none() {
             return Ok(None);
         }
-        let sql = format!(
-            "{} WHERE c.tenant = ? AND c.execution_id = ? ORDER BY c.created_at DESC, c.id DESC LIMIT 1",
-            callback_select()
-        );
-        let latest = q(self.dialect(), sql)
+        let latest = callback_select()
+            .push(" WHERE c.tenant = ")
             .bind(tenant)
+            .push(" AND c.execution_id = ")
             .bind(execution_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_err)?;
+            .push(" ORDER BY c.created_at DESC, c.id DESC LIMIT 1")
+            .fetch_optional(&mut tx)
+            .await?;
         let Some(latest) = latest.as_ref().map(rows::callback).transpose()? else {
             return Ok(None);
         };
@@ -369,7 +352,7 @@ impl SqlStore {
             ..latest
         };
         super::inserts::callbacks(&mut tx, std::slice::from_ref(&fresh)).await?;
-        tx.commit().await.map_err(db_err)?;
+        tx.commit().await?;
         Ok(Some(fresh))
     }
 }

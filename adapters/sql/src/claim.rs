@@ -4,10 +4,11 @@
 //! the history and outbox rows — whatever the batch size.
 
 use super::SqlStore;
-use super::error::{corrupt, db_err, retrying};
+use super::db::Tx;
+use super::error::{corrupt, retrying};
 use super::inserts::{self, EventRow};
-use super::rows::{self, EXEC_COLS, JOB_COLS, select_list};
-use super::stmt::{CHUNK, bind_names, fetch_by_ids, from_u64, marks, q, row_marks, scalar};
+use super::rows::{self, EXEC_COLS, JOB_COLS, R};
+use super::sql::{self, CHUNK, Fields, Sql, from_u64, time};
 use super::stop;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::job::{Job, JobTransition};
@@ -15,7 +16,6 @@ use kairos_core::schedule::OverlapPolicy;
 use kairos_core::store::{Claim, DispatchWork, StoreError, StoreResult};
 use kairos_core::time::Millis;
 use kairos_core::trigger::{self, Fate, JobMove, Resolution};
-use sqlx::AnyConnection;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Name of the dispatcher lease in `leader_fences`.
@@ -52,22 +52,27 @@ impl SqlStore {
         retrying(|| self.try_claim(fence, claims, now)).await
     }
 
-    async fn check_fence(&self, conn: &mut AnyConnection, fence: u64) -> StoreResult<()> {
+    /// Raises the stored dispatcher fence to ours (never lowers it) and
+    /// fails if a newer leader's is already there.
+    async fn check_fence(&self, tx: &mut Tx, fence: u64) -> StoreResult<()> {
         let ours = from_u64(fence);
-        q(self.dialect(), self.dialect().fence_upsert())
+        let row = Fields::new()
+            .with("name", DISPATCH_FENCE)
+            .with("fence", ours);
+        Sql::new("INSERT INTO leader_fences")
+            .rows([&row])
+            .dialect(
+                " ON DUPLICATE KEY UPDATE fence = GREATEST(fence, VALUES(fence))",
+                " ON CONFLICT(name) DO UPDATE SET \
+                 fence = GREATEST(leader_fences.fence, excluded.fence)",
+                " ON CONFLICT(name) DO UPDATE SET fence = MAX(fence, excluded.fence)",
+            )
+            .execute(&mut *tx)
+            .await?;
+        let current: i64 = Sql::new("SELECT fence FROM leader_fences WHERE name = ")
             .bind(DISPATCH_FENCE)
-            .bind(ours)
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err)?;
-        let current: i64 = scalar(
-            self.dialect(),
-            "SELECT fence FROM leader_fences WHERE name = ?",
-        )
-        .bind(DISPATCH_FENCE)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db_err)?;
+            .scalar(&mut *tx, "fence")
+            .await?;
         if current > ours {
             return Err(StoreError::Fenced {
                 ours: fence,
@@ -219,26 +224,22 @@ impl SqlStore {
         }
         inserts::events(&mut tx, &events).await?;
         inserts::callbacks(&mut tx, &callbacks).await?;
-        tx.commit().await.map_err(db_err)?;
+        tx.commit().await?;
         Ok(out)
     }
 
     /// The named jobs, by id.
-    async fn read_jobs(
-        &self,
-        conn: &mut AnyConnection,
-        ids: &[&str],
-    ) -> StoreResult<HashMap<String, Job>> {
+    async fn read_jobs(&self, tx: &mut Tx, ids: &[&str]) -> StoreResult<HashMap<String, Job>> {
         // PostgreSQL passes over jobs another transaction holds (an API
         // update, a result): their claims lose this round and come back in
         // the next scan, instead of the whole claim waiting on them.
-        let lock = self.dialect().for_claim();
-        let found = fetch_by_ids(conn, ids, |n| {
-            format!(
-                "SELECT {} FROM jobs j WHERE j.id IN ({}){lock}",
-                select_list("j", &JOB_COLS),
-                marks(n)
-            )
+        let found = sql::fetch_chunked(&mut *tx, ids, |chunk| {
+            let mut s = Sql::new("SELECT ");
+            s.columns("j", &JOB_COLS)
+                .push(" FROM jobs j WHERE j.id IN ")
+                .list(chunk.iter().copied())
+                .for_claim();
+            s
         })
         .await?;
         let mut jobs = HashMap::with_capacity(found.len());
@@ -252,33 +253,27 @@ impl SqlStore {
     /// Live executions of the named jobs (locked on MySQL when `lock`), by job.
     async fn live_executions(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         job_ids: &[&str],
         lock: bool,
     ) -> StoreResult<HashMap<String, Vec<Execution>>> {
         let mut live: HashMap<String, Vec<Execution>> = HashMap::new();
-        let states = ExecStatus::LIVE;
-        let lock = if lock {
-            self.dialect().for_update()
-        } else {
-            ""
-        };
-        for chunk in job_ids.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT {} FROM executions e WHERE e.job_id IN ({}) AND e.status IN ({}){lock}",
-                select_list("e", &EXEC_COLS),
-                marks(chunk.len()),
-                marks(states.len())
-            );
-            let mut query = q(self.dialect(), sql);
-            for id in chunk {
-                query = query.bind(*id);
+        let found = sql::fetch_chunked(&mut *tx, job_ids, |chunk| {
+            let mut s = Sql::new("SELECT ");
+            s.columns("e", &EXEC_COLS)
+                .push(" FROM executions e WHERE e.job_id IN ")
+                .list(chunk.iter().copied())
+                .push(" AND e.status IN ")
+                .list(ExecStatus::LIVE.iter().map(|s| s.as_str()));
+            if lock {
+                s.for_update();
             }
-            let query = bind_names(query, states.iter().map(|s| s.as_str()));
-            for row in query.fetch_all(&mut *conn).await.map_err(db_err)? {
-                let e = rows::execution(&row)?;
-                live.entry(e.job_id.clone()).or_default().push(e);
-            }
+            s
+        })
+        .await?;
+        for row in &found {
+            let e = rows::execution(row)?;
+            live.entry(e.job_id.clone()).or_default().push(e);
         }
         Ok(live)
     }
@@ -289,47 +284,38 @@ impl SqlStore {
     /// (`version = CASE id …`), and a count that differs is an error.
     async fn update_claimed(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         moves: &[ClaimedJob],
         now: Millis,
     ) -> StoreResult<()> {
         for chunk in moves.chunks(CLAIM_ROWS) {
             let n = chunk.len();
-            let when = |col: &str| {
-                let mut s = format!("{col} = CASE id");
-                for _ in 0..n {
-                    s.push_str(" WHEN ? THEN ?");
-                }
-                s.push_str(" END");
-                s
-            };
-            let sql = format!(
-                "UPDATE jobs SET {}, {}, version = version + 1, updated_at = ? \
-                 WHERE id IN ({}) AND {}",
-                when("next_trigger_at"),
-                when("status"),
-                marks(n),
-                when("version")
-            );
-            let mut query = q(self.dialect(), sql);
-            for m in chunk {
-                query = query.bind(m.id.as_str()).bind(m.next);
-            }
-            for m in chunk {
-                query = query.bind(m.id.as_str()).bind(m.status.as_str());
-            }
-            query = query.bind(now);
-            for m in chunk {
-                query = query.bind(m.id.as_str());
-            }
-            for m in chunk {
-                query = query.bind(m.id.as_str()).bind(m.version);
-            }
-            let moved = query
-                .execute(&mut *conn)
-                .await
-                .map_err(db_err)?
-                .rows_affected();
+            // Every row the `IN` list names has its own arm, so no `ELSE`
+            // is ever taken.
+            let moved = Sql::new("UPDATE jobs SET next_trigger_at = ")
+                .case(
+                    "id",
+                    "next_trigger_at",
+                    chunk.iter().map(|m| (m.id.as_str(), time(m.next))),
+                )
+                .push(", status = ")
+                .case(
+                    "id",
+                    "status",
+                    chunk.iter().map(|m| (m.id.as_str(), m.status.as_str())),
+                )
+                .push(", version = version + 1, updated_at = ")
+                .bind(time(now))
+                .push(" WHERE id IN ")
+                .list(chunk.iter().map(|m| m.id.as_str()))
+                .push(" AND version = ")
+                .case(
+                    "id",
+                    "version",
+                    chunk.iter().map(|m| (m.id.as_str(), m.version)),
+                )
+                .execute(&mut *tx)
+                .await?;
             if moved != n as u64 {
                 // Unreachable unless something writes jobs without locking
                 // them; the round is rolled back and retried.
@@ -347,59 +333,41 @@ impl SqlStore {
     /// otherwise the ids that are present.
     async fn insert_executions(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         rows: &[NewExec<'_>],
         now: Millis,
     ) -> StoreResult<Option<HashSet<String>>> {
         let mut inserted = 0u64;
         for chunk in rows.chunks(CHUNK) {
-            let sql = self.dialect().insert_ignore(&format!(
-                "executions (id, job_id, tenant, scheduled_at, attempt, status, not_before, \
-                 finished_at, error, created_at, updated_at) VALUES {}",
-                row_marks(chunk.len(), 11)
-            ));
-            let mut query = q(self.dialect(), sql);
-            for r in chunk {
-                let finished = r.status.is_terminal().then_some(now);
-                query = query
-                    .bind(r.claim.execution_id.as_str())
-                    .bind(r.claim.job_id.as_str())
-                    .bind(r.tenant)
-                    .bind(r.claim.scheduled_at)
-                    .bind(1_i64)
-                    .bind(r.status.as_str())
-                    .bind(r.claim.scheduled_at)
-                    .bind(finished)
-                    .bind(r.error)
-                    .bind(now)
-                    .bind(now);
-            }
-            inserted += query
-                .execute(&mut *conn)
-                .await
-                .map_err(db_err)?
-                .rows_affected();
+            let fields: Vec<Fields> = chunk.iter().map(|r| r.fields(now)).collect();
+            inserted += Sql::new("")
+                .insert_ignore_into()
+                .push("executions")
+                .rows(&fields)
+                .on_conflict_ignore()
+                .execute(&mut *tx)
+                .await?;
         }
         if inserted == rows.len() as u64 {
             return Ok(None);
         }
-        let mut ids = HashSet::new();
-        for chunk in rows.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT id FROM executions WHERE id IN ({})",
-                marks(chunk.len())
-            );
-            let mut query = scalar::<String>(self.dialect(), sql);
-            for r in chunk {
-                query = query.bind(r.claim.execution_id.as_str());
-            }
-            ids.extend(query.fetch_all(&mut *conn).await.map_err(db_err)?);
+        let wanted: Vec<&str> = rows.iter().map(|r| r.claim.execution_id.as_str()).collect();
+        let found = sql::fetch_chunked(&mut *tx, &wanted, |chunk| {
+            let mut s = Sql::new("SELECT id FROM executions WHERE id IN ");
+            s.list(chunk.iter().copied());
+            s
+        })
+        .await?;
+        let mut ids = HashSet::with_capacity(found.len());
+        for row in &found {
+            ids.insert(R::new(row, "executions").string("id")?);
         }
         Ok(Some(ids))
     }
 }
 
-/// Jobs per claim `UPDATE`: four placeholders each plus the `IN` list.
+/// Jobs per claim `UPDATE`: three `CASE` arms (six values) each plus the
+/// `IN` list.
 const CLAIM_ROWS: usize = 500;
 
 /// A claimed job's move, decided on its locked row.
@@ -408,6 +376,27 @@ struct ClaimedJob {
     version: i64,
     next: Option<Millis>,
     status: kairos_core::job::JobStatus,
+}
+
+impl NewExec<'_> {
+    /// The row's `executions` columns (first attempt, due at its trigger).
+    fn fields(&self, now: Millis) -> Fields {
+        Fields::new()
+            .with("id", self.claim.execution_id.as_str())
+            .with("job_id", self.claim.job_id.as_str())
+            .with("tenant", self.tenant)
+            .with("scheduled_at", time(self.claim.scheduled_at))
+            .with("attempt", 1_i64)
+            .with("status", self.status.as_str())
+            .with("not_before", time(self.claim.scheduled_at))
+            .with(
+                "finished_at",
+                time(self.status.is_terminal().then_some(now)),
+            )
+            .with("error", self.error)
+            .with("created_at", time(now))
+            .with("updated_at", time(now))
+    }
 }
 
 /// The execution a skipped trigger became, for its callback.

@@ -3,32 +3,31 @@
 //! attempts, one locking read, one update per group and one event insert.
 
 use super::SqlStore;
-use super::error::{db_err, retrying};
+use super::db::Tx;
+use super::error::retrying;
 use super::inserts::{self, EventRow};
 use super::rows::R;
-use super::stmt::{CHUNK, Q, bind_names, fetch_by_ids, marks, q};
+use super::sql::{self, CHUNK, Fields, Sql, time};
 use kairos_core::execution::{ExecStatus, ExecTransition};
 use kairos_core::store::{DispatchedTo, Marked, StoreResult};
 use kairos_core::time::Millis;
-use sqlx::AnyConnection;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 impl SqlStore {
     /// Locks the named executions and returns their `(attempt, status, worker)`.
     async fn lock_states(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         ids: impl Iterator<Item = &str>,
     ) -> StoreResult<HashMap<String, (u32, ExecStatus, Option<String>)>> {
         let mut seen = HashSet::new();
         let ids: Vec<&str> = ids.filter(|id| seen.insert(*id)).collect();
         let mut state = HashMap::with_capacity(ids.len());
-        let lock = self.dialect().for_update();
-        let rows = fetch_by_ids(conn, &ids, |n| {
-            format!(
-                "SELECT id, attempt, status, worker_id FROM executions WHERE id IN ({}){lock}",
-                marks(n)
-            )
+        let rows = sql::fetch_chunked(&mut *tx, &ids, |chunk| {
+            let mut s =
+                Sql::new("SELECT id, attempt, status, worker_id FROM executions WHERE id IN ");
+            s.list(chunk.iter().copied()).for_update();
+            s
         })
         .await?;
         for row in &rows {
@@ -46,38 +45,30 @@ impl SqlStore {
     }
 
     /// `UPDATE executions SET status = <t's state>, <sets> WHERE id IN (ids) AND
-    /// attempt = ? AND status IN (<t's from states>)`, chunked; rows changed.
+    /// attempt = <attempt> AND status IN (<t's from states>)`, chunked; rows changed.
     async fn move_group(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         t: ExecTransition,
-        sets: &str,
-        set_binds: &(dyn Fn(Q<'static>) -> Q<'static> + Sync),
+        sets: &Fields,
         ids: &[&str],
         attempt: u32,
     ) -> StoreResult<u64> {
         let from = t.from_states();
         let mut changed = 0;
         for chunk in ids.chunks(CHUNK) {
-            let sql = format!(
-                "UPDATE executions SET status = ?, {sets} WHERE id IN ({}) AND attempt = ? \
-                 AND status IN ({})",
-                marks(chunk.len()),
-                marks(from.len())
-            );
-            let mut query = set_binds(q(self.dialect(), sql).bind(t.to_state().as_str()));
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            let query = bind_names(
-                query.bind(i64::from(attempt)),
-                from.iter().map(|s| s.as_str()),
-            );
-            changed += query
-                .execute(&mut *conn)
-                .await
-                .map_err(db_err)?
-                .rows_affected();
+            changed += Sql::new("UPDATE executions SET status = ")
+                .bind(t.to_state().as_str())
+                .push(", ")
+                .set(sets)
+                .push(" WHERE id IN ")
+                .list(chunk.iter().copied())
+                .push(" AND attempt = ")
+                .bind(attempt)
+                .push(" AND status IN ")
+                .list(from.iter().map(|s| s.as_str()))
+                .execute(&mut *tx)
+                .await?;
         }
         Ok(changed)
     }
@@ -124,21 +115,14 @@ impl SqlStore {
         }
         let mut changed = 0;
         for ((worker, attempt), ids) in &groups {
-            let worker = worker.to_string();
-            let binds = move |q: Q<'static>| q.bind(worker.clone()).bind(now).bind(now);
-            changed += self
-                .move_group(
-                    &mut tx,
-                    t,
-                    "worker_id = ?, dispatched_at = ?, updated_at = ?",
-                    &binds,
-                    ids,
-                    *attempt,
-                )
-                .await?;
+            let sets = Fields::new()
+                .with("worker_id", *worker)
+                .with("dispatched_at", time(now))
+                .with("updated_at", time(now));
+            changed += self.move_group(&mut tx, t, &sets, ids, *attempt).await?;
         }
         inserts::events(&mut tx, &events).await?;
-        tx.commit().await.map_err(db_err)?;
+        tx.commit().await?;
         cancelled.sort();
         cancelled.dedup();
         Ok(Marked {
@@ -155,14 +139,14 @@ impl SqlStore {
     ) -> StoreResult<bool> {
         retrying(|| async {
             let mut tx = self.begin().await?;
-            let worker = sent.worker_id.clone();
-            let binds = move |q: Q<'static>| q.bind(worker.clone()).bind(now);
+            let sets = Fields::new()
+                .with("worker_id", &sent.worker_id)
+                .with("updated_at", time(now));
             let changed = self
                 .move_group(
                     &mut tx,
                     ExecTransition::Reroute,
-                    "worker_id = ?, updated_at = ?",
-                    &binds,
+                    &sets,
                     &[sent.execution_id.as_str()],
                     sent.attempt,
                 )
@@ -180,7 +164,7 @@ impl SqlStore {
                 };
                 inserts::events(&mut tx, &[event]).await?;
             }
-            tx.commit().await.map_err(db_err)?;
+            tx.commit().await?;
             Ok(changed > 0)
         })
         .await
@@ -228,20 +212,15 @@ impl SqlStore {
         }
         let mut changed = 0;
         for (attempt, ids) in &groups {
-            let binds = move |q: Q<'static>| q.bind(now).bind(now);
-            changed += self
-                .move_group(
-                    &mut tx,
-                    t,
-                    "not_before = ?, worker_id = NULL, dispatched_at = NULL, updated_at = ?",
-                    &binds,
-                    ids,
-                    *attempt,
-                )
-                .await?;
+            let sets = Fields::new()
+                .with("not_before", time(now))
+                .with("worker_id", None::<String>)
+                .with("dispatched_at", time(None))
+                .with("updated_at", time(now));
+            changed += self.move_group(&mut tx, t, &sets, ids, *attempt).await?;
         }
         inserts::events(&mut tx, &events).await?;
-        tx.commit().await.map_err(db_err)?;
+        tx.commit().await?;
         Ok(changed)
     }
 }

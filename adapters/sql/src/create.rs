@@ -6,7 +6,8 @@
 //! waiting when it is free (no fixed window: an idle store adds no latency,
 //! a busy one gets large batches), writes them with multi-row inserts in one
 //! transaction, and answers each caller only after that commit. A few batches
-//! may be in flight at once on MySQL; SQLite has one writer anyway.
+//! may be in flight at once on MySQL and PostgreSQL; SQLite has one writer
+//! anyway.
 //!
 //! Idempotency stays per request: `(tenant, client_request_id)` pairs already
 //! stored are answered `Existing` without inserting, and a pair repeated
@@ -15,10 +16,11 @@
 //! the unique key, or one row is bad), every job is retried on its own, so
 //! one request's error never fails the others.
 
-use super::error::{corrupt, db_err, is_unique_violation};
-use super::rows::{self, JOB_COLS, select_list};
-use super::sched_cols::{bind_schedule_head, bind_schedule_tail, schedule_columns};
-use super::stmt::{Q, marks, q, row_marks};
+use super::db::Tx;
+use super::error::{corrupt, is_unique_violation};
+use super::rows::{self, JOB_COLS};
+use super::sched_cols::schedule_columns;
+use super::sql::{Fields, Sql, from_u64, json, time};
 use super::{Dialect, Inner, SqlStore};
 use kairos_core::job::{Job, JobStatus, NewJob};
 use kairos_core::store::{CreateOutcome, StoreError, StoreResult};
@@ -33,7 +35,7 @@ pub(crate) const AUDIT_CREATE: &str = "job.create";
 pub(crate) const FIRST_VERSION: i64 = 1;
 /// Most creates written in one transaction by the committer.
 const MAX_GROUP: usize = 256;
-/// Rows per `INSERT` statement (28 columns: far below either database's
+/// Rows per `INSERT` statement (29 columns: far below every database's
 /// placeholder limit).
 const ROWS_PER_INSERT: usize = 100;
 /// Creates waiting for the committer before callers wait for room.
@@ -55,8 +57,9 @@ impl Committer {
     /// Starts the committer task; it ends when the store is dropped.
     pub(crate) fn start(store: Weak<Inner>, dialect: Dialect) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
-        // Batches written at once: a few on MySQL to keep its connections
-        // busy during a commit's fsync; one on SQLite, which has one writer.
+        // Batches written at once: a few on MySQL and PostgreSQL to keep
+        // their connections busy during a commit's fsync; one on SQLite,
+        // which has one writer.
         let in_flight = match dialect {
             Dialect::MySql | Dialect::Postgres => 4,
             Dialect::Sqlite => 1,
@@ -170,19 +173,14 @@ pub(crate) async fn create_together(
         }
     }
     for chunk in fresh.chunks(ROWS_PER_INSERT) {
-        let sql = format!(
-            "INSERT INTO jobs ({}) VALUES {}",
-            JOB_COLS.join(", "),
-            row_marks(chunk.len(), JOB_COLS.len())
-        );
-        let mut query = q(store.dialect(), sql);
-        for job in chunk {
-            query = bind_job(query, job);
-        }
-        query.execute(&mut *tx).await.map_err(db_err)?;
+        let rows: Vec<Fields> = chunk.iter().copied().map(job_fields).collect();
+        Sql::new("INSERT INTO jobs")
+            .rows(&rows)
+            .execute(&mut tx)
+            .await?;
     }
     insert_audit(&mut tx, &fresh).await?;
-    tx.commit().await.map_err(db_err)?;
+    tx.commit().await?;
     let created: Vec<Job> = jobs.into_iter().map(created_job).collect();
     Ok(plan
         .into_iter()
@@ -197,26 +195,25 @@ pub(crate) async fn create_together(
 
 /// Audit rows (`job.create`) for the jobs of `fresh` that name the key that
 /// created them, in the transaction that inserts them.
-async fn insert_audit(conn: &mut sqlx::AnyConnection, fresh: &[&NewJob]) -> StoreResult<()> {
-    let audited: Vec<(&NewJob, &str)> = fresh
+async fn insert_audit(tx: &mut Tx, fresh: &[&NewJob]) -> StoreResult<()> {
+    let audited: Vec<Fields> = fresh
         .iter()
-        .filter_map(|j| j.created_by.as_deref().map(|by| (*j, by)))
+        .filter_map(|j| {
+            j.created_by.as_deref().map(|by| {
+                Fields::new()
+                    .with("tenant", j.tenant.as_str())
+                    .with("actor", by)
+                    .with("action", AUDIT_CREATE)
+                    .with("target", j.id.as_str())
+                    .with("at", time(j.created_at))
+            })
+        })
         .collect();
     for chunk in audited.chunks(ROWS_PER_INSERT) {
-        let sql = format!(
-            "INSERT INTO audit_log (tenant, actor, action, target, at) VALUES {}",
-            row_marks(chunk.len(), 5)
-        );
-        let mut query = q(Dialect::of(conn), sql);
-        for (job, by) in chunk {
-            query = query
-                .bind(job.tenant.as_str())
-                .bind(*by)
-                .bind(AUDIT_CREATE)
-                .bind(job.id.as_str())
-                .bind(job.created_at);
-        }
-        query.execute(&mut *conn).await.map_err(db_err)?;
+        Sql::new("INSERT INTO audit_log")
+            .rows(chunk)
+            .execute(&mut *tx)
+            .await?;
     }
     Ok(())
 }
@@ -249,7 +246,7 @@ enum Plan {
 
 /// Stored jobs whose `(tenant, client_request_id)` a job of `jobs` uses.
 async fn existing_by_key(
-    conn: &mut sqlx::AnyConnection,
+    tx: &mut Tx,
     jobs: &[NewJob],
 ) -> StoreResult<HashMap<(String, String), Job>> {
     let mut by_tenant: HashMap<&str, Vec<&str>> = HashMap::new();
@@ -261,16 +258,15 @@ async fn existing_by_key(
     let mut found = HashMap::new();
     for (tenant, keys) in by_tenant {
         for chunk in keys.chunks(ROWS_PER_INSERT) {
-            let sql = format!(
-                "SELECT {} FROM jobs j WHERE j.tenant = ? AND j.client_request_id IN ({})",
-                select_list("j", &JOB_COLS),
-                marks(chunk.len())
-            );
-            let mut query = q(Dialect::of(conn), sql).bind(tenant);
-            for key in chunk {
-                query = query.bind(*key);
-            }
-            for row in query.fetch_all(&mut *conn).await.map_err(db_err)? {
+            let stored = Sql::new("SELECT ")
+                .columns("j", &JOB_COLS)
+                .push(" FROM jobs j WHERE j.tenant = ")
+                .bind(tenant)
+                .push(" AND j.client_request_id IN ")
+                .list(chunk.iter().copied())
+                .fetch_all(&mut *tx)
+                .await?;
+            for row in stored {
                 let job = rows::job(&row)?;
                 if let Some(key) = job.client_request_id.clone() {
                     found.insert((job.tenant.clone(), key), job);
@@ -284,64 +280,56 @@ async fn existing_by_key(
 /// Creates one job in a statement of its own: the path of a lone create and
 /// the fallback of a failed group.
 pub(crate) async fn create_one(store: &SqlStore, job: NewJob) -> StoreResult<CreateOutcome> {
-    let sql = format!(
-        "INSERT INTO jobs ({}) VALUES ({})",
-        JOB_COLS.join(", "),
-        marks(JOB_COLS.len())
-    );
-    let inserted = bind_job(q(store.dialect(), sql), &job)
+    let inserted = Sql::new("INSERT INTO jobs")
+        .rows([&job_fields(&job)])
         .execute(store.write())
         .await;
     match inserted {
         Ok(_) => Ok(CreateOutcome::Created(created_job(job))),
         Err(e) if is_unique_violation(&e) => {
             let Some(key) = job.client_request_id.as_deref() else {
-                return Err(db_err(e));
+                return Err(e);
             };
-            let sql = format!(
-                "SELECT {} FROM jobs j WHERE j.tenant = ? AND j.client_request_id = ?",
-                select_list("j", &JOB_COLS)
-            );
-            let row = q(store.dialect(), sql)
+            let row = Sql::new("SELECT ")
+                .columns("j", &JOB_COLS)
+                .push(" FROM jobs j WHERE j.tenant = ")
                 .bind(job.tenant.as_str())
+                .push(" AND j.client_request_id = ")
                 .bind(key)
                 .fetch_optional(store.write())
-                .await
-                .map_err(db_err)?;
+                .await?;
             match row {
                 Some(row) => Ok(CreateOutcome::Existing(rows::job(&row)?)),
-                None => Err(db_err(e)),
+                None => Err(e),
             }
         }
-        Err(e) => Err(db_err(e)),
+        Err(e) => Err(e),
     }
 }
 
-/// Binds one job's values in [`JOB_COLS`] order.
-fn bind_job<'q>(query: Q<'q>, job: &'q NewJob) -> Q<'q> {
-    let cols = schedule_columns(&job.schedule);
-    let query = query
-        .bind(job.id.as_str())
-        .bind(job.tenant.as_str())
-        .bind(job.name.as_str())
-        .bind(job.handler.as_str())
-        .bind(job.params.to_string());
-    let query = bind_schedule_head(query, &cols)
-        .bind(job.next_trigger_at)
-        .bind(JobStatus::Scheduled.as_str())
-        .bind(FIRST_VERSION)
-        .bind(job.callback_url.as_deref())
-        .bind(job.client_request_id.as_deref())
-        .bind(job.request_hash.as_deref())
-        .bind(i64::from(job.retry.max_attempts))
-        .bind(super::stmt::from_u64(job.retry.backoff_ms))
-        .bind(job.timeout_ms.map(super::stmt::from_u64))
-        .bind(job.created_at)
-        .bind(job.created_at);
-    bind_schedule_tail(query, &cols)
-        .bind(job.worker_group.as_deref())
-        .bind(job.trace.as_ref().map(trace_json))
-        .bind(None::<&str>)
+/// One job's row of `jobs`, every column of [`JOB_COLS`] by name.
+fn job_fields(job: &NewJob) -> Fields {
+    let mut f = Fields::new()
+        .with("id", job.id.as_str())
+        .with("tenant", job.tenant.as_str())
+        .with("name", job.name.as_str())
+        .with("handler", job.handler.as_str())
+        .with("params", json(job.params.to_string()));
+    schedule_columns(&job.schedule).fields(&mut f);
+    f.with("next_trigger_at", time(job.next_trigger_at))
+        .with("status", JobStatus::Scheduled.as_str())
+        .with("version", FIRST_VERSION)
+        .with("callback_url", job.callback_url.as_deref())
+        .with("client_request_id", job.client_request_id.as_deref())
+        .with("request_hash", job.request_hash.as_deref())
+        .with("max_attempts", job.retry.max_attempts)
+        .with("retry_backoff_ms", from_u64(job.retry.backoff_ms))
+        .with("timeout_ms", job.timeout_ms.map(from_u64))
+        .with("created_at", time(job.created_at))
+        .with("updated_at", time(job.created_at))
+        .with("worker_group", job.worker_group.as_deref())
+        .with("trace_context", job.trace.as_ref().map(trace_json))
+        .with("pause_reason", None::<&str>)
 }
 
 /// The stored form of a caller's trace context (see migration 0006).

@@ -87,14 +87,6 @@ impl Pool {
 }
 
 impl Tx {
-    pub(crate) fn dialect(&self) -> Dialect {
-        match self {
-            Tx::MySql(_) => Dialect::MySql,
-            Tx::Postgres(_) => Dialect::Postgres,
-            Tx::Sqlite(_) => Dialect::Sqlite,
-        }
-    }
-
     pub(crate) async fn commit(self) -> StoreResult<()> {
         match self {
             Tx::MySql(t) => t.commit().await,
@@ -102,16 +94,6 @@ impl Tx {
             Tx::Sqlite(t) => t.commit().await,
         }
         .map_err(db_err)
-    }
-}
-
-impl Conn {
-    pub(crate) fn dialect(&self) -> Dialect {
-        match self {
-            Conn::MySql(_) => Dialect::MySql,
-            Conn::Postgres(_) => Dialect::Postgres,
-            Conn::Sqlite(_) => Dialect::Sqlite,
-        }
     }
 }
 
@@ -155,16 +137,6 @@ impl<'c> From<&'c mut On<'_>> for On<'c> {
             On::MySql(c) => On::MySql(c),
             On::Postgres(c) => On::Postgres(c),
             On::Sqlite(c) => On::Sqlite(c),
-        }
-    }
-}
-
-impl On<'_> {
-    pub(crate) fn dialect(&self) -> Dialect {
-        match self {
-            On::MySqlPool(_) | On::MySql(_) => Dialect::MySql,
-            On::PostgresPool(_) | On::Postgres(_) => Dialect::Postgres,
-            On::SqlitePool(_) | On::Sqlite(_) => Dialect::Sqlite,
         }
     }
 }

@@ -1,36 +1,45 @@
 //! The dispatcher's hot path reads: the due scan and the scan for
 //! unpublished work (claims are in `claim`).
 
-use super::error::db_err;
-use super::rows::{self, JOB_COLS, R, select_list};
-use super::stmt::{bind_names, marks, q};
+use super::rows::{self, JOB_COLS, R};
+use super::sql::{Sql, time};
 use super::{Dialect, SqlStore};
 use kairos_core::execution::ExecTransition;
 use kairos_core::job::JobTransition;
 use kairos_core::store::{DispatchWork, StoreResult};
 use kairos_core::time::Millis;
-use kairos_core::worker::Routable;
+use kairos_core::worker::{Routable, Serves};
 
-/// The due-trigger scan in `dialect`'s placeholders. Binds, in order: each
-/// name of `JobTransition::Claim.from_states()`, `now`, the limit. Public so
-/// that operators and tests can `EXPLAIN` exactly what runs: it must read
-/// through the `(status, next_trigger_at)` index `idx_jobs_status_next`.
+/// The due-trigger scan as `dialect` runs it. Binds, in order: each name of
+/// `JobTransition::Claim.from_states()`, `now` (a time: `DATETIME(3)` on
+/// MySQL, `TIMESTAMPTZ` on PostgreSQL, integer milliseconds on SQLite), the
+/// limit. Public so that operators and tests can `EXPLAIN` exactly what runs:
+/// it must read through the `(status, next_trigger_at)` index
+/// `idx_jobs_status_next`.
 pub fn due_scan_sql(dialect: Dialect) -> String {
-    dialect.placeholders(&due_scan())
+    due_scan(0, 0).text(dialect)
 }
 
-/// The due-trigger scan, written with `?`.
-fn due_scan() -> String {
-    format!(
-        "SELECT {} FROM jobs j WHERE j.status IN ({}) AND j.next_trigger_at <= ? \
-         ORDER BY j.next_trigger_at LIMIT ?",
-        select_list("j", &JOB_COLS),
-        marks(JobTransition::Claim.from_states().len())
-    )
+/// The due-trigger scan.
+fn due_scan(now: Millis, limit: u32) -> Sql {
+    let mut s = Sql::new("SELECT ");
+    s.columns("j", &JOB_COLS)
+        .push(" FROM jobs j WHERE j.status IN ")
+        .list(
+            JobTransition::Claim
+                .from_states()
+                .iter()
+                .map(|s| s.as_str()),
+        )
+        .push(" AND j.next_trigger_at <= ")
+        .bind(time(now))
+        .push(" ORDER BY j.next_trigger_at LIMIT ")
+        .bind(limit);
+    s
 }
 
 /// `DispatchWork` from a row carrying the execution and job columns it needs.
-fn work(row: &sqlx::any::AnyRow) -> StoreResult<DispatchWork> {
+fn work(row: &super::db::Row) -> StoreResult<DispatchWork> {
     let r = R::new(row, "executions");
     Ok(DispatchWork {
         execution_id: r.string("id")?,
@@ -39,47 +48,52 @@ fn work(row: &sqlx::any::AnyRow) -> StoreResult<DispatchWork> {
         attempt: r.u32("attempt")?,
         handler: r.string("handler")?,
         params: r.json("params")?,
-        scheduled_at: r.i64("scheduled_at")?,
+        scheduled_at: r.time("scheduled_at")?,
         timeout_ms: r.opt_u64("timeout_ms")?,
         worker_group: r.opt_string("worker_group")?,
         trace: r.trace()?,
     })
 }
 
-/// ` AND (…)` restricting pending work to what some live worker can run, with
-/// its values in bind order; `None` when nothing can run (no query needed).
-/// One disjunct per distinct (handlers, group) announcement: the job's group
-/// must be absent or that group, and its handler one of those handlers (any,
-/// for a legacy worker).
-fn routable_filter(routable: &Routable) -> Option<(String, Vec<String>)> {
+/// The announcements that restrict pending work to what some live worker
+/// can run: `Some(empty)` for no restriction, `None` when nothing can run
+/// (no query needed). An announcement of no handlers accepts nothing.
+fn routable_entries(routable: &Routable) -> Option<Vec<&Serves>> {
     let list = match routable {
-        Routable::Any => return Some((String::new(), Vec::new())),
-        Routable::Only(list) if list.is_empty() => return None,
+        Routable::Any => return Some(Vec::new()),
         Routable::Only(list) => list,
     };
-    let mut parts = Vec::with_capacity(list.len());
-    let mut binds = Vec::new();
-    for s in list {
-        let mut part = match &s.group {
+    let entries: Vec<&Serves> = list
+        .iter()
+        .filter(|s| s.handlers.as_ref().is_none_or(|h| !h.is_empty()))
+        .collect();
+    (!entries.is_empty()).then_some(entries)
+}
+
+/// ` AND (…)` for `entries` (nothing when empty): one disjunct per distinct
+/// (handlers, group) announcement; the job's group must be absent or that
+/// group, and its handler one of those handlers (any, for a legacy worker).
+fn routable_filter(s: &mut Sql, entries: &[&Serves]) {
+    for (i, e) in entries.iter().enumerate() {
+        s.push(if i == 0 { " AND ((" } else { " OR (" });
+        match &e.group {
             Some(g) => {
-                binds.push(g.clone());
-                "(j.worker_group IS NULL OR j.worker_group = ?)".to_string()
+                s.push("(j.worker_group IS NULL OR j.worker_group = ")
+                    .bind(g)
+                    .push(")");
             }
-            None => "j.worker_group IS NULL".to_string(),
-        };
-        if let Some(handlers) = &s.handlers {
-            if handlers.is_empty() {
-                continue;
+            None => {
+                s.push("j.worker_group IS NULL");
             }
-            part.push_str(&format!(" AND j.handler IN ({})", marks(handlers.len())));
-            binds.extend(handlers.iter().cloned());
         }
-        parts.push(format!("({part})"));
+        if let Some(handlers) = &e.handlers {
+            s.push(" AND j.handler IN ").list(handlers);
+        }
+        s.push(")");
     }
-    if parts.is_empty() {
-        return None;
+    if !entries.is_empty() {
+        s.push(")");
     }
-    Some((format!(" AND ({})", parts.join(" OR ")), binds))
 }
 
 impl SqlStore {
@@ -88,19 +102,7 @@ impl SqlStore {
         now: Millis,
         limit: u32,
     ) -> StoreResult<Vec<kairos_core::job::Job>> {
-        let query = bind_names(
-            q(self.dialect(), due_scan()),
-            JobTransition::Claim
-                .from_states()
-                .iter()
-                .map(|s| s.as_str()),
-        );
-        let found = query
-            .bind(now)
-            .bind(i64::from(limit))
-            .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+        let found = due_scan(now, limit).fetch_all(self.read()).await?;
         found.iter().map(rows::job).collect()
     }
 
@@ -110,29 +112,30 @@ impl SqlStore {
         limit: u32,
         routable: &Routable,
     ) -> StoreResult<Vec<DispatchWork>> {
-        let Some((filter, binds)) = routable_filter(routable) else {
+        let Some(entries) = routable_entries(routable) else {
             return Ok(Vec::new());
         };
-        let from = ExecTransition::Dispatch.from_states();
-        let sql = format!(
+        let mut s = Sql::new(
             "SELECT e.id AS id, e.job_id AS job_id, e.tenant AS tenant, e.attempt AS attempt, \
              e.scheduled_at AS scheduled_at, j.handler AS handler, j.params AS params, \
              j.timeout_ms AS timeout_ms, j.worker_group AS worker_group, \
              j.trace_context AS trace_context \
-             FROM executions e JOIN jobs j ON j.id = e.job_id \
-             WHERE e.status IN ({}) AND e.not_before <= ?{filter} ORDER BY e.not_before LIMIT ?",
-            marks(from.len())
+             FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.status IN ",
         );
-        let mut query =
-            bind_names(q(self.dialect(), sql), from.iter().map(|s| s.as_str())).bind(now);
-        for b in binds {
-            query = query.bind(b);
-        }
-        let found = query
-            .bind(i64::from(limit))
+        s.list(
+            ExecTransition::Dispatch
+                .from_states()
+                .iter()
+                .map(|s| s.as_str()),
+        )
+        .push(" AND e.not_before <= ")
+        .bind(time(now));
+        routable_filter(&mut s, &entries);
+        let found = s
+            .push(" ORDER BY e.not_before LIMIT ")
+            .bind(limit)
             .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+            .await?;
         found.iter().map(work).collect()
     }
 }

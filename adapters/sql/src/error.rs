@@ -78,9 +78,15 @@ where
         .await
 }
 
-/// Whether an insert failed on a unique key.
-pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+/// Whether a statement failed on a unique key.
+pub(crate) fn is_unique_violation(e: &StoreError) -> bool {
+    match e {
+        StoreError::Database(e) => matches!(
+            e.downcast_ref::<sqlx::Error>(),
+            Some(sqlx::Error::Database(db)) if db.is_unique_violation()
+        ),
+        _ => false,
+    }
 }
 
 /// A row that does not decode.

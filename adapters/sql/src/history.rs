@@ -3,10 +3,10 @@
 
 use super::SqlStore;
 use super::apply::Input;
-use super::error::db_err;
+use super::db::Row;
 use super::jobs::page_size;
-use super::rows::{self, EXEC_COLS, R, select_list};
-use super::stmt::{bind_names, marks, q};
+use super::rows::{self, EXEC_COLS, R};
+use super::sql::{Sql, time};
 use async_trait::async_trait;
 use kairos_core::execution::{ExecEvent, ExecStatus, ExecTransition, Execution};
 use kairos_core::job::Job;
@@ -19,12 +19,15 @@ use kairos_core::store::{
 use kairos_core::time::Millis;
 use kairos_core::worker::Routable;
 
-fn exec_select() -> String {
-    format!("SELECT {} FROM executions e", select_list("e", &EXEC_COLS))
+/// `SELECT <every execution column> FROM executions e`.
+fn exec_select() -> Sql {
+    let mut s = Sql::new("SELECT ");
+    s.columns("e", &EXEC_COLS).push(" FROM executions e");
+    s
 }
 
 /// `(execution_id, attempt)` pairs from rows with `id` and `attempt`.
-fn attempts(found: &[sqlx::any::AnyRow]) -> StoreResult<Vec<(String, u32)>> {
+fn attempts(found: &[Row]) -> StoreResult<Vec<(String, u32)>> {
     found
         .iter()
         .map(|row| {
@@ -129,18 +132,16 @@ impl ExecutionStore for SqlStore {
     async fn executions_in_flight_on(&self, worker_id: &str) -> StoreResult<Vec<HeldAttempt>> {
         // What a worker holds is exactly what losing it may move.
         let from = ExecTransition::Lose.from_states();
-        let sql = format!(
+        let found = Sql::new(
             "SELECT id, attempt, status, incarnation, dispatched_at, started_at FROM executions \
-             WHERE worker_id = ? AND status IN ({}) ORDER BY id",
-            marks(from.len())
-        );
-        let found = bind_names(
-            q(self.dialect(), sql).bind(worker_id),
-            from.iter().map(|s| s.as_str()),
+             WHERE worker_id = ",
         )
+        .bind(worker_id)
+        .push(" AND status IN ")
+        .list(from.iter().map(|s| s.as_str()))
+        .push(" ORDER BY id")
         .fetch_all(self.read())
-        .await
-        .map_err(db_err)?;
+        .await?;
         found
             .iter()
             .map(|row| {
@@ -150,8 +151,8 @@ impl ExecutionStore for SqlStore {
                     attempt: r.u32("attempt")?,
                     status: r.exec_status("status")?,
                     incarnation: r.opt_string("incarnation")?,
-                    dispatched_at: r.opt_i64("dispatched_at")?,
-                    started_at: r.opt_i64("started_at")?,
+                    dispatched_at: r.opt_time("dispatched_at")?,
+                    started_at: r.opt_time("started_at")?,
                 })
             })
             .collect()
@@ -165,15 +166,14 @@ impl ExecutionStore for SqlStore {
     ) -> StoreResult<Vec<(String, u32)>> {
         // Only a started attempt has a deadline; a dispatched one that never
         // starts is the worker-death rule's business.
-        let sql = "SELECT id, attempt FROM executions WHERE status = ? \
-                   AND deadline_at IS NOT NULL AND deadline_at < ? ORDER BY deadline_at LIMIT ?";
-        let found = q(self.dialect(), sql)
+        let found = Sql::new("SELECT id, attempt FROM executions WHERE status = ")
             .bind(ExecStatus::Running.as_str())
-            .bind(now.saturating_sub(margin_ms))
-            .bind(i64::from(limit))
+            .push(" AND deadline_at IS NOT NULL AND deadline_at < ")
+            .bind(time(now.saturating_sub(margin_ms)))
+            .push(" ORDER BY deadline_at LIMIT ")
+            .bind(limit)
             .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+            .await?;
         attempts(&found)
     }
 
@@ -186,28 +186,27 @@ impl ExecutionStore for SqlStore {
         // A started attempt counts from its start, an unstarted one from its
         // dispatch; attempts with a time limit of their own are the
         // deadline's business.
-        let sql = "SELECT id, attempt FROM executions WHERE status IN (?, ?) \
-                   AND deadline_at IS NULL AND COALESCE(started_at, dispatched_at) < ? \
-                   ORDER BY COALESCE(started_at, dispatched_at) LIMIT ?";
-        let found = q(self.dialect(), sql)
+        let found = Sql::new("SELECT id, attempt FROM executions WHERE status IN (")
             .bind(ExecStatus::Dispatched.as_str())
+            .push(", ")
             .bind(ExecStatus::Running.as_str())
-            .bind(now.saturating_sub(limit_ms))
-            .bind(i64::from(limit))
+            .push(") AND deadline_at IS NULL AND COALESCE(started_at, dispatched_at) < ")
+            .bind(time(now.saturating_sub(limit_ms)))
+            .push(" ORDER BY COALESCE(started_at, dispatched_at) LIMIT ")
+            .bind(limit)
             .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+            .await?;
         attempts(&found)
     }
 
     async fn execution_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Execution>> {
-        let sql = format!("{} WHERE e.tenant = ? AND e.id = ?", exec_select());
-        let row = q(self.dialect(), sql)
+        let row = exec_select()
+            .push(" WHERE e.tenant = ")
             .bind(tenant)
+            .push(" AND e.id = ")
             .bind(id)
             .fetch_optional(self.read())
-            .await
-            .map_err(db_err)?;
+            .await?;
         row.as_ref().map(rows::execution).transpose()
     }
 
@@ -223,9 +222,12 @@ impl ExecutionStore for SqlStore {
             Ok(after) => after,
             Err(empty) => return Ok(empty),
         };
-        let sql = format!("{} WHERE e.job_id = ? AND e.tenant = ?", exec_select());
-        self.executions_page(sql, |query| query.bind(job_id).bind(tenant), after, limit)
-            .await
+        let mut sql = exec_select();
+        sql.push(" WHERE e.job_id = ")
+            .bind(job_id)
+            .push(" AND e.tenant = ")
+            .bind(tenant);
+        self.executions_page(sql, after, limit).await
     }
 
     async fn executions_list(
@@ -245,17 +247,18 @@ impl ExecutionStore for SqlStore {
     }
 
     async fn execution_events(&self, tenant: &str, id: &str) -> StoreResult<Vec<ExecEvent>> {
-        let sql = "SELECT ev.execution_id AS execution_id, ev.attempt AS attempt, \
-                   ev.status AS status, ev.worker_id AS worker_id, ev.error AS error, \
-                   ev.occurred_at AS occurred_at FROM execution_events ev \
-                   JOIN executions e ON e.id = ev.execution_id \
-                   WHERE e.tenant = ? AND e.id = ? ORDER BY ev.id";
-        let found = q(self.dialect(), sql)
-            .bind(tenant)
-            .bind(id)
-            .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+        let found = Sql::new(
+            "SELECT ev.execution_id AS execution_id, ev.attempt AS attempt, \
+             ev.status AS status, ev.worker_id AS worker_id, ev.error AS error, \
+             ev.occurred_at AS occurred_at FROM execution_events ev \
+             JOIN executions e ON e.id = ev.execution_id WHERE e.tenant = ",
+        )
+        .bind(tenant)
+        .push(" AND e.id = ")
+        .bind(id)
+        .push(" ORDER BY ev.id")
+        .fetch_all(self.read())
+        .await?;
         found.iter().map(rows::event).collect()
     }
 
@@ -270,29 +273,27 @@ impl ExecutionStore for SqlStore {
 
 impl SqlStore {
     /// A page of executions, newest trigger first: `sql` selects from
-    /// `executions e` with its own conditions, whose values `bind` binds;
+    /// `executions e` with its own conditions (and their values bound);
     /// the keyset condition after `after`, the order and the limit are added
     /// here, one row more than `limit` telling whether a next page exists.
-    pub(crate) async fn executions_page<'q>(
+    pub(crate) async fn executions_page(
         &self,
-        mut sql: String,
-        bind: impl FnOnce(super::stmt::Q<'q>) -> super::stmt::Q<'q>,
+        mut sql: Sql,
         after: Option<(Millis, String)>,
         limit: u32,
     ) -> StoreResult<Page<Execution>> {
-        if after.is_some() {
-            sql.push_str(" AND (e.scheduled_at < ? OR (e.scheduled_at = ? AND e.id < ?))");
-        }
-        sql.push_str(" ORDER BY e.scheduled_at DESC, e.id DESC LIMIT ?");
-        let mut query = bind(q(self.dialect(), sql));
         if let Some((at, id)) = after {
-            query = query.bind(at).bind(at).bind(id);
+            sql.push(" AND (e.scheduled_at < ")
+                .bind(time(at))
+                .push(" OR (e.scheduled_at = ")
+                .bind(time(at))
+                .push(" AND e.id < ")
+                .bind(id)
+                .push("))");
         }
-        let found = query
-            .bind(i64::from(limit) + 1)
-            .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+        sql.push(" ORDER BY e.scheduled_at DESC, e.id DESC LIMIT ")
+            .bind(i64::from(limit) + 1);
+        let found = sql.fetch_all(self.read()).await?;
         let items = found
             .iter()
             .map(rows::execution)

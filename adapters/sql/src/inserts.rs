@@ -1,14 +1,12 @@
 //! Multi-row inserts shared by the write paths: history events and callback
 //! outbox rows, each written in the transaction of the change they record.
 
-use super::Dialect;
-use super::error::db_err;
-use super::stmt::{CHUNK, q, row_marks};
+use super::db::Tx;
+use super::sql::{CHUNK, Fields, Sql, json, time};
 use kairos_core::callback::{Callback, CallbackState, payload};
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
-use sqlx::AnyConnection;
 
 /// One `execution_events` row.
 #[derive(Debug, Clone)]
@@ -33,27 +31,27 @@ impl EventRow {
             at,
         }
     }
+
+    /// The row's columns.
+    fn fields(&self) -> Fields {
+        Fields::new()
+            .with("execution_id", &self.execution_id)
+            .with("attempt", self.attempt)
+            .with("status", self.status.as_str())
+            .with("worker_id", self.worker_id.as_ref())
+            .with("error", self.error.as_ref())
+            .with("occurred_at", time(self.at))
+    }
 }
 
 /// Inserts events, 500 rows per statement.
-pub(crate) async fn events(conn: &mut AnyConnection, rows: &[EventRow]) -> StoreResult<()> {
+pub(crate) async fn events(tx: &mut Tx, rows: &[EventRow]) -> StoreResult<()> {
     for chunk in rows.chunks(CHUNK) {
-        let sql = format!(
-            "INSERT INTO execution_events \
-             (execution_id, attempt, status, worker_id, error, occurred_at) VALUES {}",
-            row_marks(chunk.len(), 6)
-        );
-        let mut query = q(Dialect::of(conn), sql);
-        for e in chunk {
-            query = query
-                .bind(e.execution_id.as_str())
-                .bind(i64::from(e.attempt))
-                .bind(e.status.as_str())
-                .bind(e.worker_id.as_deref())
-                .bind(e.error.as_deref())
-                .bind(e.at);
-        }
-        query.execute(&mut *conn).await.map_err(db_err)?;
+        let fields: Vec<Fields> = chunk.iter().map(EventRow::fields).collect();
+        Sql::new("INSERT INTO execution_events")
+            .rows(&fields)
+            .execute(&mut *tx)
+            .await?;
     }
     Ok(())
 }
@@ -76,31 +74,31 @@ pub(crate) fn new_callback(exec: &Execution, url: &str, now: Millis) -> Callback
     }
 }
 
+/// An outbox row's columns (`updated_at` starts as `created_at`).
+fn callback_fields(c: &Callback) -> Fields {
+    Fields::new()
+        .with("id", &c.id)
+        .with("execution_id", &c.execution_id)
+        .with("job_id", &c.job_id)
+        .with("tenant", &c.tenant)
+        .with("url", &c.url)
+        .with("payload", json(c.payload.as_str()))
+        .with("state", c.state.as_str())
+        .with("attempts", c.attempts)
+        .with("next_attempt_at", time(c.next_attempt_at))
+        .with("last_error", c.last_error.as_ref())
+        .with("created_at", time(c.created_at))
+        .with("updated_at", time(c.created_at))
+}
+
 /// Inserts outbox rows, 500 rows per statement.
-pub(crate) async fn callbacks(conn: &mut AnyConnection, rows: &[Callback]) -> StoreResult<()> {
+pub(crate) async fn callbacks(tx: &mut Tx, rows: &[Callback]) -> StoreResult<()> {
     for chunk in rows.chunks(CHUNK) {
-        let sql = format!(
-            "INSERT INTO callbacks (id, execution_id, job_id, tenant, url, payload, state, \
-             attempts, next_attempt_at, last_error, created_at, updated_at) VALUES {}",
-            row_marks(chunk.len(), 12)
-        );
-        let mut query = q(Dialect::of(conn), sql);
-        for c in chunk {
-            query = query
-                .bind(c.id.as_str())
-                .bind(c.execution_id.as_str())
-                .bind(c.job_id.as_str())
-                .bind(c.tenant.as_str())
-                .bind(c.url.as_str())
-                .bind(c.payload.as_str())
-                .bind(c.state.as_str())
-                .bind(i64::from(c.attempts))
-                .bind(c.next_attempt_at)
-                .bind(c.last_error.as_deref())
-                .bind(c.created_at)
-                .bind(c.created_at);
-        }
-        query.execute(&mut *conn).await.map_err(db_err)?;
+        let fields: Vec<Fields> = chunk.iter().map(callback_fields).collect();
+        Sql::new("INSERT INTO callbacks")
+            .rows(&fields)
+            .execute(&mut *tx)
+            .await?;
     }
     Ok(())
 }

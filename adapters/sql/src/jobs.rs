@@ -2,10 +2,11 @@
 //! list with keyset paging, and the caller's control operations.
 
 use super::SqlStore;
-use super::error::{db_err, retrying};
+use super::db::{On, Tx};
+use super::error::retrying;
 use super::inserts::{self, EventRow};
-use super::rows::{self, JOB_COLS, select_list};
-use super::stmt::{CHUNK, bind_names, marks, q, scalar};
+use super::rows::{self, JOB_COLS, R};
+use super::sql::{CHUNK, Fields, Sql, time};
 use async_trait::async_trait;
 use kairos_core::execution::{ExecStatus, ExecTransition};
 use kairos_core::job::{Job, JobTransition, NewJob};
@@ -13,7 +14,6 @@ use kairos_core::store::{
     ControlOutcome, CreateOutcome, JobFilter, JobStore, JobUpdate, Page, StoreResult, UpdateOutcome,
 };
 use kairos_core::time::Millis;
-use sqlx::AnyConnection;
 
 /// Page size when the caller asks for none.
 pub(crate) const DEFAULT_PAGE: u32 = 50;
@@ -42,30 +42,30 @@ fn like_pattern(text: &str) -> String {
     p
 }
 
-fn job_select() -> String {
-    format!("SELECT {} FROM jobs j", select_list("j", &JOB_COLS))
+/// `SELECT <every job column> FROM jobs j`, for a `WHERE` to follow.
+fn job_select() -> Sql {
+    let mut s = Sql::new("SELECT ");
+    s.columns("j", &JOB_COLS).push(" FROM jobs j");
+    s
 }
 
-/// One job of a tenant, read on `conn` (locked on MySQL when `lock`).
+/// One job of a tenant, read on `on` (row-locked where the database has row
+/// locks, when `lock`).
 pub(crate) async fn get_job(
-    store: &SqlStore,
-    conn: &mut AnyConnection,
+    on: impl Into<On<'_>>,
     tenant: &str,
     id: &str,
     lock: bool,
 ) -> StoreResult<Option<Job>> {
-    let lock = if lock {
-        store.dialect().for_update()
-    } else {
-        ""
-    };
-    let sql = format!("{} WHERE j.tenant = ? AND j.id = ?{lock}", job_select());
-    let row = q(store.dialect(), sql)
+    let mut s = job_select();
+    s.push(" WHERE j.tenant = ")
         .bind(tenant)
-        .bind(id)
-        .fetch_optional(conn)
-        .await
-        .map_err(db_err)?;
+        .push(" AND j.id = ")
+        .bind(id);
+    if lock {
+        s.for_update();
+    }
+    let row = s.fetch_optional(on).await?;
     row.as_ref().map(rows::job).transpose()
 }
 
@@ -95,30 +95,32 @@ impl SqlStore {
     ) -> StoreResult<ControlOutcome> {
         let mut tx = self.begin().await?;
         let from = t.from_states();
+        let mut set = Fields::new()
+            .with("status", t.to_state().as_str())
+            .with("updated_at", time(now));
         // A pause records its reason (or none); a resume clears it.
-        let extra = match t {
-            JobTransition::Cancel => ", next_trigger_at = NULL",
-            JobTransition::Pause => ", pause_reason = ?",
-            JobTransition::Resume => ", pause_reason = NULL",
-            _ => "",
-        };
-        let sql = format!(
-            "UPDATE jobs SET status = ?, version = version + 1, updated_at = ?{extra} \
-             WHERE tenant = ? AND id = ? AND status IN ({})",
-            marks(from.len())
-        );
-        let mut query = q(self.dialect(), sql).bind(t.to_state().as_str()).bind(now);
         if t == JobTransition::Pause {
-            query = query.bind(reason.map(str::to_string));
+            set.set("pause_reason", reason);
         }
-        let query = query.bind(tenant).bind(id);
-        let moved = bind_names(query, from.iter().map(|s| s.as_str()))
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?
-            .rows_affected()
-            == 1;
-        let Some(job) = get_job(self, &mut tx, tenant, id, false).await? else {
+        let mut s = Sql::new("UPDATE jobs SET ");
+        s.set(&set).push(", version = version + 1");
+        match t {
+            JobTransition::Cancel => {
+                s.push(", next_trigger_at = NULL");
+            }
+            JobTransition::Resume => {
+                s.push(", pause_reason = NULL");
+            }
+            _ => {}
+        }
+        s.push(" WHERE tenant = ")
+            .bind(tenant)
+            .push(" AND id = ")
+            .bind(id)
+            .push(" AND status IN ")
+            .list(from.iter().map(|st| st.as_str()));
+        let moved = s.execute(&mut tx).await? == 1;
+        let Some(job) = get_job(&mut tx, tenant, id, false).await? else {
             return Ok(ControlOutcome::NotFound);
         };
         if !moved {
@@ -128,54 +130,40 @@ impl SqlStore {
             self.cancel_pending(&mut tx, &job, now).await?;
             super::stop::request_for_job(&mut tx, &job.id, now).await?;
         }
-        tx.commit().await.map_err(db_err)?;
+        tx.commit().await?;
         Ok(ControlOutcome::Done(job))
     }
 
     /// Cancels the job's pending executions, with their events and callbacks.
-    async fn cancel_pending(
-        &self,
-        conn: &mut AnyConnection,
-        job: &Job,
-        now: Millis,
-    ) -> StoreResult<()> {
+    async fn cancel_pending(&self, tx: &mut Tx, job: &Job, now: Millis) -> StoreResult<()> {
         let t = ExecTransition::Cancel;
         let from = t.from_states();
-        let sql = format!(
-            "SELECT {} FROM executions e WHERE e.job_id = ? AND e.status IN ({}){}",
-            select_list("e", &rows::EXEC_COLS),
-            marks(from.len()),
-            self.dialect().for_update()
-        );
-        let found = bind_names(
-            q(self.dialect(), sql).bind(job.id.as_str()),
-            from.iter().map(|s| s.as_str()),
-        )
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db_err)?;
+        let found = Sql::new("SELECT ")
+            .columns("e", &rows::EXEC_COLS)
+            .push(" FROM executions e WHERE e.job_id = ")
+            .bind(job.id.as_str())
+            .push(" AND e.status IN ")
+            .list(from.iter().map(|st| st.as_str()))
+            .for_update()
+            .fetch_all(&mut *tx)
+            .await?;
         let mut execs = found
             .iter()
             .map(rows::execution)
             .collect::<StoreResult<Vec<_>>>()?;
+        let set = Fields::new()
+            .with("status", t.to_state().as_str())
+            .with("finished_at", time(now))
+            .with("updated_at", time(now));
         for chunk in execs.chunks(CHUNK) {
-            let sql = format!(
-                "UPDATE executions SET status = ?, finished_at = ?, updated_at = ? \
-                 WHERE id IN ({}) AND status IN ({})",
-                marks(chunk.len()),
-                marks(from.len())
-            );
-            let mut query = q(self.dialect(), sql)
-                .bind(t.to_state().as_str())
-                .bind(now)
-                .bind(now);
-            for e in chunk {
-                query = query.bind(e.id.as_str());
-            }
-            bind_names(query, from.iter().map(|s| s.as_str()))
-                .execute(&mut *conn)
-                .await
-                .map_err(db_err)?;
+            Sql::new("UPDATE executions SET ")
+                .set(&set)
+                .push(" WHERE id IN ")
+                .list(chunk.iter().map(|e| e.id.as_str()))
+                .push(" AND status IN ")
+                .list(from.iter().map(|st| st.as_str()))
+                .execute(&mut *tx)
+                .await?;
         }
         let mut events = Vec::with_capacity(execs.len());
         let mut callbacks = Vec::new();
@@ -187,28 +175,24 @@ impl SqlStore {
                 callbacks.push(inserts::new_callback(e, url, now));
             }
         }
-        inserts::events(conn, &events).await?;
-        inserts::callbacks(conn, &callbacks).await
+        inserts::events(tx, &events).await?;
+        inserts::callbacks(tx, &callbacks).await
     }
 
     /// The first free trigger time at or after `now` for a manual trigger
     /// (`(job_id, scheduled_at)` is unique).
-    async fn free_slot(
-        &self,
-        conn: &mut AnyConnection,
-        job_id: &str,
-        now: Millis,
-    ) -> StoreResult<Millis> {
-        let taken: Vec<i64> = scalar(
-            self.dialect(),
-            "SELECT scheduled_at FROM executions WHERE job_id = ? AND scheduled_at >= ? \
-             ORDER BY scheduled_at LIMIT 1000",
-        )
-        .bind(job_id)
-        .bind(now)
-        .fetch_all(conn)
-        .await
-        .map_err(db_err)?;
+    async fn free_slot(&self, tx: &mut Tx, job_id: &str, now: Millis) -> StoreResult<Millis> {
+        let found = Sql::new("SELECT scheduled_at FROM executions WHERE job_id = ")
+            .bind(job_id)
+            .push(" AND scheduled_at >= ")
+            .bind(time(now))
+            .push(" ORDER BY scheduled_at LIMIT 1000")
+            .fetch_all(tx)
+            .await?;
+        let taken = found
+            .iter()
+            .map(|row| R::new(row, "executions").time("scheduled_at"))
+            .collect::<StoreResult<Vec<Millis>>>()?;
         let mut slot = now;
         for t in taken {
             if t != slot {
@@ -231,8 +215,7 @@ impl JobStore for SqlStore {
     }
 
     async fn job_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Job>> {
-        let mut conn = self.read().acquire().await.map_err(db_err)?;
-        get_job(self, &mut conn, tenant, id, false).await
+        get_job(self.read(), tenant, id, false).await
     }
 
     async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>> {
@@ -241,42 +224,36 @@ impl JobStore for SqlStore {
             Ok(after) => after,
             Err(empty) => return Ok(empty),
         };
-        let mut sql = format!("{} WHERE j.tenant = ?", job_select());
-        if filter.status.is_some() {
-            sql.push_str(" AND j.status = ?");
-        }
-        if filter.handler.is_some() {
-            sql.push_str(" AND j.handler = ?");
-        }
-        // `!` escapes: the one LIKE escape both databases read the same way.
-        // LOWER on both sides: MySQL's binary collation would otherwise make
-        // the search case-sensitive there and not on SQLite.
-        let pattern = filter.name_contains.as_deref().map(like_pattern);
-        if pattern.is_some() {
-            sql.push_str(" AND LOWER(j.name) LIKE ? ESCAPE '!'");
-        }
-        if after.is_some() {
-            sql.push_str(" AND (j.created_at < ? OR (j.created_at = ? AND j.id < ?))");
-        }
-        sql.push_str(" ORDER BY j.created_at DESC, j.id DESC LIMIT ?");
-        let mut query = q(self.dialect(), sql).bind(tenant);
-        if let Some(s) = filter.status {
-            query = query.bind(s.as_str());
+        let mut s = job_select();
+        s.push(" WHERE j.tenant = ").bind(tenant);
+        if let Some(status) = filter.status {
+            s.push(" AND j.status = ").bind(status.as_str());
         }
         if let Some(h) = &filter.handler {
-            query = query.bind(h.clone());
+            s.push(" AND j.handler = ").bind(h);
         }
-        if let Some(p) = pattern {
-            query = query.bind(p);
+        // `!` escapes: the one LIKE escape every database reads the same way.
+        // LOWER on both sides: MySQL's binary collation would otherwise make
+        // the search case-sensitive there and not on SQLite.
+        if let Some(p) = filter.name_contains.as_deref().map(like_pattern) {
+            s.push(" AND LOWER(j.name) LIKE ")
+                .bind(p)
+                .push(" ESCAPE '!'");
         }
         if let Some((at, id)) = &after {
-            query = query.bind(*at).bind(*at).bind(id.clone());
+            s.push(" AND (j.created_at < ")
+                .bind(time(*at))
+                .push(" OR (j.created_at = ")
+                .bind(time(*at))
+                .push(" AND j.id < ")
+                .bind(id)
+                .push("))");
         }
-        let found = query
+        let found = s
+            .push(" ORDER BY j.created_at DESC, j.id DESC LIMIT ")
             .bind(i64::from(limit) + 1)
             .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+            .await?;
         let items = found
             .iter()
             .map(rows::job)
@@ -336,7 +313,7 @@ impl SqlStore {
         now: Millis,
     ) -> StoreResult<ControlOutcome> {
         let mut tx = self.begin().await?;
-        let Some(job) = get_job(self, &mut tx, tenant, id, true).await? else {
+        let Some(job) = get_job(&mut tx, tenant, id, true).await? else {
             return Ok(ControlOutcome::NotFound);
         };
         // A manual trigger fires where a scheduled one could: the states a
@@ -347,25 +324,22 @@ impl SqlStore {
         }
         let at = self.free_slot(&mut tx, &job.id, now).await?;
         let pending = ExecStatus::Pending;
-        q(
-            self.dialect(),
-            "INSERT INTO executions (id, job_id, tenant, scheduled_at, attempt, status, \
-             not_before, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(execution_id)
-        .bind(job.id.as_str())
-        .bind(job.tenant.as_str())
-        .bind(at)
-        .bind(1_i64)
-        .bind(pending.as_str())
-        .bind(at)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
+        let exec = Fields::new()
+            .with("id", execution_id)
+            .with("job_id", job.id.as_str())
+            .with("tenant", job.tenant.as_str())
+            .with("scheduled_at", time(at))
+            .with("attempt", 1_i64)
+            .with("status", pending.as_str())
+            .with("not_before", time(at))
+            .with("created_at", time(now))
+            .with("updated_at", time(now));
+        Sql::new("INSERT INTO executions")
+            .rows([&exec])
+            .execute(&mut tx)
+            .await?;
         inserts::events(&mut tx, &[EventRow::plain(execution_id, 1, pending, now)]).await?;
-        tx.commit().await.map_err(db_err)?;
+        tx.commit().await?;
         Ok(ControlOutcome::Done(job))
     }
 }

@@ -1,23 +1,29 @@
 //! The storage port ([`kairos_core::store`]) for MySQL/MariaDB, PostgreSQL and
-//! SQLite, with one set of SQL through sqlx's `Any` driver.
+//! SQLite, with one set of statements run on each database's own sqlx driver.
 //!
 //! `KAIROS_DATABASE_URL` picks the database: `mysql://…` or `mariadb://…`,
 //! `postgres://…` or `postgresql://…`, `sqlite://…`.
 //!
-//! # Portability
+//! # Statements and types
 //!
-//! `Any` carries only integers, floats and text, so times are BIGINT
-//! milliseconds (UTC), ids are UUID text, JSON is TEXT and flags are integers.
-//! Statements are written with `?` placeholders; the statement helpers in
-//! `stmt.rs` number them `$1, $2, …` for PostgreSQL (the one place that
-//! does). [`Dialect`] switches the few fragments that differ (`INSERT IGNORE`
+//! Every statement is built with [`sql::Sql`] from `&'static str` fragments,
+//! with each value bound where it is used (a row's values by column name,
+//! through [`sql::Fields`]); it becomes a sqlx `QueryBuilder` for the
+//! database it runs on, which numbers PostgreSQL's `$1, $2, …`. No SQL is
+//! assembled with `format!`. The few fragments that differ (`INSERT IGNORE`
 //! / `INSERT OR IGNORE` / `ON CONFLICT DO NOTHING`, upserts, `FOR UPDATE`,
-//! which SQLite lacks, and `SKIP LOCKED` claims on PostgreSQL). Every bound
-//! value is typed (a `NULL` too), so PostgreSQL's strict typing needs no
-//! casts; only a `SUM` is cast back to an integer (it is DECIMAL on MySQL and
-//! NUMERIC on PostgreSQL, which `Any` cannot carry). Status names are never written into
-//! SQL: every conditional update binds the `from_states()` of a
-//! [`kairos_core::job::JobTransition`] or [`kairos_core::execution::ExecTransition`].
+//! which SQLite lacks, and `SKIP LOCKED` claims on PostgreSQL) are picked
+//! when the statement runs. `IN` lists are padded to a few fixed lengths so
+//! the prepared-statement cache stays small.
+//!
+//! Columns have the database's own types: times are `DATETIME(3)` (UTC) on
+//! MySQL and `TIMESTAMPTZ` on PostgreSQL, documents `JSON` and `JSONB`; SQLite,
+//! which has neither, keeps integer milliseconds and text. Ids are UUID text
+//! and flags integers everywhere. Every bound value is typed (a `NULL` too),
+//! so PostgreSQL's strict typing needs no casts; only a `SUM` is cast back to
+//! an integer. Status names are never written into SQL: every conditional
+//! update binds the `from_states()` of a [`kairos_core::job::JobTransition`]
+//! or [`kairos_core::execution::ExecTransition`].
 //!
 //! # Connections
 //!
@@ -112,7 +118,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use dispatch::due_scan_sql;
-pub(crate) use error::db_err;
 
 /// Which database a [`SqlStore`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,7 +256,7 @@ impl SqlStore {
 
     /// Applies the embedded schema of this store's database (idempotent).
     pub async fn migrate(&self) -> StoreResult<()> {
-        migrations::run(self.inner.dialect, &self.inner.write).await
+        migrations::run(&self.inner.write).await
     }
 
     /// Which database this store talks to.

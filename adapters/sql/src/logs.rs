@@ -2,18 +2,14 @@
 //! dropped first), paged by their position, and purged after the retention.
 
 use super::SqlStore;
-use super::error::db_err;
+use super::db::{Row, Tx};
 use super::rows::R;
-use super::stmt::{CHUNK, fetch_by_ids, marks, q, row_marks};
+use super::sql::{CHUNK, Fields, Sql, fetch_chunked, time};
 use async_trait::async_trait;
 use kairos_core::protocol::{LogLevel, LogMsg};
 use kairos_core::store::{LogLimits, LogStore, Page, StoreResult, StoredLogLine};
 use kairos_core::time::Millis;
-use sqlx::AnyConnection;
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// Columns written per line.
-const LINE_COLS: usize = 8;
 
 /// `message` cut to at most `max` bytes, on a character boundary.
 fn cut(message: &str, max: usize) -> &str {
@@ -27,13 +23,13 @@ fn cut(message: &str, max: usize) -> &str {
     &message[..end]
 }
 
-fn line(row: &sqlx::any::AnyRow) -> StoreResult<StoredLogLine> {
+fn line(row: &Row) -> StoreResult<StoredLogLine> {
     let r = R::new(row, "execution_logs");
     Ok(StoredLogLine {
         seq: r.i64("id")?,
         attempt: r.u32("attempt")?,
         worker_id: r.string("worker_id")?,
-        at: r.i64("at")?,
+        at: r.time("at")?,
         level: r.parsed("level", LogLevel::parse)?,
         message: r.string("message")?,
     })
@@ -41,24 +37,13 @@ fn line(row: &sqlx::any::AnyRow) -> StoreResult<StoredLogLine> {
 
 impl SqlStore {
     /// Drops the oldest lines of `execution_id` beyond `limits`.
-    async fn trim(
-        &self,
-        conn: &mut AnyConnection,
-        execution_id: &str,
-        limits: &LogLimits,
-    ) -> StoreResult<()> {
-        let int = self.dialect().cast_int();
-        let row = q(
-            self.dialect(),
-            format!(
-                "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(bytes), 0) AS {int}) AS b \
-             FROM execution_logs WHERE execution_id = ?"
-            ),
-        )
-        .bind(execution_id)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db_err)?;
+    async fn trim(&self, tx: &mut Tx, execution_id: &str, limits: &LogLimits) -> StoreResult<()> {
+        let row = Sql::new("SELECT COUNT(*) AS n, CAST(COALESCE(SUM(bytes), 0) AS ")
+            .int_type()
+            .push(") AS b FROM execution_logs WHERE execution_id = ")
+            .bind(execution_id)
+            .fetch_one(&mut *tx)
+            .await?;
         let r = R::new(&row, "execution_logs");
         let (mut lines, mut bytes) = (r.i64("n")?, r.i64("b")?);
         let max_bytes = i64::try_from(limits.max_bytes).unwrap_or(i64::MAX);
@@ -67,15 +52,12 @@ impl SqlStore {
             return Ok(());
         }
         // Oldest first, until what is left fits both limits.
-        let oldest = q(
-            self.dialect(),
-            "SELECT id, bytes FROM execution_logs WHERE execution_id = ? ORDER BY id LIMIT ?",
-        )
-        .bind(execution_id)
-        .bind(lines)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db_err)?;
+        let oldest = Sql::new("SELECT id, bytes FROM execution_logs WHERE execution_id = ")
+            .bind(execution_id)
+            .push(" ORDER BY id LIMIT ")
+            .bind(lines)
+            .fetch_all(&mut *tx)
+            .await?;
         let mut cutoff = None;
         for row in &oldest {
             if lines <= max_lines && bytes <= max_bytes {
@@ -87,15 +69,12 @@ impl SqlStore {
             bytes -= r.i64("bytes")?;
         }
         if let Some(cutoff) = cutoff {
-            q(
-                self.dialect(),
-                "DELETE FROM execution_logs WHERE execution_id = ? AND id <= ?",
-            )
-            .bind(execution_id)
-            .bind(cutoff)
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err)?;
+            Sql::new("DELETE FROM execution_logs WHERE execution_id = ")
+                .bind(execution_id)
+                .push(" AND id <= ")
+                .bind(cutoff)
+                .execute(&mut *tx)
+                .await?;
         }
         Ok(())
     }
@@ -119,11 +98,10 @@ impl LogStore for SqlStore {
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
-        let found = fetch_by_ids(&mut tx, &ids, |n| {
-            format!(
-                "SELECT id, attempt FROM executions WHERE id IN ({})",
-                marks(n)
-            )
+        let found = fetch_chunked(&mut tx, &ids, |chunk| {
+            let mut s = Sql::new("SELECT id, attempt FROM executions WHERE id IN ");
+            s.list(chunk.iter().copied());
+            s
         })
         .await?;
         let mut current: HashMap<String, u32> = HashMap::with_capacity(found.len());
@@ -140,25 +118,25 @@ impl LogStore for SqlStore {
             .flat_map(|b| b.lines.iter().map(move |l| (*b, l)))
             .collect();
         for chunk in lines.chunks(CHUNK) {
-            let sql = format!(
-                "INSERT INTO execution_logs (execution_id, attempt, worker_id, at, level, \
-                 message, bytes, created_at) VALUES {}",
-                row_marks(chunk.len(), LINE_COLS)
-            );
-            let mut query = q(self.dialect(), sql);
-            for (b, l) in chunk {
-                let message = cut(&l.message, limits.max_line_bytes);
-                query = query
-                    .bind(b.execution_id.as_str())
-                    .bind(i64::from(b.attempt))
-                    .bind(b.worker_id.as_str())
-                    .bind(l.at)
-                    .bind(l.level.as_str())
-                    .bind(message.to_string())
-                    .bind(message.len() as i64)
-                    .bind(now);
-            }
-            query.execute(&mut *tx).await.map_err(db_err)?;
+            let rows: Vec<Fields> = chunk
+                .iter()
+                .map(|(b, l)| {
+                    let message = cut(&l.message, limits.max_line_bytes);
+                    Fields::new()
+                        .with("execution_id", &b.execution_id)
+                        .with("attempt", b.attempt)
+                        .with("worker_id", &b.worker_id)
+                        .with("at", time(l.at))
+                        .with("level", l.level.as_str())
+                        .with("message", message)
+                        .with("bytes", message.len() as i64)
+                        .with("created_at", time(now))
+                })
+                .collect();
+            Sql::new("INSERT INTO execution_logs")
+                .rows(&rows)
+                .execute(&mut tx)
+                .await?;
         }
         // The latest progress per execution, from its current attempt only: a
         // figure from an earlier attempt would describe work that was redone.
@@ -172,21 +150,18 @@ impl LogStore for SqlStore {
             }
         }
         for (id, p) in progress {
-            q(
-                self.dialect(),
-                "UPDATE executions SET progress = ? WHERE id = ?",
-            )
-            .bind(p)
-            .bind(id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
+            Sql::new("UPDATE executions SET progress = ")
+                .bind(p)
+                .push(" WHERE id = ")
+                .bind(id)
+                .execute(&mut tx)
+                .await?;
         }
         let touched: HashSet<&str> = lines.iter().map(|(b, _)| b.execution_id.as_str()).collect();
         for id in touched {
             self.trim(&mut tx, id, limits).await?;
         }
-        tx.commit().await.map_err(db_err)
+        tx.commit().await
     }
 
     async fn logs_page(
@@ -208,17 +183,17 @@ impl LogStore for SqlStore {
                 }
             },
         };
-        let found = q(
-            self.dialect(),
+        let found = Sql::new(
             "SELECT id, attempt, worker_id, at, level, message FROM execution_logs \
-             WHERE execution_id = ? AND id > ? ORDER BY id LIMIT ?",
+             WHERE execution_id = ",
         )
         .bind(execution_id)
+        .push(" AND id > ")
         .bind(after)
+        .push(" ORDER BY id LIMIT ")
         .bind(i64::from(limit) + 1)
         .fetch_all(self.read())
-        .await
-        .map_err(db_err)?;
+        .await?;
         let mut items = found.iter().map(line).collect::<StoreResult<Vec<_>>>()?;
         let next_cursor = if items.len() > limit as usize {
             items.truncate(limit as usize);
@@ -230,36 +205,22 @@ impl LogStore for SqlStore {
     }
 
     async fn logs_purge(&self, before: Millis, limit: u32) -> StoreResult<u64> {
-        let found = q(
-            self.dialect(),
-            "SELECT id FROM execution_logs WHERE created_at < ? ORDER BY created_at LIMIT ?",
-        )
-        .bind(before)
-        .bind(i64::from(limit))
-        .fetch_all(self.read())
-        .await
-        .map_err(db_err)?;
+        let found = Sql::new("SELECT id FROM execution_logs WHERE created_at < ")
+            .bind(time(before))
+            .push(" ORDER BY created_at LIMIT ")
+            .bind(i64::from(limit))
+            .fetch_all(self.read())
+            .await?;
         let ids = found
             .iter()
             .map(|row| R::new(row, "execution_logs").i64("id"))
             .collect::<StoreResult<Vec<i64>>>()?;
         let mut purged = 0;
         for chunk in ids.chunks(CHUNK) {
-            let mut query = q(
-                self.dialect(),
-                format!(
-                    "DELETE FROM execution_logs WHERE id IN ({})",
-                    marks(chunk.len())
-                ),
-            );
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            purged += query
+            purged += Sql::new("DELETE FROM execution_logs WHERE id IN ")
+                .list(chunk.iter().copied())
                 .execute(self.write())
-                .await
-                .map_err(db_err)?
-                .rows_affected();
+                .await?;
         }
         Ok(purged)
     }

@@ -15,7 +15,7 @@
 use super::Dialect;
 use super::error::{corrupt, db_err};
 use kairos_core::store::{StoreError, StoreResult};
-use sqlx::AnyPool;
+use super::db::Pool;
 use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 
 /// `(version, description, sql)` of every MySQL migration, in order.
@@ -50,6 +50,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         7,
         "pause reason",
         include_str!("../migrations/mysql/0007_pause_reason.sql"),
+    ),
+    (
+        8,
+        "native types",
+        include_str!("../migrations/mysql/0008_native_types.sql"),
     ),
 ];
 
@@ -90,9 +95,16 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "pause reason",
         include_str!("../migrations/postgres/0007_pause_reason.sql"),
     ),
+    (
+        8,
+        "native types",
+        include_str!("../migrations/postgres/0008_native_types.sql"),
+    ),
 ];
 
-/// `(version, description, sql)` of every SQLite migration, in order.
+/// `(version, description, sql)` of every SQLite migration, in order. SQLite
+/// has no time or JSON types, so it has no `native types` step: its times
+/// stay integer milliseconds and its JSON text.
 const SQLITE: &[(i64, &str, &str)] = &[
     (
         1,
@@ -155,8 +167,17 @@ fn migrator(dialect: Dialect) -> Migrator {
 }
 
 /// Applies every migration not applied yet.
-pub(crate) async fn run(dialect: Dialect, pool: &AnyPool) -> StoreResult<()> {
-    migrator(dialect).run(pool).await.map_err(|e| match e {
+pub(crate) async fn run(pool: &Pool) -> StoreResult<()> {
+    apply(migrator(pool.dialect()), pool).await
+}
+
+async fn apply(migrator: Migrator, pool: &Pool) -> StoreResult<()> {
+    match pool {
+        Pool::MySql(p) => migrator.run(p).await,
+        Pool::Postgres(p) => migrator.run(p).await,
+        Pool::Sqlite(p) => migrator.run(p).await,
+    }
+    .map_err(|e| match e {
         MigrateError::Execute(e) | MigrateError::ExecuteMigration(e, _) => db_err(e),
         e @ (MigrateError::VersionMissing(_)
         | MigrateError::VersionMismatch(_)
@@ -182,9 +203,8 @@ mod tests {
         let store = SqlStore::connect(&url).await.expect("connect");
         let first =
             Migrator::with_migrations(migrations(store.dialect()).into_iter().take(1).collect());
-        first.run(store.write()).await.expect("schema 1");
-        crate::stmt::q(
-            store.dialect(),
+        apply(first, store.write()).await.expect("schema 1");
+        crate::sql::Sql::new(
             "INSERT INTO jobs (id, tenant, name, handler, params, schedule_kind, cron_expr, \
              timezone, once_at, next_trigger_at, status, version, callback_url, \
              client_request_id, request_hash, max_attempts, retry_backoff_ms, timeout_ms, \
@@ -216,6 +236,114 @@ mod tests {
             "every job's tenant becomes a tenant"
         );
         store.migrate().await.expect("idempotent");
+    }
+
+    /// A database of the previous release (schema 7: times as BIGINT
+    /// milliseconds, JSON as text) takes the native-types step: every time
+    /// and document reads back exactly, the tables hold the database's own
+    /// types, and a job that was due is still found and claimed.
+    async fn previous_release_converts_and_its_jobs_still_run(url: String) {
+        use kairos_core::store::{Claim, ExecutionStore};
+        let store = SqlStore::connect(&url).await.expect("connect");
+        let seven =
+            Migrator::with_migrations(migrations(store.dialect()).into_iter().take(7).collect());
+        apply(seven, store.write()).await.expect("schema 7");
+        // Rows as the previous release wrote them.
+        crate::sql::Sql::new(
+            "INSERT INTO jobs (id, tenant, name, handler, params, schedule_kind, cron_expr, \
+             timezone, once_at, next_trigger_at, status, version, max_attempts, \
+             retry_backoff_ms, created_at, updated_at) VALUES \
+             ('due', 'default', 'n', 'noop', '{\"k\": [1, 2]}', 'once', NULL, NULL, \
+              1767225600123, 1767225600123, 'scheduled', 1, 1, 1000, 1767225500000, 4102444800000), \
+             ('cron', 'default', 'c', 'noop', '{}', 'cron', '0 * * * * *', 'UTC', \
+              NULL, 1767225660000, 'scheduled', 3, 1, 1000, 1767225500000, 1767225500000)",
+        )
+        .execute(store.write())
+        .await
+        .expect("jobs at schema 7");
+        crate::sql::Sql::new(
+            "INSERT INTO executions (id, job_id, tenant, scheduled_at, attempt, status, \
+             output, not_before, started_at, finished_at, created_at, updated_at) VALUES \
+             ('e0', 'cron', 'default', 1767225600000, 1, 'succeeded', '{\"ok\": true}', \
+              1767225600000, 1767225600250, 1767225600999, 1767225600000, 1767225600999)",
+        )
+        .execute(store.write())
+        .await
+        .expect("an execution at schema 7");
+
+        store.migrate().await.expect("native types");
+
+        let job = store.job_get("default", "due").await.unwrap().expect("job");
+        assert_eq!(job.next_trigger_at, Some(1_767_225_600_123));
+        assert_eq!(job.schedule, Schedule::Once { at: 1_767_225_600_123 });
+        assert_eq!((job.created_at, job.updated_at), (1_767_225_500_000, 4_102_444_800_000));
+        assert_eq!(job.params, serde_json::json!({"k": [1, 2]}));
+        let exec = store.execution_get("default", "e0").await.unwrap().expect("execution");
+        assert_eq!(
+            (exec.started_at, exec.finished_at),
+            (Some(1_767_225_600_250), Some(1_767_225_600_999))
+        );
+        assert_eq!(exec.output, Some(serde_json::json!({"ok": true})));
+
+        // The tables now hold the database's own types.
+        let (time_sql, json_sql): (&str, &str) = match store.dialect() {
+            crate::Dialect::MySql => (
+                "SELECT DATE_FORMAT(next_trigger_at, '%Y-%m-%d %H:%i:%s.%f') AS v FROM jobs WHERE id = 'due'",
+                "SELECT JSON_EXTRACT(params, '$.k[1]') AS v FROM jobs WHERE id = 'due'",
+            ),
+            crate::Dialect::Postgres => (
+                "SELECT to_char(next_trigger_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS v FROM jobs WHERE id = 'due'",
+                "SELECT (params -> 'k' -> 1)::text AS v FROM jobs WHERE id = 'due'",
+            ),
+            crate::Dialect::Sqlite => unreachable!("SQLite has no native-types step"),
+        };
+        let t: String = crate::sql::Sql::new(time_sql)
+            .scalar(store.read(), "v")
+            .await
+            .expect("time as the database reads it");
+        assert_eq!(t, "2026-01-01 00:00:00.123000");
+        let j: String = crate::sql::Sql::new(json_sql)
+            .scalar(store.read(), "v")
+            .await
+            .expect("JSON as the database reads it");
+        assert_eq!(j, "2");
+
+        // The due job is still found and claimed.
+        let now = 1_767_225_601_000;
+        let due = store.jobs_find_due(now, 10).await.expect("due scan");
+        let ids: Vec<&str> = due.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(ids, ["due"]);
+        let work = store
+            .triggers_claim(
+                1,
+                &[Claim {
+                    job_id: "due".into(),
+                    version: 1,
+                    scheduled_at: 1_767_225_600_123,
+                    next_trigger_at: None,
+                    execution_id: "e1".into(),
+                }],
+                now,
+            )
+            .await
+            .expect("claim");
+        assert_eq!(work.len(), 1, "the converted job is claimed");
+        let exec = store.execution_get("default", "e1").await.unwrap().expect("new execution");
+        assert_eq!(exec.scheduled_at, 1_767_225_600_123);
+    }
+
+    #[tokio::test]
+    async fn mysql_previous_release_converts() {
+        if let Some(url) = testkit::mysql_fresh_database().await {
+            previous_release_converts_and_its_jobs_still_run(url).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn postgres_previous_release_converts() {
+        if let Some(db) = testkit::postgres_fresh_database().await {
+            previous_release_converts_and_its_jobs_still_run(db.url().to_string()).await;
+        }
     }
 
     #[tokio::test]

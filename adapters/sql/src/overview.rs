@@ -3,10 +3,9 @@
 //! backlog). Every query names the tenant in its `WHERE` clause.
 
 use super::SqlStore;
-use super::error::db_err;
 use super::jobs::page_size;
-use super::rows::{self, EXEC_COLS, R, select_list};
-use super::stmt::{bind_names, marks, q};
+use super::rows::{self, EXEC_COLS, R};
+use super::sql::{Sql, time};
 use kairos_core::callback::CallbackState;
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::job::JobStatus;
@@ -36,36 +35,24 @@ impl SqlStore {
             Ok(after) => after,
             Err(empty) => return Ok(empty),
         };
-        let mut sql = format!(
-            "SELECT {} FROM executions e WHERE e.tenant = ?",
-            select_list("e", &EXEC_COLS)
-        );
+        let mut sql = Sql::new("SELECT ");
+        sql.columns("e", &EXEC_COLS)
+            .push(" FROM executions e WHERE e.tenant = ")
+            .bind(tenant);
         if !filter.statuses.is_empty() {
-            sql.push_str(&format!(
-                " AND e.status IN ({})",
-                marks(filter.statuses.len())
-            ));
+            sql.push(" AND e.status IN ")
+                .list(filter.statuses.iter().map(|s| s.as_str()));
         }
-        let statuses = &filter.statuses;
-        self.executions_page(
-            sql,
-            |query| bind_names(query.bind(tenant), statuses.iter().map(|s| s.as_str())),
-            after,
-            limit,
-        )
-        .await
+        self.executions_page(sql, after, limit).await
     }
 
     pub(crate) async fn overview(&self, tenant: &str, since: Millis) -> StoreResult<Overview> {
         let mut out = Overview::default();
-        let found = q(
-            self.dialect(),
-            "SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ? GROUP BY status",
-        )
-        .bind(tenant)
-        .fetch_all(self.read())
-        .await
-        .map_err(db_err)?;
+        let found = Sql::new("SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ")
+            .bind(tenant)
+            .push(" GROUP BY status")
+            .fetch_all(self.read())
+            .await?;
         for row in &found {
             let r = R::new(row, "jobs");
             out.jobs.push((r.job_status("status")?, count(&r)?));
@@ -73,16 +60,13 @@ impl SqlStore {
         out.jobs
             .sort_by_key(|(s, _)| JobStatus::ALL.iter().position(|x| x == s));
 
-        let found = q(
-            self.dialect(),
-            "SELECT status, COUNT(*) AS n FROM executions \
-             WHERE tenant = ? AND scheduled_at >= ? GROUP BY status",
-        )
-        .bind(tenant)
-        .bind(since)
-        .fetch_all(self.read())
-        .await
-        .map_err(db_err)?;
+        let found = Sql::new("SELECT status, COUNT(*) AS n FROM executions WHERE tenant = ")
+            .bind(tenant)
+            .push(" AND scheduled_at >= ")
+            .bind(time(since))
+            .push(" GROUP BY status")
+            .fetch_all(self.read())
+            .await?;
         for row in &found {
             let r = R::new(row, "executions");
             out.executions.push((r.exec_status("status")?, count(&r)?));
@@ -92,18 +76,24 @@ impl SqlStore {
 
         out.per_minute = self.per_minute(tenant, since).await?;
 
-        let found = q(
-            self.dialect(),
-            "SELECT dispatched_at - scheduled_at AS late FROM executions \
-             WHERE tenant = ? AND scheduled_at >= ? AND attempt = 1 \
-             AND dispatched_at IS NOT NULL ORDER BY scheduled_at DESC LIMIT ?",
-        )
-        .bind(tenant)
-        .bind(since)
-        .bind(LATENESS_SAMPLES)
-        .fetch_all(self.read())
-        .await
-        .map_err(db_err)?;
+        // Lateness in whole milliseconds, computed by each database from its
+        // own time type (SQLite stores milliseconds already).
+        let found = Sql::new("SELECT ")
+            .dialect(
+                "CAST(TIMESTAMPDIFF(MICROSECOND, scheduled_at, dispatched_at) / 1000 AS SIGNED)",
+                "CAST(EXTRACT(EPOCH FROM (dispatched_at - scheduled_at)) * 1000 AS BIGINT)",
+                "dispatched_at - scheduled_at",
+            )
+            .push(" AS late FROM executions WHERE tenant = ")
+            .bind(tenant)
+            .push(" AND scheduled_at >= ")
+            .bind(time(since))
+            .push(
+                " AND attempt = 1 AND dispatched_at IS NOT NULL ORDER BY scheduled_at DESC LIMIT ",
+            )
+            .bind(LATENESS_SAMPLES)
+            .fetch_all(self.read())
+            .await?;
         out.lateness_ms = found
             .iter()
             .map(|row| R::new(row, "executions").i64("late"))
@@ -111,17 +101,12 @@ impl SqlStore {
         out.lateness_ms.sort_unstable();
 
         for (state, retrying) in [(CallbackState::Pending, true), (CallbackState::Dead, false)] {
-            let sql = if retrying {
-                "SELECT COUNT(*) AS n FROM callbacks WHERE tenant = ? AND state = ? AND attempts > 0"
-            } else {
-                "SELECT COUNT(*) AS n FROM callbacks WHERE tenant = ? AND state = ?"
-            };
-            let row = q(self.dialect(), sql)
-                .bind(tenant)
-                .bind(state.as_str())
-                .fetch_one(self.read())
-                .await
-                .map_err(db_err)?;
+            let mut sql = Sql::new("SELECT COUNT(*) AS n FROM callbacks WHERE tenant = ");
+            sql.bind(tenant).push(" AND state = ").bind(state.as_str());
+            if retrying {
+                sql.push(" AND attempts > 0");
+            }
+            let row = sql.fetch_one(self.read()).await?;
             let n = count(&R::new(&row, "callbacks"))?;
             if retrying {
                 out.callbacks_retrying = n;
@@ -137,22 +122,33 @@ impl SqlStore {
             .into_iter()
             .chain(FAILED_STATES)
             .collect::<Vec<_>>();
-        let sql = format!(
-            "SELECT finished_at - (finished_at % 60000) AS minute, status, COUNT(*) AS n \
-             FROM executions WHERE tenant = ? AND scheduled_at >= ? AND finished_at >= ? \
-             AND status IN ({}) GROUP BY finished_at - (finished_at % 60000), status",
-            marks(states.len())
-        );
-        let found = bind_names(
-            q(self.dialect(), sql)
-                .bind(tenant.to_string())
-                .bind(since.saturating_sub(LONGEST_RUN_MS))
-                .bind(since),
-            states.iter().map(|s| s.as_str()),
-        )
-        .fetch_all(self.read())
-        .await
-        .map_err(db_err)?;
+        // The start of the minute `finished_at` falls in, in milliseconds
+        // since the epoch, truncated toward zero like `t - t % 60000` on
+        // integer milliseconds (which SQLite stores). MySQL counts whole
+        // minutes from the epoch on the UTC wall-clock `DATETIME`, so the
+        // session time zone plays no part; PostgreSQL's epoch of a
+        // `TIMESTAMPTZ` is zone-free too.
+        const MINUTE: [&str; 3] = [
+            "CAST(TIMESTAMPDIFF(MINUTE, '1970-01-01 00:00:00', finished_at) * 60000 AS SIGNED)",
+            "CAST(TRUNC(EXTRACT(EPOCH FROM finished_at) / 60) * 60000 AS BIGINT)",
+            "finished_at - (finished_at % 60000)",
+        ];
+        let [my, pg, lite] = MINUTE;
+        let found = Sql::new("SELECT ")
+            .dialect(my, pg, lite)
+            .push(" AS minute, status, COUNT(*) AS n FROM executions WHERE tenant = ")
+            .bind(tenant)
+            .push(" AND scheduled_at >= ")
+            .bind(time(since.saturating_sub(LONGEST_RUN_MS)))
+            .push(" AND finished_at >= ")
+            .bind(time(since))
+            .push(" AND status IN ")
+            .list(states.iter().map(|s| s.as_str()))
+            .push(" GROUP BY ")
+            .dialect(my, pg, lite)
+            .push(", status")
+            .fetch_all(self.read())
+            .await?;
         let mut minutes: BTreeMap<Millis, MinuteCounts> = BTreeMap::new();
         for row in &found {
             let r = R::new(row, "executions");

@@ -41,8 +41,32 @@ pub(crate) fn time(ms: impl Into<Option<Millis>>) -> Value {
 }
 
 /// A JSON value, from its text (or `None` for `NULL`).
-pub(crate) fn json<S: Into<String>>(text: impl Into<Option<S>>) -> Value {
-    Value::Json(text.into().map(Into::into))
+pub(crate) fn json(text: impl Into<JsonText>) -> Value {
+    Value::Json(text.into().0)
+}
+
+/// JSON text for [`json`]: a `&str`, `String`, or an `Option` of either.
+pub(crate) struct JsonText(Option<String>);
+
+impl From<&str> for JsonText {
+    fn from(s: &str) -> Self {
+        JsonText(Some(s.to_string()))
+    }
+}
+impl From<String> for JsonText {
+    fn from(s: String) -> Self {
+        JsonText(Some(s))
+    }
+}
+impl From<Option<String>> for JsonText {
+    fn from(s: Option<String>) -> Self {
+        JsonText(s)
+    }
+}
+impl From<Option<&str>> for JsonText {
+    fn from(s: Option<&str>) -> Self {
+        JsonText(s.map(str::to_string))
+    }
 }
 
 macro_rules! value_from {
@@ -138,25 +162,6 @@ impl Sql {
             self.parts.push(Part::Value(v));
         }
         self.push(")")
-    }
-
-    /// `(…), (…)` for a multi-row `VALUES`: `row` binds one item's values
-    /// through a [`Tuple`], which separates them.
-    pub(crate) fn values<T>(
-        &mut self,
-        items: impl IntoIterator<Item = T>,
-        mut row: impl FnMut(&mut Tuple<'_>, T),
-    ) -> &mut Self {
-        for (i, item) in items.into_iter().enumerate() {
-            self.push(if i == 0 { "(" } else { ", (" });
-            let mut t = Tuple {
-                sql: self,
-                first: true,
-            };
-            row(&mut t, item);
-            self.push(")");
-        }
-        self
     }
 
     /// `CASE key WHEN ? THEN ? … ELSE col END`: a per-row value for a
@@ -285,18 +290,6 @@ impl Sql {
         self.fetch_one(on).await?.get("scalar", col)
     }
 
-    /// The first column of the first row, if there is a row.
-    pub(crate) async fn scalar_optional<'c, T: super::db::Decodable>(
-        &self,
-        on: impl Into<On<'c>>,
-        col: &'static str,
-    ) -> StoreResult<Option<T>> {
-        match self.fetch_optional(on).await? {
-            Some(row) => row.get("scalar", col).map(Some),
-            None => Ok(None),
-        }
-    }
-
     /// The statement as `DB` runs it.
     fn render<DB: Bind>(&self) -> QueryBuilder<DB>
     where
@@ -317,7 +310,7 @@ impl Sql {
         b
     }
 
-    /// The SQL as MySQL would run it (for tests and `EXPLAIN`).
+    /// The SQL as `dialect` runs it (for tests and `EXPLAIN`).
     pub(crate) fn text(&self, dialect: Dialect) -> String {
         match dialect {
             Dialect::MySql => self.render::<MySql>().into_string(),
@@ -434,35 +427,6 @@ impl Sql {
     }
 }
 
-/// The values of one row of a multi-row `VALUES`, separated by commas.
-pub(crate) struct Tuple<'a> {
-    sql: &'a mut Sql,
-    first: bool,
-}
-
-impl Tuple<'_> {
-    /// The next value.
-    pub(crate) fn bind(&mut self, v: impl Into<Value>) -> &mut Self {
-        self.sep();
-        self.sql.bind(v);
-        self
-    }
-
-    /// The next value as SQL text (a constant such as `NULL`).
-    pub(crate) fn push(&mut self, sql: &'static str) -> &mut Self {
-        self.sep();
-        self.sql.push(sql);
-        self
-    }
-
-    fn sep(&mut self) {
-        if !self.first {
-            self.sql.push(", ");
-        }
-        self.first = false;
-    }
-}
-
 /// Lengths an `IN` list is padded to.
 const BUCKETS: [usize; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, CHUNK];
 
@@ -575,15 +539,7 @@ mod tests {
     }
 
     #[test]
-    fn multi_row_values_and_case() {
-        let mut s = Sql::new("INSERT INTO t (a, b) VALUES ");
-        s.values([(1i64, "p"), (2, "q")], |t, (a, b)| {
-            t.bind(a).bind(b);
-        });
-        assert_eq!(
-            s.text(Dialect::Postgres),
-            "INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4)"
-        );
+    fn case_lists_one_arm_per_row() {
         let mut s = Sql::new("UPDATE t SET v = ");
         s.case("id", "v", [("a", 1i64)]);
         assert_eq!(

@@ -3,23 +3,27 @@
 //! transaction that decided it); one that no worker has yet is cancelled at
 //! once. Workers learn about requests through `executions_stop_requested`.
 
-use super::error::db_err;
+use super::SqlStore;
+use super::db::Tx;
 use super::rows::R;
-use super::stmt::{CHUNK, bind_names, marks, q};
-use super::{Dialect, SqlStore};
+use super::sql::{CHUNK, Fields, Sql, time};
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::store::{StopRequest, StoreResult};
 use kairos_core::time::Millis;
-use sqlx::AnyConnection;
 
 /// States in which a worker may hold the attempt: it has to be told to stop.
 const HELD: [ExecStatus; 2] = [ExecStatus::Dispatched, ExecStatus::Running];
+
+/// The names of [`HELD`], for an `IN` list.
+fn held_names() -> impl Iterator<Item = &'static str> {
+    HELD.into_iter().map(ExecStatus::as_str)
+}
 
 /// Cancels the pending executions among `live` (they never reached a worker)
 /// with `reason`, and requests a stop for the others. Returns the cancelled
 /// ones as they are now, for their events and callbacks.
 pub(crate) async fn replace(
-    conn: &mut AnyConnection,
+    tx: &mut Tx,
     live: &[Execution],
     reason: &str,
     now: Millis,
@@ -31,27 +35,21 @@ pub(crate) async fn replace(
         .filter(|e| HELD.contains(&e.status))
         .map(|e| e.id.as_str())
         .collect();
-    let from = t.from_states();
+    let set = Fields::new()
+        .with("status", t.to_state().as_str())
+        .with("error", reason)
+        .with("finished_at", time(now))
+        .with("updated_at", time(now));
     let mut cancelled = Vec::with_capacity(pending.len());
     for chunk in pending.chunks(CHUNK) {
-        let sql = format!(
-            "UPDATE executions SET status = ?, error = ?, finished_at = ?, updated_at = ? \
-             WHERE id IN ({}) AND status IN ({})",
-            marks(chunk.len()),
-            marks(from.len())
-        );
-        let mut query = q(Dialect::of(conn), sql)
-            .bind(t.to_state().as_str())
-            .bind(reason.to_string())
-            .bind(now)
-            .bind(now);
-        for e in chunk {
-            query = query.bind(e.id.as_str());
-        }
-        bind_names(query, from.iter().map(|s| s.as_str()))
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err)?;
+        Sql::new("UPDATE executions SET ")
+            .set(&set)
+            .push(" WHERE id IN ")
+            .list(chunk.iter().map(|e| e.id.as_str()))
+            .push(" AND status IN ")
+            .list(t.from_states().iter().map(|st| st.as_str()))
+            .execute(&mut *tx)
+            .await?;
         // The rows were read with a lock (MySQL) or under SQLite's single
         // writer, so every one of them moved.
         cancelled.extend(chunk.iter().map(|e| Execution {
@@ -61,51 +59,47 @@ pub(crate) async fn replace(
             ..(*e).clone()
         }));
     }
-    request_by_ids(conn, &held, now).await?;
+    request_by_ids(tx, &held, now).await?;
     Ok(cancelled)
+}
+
+/// `stop_requested_at` and `updated_at` for a stop requested at `now`.
+fn stop_fields(now: Millis) -> Fields {
+    Fields::new()
+        .with("stop_requested_at", time(now))
+        .with("updated_at", time(now))
 }
 
 /// Sets `stop_requested_at` on the named executions a worker may hold, unless
 /// a stop was already requested.
-async fn request_by_ids(conn: &mut AnyConnection, ids: &[&str], now: Millis) -> StoreResult<u64> {
+async fn request_by_ids(tx: &mut Tx, ids: &[&str], now: Millis) -> StoreResult<u64> {
+    let set = stop_fields(now);
     let mut changed = 0;
     for chunk in ids.chunks(CHUNK) {
-        let sql = format!(
-            "UPDATE executions SET stop_requested_at = ?, updated_at = ? WHERE id IN ({}) \
-             AND status IN ({}) AND stop_requested_at IS NULL",
-            marks(chunk.len()),
-            marks(HELD.len())
-        );
-        let mut query = q(Dialect::of(conn), sql).bind(now).bind(now);
-        for id in chunk {
-            query = query.bind(*id);
-        }
-        changed += bind_names(query, HELD.iter().map(|s| s.as_str()))
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err)?
-            .rows_affected();
+        changed += Sql::new("UPDATE executions SET ")
+            .set(&set)
+            .push(" WHERE id IN ")
+            .list(chunk.iter().copied())
+            .push(" AND status IN ")
+            .list(held_names())
+            .push(" AND stop_requested_at IS NULL")
+            .execute(&mut *tx)
+            .await?;
     }
     Ok(changed)
 }
 
 /// Requests a stop for every attempt of `job_id` a worker may hold.
-pub(crate) async fn request_for_job(
-    conn: &mut AnyConnection,
-    job_id: &str,
-    now: Millis,
-) -> StoreResult<u64> {
-    let sql = format!(
-        "UPDATE executions SET stop_requested_at = ?, updated_at = ? WHERE job_id = ? \
-         AND status IN ({}) AND stop_requested_at IS NULL",
-        marks(HELD.len())
-    );
-    let query = q(Dialect::of(conn), sql).bind(now).bind(now).bind(job_id);
-    Ok(bind_names(query, HELD.iter().map(|s| s.as_str()))
-        .execute(conn)
+pub(crate) async fn request_for_job(tx: &mut Tx, job_id: &str, now: Millis) -> StoreResult<u64> {
+    Sql::new("UPDATE executions SET ")
+        .set(&stop_fields(now))
+        .push(" WHERE job_id = ")
+        .bind(job_id)
+        .push(" AND status IN ")
+        .list(held_names())
+        .push(" AND stop_requested_at IS NULL")
+        .execute(tx)
         .await
-        .map_err(db_err)?
-        .rows_affected())
 }
 
 impl SqlStore {
@@ -114,21 +108,17 @@ impl SqlStore {
         since: Millis,
         limit: u32,
     ) -> StoreResult<Vec<StopRequest>> {
-        let sql = format!(
+        let found = Sql::new(
             "SELECT id, attempt, worker_id, stop_requested_at FROM executions \
-             WHERE stop_requested_at >= ? AND status IN ({}) \
-             ORDER BY stop_requested_at, id LIMIT ?",
-            marks(HELD.len())
-        );
-        let query = bind_names(
-            q(self.dialect(), sql).bind(since),
-            HELD.iter().map(|s| s.as_str()),
-        );
-        let found = query
-            .bind(i64::from(limit))
-            .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+             WHERE stop_requested_at >= ",
+        )
+        .bind(time(since))
+        .push(" AND status IN ")
+        .list(held_names())
+        .push(" ORDER BY stop_requested_at, id LIMIT ")
+        .bind(i64::from(limit))
+        .fetch_all(self.read())
+        .await?;
         found
             .iter()
             .map(|row| {
@@ -137,7 +127,7 @@ impl SqlStore {
                     execution_id: r.string("id")?,
                     attempt: r.u32("attempt")?,
                     worker_id: r.opt_string("worker_id")?,
-                    requested_at: r.i64("stop_requested_at")?,
+                    requested_at: r.time("stop_requested_at")?,
                 })
             })
             .collect()

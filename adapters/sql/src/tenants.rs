@@ -2,31 +2,48 @@
 //! trail, and the count behind the live-jobs cap.
 
 use super::SqlStore;
-use super::error::{db_err, is_unique_violation};
+use super::db::Row;
+use super::error::is_unique_violation;
 use super::rows::R;
-use super::stmt::{bind_names, marks, q};
+use super::sql::{Fields, Sql, from_u64, time};
 use async_trait::async_trait;
 use kairos_core::job::JobStatus;
 use kairos_core::store::{Page, StoreResult, TenantStore};
 use kairos_core::tenant::{ApiKey, AuditEntry, Role, Tenant, TenantLimits};
 use kairos_core::time::Millis;
-use sqlx::any::AnyRow;
 
-const TENANT_COLS: &str = "id, callback_secret, previous_secret, previous_valid_until, \
-     create_rate_per_sec, create_burst, max_live_jobs, created_at";
-const KEY_COLS: &str =
-    "prefix, tenant, role, secret_hash, name, expires_at, revoked_at, created_at";
+const TENANT_COLS: [&str; 8] = [
+    "id",
+    "callback_secret",
+    "previous_secret",
+    "previous_valid_until",
+    "create_rate_per_sec",
+    "create_burst",
+    "max_live_jobs",
+    "created_at",
+];
+const KEY_COLS: [&str; 8] = [
+    "prefix",
+    "tenant",
+    "role",
+    "secret_hash",
+    "name",
+    "expires_at",
+    "revoked_at",
+    "created_at",
+];
+const AUDIT_COLS: [&str; 6] = ["id", "tenant", "actor", "action", "target", "at"];
 
 /// Largest audit page served.
 const MAX_AUDIT_PAGE: u32 = 500;
 
-fn tenant(row: &AnyRow) -> StoreResult<Tenant> {
+fn tenant(row: &Row) -> StoreResult<Tenant> {
     let r = R::new(row, "tenants");
     Ok(Tenant {
         id: r.string("id")?,
         callback_secret: r.opt_string("callback_secret")?,
         previous_secret: r.opt_string("previous_secret")?,
-        previous_valid_until: r.opt_i64("previous_valid_until")?,
+        previous_valid_until: r.opt_time("previous_valid_until")?,
         limits: TenantLimits {
             create_rate_per_sec: r.opt_f64("create_rate_per_sec")?,
             create_burst: r
@@ -34,11 +51,11 @@ fn tenant(row: &AnyRow) -> StoreResult<Tenant> {
                 .map(|b| b.min(u64::from(u32::MAX)) as u32),
             max_live_jobs: r.opt_u64("max_live_jobs")?,
         },
-        created_at: r.i64("created_at")?,
+        created_at: r.time("created_at")?,
     })
 }
 
-fn api_key(row: &AnyRow) -> StoreResult<ApiKey> {
+fn api_key(row: &Row) -> StoreResult<ApiKey> {
     let r = R::new(row, "api_keys");
     let role = r.string("role")?;
     Ok(ApiKey {
@@ -48,13 +65,13 @@ fn api_key(row: &AnyRow) -> StoreResult<ApiKey> {
             .ok_or_else(|| super::error::corrupt("api_keys", format!("unknown role {role:?}")))?,
         secret_hash: r.string("secret_hash")?,
         name: r.opt_string("name")?,
-        expires_at: r.opt_i64("expires_at")?,
-        revoked_at: r.opt_i64("revoked_at")?,
-        created_at: r.i64("created_at")?,
+        expires_at: r.opt_time("expires_at")?,
+        revoked_at: r.opt_time("revoked_at")?,
+        created_at: r.time("created_at")?,
     })
 }
 
-fn audit(row: &AnyRow) -> StoreResult<AuditEntry> {
+fn audit(row: &Row) -> StoreResult<AuditEntry> {
     let r = R::new(row, "audit_log");
     Ok(AuditEntry {
         id: r.i64("id")?,
@@ -62,57 +79,59 @@ fn audit(row: &AnyRow) -> StoreResult<AuditEntry> {
         actor: r.string("actor")?,
         action: r.string("action")?,
         target: r.string("target")?,
-        at: r.i64("at")?,
+        at: r.time("at")?,
     })
 }
 
-fn opt_count(v: Option<u64>) -> Option<i64> {
-    v.map(|v| i64::try_from(v).unwrap_or(i64::MAX))
+/// The limit columns of `tenants`.
+fn limit_fields(f: &mut Fields, limits: &TenantLimits) {
+    f.set("create_rate_per_sec", limits.create_rate_per_sec)
+        .set("create_burst", limits.create_burst)
+        .set("max_live_jobs", limits.max_live_jobs.map(from_u64));
+}
+
+/// `SELECT <tenant columns> FROM tenants WHERE id = <id>`.
+fn select_tenant(id: &str) -> Sql {
+    let mut s = Sql::new("SELECT ");
+    s.names(&TENANT_COLS)
+        .push(" FROM tenants WHERE id = ")
+        .bind(id);
+    s
 }
 
 #[async_trait]
 impl TenantStore for SqlStore {
     async fn tenant_create(&self, t: &Tenant) -> StoreResult<bool> {
-        let res = q(
-            self.dialect(),
-            "INSERT INTO tenants (id, callback_secret, previous_secret, previous_valid_until, \
-             create_rate_per_sec, create_burst, max_live_jobs, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(t.id.as_str())
-        .bind(t.callback_secret.as_deref())
-        .bind(t.previous_secret.as_deref())
-        .bind(t.previous_valid_until)
-        .bind(t.limits.create_rate_per_sec)
-        .bind(t.limits.create_burst.map(i64::from))
-        .bind(opt_count(t.limits.max_live_jobs))
-        .bind(t.created_at)
-        .bind(t.created_at)
-        .execute(self.write())
-        .await;
+        let mut f = Fields::new()
+            .with("id", &t.id)
+            .with("callback_secret", t.callback_secret.as_ref())
+            .with("previous_secret", t.previous_secret.as_ref())
+            .with("previous_valid_until", time(t.previous_valid_until));
+        limit_fields(&mut f, &t.limits);
+        f.set("created_at", time(t.created_at))
+            .set("updated_at", time(t.created_at));
+        let res = Sql::new("INSERT INTO tenants")
+            .rows([&f])
+            .execute(self.write())
+            .await;
         match res {
             Ok(_) => Ok(true),
             Err(e) if is_unique_violation(&e) => Ok(false),
-            Err(e) => Err(db_err(e)),
+            Err(e) => Err(e),
         }
     }
 
     async fn tenant_get(&self, id: &str) -> StoreResult<Option<Tenant>> {
-        let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = ?");
-        let row = q(self.dialect(), sql)
-            .bind(id)
-            .fetch_optional(self.read())
-            .await
-            .map_err(db_err)?;
+        let row = select_tenant(id).fetch_optional(self.read()).await?;
         row.as_ref().map(tenant).transpose()
     }
 
     async fn tenants_list(&self) -> StoreResult<Vec<Tenant>> {
-        let sql = format!("SELECT {TENANT_COLS} FROM tenants ORDER BY id");
-        let rows = q(self.dialect(), sql)
+        let rows = Sql::new("SELECT ")
+            .names(&TENANT_COLS)
+            .push(" FROM tenants ORDER BY id")
             .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+            .await?;
         rows.iter().map(tenant).collect()
     }
 
@@ -122,20 +141,16 @@ impl TenantStore for SqlStore {
         limits: &TenantLimits,
         now: Millis,
     ) -> StoreResult<bool> {
-        let res = q(
-            self.dialect(),
-            "UPDATE tenants SET create_rate_per_sec = ?, create_burst = ?, max_live_jobs = ?, \
-             updated_at = ? WHERE id = ?",
-        )
-        .bind(limits.create_rate_per_sec)
-        .bind(limits.create_burst.map(i64::from))
-        .bind(opt_count(limits.max_live_jobs))
-        .bind(now)
-        .bind(id)
-        .execute(self.write())
-        .await
-        .map_err(db_err)?;
-        Ok(res.rows_affected() > 0)
+        let mut f = Fields::new();
+        limit_fields(&mut f, limits);
+        f.set("updated_at", time(now));
+        let n = Sql::new("UPDATE tenants SET ")
+            .set(&f)
+            .push(" WHERE id = ")
+            .bind(id)
+            .execute(self.write())
+            .await?;
+        Ok(n > 0)
     }
 
     async fn tenant_rotate_secret(
@@ -147,24 +162,17 @@ impl TenantStore for SqlStore {
     ) -> StoreResult<Option<Tenant>> {
         // One statement: the old secret moves aside as the new one lands, so
         // two rotations racing never lose the secret receivers hold.
-        q(
-            self.dialect(),
-            "UPDATE tenants SET previous_secret = callback_secret, callback_secret = ?, \
-             previous_valid_until = ?, updated_at = ? WHERE id = ?",
-        )
-        .bind(new_secret)
-        .bind(grace_until)
-        .bind(now)
-        .bind(id)
-        .execute(self.write())
-        .await
-        .map_err(db_err)?;
-        let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = ?");
-        let row = q(self.dialect(), sql)
+        let f = Fields::new()
+            .with("callback_secret", new_secret)
+            .with("previous_valid_until", time(grace_until))
+            .with("updated_at", time(now));
+        Sql::new("UPDATE tenants SET previous_secret = callback_secret, ")
+            .set(&f)
+            .push(" WHERE id = ")
             .bind(id)
-            .fetch_optional(self.write())
-            .await
-            .map_err(db_err)?;
+            .execute(self.write())
+            .await?;
+        let row = select_tenant(id).fetch_optional(self.write()).await?;
         row.as_ref().map(tenant).transpose()
     }
 
@@ -172,51 +180,44 @@ impl TenantStore for SqlStore {
         if self.tenant_get(&key.tenant).await?.is_none() {
             return Ok(false);
         }
-        let res = q(
-            self.dialect(),
-            "INSERT INTO api_keys (prefix, tenant, role, secret_hash, name, expires_at, \
-             revoked_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(key.prefix.as_str())
-        .bind(key.tenant.as_str())
-        .bind(key.role.as_str())
-        .bind(key.secret_hash.as_str())
-        .bind(key.name.as_deref())
-        .bind(key.expires_at)
-        .bind(key.revoked_at)
-        .bind(key.created_at)
-        .execute(self.write())
-        .await;
+        let f = Fields::new()
+            .with("prefix", &key.prefix)
+            .with("tenant", &key.tenant)
+            .with("role", key.role.as_str())
+            .with("secret_hash", &key.secret_hash)
+            .with("name", key.name.as_ref())
+            .with("expires_at", time(key.expires_at))
+            .with("revoked_at", time(key.revoked_at))
+            .with("created_at", time(key.created_at));
+        let res = Sql::new("INSERT INTO api_keys")
+            .rows([&f])
+            .execute(self.write())
+            .await;
         match res {
             Ok(_) => Ok(true),
             Err(e) if is_unique_violation(&e) => Ok(false),
-            Err(e) => Err(db_err(e)),
+            Err(e) => Err(e),
         }
     }
 
     async fn api_key_get(&self, prefix: &str) -> StoreResult<Option<ApiKey>> {
-        let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE prefix = ?");
-        let row = q(self.dialect(), sql)
+        let row = Sql::new("SELECT ")
+            .names(&KEY_COLS)
+            .push(" FROM api_keys WHERE prefix = ")
             .bind(prefix)
             .fetch_optional(self.read())
-            .await
-            .map_err(db_err)?;
+            .await?;
         row.as_ref().map(api_key).transpose()
     }
 
     async fn api_keys_list(&self, tenant: Option<&str>) -> StoreResult<Vec<ApiKey>> {
-        let filter = if tenant.is_some() {
-            " WHERE tenant = ?"
-        } else {
-            ""
-        };
-        let sql =
-            format!("SELECT {KEY_COLS} FROM api_keys{filter} ORDER BY created_at DESC, prefix");
-        let mut query = q(self.dialect(), sql);
+        let mut s = Sql::new("SELECT ");
+        s.names(&KEY_COLS).push(" FROM api_keys");
         if let Some(t) = tenant {
-            query = query.bind(t);
+            s.push(" WHERE tenant = ").bind(t);
         }
-        let rows = query.fetch_all(self.read()).await.map_err(db_err)?;
+        s.push(" ORDER BY created_at DESC, prefix");
+        let rows = s.fetch_all(self.read()).await?;
         rows.iter().map(api_key).collect()
     }
 
@@ -226,41 +227,37 @@ impl TenantStore for SqlStore {
         tenant: Option<&str>,
         now: Millis,
     ) -> StoreResult<Option<ApiKey>> {
-        let scope = if tenant.is_some() {
-            " AND tenant = ?"
-        } else {
-            ""
-        };
-        let sql = format!(
-            "UPDATE api_keys SET revoked_at = ? WHERE prefix = ? AND revoked_at IS NULL{scope}"
-        );
-        let mut query = q(self.dialect(), sql).bind(now).bind(prefix);
+        let mut s = Sql::new("UPDATE api_keys SET revoked_at = ");
+        s.bind(time(now))
+            .push(" WHERE prefix = ")
+            .bind(prefix)
+            .push(" AND revoked_at IS NULL");
         if let Some(t) = tenant {
-            query = query.bind(t);
+            s.push(" AND tenant = ").bind(t);
         }
-        query.execute(self.write()).await.map_err(db_err)?;
-        let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE prefix = ?{scope}");
-        let mut query = q(self.dialect(), sql).bind(prefix);
+        s.execute(self.write()).await?;
+        let mut s = Sql::new("SELECT ");
+        s.names(&KEY_COLS)
+            .push(" FROM api_keys WHERE prefix = ")
+            .bind(prefix);
         if let Some(t) = tenant {
-            query = query.bind(t);
+            s.push(" AND tenant = ").bind(t);
         }
-        let row = query.fetch_optional(self.write()).await.map_err(db_err)?;
+        let row = s.fetch_optional(self.write()).await?;
         row.as_ref().map(api_key).transpose()
     }
 
     async fn audit_append(&self, e: &AuditEntry) -> StoreResult<()> {
-        q(
-            self.dialect(),
-            "INSERT INTO audit_log (tenant, actor, action, target, at) VALUES (?, ?, ?, ?, ?)",
-        )
-        .bind(e.tenant.as_str())
-        .bind(e.actor.as_str())
-        .bind(e.action.as_str())
-        .bind(e.target.as_str())
-        .bind(e.at)
-        .execute(self.write())
-        .await
-        .map_err(db_err)?;
+        let f = Fields::new()
+            .with("tenant", &e.tenant)
+            .with("actor", &e.actor)
+            .with("action", &e.action)
+            .with("target", &e.target)
+            .with("at", time(e.at));
+        Sql::new("INSERT INTO audit_log")
+            .rows([&f])
+            .execute(self.write())
+            .await?;
         Ok(())
     }
 
@@ -287,27 +284,17 @@ impl TenantStore for SqlStore {
                 }
             },
         };
-        let mut sql =
-            "SELECT id, tenant, actor, action, target, at FROM audit_log WHERE 1 = 1".to_string();
-        if tenant.is_some() {
-            sql.push_str(" AND tenant = ?");
-        }
-        if before.is_some() {
-            sql.push_str(" AND id < ?");
-        }
-        sql.push_str(" ORDER BY id DESC LIMIT ?");
-        let mut query = q(self.dialect(), sql);
+        let mut s = Sql::new("SELECT ");
+        s.names(&AUDIT_COLS).push(" FROM audit_log WHERE 1 = 1");
         if let Some(t) = tenant {
-            query = query.bind(t);
+            s.push(" AND tenant = ").bind(t);
         }
         if let Some(b) = before {
-            query = query.bind(b);
+            s.push(" AND id < ").bind(b);
         }
-        let rows = query
-            .bind(i64::from(limit) + 1)
-            .fetch_all(self.read())
-            .await
-            .map_err(db_err)?;
+        s.push(" ORDER BY id DESC LIMIT ")
+            .bind(i64::from(limit) + 1);
+        let rows = s.fetch_all(self.read()).await?;
         let mut items = rows.iter().map(audit).collect::<StoreResult<Vec<_>>>()?;
         let next_cursor = if items.len() > limit as usize {
             items.truncate(limit as usize);
@@ -319,20 +306,16 @@ impl TenantStore for SqlStore {
     }
 
     async fn jobs_count_live(&self, tenant: &str) -> StoreResult<u64> {
-        let live: Vec<&'static str> = JobStatus::ALL
+        let live = JobStatus::ALL
             .into_iter()
             .filter(|s| !s.is_terminal())
-            .map(JobStatus::as_str)
-            .collect();
-        let sql = format!(
-            "SELECT COUNT(*) AS n FROM jobs WHERE tenant = ? AND status IN ({})",
-            marks(live.len())
-        );
-        let row = bind_names(q(self.dialect(), sql).bind(tenant), live)
-            .fetch_one(self.read())
-            .await
-            .map_err(db_err)?;
-        let n = R::new(&row, "jobs").i64("n")?;
+            .map(JobStatus::as_str);
+        let n = Sql::new("SELECT COUNT(*) AS n FROM jobs WHERE tenant = ")
+            .bind(tenant)
+            .push(" AND status IN ")
+            .list(live)
+            .scalar::<i64>(self.read(), "n")
+            .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 }

@@ -3,15 +3,15 @@
 //! replaced) and the attempts it last said it holds.
 
 use super::SqlStore;
-use super::error::{db_err, retrying};
+use super::db::Tx;
+use super::error::retrying;
 use super::rows::{self, R};
-use super::stmt::{CHUNK, fetch_by_ids, marks, q, row_marks};
+use super::sql::{CHUNK, Fields, Sql, fetch_chunked, json, time};
 use async_trait::async_trait;
 use kairos_core::protocol::{HeartbeatMsg, HeldRef, incarnation_id};
 use kairos_core::store::{Reincarnation, StoreResult, WorkerLedger, WorkerStore};
 use kairos_core::time::Millis;
 use kairos_core::worker::{WorkerInfo, WorkerState};
-use sqlx::AnyConnection;
 use std::collections::{HashMap, HashSet};
 
 /// Columns a heartbeat overwrites; `registered_at` keeps the first insert's value.
@@ -58,74 +58,65 @@ impl WorkerStore for SqlStore {
     }
 
     async fn worker_ledger(&self, id: &str) -> StoreResult<Option<WorkerLedger>> {
-        let row = q(
-            self.dialect(),
+        let row = Sql::new(
             "SELECT w.incarnation AS incarnation, w.held AS held, \
              w.last_heartbeat_at AS last_heartbeat_at, i.seen_at AS seen_at \
              FROM workers w LEFT JOIN worker_incarnations i \
-             ON i.worker_id = w.id AND i.incarnation = w.incarnation WHERE w.id = ?",
+             ON i.worker_id = w.id AND i.incarnation = w.incarnation WHERE w.id = ",
         )
         .bind(id)
         .fetch_optional(self.read())
-        .await
-        .map_err(db_err)?;
+        .await?;
         let Some(row) = row else {
             return Ok(None);
         };
         let r = R::new(&row, "workers");
-        let held = match r.opt_string("held")? {
+        let held = match r.opt_json_text("held")? {
             Some(text) => Some(
                 serde_json::from_str::<Vec<HeldRef>>(&text)
                     .map_err(|e| super::error::corrupt("workers", format!("held of {id}: {e}")))?,
             ),
             None => None,
         };
-        let retired = q(
-            self.dialect(),
-            "SELECT incarnation FROM worker_incarnations WHERE worker_id = ? \
-             AND retired_at IS NOT NULL ORDER BY retired_at DESC, seen_at DESC LIMIT ?",
-        )
-        .bind(id)
-        .bind(i64::from(RETIRED_LISTED))
-        .fetch_all(self.read())
-        .await
-        .map_err(db_err)?
-        .iter()
-        .map(|row| R::new(row, "worker_incarnations").string("incarnation"))
-        .collect::<StoreResult<Vec<String>>>()?;
+        let retired = Sql::new("SELECT incarnation FROM worker_incarnations WHERE worker_id = ")
+            .bind(id)
+            .push(" AND retired_at IS NOT NULL ORDER BY retired_at DESC, seen_at DESC LIMIT ")
+            .bind(i64::from(RETIRED_LISTED))
+            .fetch_all(self.read())
+            .await?
+            .iter()
+            .map(|row| R::new(row, "worker_incarnations").string("incarnation"))
+            .collect::<StoreResult<Vec<String>>>()?;
         Ok(Some(WorkerLedger {
             worker_id: id.to_string(),
             current: r.opt_string("incarnation")?,
-            current_since: r.opt_i64("seen_at")?,
+            current_since: r.opt_time("seen_at")?,
             retired,
             held,
-            beat_at: r.i64("last_heartbeat_at")?,
+            beat_at: r.time("last_heartbeat_at")?,
         }))
     }
 
     async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>> {
-        let found = q(
-            self.dialect(),
+        let found = Sql::new(
             "SELECT id, queue, capacity, active, avg_cost_ms, cpu_idle, state, \
              last_heartbeat_at, registered_at, handlers, worker_group FROM workers ORDER BY id",
         )
         .fetch_all(self.read())
-        .await
-        .map_err(db_err)?;
+        .await?;
         found.iter().map(rows::worker).collect()
     }
 
     async fn worker_set_state(&self, id: &str, state: WorkerState, now: Millis) -> StoreResult<()> {
-        q(
-            self.dialect(),
-            "UPDATE workers SET state = ?, updated_at = ? WHERE id = ?",
-        )
-        .bind(state.as_str())
-        .bind(now)
-        .bind(id)
-        .execute(self.write())
-        .await
-        .map_err(db_err)?;
+        let f = Fields::new()
+            .with("state", state.as_str())
+            .with("updated_at", time(now));
+        Sql::new("UPDATE workers SET ")
+            .set(&f)
+            .push(" WHERE id = ")
+            .bind(id)
+            .execute(self.write())
+            .await?;
         Ok(())
     }
 }
@@ -141,12 +132,10 @@ impl SqlStore {
     ) -> StoreResult<Vec<Reincarnation>> {
         let mut tx = self.begin().await?;
         let ids: Vec<&str> = beats.iter().map(|b| b.worker_id.as_str()).collect();
-        let lock = self.dialect().for_update();
-        let stored: HashMap<String, Option<String>> = fetch_by_ids(&mut tx, &ids, |n| {
-            format!(
-                "SELECT id, incarnation FROM workers WHERE id IN ({}){lock}",
-                marks(n)
-            )
+        let stored: HashMap<String, Option<String>> = fetch_chunked(&mut tx, &ids, |chunk| {
+            let mut s = Sql::new("SELECT id, incarnation FROM workers WHERE id IN ");
+            s.list(chunk.iter().copied()).for_update();
+            s
         })
         .await?
         .iter()
@@ -159,12 +148,12 @@ impl SqlStore {
             .iter()
             .filter_map(|b| incarnation_id(&b.incarnation))
             .collect();
-        let retired: HashSet<String> = fetch_by_ids(&mut tx, &incs, |n| {
-            format!(
-                "SELECT incarnation FROM worker_incarnations WHERE incarnation IN ({}) \
-                 AND retired_at IS NOT NULL",
-                marks(n)
-            )
+        let retired: HashSet<String> = fetch_chunked(&mut tx, &incs, |chunk| {
+            let mut s =
+                Sql::new("SELECT incarnation FROM worker_incarnations WHERE incarnation IN ");
+            s.list(chunk.iter().copied())
+                .push(" AND retired_at IS NOT NULL");
+            s
         })
         .await?
         .iter()
@@ -195,7 +184,7 @@ impl SqlStore {
             }
         }
         self.upsert_beats(&mut tx, &kept, now).await?;
-        tx.commit().await.map_err(db_err)?;
+        tx.commit().await?;
         Ok(changes)
     }
 
@@ -203,77 +192,110 @@ impl SqlStore {
     /// and retires every other one.
     async fn succeed_incarnation(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         worker_id: &str,
         current: Option<&str>,
         now: Millis,
     ) -> StoreResult<()> {
         if let Some(inc) = current {
-            q(
-                self.dialect(),
-                self.dialect().insert_ignore(
-                    "worker_incarnations (worker_id, incarnation, seen_at, retired_at) \
-                     VALUES (?, ?, ?, NULL)",
-                ),
-            )
-            .bind(worker_id)
-            .bind(inc)
-            .bind(now)
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err)?;
+            let f = Fields::new()
+                .with("worker_id", worker_id)
+                .with("incarnation", inc)
+                .with("seen_at", time(now))
+                .with("retired_at", time(None));
+            Sql::new("")
+                .insert_ignore_into()
+                .push("worker_incarnations")
+                .rows([&f])
+                .on_conflict_ignore()
+                .execute(&mut *tx)
+                .await?;
         }
-        q(
-            self.dialect(),
-            "UPDATE worker_incarnations SET retired_at = ? WHERE worker_id = ? \
-             AND incarnation <> ? AND retired_at IS NULL",
-        )
-        .bind(now)
-        .bind(worker_id)
-        .bind(current.unwrap_or(""))
-        .execute(&mut *conn)
-        .await
-        .map_err(db_err)?;
+        Sql::new("UPDATE worker_incarnations SET retired_at = ")
+            .bind(time(now))
+            .push(" WHERE worker_id = ")
+            .bind(worker_id)
+            .push(" AND incarnation <> ")
+            .bind(current.unwrap_or(""))
+            .push(" AND retired_at IS NULL")
+            .execute(&mut *tx)
+            .await?;
         Ok(())
     }
 
     async fn upsert_beats(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         beats: &[&HeartbeatMsg],
         now: Millis,
     ) -> StoreResult<()> {
         for chunk in beats.chunks(CHUNK) {
-            let sql = format!(
-                "INSERT INTO workers (id, registered_at, {}) VALUES {}{}",
-                BEAT_COLS.join(", "),
-                row_marks(chunk.len(), 2 + BEAT_COLS.len()),
-                self.dialect().upsert_tail("id", &BEAT_COLS)
-            );
-            let mut query = q(self.dialect(), sql);
-            for b in chunk {
-                let held = b.held.as_ref().and_then(|h| serde_json::to_string(h).ok());
-                query = query
-                    .bind(b.worker_id.as_str())
-                    .bind(now)
-                    .bind(b.queue.as_str())
-                    .bind(i64::from(b.capacity))
-                    .bind(i64::from(b.active))
-                    .bind(b.avg_cost_ms)
-                    .bind(b.cpu_idle)
-                    .bind(b.state.as_str())
-                    .bind(b.at)
-                    .bind(incarnation_id(&b.incarnation).map(str::to_string))
-                    .bind(held)
-                    .bind(now)
-                    .bind(b.handlers.as_ref().map(|h| {
-                        serde_json::Value::from(h.iter().map(String::as_str).collect::<Vec<_>>())
-                            .to_string()
-                    }))
-                    .bind(b.group.as_deref());
-            }
-            query.execute(&mut *conn).await.map_err(db_err)?;
+            let rows: Vec<Fields> = chunk.iter().map(|b| beat_fields(b, now)).collect();
+            Sql::new("INSERT INTO workers")
+                .rows(&rows)
+                .upsert("id", &BEAT_COLS)
+                .execute(&mut *tx)
+                .await?;
         }
         Ok(())
+    }
+}
+
+/// A heartbeat's `workers` row: `id`, `registered_at`, then [`BEAT_COLS`].
+fn beat_fields(b: &HeartbeatMsg, now: Millis) -> Fields {
+    let held = b.held.as_ref().and_then(|h| serde_json::to_string(h).ok());
+    let handlers = b.handlers.as_ref().map(|h| {
+        serde_json::Value::from(h.iter().map(String::as_str).collect::<Vec<_>>()).to_string()
+    });
+    Fields::new()
+        .with("id", &b.worker_id)
+        .with("registered_at", time(now))
+        .with("queue", &b.queue)
+        .with("capacity", b.capacity)
+        .with("active", b.active)
+        .with("avg_cost_ms", b.avg_cost_ms)
+        .with("cpu_idle", b.cpu_idle)
+        .with("state", b.state.as_str())
+        .with("last_heartbeat_at", time(b.at))
+        .with("incarnation", incarnation_id(&b.incarnation))
+        .with("held", json(held))
+        .with("updated_at", time(now))
+        .with("handlers", json(handlers))
+        .with("worker_group", b.group.as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Dialect;
+
+    #[test]
+    fn a_beat_row_names_every_column_the_upsert_overwrites() {
+        let beat = HeartbeatMsg {
+            v: 1,
+            worker_id: "w".into(),
+            queue: "q".into(),
+            capacity: 1,
+            active: 0,
+            avg_cost_ms: 0.0,
+            cpu_idle: 100.0,
+            state: WorkerState::Online,
+            at: 5,
+            handlers: Some(vec!["h".into()]),
+            group: None,
+            incarnation: None,
+            held: None,
+        };
+        let mut s = Sql::new("INSERT INTO workers");
+        s.rows([&beat_fields(&beat, 7)]);
+        let text = s.text(Dialect::MySql);
+        let cols = text
+            .split_once(" (")
+            .and_then(|(_, rest)| rest.split_once(") VALUES"))
+            .map(|(cols, _)| cols.to_string())
+            .expect("a column list");
+        let mut expected = vec!["id", "registered_at"];
+        expected.extend(BEAT_COLS);
+        assert_eq!(cols, expected.join(", "));
     }
 }

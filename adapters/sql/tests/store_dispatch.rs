@@ -310,7 +310,7 @@ async fn mysql_due_scan_uses_the_status_next_trigger_index() {
         query = query.bind(s.as_str());
     }
     let rows = query
-        .bind(T0)
+        .bind(chrono::DateTime::from_timestamp_millis(T0).unwrap().naive_utc())
         .bind(100_i64)
         .fetch_all(&mut conn)
         .await
@@ -358,7 +358,7 @@ async fn postgres_due_scan_can_use_the_status_next_trigger_index() {
         query = query.bind(s.as_str());
     }
     let plan = query
-        .bind(T0)
+        .bind(chrono::DateTime::from_timestamp_millis(T0).unwrap())
         .bind(100_i64)
         .fetch_all(&mut conn)
         .await

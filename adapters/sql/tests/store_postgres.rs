@@ -197,4 +197,54 @@ async fn the_postgres_schema_is_the_mysql_schema() {
     assert!(idiff.is_empty(), "keys and indexes differ: {idiff:?}");
     let fdiff = m_fks.symmetric_difference(&p_fks).collect::<Vec<_>>();
     assert!(fdiff.is_empty(), "foreign keys differ: {fdiff:?}");
+
+    // Times and documents have the database's own types, in the same columns.
+    let (m_times, m_json) = mysql_native(&mysql_url).await;
+    let (p_times, p_json) = postgres_native(pg.url()).await;
+    assert!(m_times.len() > 30, "every time column is DATETIME: {m_times:?}");
+    assert_eq!(m_times, p_times, "DATETIME(3) and TIMESTAMPTZ columns differ");
+    assert_eq!(m_json.len(), 5, "JSON columns: {m_json:?}");
+    assert_eq!(m_json, p_json, "JSON and JSONB columns differ");
+}
+
+/// `(table, column)` pairs.
+type Named = BTreeSet<(String, String)>;
+
+/// MySQL's `DATETIME(3)` columns and `JSON` ones (MariaDB keeps JSON as
+/// `LONGTEXT` with a `json_valid` check named after the column).
+async fn mysql_native(url: &str) -> (Named, Named) {
+    let mut conn = sqlx::MySqlConnection::connect(url).await.unwrap();
+    let times: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name, column_name FROM information_schema.columns \
+         WHERE table_schema = DATABASE() AND data_type = 'datetime' AND datetime_precision = 3",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let json: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name, constraint_name FROM information_schema.check_constraints \
+         WHERE constraint_schema = DATABASE() AND check_clause LIKE 'json_valid(%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    (times.into_iter().collect(), json.into_iter().collect())
+}
+
+/// PostgreSQL's `TIMESTAMPTZ` and `JSONB` columns.
+async fn postgres_native(url: &str) -> (Named, Named) {
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let of = |ty: &'static str| {
+        sqlx::query_as::<_, (String, String)>(
+            "SELECT table_name::text, column_name::text FROM information_schema.columns \
+             WHERE table_schema = 'public' AND data_type = $1 \
+               AND table_name <> '_sqlx_migrations'",
+        )
+        .bind(ty)
+    };
+    let times = of("timestamp with time zone").fetch_all(&mut conn).await.unwrap();
+    let json = of("jsonb").fetch_all(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+    (times.into_iter().collect(), json.into_iter().collect())
 }
