@@ -25,9 +25,7 @@ const EXEC_SETS: [ExecSet; 9] = [
     ("status", |e| e.status.as_str().into()),
     ("attempt", |e| e.attempt.into()),
     ("worker_id", |e| e.worker_id.as_deref().into()),
-    ("output", |e| {
-        json(e.output.as_ref().map(|v| v.to_string()))
-    }),
+    ("output", |e| json(e.output.as_ref().map(|v| v.to_string()))),
     ("error", |e| e.error.as_deref().into()),
     ("not_before", |e| time(e.not_before)),
     ("dispatched_at", |e| time(e.dispatched_at)),

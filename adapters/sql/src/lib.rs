@@ -204,7 +204,13 @@ impl SqlStore {
                 // The pool retries a refused connection until its acquire
                 // timeout and then reports only that; one direct connection
                 // first fails at once with the real reason.
-                options.connect().await.map_err(unavailable)?.close().await.ok();
+                options
+                    .connect()
+                    .await
+                    .map_err(unavailable)?
+                    .close()
+                    .await
+                    .ok();
                 let pool = MySqlPoolOptions::new()
                     .max_connections(SERVER_POOL)
                     .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -222,7 +228,13 @@ impl SqlStore {
             }
             Dialect::Postgres => {
                 let options = PgConnectOptions::from_str(url).map_err(unavailable)?;
-                options.connect().await.map_err(unavailable)?.close().await.ok();
+                options
+                    .connect()
+                    .await
+                    .map_err(unavailable)?
+                    .close()
+                    .await
+                    .ok();
                 // `READ COMMITTED` is PostgreSQL's default; set anyway, so a
                 // server configured otherwise does not change how claims and
                 // results lock.
@@ -326,6 +338,9 @@ async fn sqlite_pools(url: &str) -> Result<(Pool, Pool), sqlx::Error> {
 #[async_trait]
 impl Health for SqlStore {
     async fn ping(&self) -> StoreResult<()> {
-        sql::Sql::new("SELECT 1").execute(self.read()).await.map(|_| ())
+        sql::Sql::new("SELECT 1")
+            .execute(self.read())
+            .await
+            .map(|_| ())
     }
 }

@@ -13,9 +13,9 @@
 //! columns, nullability, keys, indexes and foreign keys.
 
 use super::Dialect;
+use super::db::Pool;
 use super::error::{corrupt, db_err};
 use kairos_core::store::{StoreError, StoreResult};
-use super::db::Pool;
 use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 
 /// `(version, description, sql)` of every MySQL migration, in order.
@@ -275,10 +275,22 @@ mod tests {
 
         let job = store.job_get("default", "due").await.unwrap().expect("job");
         assert_eq!(job.next_trigger_at, Some(1_767_225_600_123));
-        assert_eq!(job.schedule, Schedule::Once { at: 1_767_225_600_123 });
-        assert_eq!((job.created_at, job.updated_at), (1_767_225_500_000, 4_102_444_800_000));
+        assert_eq!(
+            job.schedule,
+            Schedule::Once {
+                at: 1_767_225_600_123
+            }
+        );
+        assert_eq!(
+            (job.created_at, job.updated_at),
+            (1_767_225_500_000, 4_102_444_800_000)
+        );
         assert_eq!(job.params, serde_json::json!({"k": [1, 2]}));
-        let exec = store.execution_get("default", "e0").await.unwrap().expect("execution");
+        let exec = store
+            .execution_get("default", "e0")
+            .await
+            .unwrap()
+            .expect("execution");
         assert_eq!(
             (exec.started_at, exec.finished_at),
             (Some(1_767_225_600_250), Some(1_767_225_600_999))
@@ -328,7 +340,11 @@ mod tests {
             .await
             .expect("claim");
         assert_eq!(work.len(), 1, "the converted job is claimed");
-        let exec = store.execution_get("default", "e1").await.unwrap().expect("new execution");
+        let exec = store
+            .execution_get("default", "e1")
+            .await
+            .unwrap()
+            .expect("new execution");
         assert_eq!(exec.scheduled_at, 1_767_225_600_123);
     }
 

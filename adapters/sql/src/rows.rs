@@ -3,16 +3,16 @@
 //! Selects name each column with an alias (`j.id AS id`), so a row decodes the
 //! same whether it came from one table or a join.
 
+use super::db::Row;
 use super::error::corrupt;
 use super::sql::to_u32;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::execution::{ExecEvent, ExecStatus, Execution};
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
 use kairos_core::store::StoreResult;
+use kairos_core::time::Millis;
 use kairos_core::trace::CallerTrace;
 use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
-use super::db::Row;
-use kairos_core::time::Millis;
 
 /// Columns of `jobs`, in insert order.
 pub(crate) const JOB_COLS: [&str; 29] = [

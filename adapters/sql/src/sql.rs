@@ -205,7 +205,11 @@ impl Sql {
     /// `INSERT` that skips rows violating a unique key: this prefix before
     /// the table, and [`Sql::on_conflict_ignore`] after the values.
     pub(crate) fn insert_ignore_into(&mut self) -> &mut Self {
-        self.dialect("INSERT IGNORE INTO ", "INSERT INTO ", "INSERT OR IGNORE INTO ")
+        self.dialect(
+            "INSERT IGNORE INTO ",
+            "INSERT INTO ",
+            "INSERT OR IGNORE INTO ",
+        )
     }
 
     /// The tail of [`Sql::insert_ignore_into`] (PostgreSQL's `ON CONFLICT`).
@@ -215,7 +219,11 @@ impl Sql {
 
     /// Tail of an upsert keyed on `key` that overwrites `cols` with the new row.
     pub(crate) fn upsert(&mut self, key: &'static str, cols: &[&'static str]) -> &mut Self {
-        self.dialect(" ON DUPLICATE KEY UPDATE ", " ON CONFLICT(", " ON CONFLICT(");
+        self.dialect(
+            " ON DUPLICATE KEY UPDATE ",
+            " ON CONFLICT(",
+            " ON CONFLICT(",
+        );
         self.dialect("", key, key);
         self.dialect("", ") DO UPDATE SET ", ") DO UPDATE SET ");
         for (i, c) in cols.iter().enumerate() {
@@ -560,7 +568,10 @@ mod tests {
         );
         let mut s = Sql::new("UPDATE t SET ");
         s.set(&a).push(" WHERE k = ").bind(1i64);
-        assert_eq!(s.text(Dialect::MySql), "UPDATE t SET id = ?, at = ? WHERE k = ?");
+        assert_eq!(
+            s.text(Dialect::MySql),
+            "UPDATE t SET id = ?, at = ? WHERE k = ?"
+        );
     }
 
     #[test]
@@ -571,7 +582,10 @@ mod tests {
             .bind(1i64)
             .push(")")
             .on_conflict_ignore();
-        assert_eq!(s.text(Dialect::MySql), "INSERT IGNORE INTO t (a) VALUES (?)");
+        assert_eq!(
+            s.text(Dialect::MySql),
+            "INSERT IGNORE INTO t (a) VALUES (?)"
+        );
         assert_eq!(
             s.text(Dialect::Postgres),
             "INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING"

@@ -310,7 +310,11 @@ async fn mysql_due_scan_uses_the_status_next_trigger_index() {
         query = query.bind(s.as_str());
     }
     let rows = query
-        .bind(chrono::DateTime::from_timestamp_millis(T0).unwrap().naive_utc())
+        .bind(
+            chrono::DateTime::from_timestamp_millis(T0)
+                .unwrap()
+                .naive_utc(),
+        )
         .bind(100_i64)
         .fetch_all(&mut conn)
         .await

@@ -201,8 +201,14 @@ async fn the_postgres_schema_is_the_mysql_schema() {
     // Times and documents have the database's own types, in the same columns.
     let (m_times, m_json) = mysql_native(&mysql_url).await;
     let (p_times, p_json) = postgres_native(pg.url()).await;
-    assert!(m_times.len() > 30, "every time column is DATETIME: {m_times:?}");
-    assert_eq!(m_times, p_times, "DATETIME(3) and TIMESTAMPTZ columns differ");
+    assert!(
+        m_times.len() > 30,
+        "every time column is DATETIME: {m_times:?}"
+    );
+    assert_eq!(
+        m_times, p_times,
+        "DATETIME(3) and TIMESTAMPTZ columns differ"
+    );
     assert_eq!(m_json.len(), 5, "JSON columns: {m_json:?}");
     assert_eq!(m_json, p_json, "JSON and JSONB columns differ");
 }
@@ -243,7 +249,10 @@ async fn postgres_native(url: &str) -> (Named, Named) {
         )
         .bind(ty)
     };
-    let times = of("timestamp with time zone").fetch_all(&mut conn).await.unwrap();
+    let times = of("timestamp with time zone")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
     let json = of("jsonb").fetch_all(&mut conn).await.unwrap();
     conn.close().await.unwrap();
     (times.into_iter().collect(), json.into_iter().collect())
