@@ -16,11 +16,11 @@ use std::collections::{HashMap, HashSet};
 /// Executions per statement: each costs about two dozen placeholders.
 const ROWS: usize = 200;
 
-/// The execution columns every write-back sets, each with its value in the
-/// decided row (`CASE id WHEN ? THEN <value> …`).
 /// How one always-written execution column gets its value.
 type ExecSet = (&'static str, fn(&Execution) -> Value);
 
+/// The execution columns every write-back sets, each with its value in the
+/// decided row (`CASE id WHEN ? THEN <value> …`).
 const EXEC_SETS: [ExecSet; 9] = [
     ("status", |e| e.status.as_str().into()),
     ("attempt", |e| e.attempt.into()),
