@@ -109,8 +109,8 @@ mod workers;
 use async_trait::async_trait;
 use db::Pool;
 use kairos_core::store::{Health, StoreError, StoreResult};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::mysql::MySqlConnectOptions;
+use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor};
 use std::str::FromStr;
@@ -201,58 +201,25 @@ impl SqlStore {
             Dialect::MySql => {
                 let url = url.replacen("mariadb://", "mysql://", 1);
                 let options = MySqlConnectOptions::from_str(&url).map_err(unavailable)?;
-                // The pool retries a refused connection until its acquire
-                // timeout and then reports only that; one direct connection
-                // first fails at once with the real reason.
-                options
-                    .connect()
-                    .await
-                    .map_err(unavailable)?
-                    .close()
-                    .await
-                    .ok();
-                let pool = MySqlPoolOptions::new()
-                    .max_connections(SERVER_POOL)
-                    .acquire_timeout(ACQUIRE_TIMEOUT)
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                                .await
-                                .map(|_| ())
-                        })
-                    })
-                    .connect_with(options)
-                    .await
-                    .map_err(unavailable)?;
+                let pool = server_pool::<sqlx::MySql>(
+                    options,
+                    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                )
+                .await
+                .map_err(unavailable)?;
                 (Pool::MySql(pool.clone()), Pool::MySql(pool))
             }
             Dialect::Postgres => {
                 let options = PgConnectOptions::from_str(url).map_err(unavailable)?;
-                options
-                    .connect()
-                    .await
-                    .map_err(unavailable)?
-                    .close()
-                    .await
-                    .ok();
                 // `READ COMMITTED` is PostgreSQL's default; set anyway, so a
                 // server configured otherwise does not change how claims and
                 // results lock.
-                let pool = PgPoolOptions::new()
-                    .max_connections(SERVER_POOL)
-                    .acquire_timeout(ACQUIRE_TIMEOUT)
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            conn.execute(
-                                "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
-                            )
-                            .await
-                            .map(|_| ())
-                        })
-                    })
-                    .connect_with(options)
-                    .await
-                    .map_err(unavailable)?;
+                let pool = server_pool::<sqlx::Postgres>(
+                    options,
+                    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                )
+                .await
+                .map_err(unavailable)?;
                 (Pool::Postgres(pool.clone()), Pool::Postgres(pool))
             }
             Dialect::Sqlite => sqlite_pools(url).await.map_err(unavailable)?,
@@ -296,6 +263,28 @@ impl SqlStore {
     async fn begin(&self) -> StoreResult<db::Tx> {
         self.inner.write.begin().await
     }
+}
+
+/// The pool of a database server, every session running `isolation` first.
+async fn server_pool<DB: sqlx::Database>(
+    options: <DB::Connection as Connection>::Options,
+    isolation: &'static str,
+) -> Result<sqlx::Pool<DB>, sqlx::Error>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    // The pool retries a refused connection until its acquire timeout and
+    // then reports only that; one direct connection first fails at once
+    // with the real reason.
+    options.connect().await?.close().await.ok();
+    sqlx::pool::PoolOptions::<DB>::new()
+        .max_connections(SERVER_POOL)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .after_connect(move |conn, _| {
+            Box::pin(async move { conn.execute(isolation).await.map(|_| ()) })
+        })
+        .connect_with(options)
+        .await
 }
 
 /// SQLite's options: WAL, `synchronous=NORMAL`, a 5 s busy timeout, foreign
