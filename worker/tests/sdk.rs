@@ -23,16 +23,22 @@ struct Seen {
     logs: Arc<Mutex<Vec<LogMsg>>>,
 }
 
-async fn collect<T: serde::de::DeserializeOwned + Send + 'static>(
+/// One message as one item.
+fn one<T: serde::de::DeserializeOwned>(payload: &[u8]) -> serde_json::Result<Vec<T>> {
+    serde_json::from_slice(payload).map(|m| vec![m])
+}
+
+/// Collects what `stream` carries; `decode` turns a message into its items
+/// (a results message holds one result or several).
+async fn collect<T: Send + 'static>(
     mut stream: kairos_core::broker::DeliveryStream,
+    decode: fn(&[u8]) -> serde_json::Result<Vec<T>>,
 ) -> Arc<Mutex<Vec<T>>> {
     let into = Arc::new(Mutex::new(Vec::new()));
     let sink = into.clone();
     tokio::spawn(async move {
         while let Some(d) = stream.next().await {
-            sink.lock()
-                .unwrap()
-                .push(serde_json::from_slice(&d.payload).unwrap());
+            sink.lock().unwrap().extend(decode(&d.payload).unwrap());
             d.acker.ack().await.unwrap();
         }
     });
@@ -43,9 +49,13 @@ async fn setup() -> (Names, Arc<MemoryBroker>, Seen) {
     let names = Names::new(unique("sdk"));
     let broker = Arc::new(MemoryBroker::new(names.clone()));
     let seen = Seen {
-        results: collect(broker.results_consume(100).await.unwrap()).await,
-        beats: collect(broker.heartbeats_consume(100).await.unwrap()).await,
-        logs: collect(broker.logs_consume(100).await.unwrap()).await,
+        results: collect(
+            broker.results_consume(100).await.unwrap(),
+            kairos_core::protocol::decode_results,
+        )
+        .await,
+        beats: collect(broker.heartbeats_consume(100).await.unwrap(), one).await,
+        logs: collect(broker.logs_consume(100).await.unwrap(), one).await,
     };
     (names, broker, seen)
 }

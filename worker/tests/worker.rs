@@ -79,12 +79,20 @@ impl Env {
     async fn collect(&self) {
         let results = self.broker.results_consume(100).await.unwrap();
         let beats = self.broker.heartbeats_consume(100).await.unwrap();
+        // A results message carries one result or several (the worker
+        // groups what becomes ready together); a heartbeat is one object.
         tokio::spawn(drain(
             results,
+            kairos_core::protocol::decode_results,
             self.results.clone(),
             self.collectors.clone(),
         ));
-        tokio::spawn(drain(beats, self.beats.clone(), self.collectors.clone()));
+        tokio::spawn(drain(
+            beats,
+            |p| serde_json::from_slice(p).map(|m| vec![m]),
+            self.beats.clone(),
+            self.collectors.clone(),
+        ));
     }
 
     fn builder(&self) -> WorkerBuilder {
@@ -170,8 +178,9 @@ impl Env {
     }
 }
 
-async fn drain<T: serde::de::DeserializeOwned>(
+async fn drain<T>(
     mut stream: kairos_core::broker::DeliveryStream,
+    decode: fn(&[u8]) -> serde_json::Result<Vec<T>>,
     into: Arc<Mutex<Vec<T>>>,
     stop: CancellationToken,
 ) {
@@ -180,8 +189,8 @@ async fn drain<T: serde::de::DeserializeOwned>(
             _ = stop.cancelled() => return,
             d = stream.next() => match d { Some(d) => d, None => return },
         };
-        let msg = serde_json::from_slice(&d.payload).unwrap();
-        into.lock().unwrap().push(msg);
+        let msgs = decode(&d.payload).unwrap();
+        into.lock().unwrap().extend(msgs);
         d.acker.ack().await.unwrap();
     }
 }
