@@ -309,8 +309,12 @@ impl Sql {
                 Part::Text(s) => {
                     b.push(s);
                 }
-                Part::ByDialect(texts) => {
-                    b.push(texts[DB::DIALECT as usize]);
+                Part::ByDialect([mysql, postgres, sqlite]) => {
+                    b.push(match DB::DIALECT {
+                        Dialect::MySql => mysql,
+                        Dialect::Postgres => postgres,
+                        Dialect::Sqlite => sqlite,
+                    });
                 }
                 Part::Value(v) => DB::bind(&mut b, v),
             }
@@ -445,7 +449,7 @@ fn bucket(n: usize) -> usize {
 
 /// How each database binds a [`Value`].
 trait Bind: Database {
-    /// Index into [`Part::ByDialect`].
+    /// Which of a [`Part::ByDialect`]'s texts it runs.
     const DIALECT: Dialect;
     fn bind(b: &mut QueryBuilder<Self>, v: &Value);
 }
