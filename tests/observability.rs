@@ -47,9 +47,7 @@ async fn start_receiver() -> (String, Seen) {
     let app = Router::new()
         .route("/hook", post(receive))
         .with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = support::receiver::serve(app, "/hook").await;
     (url, seen)
 }
 

@@ -354,11 +354,7 @@ async fn chaos_soak() {
     let app = Router::new()
         .route("/cb", post(receive))
         .with_state(receiver.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind the callback receiver");
-    let callback_url = format!("http://{}/cb", listener.local_addr().expect("address"));
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let callback_url = support::receiver::serve(app, "/cb").await;
 
     let db_via_proxy = with_port(&db_url, db.port);
     let amqp_via_proxy = with_port(&amqp_url, amqp.port);

@@ -15,6 +15,7 @@
 
 mod logs;
 pub mod prom;
+pub mod receiver;
 
 use kairos_testkit as testkit;
 use logs::{strip_ansi, tee};

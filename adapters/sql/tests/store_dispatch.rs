@@ -279,6 +279,20 @@ async fn mark_dispatched_moves_only_the_named_pending_attempt(store: SqlStore) {
     assert_eq!(events[1].worker_id.as_deref(), Some("w1"));
 }
 
+/// 300 future jobs (a third of them cancelled) and 3 due ones: a table on
+/// which the due scan has an index worth using.
+async fn seed_due_scan(store: &SqlStore) {
+    for i in 0..300 {
+        let job = create(store, one_shot("x", T0 + 1_000 + i)).await;
+        if i % 3 == 0 {
+            store.job_cancel("x", &job.id, T0).await.unwrap();
+        }
+    }
+    for _ in 0..3 {
+        create(store, one_shot("x", T0 - 5)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_due_scan_uses_the_status_next_trigger_index() {
     use sqlx::{Connection, Row};
@@ -287,15 +301,7 @@ async fn mysql_due_scan_uses_the_status_next_trigger_index() {
     };
     let store = SqlStore::connect(&url).await.unwrap();
     store.migrate().await.unwrap();
-    for i in 0..300 {
-        let job = create(&store, one_shot("x", T0 + 1_000 + i)).await;
-        if i % 3 == 0 {
-            store.job_cancel("x", &job.id, T0).await.unwrap();
-        }
-    }
-    for _ in 0..3 {
-        create(&store, one_shot("x", T0 - 5)).await;
-    }
+    seed_due_scan(&store).await;
     let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
     sqlx::raw_sql("ANALYZE TABLE jobs")
         .execute(&mut conn)
@@ -339,15 +345,7 @@ async fn postgres_due_scan_can_use_the_status_next_trigger_index() {
     };
     let store = SqlStore::connect(db.url()).await.unwrap();
     store.migrate().await.unwrap();
-    for i in 0..300 {
-        let job = create(&store, one_shot("x", T0 + 1_000 + i)).await;
-        if i % 3 == 0 {
-            store.job_cancel("x", &job.id, T0).await.unwrap();
-        }
-    }
-    for _ in 0..3 {
-        create(&store, one_shot("x", T0 - 5)).await;
-    }
+    seed_due_scan(&store).await;
     let mut conn = sqlx::PgConnection::connect(db.url()).await.unwrap();
     sqlx::raw_sql("ANALYZE jobs; SET enable_seqscan = off")
         .execute(&mut conn)
