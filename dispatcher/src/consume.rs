@@ -255,6 +255,7 @@ async fn handle_batch<S: Sink>(sink: &S, batch: Vec<Delivery>, shutdown: &Cancel
     if msgs.is_empty() {
         return;
     }
+    let started = std::time::Instant::now();
     loop {
         match sink.apply(&msgs).await {
             Ok(()) => break,
@@ -274,7 +275,12 @@ async fn handle_batch<S: Sink>(sink: &S, batch: Vec<Delivery>, shutdown: &Cancel
         // Applied but not acked: redelivered later, and ignored as duplicates.
         warn!(queue = S::NAME, failed, "some acks failed");
     }
-    debug!(queue = S::NAME, count = msgs.len(), "applied batch");
+    debug!(
+        queue = S::NAME,
+        count = msgs.len(),
+        took_ms = started.elapsed().as_millis() as u64,
+        "applied batch"
+    );
 }
 
 async fn pause(shutdown: &CancellationToken, d: Duration) {

@@ -68,6 +68,7 @@ impl Publisher {
             return report;
         }
         let now = now_ms();
+        let started = Instant::now();
         let assigned: Vec<(DispatchWork, String)> = {
             let mut balancer = self.balancer.lock().unwrap_or_else(|p| p.into_inner());
             work.into_iter()
@@ -134,6 +135,7 @@ impl Publisher {
                 }
             }
         }
+        let published = started.elapsed();
         if !sent.is_empty() {
             // A failure here leaves rows `pending` although their messages are in
             // worker queues; the sweep publishes them again and the worker's
@@ -156,6 +158,12 @@ impl Publisher {
             }
         }
         crate::metrics::publish_failed(report.failed);
+        debug!(
+            count = report.dispatched,
+            publish_ms = published.as_millis() as u64,
+            record_ms = (started.elapsed() - published).as_millis() as u64,
+            "publish round"
+        );
         report
     }
 }

@@ -216,7 +216,9 @@ impl DispatchLoop {
         let now = now_ms();
         let claim_by = now + self.claim_ahead_ms();
         let horizon = now + self.cfg.lookahead.as_millis() as Millis;
+        let started = Instant::now();
         let found = self.store.jobs_find_due(horizon, self.cfg.batch).await?;
+        let scanned = started.elapsed();
         let next_due = found
             .iter()
             .filter_map(|j| j.next_trigger_at)
@@ -235,6 +237,12 @@ impl DispatchLoop {
         }
         let claims = kairos_core::trigger::claims_for(&due, now);
         let work = self.store.triggers_claim(term.fence, &claims, now).await?;
+        debug!(
+            claimed = work.len(),
+            scan_ms = scanned.as_millis() as u64,
+            claim_ms = (started.elapsed() - scanned).as_millis() as u64,
+            "claim round"
+        );
         crate::metrics::claimed(work.len(), claims.len().saturating_sub(work.len()));
         if work.len() < claims.len() {
             debug!(

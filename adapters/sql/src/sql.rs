@@ -166,16 +166,27 @@ impl Sql {
 
     /// `CASE key WHEN ? THEN ? … ELSE col END`: a per-row value for a
     /// multi-row `UPDATE … SET col = <this>`, rows it does not list keep
-    /// theirs.
+    /// theirs. Like [`Sql::list`], the arms are padded to a few fixed counts
+    /// by repeating the last one (the first matching arm wins, so a repeat
+    /// changes nothing): a statement with hundreds of arms is expensive to
+    /// prepare (SQLite's is quadratic in its placeholders), so it must come
+    /// from the cache, not be prepared anew for every batch size.
     pub(crate) fn case<K: Into<Value>, V: Into<Value>>(
         &mut self,
         key: &'static str,
         col: &'static str,
         arms: impl IntoIterator<Item = (K, V)>,
     ) -> &mut Self {
+        let arms: Vec<(Value, Value)> = arms
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         self.push("CASE ").push(key);
-        for (k, v) in arms {
-            self.push(" WHEN ").bind(k).push(" THEN ").bind(v);
+        if let Some(last) = arms.last().cloned() {
+            let fill = std::iter::repeat_n(last, bucket(arms.len()) - arms.len());
+            for (k, v) in arms.into_iter().chain(fill) {
+                self.push(" WHEN ").bind(k).push(" THEN ").bind(v);
+            }
         }
         self.push(" ELSE ").push(col).push(" END")
     }
@@ -558,6 +569,26 @@ mod tests {
             s.text(Dialect::MySql),
             "UPDATE t SET v = CASE id WHEN ? THEN ? ELSE v END"
         );
+    }
+
+    #[test]
+    fn case_arms_are_padded_with_the_last_arm() {
+        let mut s = Sql::new("");
+        s.case("id", "v", [("a", 1i64), ("b", 2), ("c", 3)]);
+        assert_eq!(
+            s.text(Dialect::Sqlite),
+            "CASE id WHEN ? THEN ? WHEN ? THEN ? WHEN ? THEN ? WHEN ? THEN ? ELSE v END"
+        );
+        let values: Vec<&Value> = s
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Value(v) => Some(v),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(values[6], &Value::from("c"));
+        assert_eq!(values[7], &Value::from(3i64));
     }
 
     #[test]

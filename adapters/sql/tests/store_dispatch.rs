@@ -22,6 +22,7 @@ store_cases!(
     mark_dispatched_moves_only_the_named_pending_attempt,
     mark_dispatched_reports_attempts_cancelled_since_the_claim,
     a_rerouted_dispatch_names_its_new_worker,
+    a_batch_of_several_statements_gives_each_row_its_own_values,
 );
 
 fn claim_of(job: &kairos_core::job::Job, next: Option<i64>) -> Claim {
@@ -466,4 +467,75 @@ async fn a_rerouted_dispatch_names_its_new_worker(store: SqlStore) {
         (last.worker_id.as_deref(), last.error.as_deref()),
         (Some("w2"), Some("rerouted: worker w1 was full"))
     );
+}
+
+/// Claims and results are written in chunks of padded `CASE` statements:
+/// a batch of an odd size spanning several of them must still give every
+/// row its own values, and no row another's.
+async fn a_batch_of_several_statements_gives_each_row_its_own_values(store: SqlStore) {
+    use kairos_core::protocol::ResultKind;
+    let n = 150;
+    let mut jobs = Vec::with_capacity(n);
+    for _ in 0..n {
+        jobs.push(create(&store, support::cron("big", T0)).await);
+    }
+    // Each job gets a next trigger of its own.
+    let claims: Vec<Claim> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| claim_of(j, Some(T0 + 1_000 + i as i64)))
+        .collect();
+    let work = store.triggers_claim(1, &claims, T0).await.unwrap();
+    assert_eq!(work.len(), n, "every claim wins");
+    for (i, job) in jobs.iter().enumerate() {
+        let after = job_now(&store, job).await;
+        assert_eq!(after.next_trigger_at, Some(T0 + 1_000 + i as i64));
+        assert_eq!(after.version, job.version + 1);
+    }
+    let sent: Vec<DispatchedTo> = work
+        .iter()
+        .enumerate()
+        .map(|(i, w)| DispatchedTo {
+            execution_id: w.execution_id.clone(),
+            attempt: 1,
+            worker_id: format!("w{}", i % 7),
+        })
+        .collect();
+    store
+        .executions_mark_dispatched(&sent, T0 + 1)
+        .await
+        .unwrap();
+    // Every other one fails, so the rows written together differ.
+    let results: Vec<_> = work
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let kind = if i % 2 == 0 {
+                ResultKind::Succeeded
+            } else {
+                ResultKind::Failed
+            };
+            let mut r = support::result(w, 1, kind, T0 + 10 + i as i64);
+            r.worker_id = format!("w{}", i % 7);
+            r
+        })
+        .collect();
+    let applied = store.results_apply(&results, T0 + 500).await.unwrap();
+    assert_eq!(applied.len(), n);
+    for (i, w) in work.iter().enumerate() {
+        let exec = store
+            .execution_get("big", &w.execution_id)
+            .await
+            .unwrap()
+            .unwrap();
+        let want = if i % 2 == 0 {
+            ExecStatus::Succeeded
+        } else {
+            ExecStatus::Failed
+        };
+        assert_eq!(exec.status, want, "execution {i}");
+        assert_eq!(exec.finished_at, Some(T0 + 10 + i as i64), "execution {i}");
+        assert_eq!(exec.worker_id, Some(format!("w{}", i % 7)), "execution {i}");
+        assert_eq!(exec.dispatched_at, Some(T0 + 1));
+    }
 }
