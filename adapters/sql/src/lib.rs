@@ -299,10 +299,7 @@ fn sqlite_options(url: &str) -> Result<SqliteConnectOptions, sqlx::Error> {
         // Rows travel from SQLite's thread one message each: a buffer that
         // holds a whole batch lets the thread run a read to its end instead
         // of waiting for the reader after every 50 rows.
-        .row_buffer_size(1024)
-        // Every hot statement comes in a few padded shapes (see `sql`);
-        // SQLite's cache is in-process, so holding all of them is cheap.
-        .statement_cache_capacity(512))
+        .row_buffer_size(1024))
 }
 
 fn sqlite_pool(max: u32) -> SqlitePoolOptions {
