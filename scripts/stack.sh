@@ -11,7 +11,8 @@
 # KAIROS_DATABASE_URL (default mysql://root@127.0.0.1:3306/kairos_stack; the
 # database is created if missing), KAIROS_REDIS_URL, KAIROS_AMQP_URL,
 # KAIROS_NAMESPACE (default kstack), KAIROS_STACK_DIR (default /tmp/kairos-stack),
-# KAIROS_WORKER_CAPACITY (default 8), KAIROS_HTTP_ADDR (default 127.0.0.1:8080).
+# KAIROS_WORKER_CAPACITY (default 8), KAIROS_HTTP_ADDR (default 127.0.0.1:8080),
+# KAIROS_CALLBACK_SECRET (default: random per stack).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,8 @@ export KAIROS_REDIS_URL=${KAIROS_REDIS_URL:-redis://127.0.0.1:6379/0}
 export KAIROS_AMQP_URL=${KAIROS_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
 export KAIROS_NAMESPACE=${KAIROS_NAMESPACE:-kstack}
 export KAIROS_CALLBACK_ALLOW_PRIVATE=true KAIROS_HTTP_ALLOW_PRIVATE=true
+# The relay refuses to start without a signing secret: one per stack.
+export KAIROS_CALLBACK_SECRET=${KAIROS_CALLBACK_SECRET:-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 export KAIROS_LOG=${KAIROS_LOG:-warn}
 http=${KAIROS_HTTP_ADDR:-127.0.0.1:8080}
 
@@ -53,6 +56,11 @@ up)
     sleep 0.1
   done
   curl -fsS "http://$http/readyz" >/dev/null || { echo "the API did not become ready; see $dir/api.log" >&2; exit 1; }
+  # Every process must still be running: one that exited at start (a
+  # missing setting) would otherwise leave a smaller stack measured.
+  for f in "$dir"/*.pid; do
+    kill -0 "$(cat "$f")" 2>/dev/null || { echo "$(basename "$f" .pid) exited; see $dir/$(basename "$f" .pid).log" >&2; exit 1; }
+  done
   echo "url: http://$http"
   echo "key: $key"
   ;;
