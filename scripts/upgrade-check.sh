@@ -19,16 +19,22 @@ api=http://127.0.0.1:18090
 echo "== earlier release up"
 out=$(KAIROS_BIN="$prev" scripts/stack.sh up); echo "$out"
 key=$(echo "$out" | sed -n 's/^key: //p')
-post() { curl -fsS -X POST $api/openapi/jobs -H "Authorization: Bearer $key" -H 'Content-Type: application/json' -d "$1"; }
+# create BODY: the new job's id.
+create() { curl -fsS -X POST $api/openapi/jobs -H "Authorization: Bearer $key" -H 'Content-Type: application/json' -d "$1" | python3 -c 'import sys,json;print(json.load(sys.stdin)["jobId"])'; }
+# settle JOB TRIES: the job's status once it succeeded, or after TRIES polls 0.2 s apart.
+settle() {
+  local s
+  for _ in $(seq 1 "$2"); do
+    s=$(curl -fsS $api/openapi/jobs/$1 -H "Authorization: Bearer $key" | python3 -c 'import sys,json;print(json.load(sys.stdin)["status"])')
+    [ "$s" = succeeded ] && break; sleep 0.2
+  done
+  echo "$s"
+}
 due=$(date -u -d '+75 seconds' +%Y-%m-%dT%H:%M:%S.000Z)
-now_job=$(post '{"jobName":"before","jobHandler":"noop","params":{"n":[1,2,3]}}' | python3 -c 'import sys,json;print(json.load(sys.stdin)["jobId"])')
-later_job=$(post "{\"jobName\":\"later\",\"jobHandler\":\"noop\",\"params\":{\"k\":\"v\"},\"triggerAt\":\"$due\"}" | python3 -c 'import sys,json;print(json.load(sys.stdin)["jobId"])')
-every_job=$(post '{"jobName":"every","jobHandler":"noop","everyMs":5000}' | python3 -c 'import sys,json;print(json.load(sys.stdin)["jobId"])')
-for _ in $(seq 1 100); do
-  s=$(curl -fsS $api/openapi/jobs/$now_job -H "Authorization: Bearer $key" | python3 -c 'import sys,json;print(json.load(sys.stdin)["status"])')
-  [ "$s" = succeeded ] && break; sleep 0.2
-done
-echo "before upgrade: immediate job $s"
+now_job=$(create '{"jobName":"before","jobHandler":"noop","params":{"n":[1,2,3]}}')
+later_job=$(create "{\"jobName\":\"later\",\"jobHandler\":\"noop\",\"params\":{\"k\":\"v\"},\"triggerAt\":\"$due\"}")
+every_job=$(create '{"jobName":"every","jobHandler":"noop","everyMs":5000}')
+echo "before upgrade: immediate job $(settle "$now_job" 100)"
 before=$(curl -fsS $api/openapi/jobs/$now_job -H "Authorization: Bearer $key")
 echo "$before"
 scripts/stack.sh down; sleep 1
@@ -49,16 +55,8 @@ for k in ("createdAt","updatedAt","status","params"):
 print("the job reads back the same after the upgrade:", {k:a.get(k) for k in ("createdAt","status","params")})
 PY
 echo "waiting for the one-shot due at $due and the fixed-rate job"
-for _ in $(seq 1 600); do
-  s=$(curl -fsS $api/openapi/jobs/$later_job -H "Authorization: Bearer $key" | python3 -c 'import sys,json;print(json.load(sys.stdin)["status"])')
-  [ "$s" = succeeded ] && break; sleep 0.2
-done
-echo "one-shot created before the upgrade: $s"
+echo "one-shot created before the upgrade: $(settle "$later_job" 600)"
 curl -fsS "$api/openapi/jobs/$every_job/executions?limit=100" -H "Authorization: Bearer $key" | python3 -c 'import sys,json;d=json.load(sys.stdin);items=d.get("items",d);print("fixed-rate executions:",len(items),"statuses:",sorted({i["status"] for i in items}))'
-new_job=$(post '{"jobName":"after","jobHandler":"noop"}' | python3 -c 'import sys,json;print(json.load(sys.stdin)["jobId"])')
-for _ in $(seq 1 100); do
-  s=$(curl -fsS $api/openapi/jobs/$new_job -H "Authorization: Bearer $key" | python3 -c 'import sys,json;print(json.load(sys.stdin)["status"])')
-  [ "$s" = succeeded ] && break; sleep 0.2
-done
-echo "job created after the upgrade: $s"
+new_job=$(create '{"jobName":"after","jobHandler":"noop"}')
+echo "job created after the upgrade: $(settle "$new_job" 100)"
 scripts/stack.sh down

@@ -148,14 +148,12 @@ impl Sql {
     /// length. An empty list is `(NULL)`, which `IN` matches nothing with;
     /// never use it after `NOT IN`.
     pub(crate) fn list<V: Into<Value>>(&mut self, items: impl IntoIterator<Item = V>) -> &mut Self {
-        let values: Vec<Value> = items.into_iter().map(Into::into).collect();
-        let Some(last) = values.last().cloned() else {
+        let values = padded(items.into_iter().map(Into::into).collect());
+        if values.is_empty() {
             return self.push("(NULL)");
-        };
-        let padded = bucket(values.len());
+        }
         self.push("(");
-        let fill = std::iter::repeat_n(last, padded - values.len());
-        for (i, v) in values.into_iter().chain(fill).enumerate() {
+        for (i, v) in values.into_iter().enumerate() {
             if i > 0 {
                 self.push(", ");
             }
@@ -177,16 +175,14 @@ impl Sql {
         col: &'static str,
         arms: impl IntoIterator<Item = (K, V)>,
     ) -> &mut Self {
-        let arms: Vec<(Value, Value)> = arms
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
+        let arms = padded(
+            arms.into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect::<Vec<(Value, Value)>>(),
+        );
         self.push("CASE ").push(key);
-        if let Some(last) = arms.last().cloned() {
-            let fill = std::iter::repeat_n(last, bucket(arms.len()) - arms.len());
-            for (k, v) in arms.into_iter().chain(fill) {
-                self.push(" WHEN ").bind(k).push(" THEN ").bind(v);
-            }
+        for (k, v) in arms {
+            self.push(" WHEN ").bind(k).push(" THEN ").bind(v);
         }
         self.push(" ELSE ").push(col).push(" END")
     }
@@ -456,6 +452,15 @@ const BUCKETS: [usize; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, CHUNK];
 /// The smallest bucket that holds `n` values (or `n` itself past the last).
 fn bucket(n: usize) -> usize {
     BUCKETS.iter().copied().find(|&b| b >= n).unwrap_or(n)
+}
+
+/// `items` filled up to its bucket by repeating the last one (empty stays
+/// empty): the repeats of an `IN` value or a `CASE` arm change nothing.
+fn padded<T: Clone>(mut items: Vec<T>) -> Vec<T> {
+    if let Some(last) = items.last().cloned() {
+        items.resize(bucket(items.len()), last);
+    }
+    items
 }
 
 /// How each database binds a [`Value`].
