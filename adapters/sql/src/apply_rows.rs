@@ -1,28 +1,25 @@
 //! Writing back what a batch of results decided: after every result has
 //! been decided in memory (on rows the transaction has locked), each changed
 //! execution's final row, and each changed job's status, next trigger and
-//! version, are written in one multi-row `UPDATE … CASE id …` per chunk,
-//! instead of one statement per result.
+//! version, are written in one multi-row update per chunk (see
+//! `rows_update`), instead of one statement per result.
 
+use super::Dialect;
 use super::SqlStore;
 use super::db::Tx;
-use super::sql::{Sql, Value, json, time};
+use super::rows_update::{Col, RowsUpdate};
+use super::sql::{Value, json, time};
 use kairos_core::execution::Execution;
 use kairos_core::job::JobStatus;
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
 use std::collections::{HashMap, HashSet};
 
-/// Executions per statement. A `CASE` is evaluated arm by arm for every
-/// row, so a statement's cost grows with the square of its rows: on SQLite
-/// and MariaDB a few statements of 64 are much cheaper than one of 200.
-const ROWS: usize = 64;
-
 /// How one always-written execution column gets its value.
 type ExecSet = (&'static str, fn(&Execution) -> Value);
 
 /// The execution columns every write-back sets, each with its value in the
-/// decided row (`CASE id WHEN ? THEN <value> …`).
+/// decided row.
 const EXEC_SETS: [ExecSet; 9] = [
     ("status", |e| e.status.as_str().into()),
     ("attempt", |e| e.attempt.into()),
@@ -119,10 +116,11 @@ impl SqlStore {
             .iter()
             .filter_map(|id| execs.get(id))
             .collect();
-        for chunk in rows.chunks(ROWS) {
-            executions_update(chunk, touched, now)
-                .execute(&mut *tx)
-                .await?;
+        let dialect = tx.dialect();
+        for chunk in rows.chunks(rows_per_statement(dialect)) {
+            if let Some(sql) = executions_update(chunk, touched, now).sql(dialect) {
+                sql.execute(&mut *tx).await?;
+            }
         }
         Ok(())
     }
@@ -134,93 +132,77 @@ impl SqlStore {
         touched: &TouchedJobs,
         now: Millis,
     ) -> StoreResult<()> {
-        for chunk in touched.order.chunks(ROWS) {
-            jobs_update(touched, chunk, now).execute(&mut *tx).await?;
+        let dialect = tx.dialect();
+        for chunk in touched.order.chunks(rows_per_statement(dialect)) {
+            if let Some(sql) = jobs_update(touched, chunk, now).sql(dialect) {
+                sql.execute(&mut *tx).await?;
+            }
         }
         Ok(())
     }
 }
 
-/// One `UPDATE` of the executions in `chunk`: every column of
+/// The update of the executions in `chunk`: every column of
 /// [`EXEC_SETS`] for each of them, `deadline_at` and `incarnation` only for
 /// those whose deadline or holder changed (the others keep theirs).
-fn executions_update(chunk: &[&Execution], touched: &TouchedExecutions, now: Millis) -> Sql {
-    let mut s = Sql::new("UPDATE executions SET ");
-    for (i, (col, value)) in EXEC_SETS.into_iter().enumerate() {
-        if i > 0 {
-            s.push(", ");
-        }
-        s.push(col)
-            .push(" = ")
-            .case("id", col, chunk.iter().map(|e| (e.id.as_str(), value(e))));
-    }
-    let deadlines: Vec<(&str, Option<Millis>)> = chunk
-        .iter()
-        .filter_map(|e| touched.deadlines.get(&e.id).map(|d| (e.id.as_str(), *d)))
-        .collect();
-    if !deadlines.is_empty() {
-        s.push(", deadline_at = ").case(
-            "id",
-            "deadline_at",
-            deadlines.into_iter().map(|(id, d)| (id, time(d))),
-        );
-    }
-    let incarnations: Vec<(&str, Option<&str>)> = chunk
-        .iter()
-        .filter_map(|e| {
+fn executions_update(chunk: &[&Execution], touched: &TouchedExecutions, now: Millis) -> RowsUpdate {
+    let mut cols: Vec<Col> = EXEC_SETS.iter().map(|(c, _)| Col::Set(c)).collect();
+    cols.extend([Col::SetSome("deadline_at"), Col::SetSome("incarnation")]);
+    let mut u = RowsUpdate::new("executions", "id", &cols);
+    for e in chunk {
+        let mut values: Vec<Option<Value>> =
+            EXEC_SETS.iter().map(|(_, value)| Some(value(e))).collect();
+        values.push(touched.deadlines.get(&e.id).map(|d| time(*d)));
+        values.push(
             touched
                 .incarnations
                 .get(&e.id)
-                .map(|i| (e.id.as_str(), i.as_deref()))
-        })
-        .collect();
-    if !incarnations.is_empty() {
-        s.push(", incarnation = ")
-            .case("id", "incarnation", incarnations);
+                .map(|i| Value::from(i.as_deref())),
+        );
+        u.row(e.id.as_str(), values);
     }
-    s.push(", updated_at = ")
-        .bind(time(now))
-        .push(" WHERE id IN ")
-        .list(chunk.iter().map(|e| e.id.as_str()));
-    s
+    u.same("updated_at", time(now));
+    u
 }
 
-/// One `UPDATE` of the jobs in `chunk`: the new status and next trigger of
+/// The update of the jobs in `chunk`: the new status and next trigger of
 /// those that have one (the others keep theirs), and every one's version
 /// bumps.
-fn jobs_update(touched: &TouchedJobs, chunk: &[String], now: Millis) -> Sql {
-    let rows: Vec<(&str, &JobChange)> = chunk
-        .iter()
-        .filter_map(|id| touched.changes.get(id).map(|c| (id.as_str(), c)))
-        .collect();
-    let statuses: Vec<(&str, &str)> = rows
-        .iter()
-        .filter_map(|(id, c)| c.status.map(|st| (*id, st.as_str())))
-        .collect();
-    let nexts: Vec<(&str, Value)> = rows
-        .iter()
-        .filter_map(|(id, c)| c.next_trigger_at.map(|t| (*id, time(t))))
-        .collect();
-    let mut s = Sql::new("UPDATE jobs SET ");
-    if !statuses.is_empty() {
-        s.push("status = ")
-            .case("id", "status", statuses)
-            .push(", ");
+fn jobs_update(touched: &TouchedJobs, chunk: &[String], now: Millis) -> RowsUpdate {
+    let mut u = RowsUpdate::new(
+        "jobs",
+        "id",
+        &[
+            Col::SetSome("status"),
+            Col::SetSome("next_trigger_at"),
+            Col::Add("version"),
+        ],
+    );
+    for id in chunk {
+        if let Some(c) = touched.changes.get(id) {
+            u.row(
+                id.as_str(),
+                vec![
+                    c.status.map(|st| st.as_str().into()),
+                    c.next_trigger_at.map(time),
+                    Some(c.bumps.into()),
+                ],
+            );
+        }
     }
-    if !nexts.is_empty() {
-        s.push("next_trigger_at = ")
-            .case("id", "next_trigger_at", nexts)
-            .push(", ");
+    u.same("updated_at", time(now));
+    u
+}
+
+/// Rows per write-back statement. A MySQL `CASE` is walked arm by arm for
+/// every row, so its cost grows with the square of the rows: statements of
+/// 64 are much cheaper than one of 200. The joined `VALUES` of SQLite and
+/// PostgreSQL cost in proportion to their rows.
+fn rows_per_statement(dialect: Dialect) -> usize {
+    match dialect {
+        Dialect::MySql => 64,
+        Dialect::Postgres | Dialect::Sqlite => 256,
     }
-    // Every row of the statement has a bump; `ELSE 0` only spells out that
-    // a row without one would keep its version.
-    s.push("version = version + ")
-        .case("id", "0", rows.iter().map(|(id, c)| (*id, c.bumps)))
-        .push(", updated_at = ")
-        .bind(time(now))
-        .push(" WHERE id IN ")
-        .list(rows.iter().map(|(id, _)| *id));
-    s
 }
 
 #[cfg(test)]
@@ -229,16 +211,33 @@ mod tests {
     use crate::Dialect;
 
     #[test]
-    fn jobs_are_written_back_with_one_case_per_column() {
+    fn jobs_are_written_back_with_a_case_per_column_on_mysql_and_joined_values_elsewhere() {
         let mut t = TouchedJobs::default();
         t.rescheduled("j1", 10);
         t.moved("j2", JobStatus::Succeeded, None);
         assert_eq!(
-            jobs_update(&t, &t.order, 20).text(Dialect::MySql),
-            "UPDATE jobs SET status = CASE id WHEN ? THEN ? ELSE status END, \
-             next_trigger_at = CASE id WHEN ? THEN ? ELSE next_trigger_at END, \
-             version = version + CASE id WHEN ? THEN ? WHEN ? THEN ? ELSE 0 END, \
-             updated_at = ? WHERE id IN (?, ?)"
+            jobs_update(&t, &t.order, 20)
+                .sql(Dialect::MySql)
+                .map(|s| s.text(Dialect::MySql))
+                .as_deref(),
+            Some(
+                "UPDATE jobs SET status = CASE id WHEN ? THEN ? ELSE status END, \
+                 next_trigger_at = CASE id WHEN ? THEN ? ELSE next_trigger_at END, \
+                 version = version + CASE id WHEN ? THEN ? WHEN ? THEN ? ELSE 0 END, \
+                 updated_at = ? WHERE id IN (?, ?)"
+            )
+        );
+        assert_eq!(
+            jobs_update(&t, &t.order, 20)
+                .sql(Dialect::Sqlite)
+                .map(|s| s.text(Dialect::Sqlite))
+                .as_deref(),
+            Some(
+                "WITH v(k, f0, c0, f1, c1, c2) AS (VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)) \
+                 UPDATE jobs SET status = CASE WHEN v.f0 = 1 THEN v.c0 ELSE jobs.status END, \
+                 next_trigger_at = CASE WHEN v.f1 = 1 THEN v.c1 ELSE jobs.next_trigger_at END, \
+                 version = jobs.version + v.c2, updated_at = ? FROM v WHERE jobs.id = v.k"
+            )
         );
     }
 

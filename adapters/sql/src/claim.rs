@@ -3,11 +3,13 @@
 //! one version-checked update per job, one multi-row execution insert, and
 //! the history and outbox rows — whatever the batch size.
 
+use super::Dialect;
 use super::SqlStore;
 use super::db::Tx;
 use super::error::{corrupt, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, EXEC_COLS, JOB_COLS, R};
+use super::rows_update::{Col, RowsUpdate};
 use super::sql::{self, CHUNK, Fields, Sql, from_u64, time};
 use super::stop;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
@@ -280,42 +282,39 @@ impl SqlStore {
 
     /// Moves every claimed job (next trigger, status, version + 1) in one
     /// statement per chunk. The rows are locked and their versions checked,
-    /// so every one of them moves; the version stays in the condition
-    /// (`version = CASE id …`), and a count that differs is an error.
+    /// so every one of them moves; each row's version stays in the
+    /// condition, and a count that differs is an error.
     async fn update_claimed(
         &self,
         tx: &mut Tx,
         moves: &[ClaimedJob],
         now: Millis,
     ) -> StoreResult<()> {
-        for chunk in moves.chunks(CLAIM_ROWS) {
+        let dialect = tx.dialect();
+        for chunk in moves.chunks(claim_rows(dialect)) {
             let n = chunk.len();
-            // Every row the `IN` list names has its own arm, so no `ELSE`
-            // is ever taken.
-            let moved = Sql::new("UPDATE jobs SET next_trigger_at = ")
-                .case(
-                    "id",
-                    "next_trigger_at",
-                    chunk.iter().map(|m| (m.id.as_str(), time(m.next))),
-                )
-                .push(", status = ")
-                .case(
-                    "id",
-                    "status",
-                    chunk.iter().map(|m| (m.id.as_str(), m.status.as_str())),
-                )
-                .push(", version = version + 1, updated_at = ")
-                .bind(time(now))
-                .push(" WHERE id IN ")
-                .list(chunk.iter().map(|m| m.id.as_str()))
-                .push(" AND version = ")
-                .case(
-                    "id",
-                    "version",
-                    chunk.iter().map(|m| (m.id.as_str(), m.version)),
-                )
-                .execute(&mut *tx)
-                .await?;
+            let mut u = RowsUpdate::new(
+                "jobs",
+                "id",
+                &[
+                    Col::Set("next_trigger_at"),
+                    Col::Set("status"),
+                    Col::Check("version"),
+                ],
+            );
+            for m in chunk {
+                u.row(
+                    m.id.as_str(),
+                    vec![
+                        Some(time(m.next)),
+                        Some(m.status.as_str().into()),
+                        Some(m.version.into()),
+                    ],
+                );
+            }
+            u.increment("version").same("updated_at", time(now));
+            let Some(sql) = u.sql(dialect) else { continue };
+            let moved = sql.execute(&mut *tx).await?;
             if moved != n as u64 {
                 // Unreachable unless something writes jobs without locking
                 // them; the round is rolled back and retried.
@@ -366,10 +365,16 @@ impl SqlStore {
     }
 }
 
-/// Jobs per claim `UPDATE`: three `CASE` arms each plus the `IN` list.
-/// Each row walks the `CASE` arms, so the cost grows with the square of the
-/// rows per statement: several statements of 64 beat one of 500.
-const CLAIM_ROWS: usize = 64;
+/// Jobs per claim `UPDATE`. On MySQL each row walks the `CASE` arms, so
+/// the cost grows with the square of the rows per statement: several
+/// statements of 64 beat one of 500. SQLite and PostgreSQL join a `VALUES`
+/// list (see `rows_update`), whose cost grows with the rows.
+fn claim_rows(dialect: Dialect) -> usize {
+    match dialect {
+        Dialect::MySql => 64,
+        Dialect::Postgres | Dialect::Sqlite => 256,
+    }
+}
 
 /// A claimed job's move, decided on its locked row.
 struct ClaimedJob {

@@ -87,6 +87,14 @@ impl Pool {
 }
 
 impl Tx {
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self {
+            Tx::MySql(_) => Dialect::MySql,
+            Tx::Postgres(_) => Dialect::Postgres,
+            Tx::Sqlite(_) => Dialect::Sqlite,
+        }
+    }
+
     pub(crate) async fn commit(self) -> StoreResult<()> {
         match self {
             Tx::MySql(t) => t.commit().await,

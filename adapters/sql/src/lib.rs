@@ -13,8 +13,11 @@
 //! assembled with `format!`. The few fragments that differ (`INSERT IGNORE`
 //! / `INSERT OR IGNORE` / `ON CONFLICT DO NOTHING`, upserts, `FOR UPDATE`,
 //! which SQLite lacks, and `SKIP LOCKED` claims on PostgreSQL) are picked
-//! when the statement runs. `IN` lists and `CASE` arms are padded to a few
-//! fixed lengths so the prepared-statement cache stays small.
+//! when the statement runs. Multi-row updates, which give each row its own
+//! values, take a different form per database (`rows_update`: a `CASE` per
+//! column on MySQL, a joined `VALUES` list elsewhere). `IN` lists, `CASE`
+//! arms and `VALUES` rows are padded to a few fixed lengths so the
+//! prepared-statement cache stays small.
 //!
 //! Columns have the database's own types: times are `DATETIME(3)` (UTC) on
 //! MySQL and `TIMESTAMPTZ` on PostgreSQL, documents `JSON` and `JSONB`; SQLite,
@@ -60,10 +63,10 @@
 //! | call | statements |
 //! |---|---|
 //! | `jobs_find_due` | 1 |
-//! | `triggers_claim` | fence upsert + fence read + 1 locking job read + 1 update per 64 claimed jobs (`CASE id`, version-checked) + 1 execution insert + 1 event insert (+1 read when a trigger already had an execution; +1 read of live executions when a job's overlap policy is not `allow` or its window closes; with `replace`, +1 cancel and +1 stop-request update; +1 callback insert for skipped or cancelled executions with a callback URL) |
+//! | `triggers_claim` | fence upsert + fence read + 1 locking job read + 1 multi-row update per 64 claimed jobs on MySQL (`CASE id`) or per 256 on SQLite and PostgreSQL (joined `VALUES`), version-checked + 1 execution insert + 1 event insert (+1 read when a trigger already had an execution; +1 read of live executions when a job's overlap policy is not `allow` or its window closes; with `replace`, +1 cancel and +1 stop-request update; +1 callback insert for skipped or cancelled executions with a callback URL) |
 //! | `executions_mark_dispatched` | 1 locking read + 1 update per (worker, attempt) group (usually one) + 1 event insert |
 //! | `executions_requeue_unstarted` | 1 locking read + 1 update per attempt number + 1 event insert |
-//! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end: one-shots and closed windows) + 1 read of retired incarnations (results that carry one) + 1 update per 64 changed executions and per 64 changed jobs (`CASE id`) + 1 event insert + 1 callback insert (if any) |
+//! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end: one-shots and closed windows) + 1 read of retired incarnations (results that carry one) + 1 multi-row update per 64 changed executions and per 64 changed jobs on MySQL (`CASE id`), per 256 on SQLite and PostgreSQL (joined `VALUES`) + 1 event insert + 1 callback insert (if any) |
 //! | `executions_find_unpublished`, `executions_find_overdue`, `executions_find_unbounded` | 1 |
 //! | `callbacks_claim_due` | 1 read + 1 lease update + 1 read back (PostgreSQL: the read locks, in one transaction with the update) |
 //! | `workers_record_heartbeats` | 1 locking read of the workers + 1 read of retired incarnations + 1 upsert (+1 insert and 1 update per worker whose incarnation changed) |
@@ -99,6 +102,7 @@ mod logs;
 mod migrations;
 mod overview;
 mod rows;
+mod rows_update;
 mod sched_cols;
 mod sql;
 mod stop;

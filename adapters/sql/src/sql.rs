@@ -456,7 +456,7 @@ fn bucket(n: usize) -> usize {
 
 /// `items` filled up to its bucket by repeating the last one (empty stays
 /// empty): the repeats of an `IN` value or a `CASE` arm change nothing.
-fn padded<T: Clone>(mut items: Vec<T>) -> Vec<T> {
+pub(crate) fn padded<T: Clone>(mut items: Vec<T>) -> Vec<T> {
     if let Some(last) = items.last().cloned() {
         items.resize(bucket(items.len()), last);
     }

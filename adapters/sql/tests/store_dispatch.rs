@@ -469,12 +469,13 @@ async fn a_rerouted_dispatch_names_its_new_worker(store: SqlStore) {
     );
 }
 
-/// Claims and results are written in chunks of padded `CASE` statements:
+/// Claims and results are written in chunks of padded multi-row updates
+/// (64 rows of `CASE` arms on MySQL, 256 joined `VALUES` rows elsewhere):
 /// a batch of an odd size spanning several of them must still give every
 /// row its own values, and no row another's.
 async fn a_batch_of_several_statements_gives_each_row_its_own_values(store: SqlStore) {
     use kairos_core::protocol::ResultKind;
-    let n = 150;
+    let n = 300;
     let mut jobs = Vec::with_capacity(n);
     for _ in 0..n {
         jobs.push(create(&store, support::cron("big", T0)).await);
