@@ -122,6 +122,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use dispatch::due_scan_sql;
+pub use stop::stop_requests_sql;
 
 /// Which database a [`SqlStore`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

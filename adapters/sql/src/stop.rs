@@ -3,6 +3,7 @@
 //! transaction that decided it); one that no worker has yet is cancelled at
 //! once. Workers learn about requests through `executions_stop_requested`.
 
+use super::Dialect;
 use super::SqlStore;
 use super::db::Tx;
 use super::rows::R;
@@ -102,23 +103,39 @@ pub(crate) async fn request_for_job(tx: &mut Tx, job_id: &str, now: Millis) -> S
         .await
 }
 
+/// The workers' poll for stop requests as `dialect` runs it. Binds, in
+/// order: `since` (a time), the names of the held states (dispatched,
+/// running), the limit. Public so that tests can `EXPLAIN` it: it must read
+/// the few requests through `idx_executions_stop_requested`, not every
+/// execution a worker holds.
+pub fn stop_requests_sql(dialect: Dialect) -> String {
+    stop_requests(0, 0).text(dialect)
+}
+
+fn stop_requests(since: Millis, limit: u32) -> Sql {
+    let mut s = Sql::new(
+        "SELECT id, attempt, worker_id, stop_requested_at FROM executions \
+         WHERE stop_requested_at >= ",
+    );
+    s.bind(time(since))
+        // SQLite, which keeps no statistics, would otherwise read every
+        // dispatched and running execution through the status index and
+        // sort them, on each poll; `+status` leaves it the range on
+        // `stop_requested_at`, which holds only the few requests.
+        .dialect(" AND status IN ", " AND status IN ", " AND +status IN ")
+        .list(held_names())
+        .push(" ORDER BY stop_requested_at, id LIMIT ")
+        .bind(i64::from(limit));
+    s
+}
+
 impl SqlStore {
     pub(crate) async fn stop_requested(
         &self,
         since: Millis,
         limit: u32,
     ) -> StoreResult<Vec<StopRequest>> {
-        let found = Sql::new(
-            "SELECT id, attempt, worker_id, stop_requested_at FROM executions \
-             WHERE stop_requested_at >= ",
-        )
-        .bind(time(since))
-        .push(" AND status IN ")
-        .list(held_names())
-        .push(" ORDER BY stop_requested_at, id LIMIT ")
-        .bind(i64::from(limit))
-        .fetch_all(self.read())
-        .await?;
+        let found = stop_requests(since, limit).fetch_all(self.read()).await?;
         found
             .iter()
             .map(|row| {

@@ -540,3 +540,39 @@ async fn a_batch_of_several_statements_gives_each_row_its_own_values(store: SqlS
         assert_eq!(exec.dispatched_at, Some(T0 + 1));
     }
 }
+
+/// The workers' stop-request poll reads the requests through their own
+/// index on SQLite too, which keeps no statistics: through the status index
+/// it would read every execution a worker holds, at every poll.
+#[tokio::test]
+async fn sqlite_stop_poll_reads_only_the_requests() {
+    use sqlx::{Connection, Row};
+    let url = kairos_testkit::sqlite_temp_url();
+    let store = SqlStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let sql = format!(
+        "EXPLAIN QUERY PLAN {}",
+        kairos_store_sql::stop_requests_sql(kairos_store_sql::Dialect::Sqlite)
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(T0)
+        .bind("dispatched")
+        .bind("running")
+        .bind(100_i64)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    let plan: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
+    assert!(
+        plan.iter()
+            .any(|d| d.contains("idx_executions_stop_requested")),
+        "plan: {plan:?}"
+    );
+    assert!(
+        !plan.iter().any(|d| d.contains("idx_executions_status")),
+        "plan: {plan:?}"
+    );
+    conn.close().await.unwrap();
+    store.close().await;
+}
