@@ -67,7 +67,15 @@ impl SqlStore {
     async fn try_apply(&self, inputs: &[Input<'_>], now: Millis) -> StoreResult<Vec<Applied>> {
         let mut tx = self.begin().await?;
         let (mut execs, mut jobs) = self.load(&mut tx, inputs).await?;
-        self.count_live(&mut tx, &mut jobs).await?;
+        // Only a final outcome can end a job, and only then do its other
+        // live executions matter: a batch of `started` reports counts none.
+        let ending: HashSet<&str> = inputs
+            .iter()
+            .filter(|i| i.verdict != Verdict::Started)
+            .filter_map(|i| execs.get(i.execution_id))
+            .map(|(e, _)| e.job_id.as_str())
+            .collect();
+        self.count_live(&mut tx, &mut jobs, &ending).await?;
         let retired = self.retired_among(&mut tx, inputs).await?;
         let mut tail = Tail::default();
         let mut out = Vec::with_capacity(inputs.len());

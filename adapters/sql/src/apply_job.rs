@@ -9,7 +9,7 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobStatus, RetryPolicy};
 use kairos_core::outcome::Continuation;
 use kairos_core::store::StoreResult;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The job of one or more executions in the batch, as it is now.
 pub(super) struct JobState {
@@ -38,17 +38,22 @@ pub(super) fn continuation(r: &R<'_>) -> StoreResult<Continuation> {
 }
 
 impl SqlStore {
-    /// Counts the live executions of the jobs that end with their executions
+    /// Counts the live executions of the jobs among `finishing` (those with
+    /// a final outcome in the batch) that end with their executions
     /// (one-shots, and recurring jobs with no trigger left): one statement
     /// per batch, so a job waits for its last live execution to end.
     pub(super) async fn count_live(
         &self,
         tx: &mut Tx,
         jobs: &mut HashMap<String, JobState>,
+        finishing: &HashSet<&str>,
     ) -> StoreResult<()> {
         let ending: Vec<String> = jobs
             .iter()
-            .filter(|(_, j)| matches!(j.continuation, Continuation::OneShot | Continuation::Ended))
+            .filter(|(id, j)| {
+                finishing.contains(id.as_str())
+                    && matches!(j.continuation, Continuation::OneShot | Continuation::Ended)
+            })
             .map(|(id, _)| id.clone())
             .collect();
         let counts = fetch_chunked(&mut *tx, &ending, |chunk| {
