@@ -4,10 +4,9 @@
 //! version, are written in one multi-row update per chunk (see
 //! `rows_update`), instead of one statement per result.
 
-use super::Dialect;
 use super::SqlStore;
 use super::db::Tx;
-use super::rows_update::{Col, RowsUpdate};
+use super::rows_update::{Col, RowsUpdate, rows_per_statement};
 use super::sql::{Value, json, time};
 use kairos_core::execution::Execution;
 use kairos_core::job::JobStatus;
@@ -192,17 +191,6 @@ fn jobs_update(touched: &TouchedJobs, chunk: &[String], now: Millis) -> RowsUpda
     }
     u.same("updated_at", time(now));
     u
-}
-
-/// Rows per write-back statement. A MySQL `CASE` is walked arm by arm for
-/// every row, so its cost grows with the square of the rows: statements of
-/// 64 are much cheaper than one of 200. The joined `VALUES` of SQLite and
-/// PostgreSQL cost in proportion to their rows.
-fn rows_per_statement(dialect: Dialect) -> usize {
-    match dialect {
-        Dialect::MySql => 64,
-        Dialect::Postgres | Dialect::Sqlite => 256,
-    }
 }
 
 #[cfg(test)]

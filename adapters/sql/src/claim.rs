@@ -3,13 +3,12 @@
 //! one version-checked update per job, one multi-row execution insert, and
 //! the history and outbox rows — whatever the batch size.
 
-use super::Dialect;
 use super::SqlStore;
 use super::db::Tx;
 use super::error::{corrupt, retrying};
 use super::inserts::{self, EventRow};
 use super::rows::{self, EXEC_COLS, JOB_COLS, R};
-use super::rows_update::{Col, RowsUpdate};
+use super::rows_update::{Col, RowsUpdate, rows_per_statement};
 use super::sql::{self, CHUNK, Fields, Sql, from_u64, time};
 use super::stop;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
@@ -291,7 +290,7 @@ impl SqlStore {
         now: Millis,
     ) -> StoreResult<()> {
         let dialect = tx.dialect();
-        for chunk in moves.chunks(claim_rows(dialect)) {
+        for chunk in moves.chunks(rows_per_statement(dialect)) {
             let n = chunk.len();
             let mut u = RowsUpdate::new(
                 "jobs",
@@ -362,17 +361,6 @@ impl SqlStore {
             ids.insert(R::new(row, "executions").string("id")?);
         }
         Ok(Some(ids))
-    }
-}
-
-/// Jobs per claim `UPDATE`. On MySQL each row walks the `CASE` arms, so
-/// the cost grows with the square of the rows per statement: several
-/// statements of 64 beat one of 500. SQLite and PostgreSQL join a `VALUES`
-/// list (see `rows_update`), whose cost grows with the rows.
-fn claim_rows(dialect: Dialect) -> usize {
-    match dialect {
-        Dialect::MySql => 64,
-        Dialect::Postgres | Dialect::Sqlite => 256,
     }
 }
 

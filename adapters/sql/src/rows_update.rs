@@ -6,7 +6,7 @@
 //! t.key = v.key`): each row is found once by its key, so the cost grows
 //! with the rows. MySQL/MariaDB has no `UPDATE … FROM`; there every column
 //! is a `CASE key WHEN … THEN … END`, which every row walks arm by arm, so
-//! callers keep MySQL statements to 64 rows.
+//! [`rows_per_statement`] keeps MySQL statements to 64 rows.
 //!
 //! Either way the rows are padded to the same few counts as `IN` lists, by
 //! repeating the last row: a repeated row names the same key with the same
@@ -170,19 +170,13 @@ impl RowsUpdate {
                         .push(FLAG_NAMES[i])
                         .push(" = 1 THEN v.")
                         .push(value)
-                        .push(" ELSE ")
-                        .push(self.table)
-                        .push(".")
-                        .push(name)
-                        .push(" END");
+                        .push(" ELSE ");
+                    qualified(&mut s, self.table, name).push(" END");
                 }
                 Col::Add(_) => {
                     comma(&mut s);
-                    s.push(name)
-                        .push(" = ")
-                        .push(self.table)
-                        .push(".")
-                        .push(name)
+                    s.push(name).push(" = ");
+                    qualified(&mut s, self.table, name)
                         .push(" + v.")
                         .push(value);
                 }
@@ -191,28 +185,19 @@ impl RowsUpdate {
         }
         for name in self.increments {
             comma(&mut s);
-            s.push(name)
-                .push(" = ")
-                .push(self.table)
-                .push(".")
-                .push(name)
-                .push(" + 1");
+            s.push(name).push(" = ");
+            qualified(&mut s, self.table, name).push(" + 1");
         }
         for (name, value) in self.same {
             comma(&mut s);
             s.push(name).push(" = ").bind(value);
         }
-        s.push(" FROM v WHERE ")
-            .push(self.table)
-            .push(".")
-            .push(self.key)
-            .push(" = v.k");
+        s.push(" FROM v WHERE ");
+        qualified(&mut s, self.table, self.key).push(" = v.k");
         for &(i, col) in &used {
             if let Col::Check(name) = col {
-                s.push(" AND ")
-                    .push(self.table)
-                    .push(".")
-                    .push(name)
+                s.push(" AND ");
+                qualified(&mut s, self.table, name)
                     .push(" = v.")
                     .push(VALUE_NAMES[i]);
             }
@@ -276,6 +261,23 @@ impl RowsUpdate {
             }
         }
         s
+    }
+}
+
+/// `table.col`: the updated table's own column, which the joined values
+/// would otherwise shadow.
+fn qualified<'s>(s: &'s mut Sql, table: &'static str, col: &'static str) -> &'s mut Sql {
+    s.push(table).push(".").push(col)
+}
+
+/// Rows per multi-row update. A MySQL `CASE` is walked arm by arm for every
+/// row, so its cost grows with the square of the rows: statements of 64 are
+/// much cheaper than one of 200. The joined `VALUES` of SQLite and
+/// PostgreSQL cost in proportion to their rows.
+pub(crate) fn rows_per_statement(dialect: Dialect) -> usize {
+    match dialect {
+        Dialect::MySql => 64,
+        Dialect::Postgres | Dialect::Sqlite => 256,
     }
 }
 
