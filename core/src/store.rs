@@ -17,6 +17,7 @@ use crate::tenant::{ApiKey, AuditEntry, Tenant, TenantLimits};
 use crate::time::Millis;
 use crate::worker::{Routable, WorkerInfo, WorkerState};
 use async_trait::async_trait;
+use std::sync::Arc;
 
 /// Storage failures, at the crate boundary.
 #[derive(Debug, thiserror::Error)]
@@ -154,10 +155,11 @@ pub struct StopRequest {
 /// trigger becomes that of its latest claim.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
-    /// Job.
-    pub job_id: String,
-    /// Version the dispatcher read; the claim fails if it changed.
-    pub version: i64,
+    /// The job as the dispatcher read it. The claim fails if its version
+    /// changed since; every change to a job bumps its version, so a claim
+    /// that wins ran on exactly this content, and the store need not read
+    /// it again inside the claim.
+    pub job: Arc<Job>,
     /// Due time being claimed (becomes the execution's `scheduled_at`).
     pub scheduled_at: Millis,
     /// The trigger after this one, `None` for a one-shot.

@@ -10,6 +10,7 @@ use crate::job::Job;
 use crate::schedule::{MisfirePolicy, OverlapPolicy, Schedule};
 use crate::store::Claim;
 use crate::time::Millis;
+use std::sync::Arc;
 
 /// A trigger due longer ago than this is a misfire: it was missed while no
 /// dispatcher ran, and the job's misfire policy decides what happens. Below
@@ -45,16 +46,17 @@ pub fn misfire_skips(schedule: &Schedule, due: Millis, now: Millis) -> bool {
 /// version) when its policy is `fireAll`; the last claim of a job carries the
 /// job's next trigger (`None` when none is left, or for a fixed delay, whose
 /// next trigger is written when the execution ends).
-pub fn claims_for(due: &[Job], now: Millis) -> Vec<Claim> {
+pub fn claims_for(due: impl IntoIterator<Item = Job>, now: Millis) -> Vec<Claim> {
     let mut budget = FIRE_ALL_PER_ROUND;
-    let mut out = Vec::with_capacity(due.len());
+    let due = due.into_iter();
+    let mut out = Vec::with_capacity(due.size_hint().0);
     for job in due {
         let Some(at) = job.next_trigger_at else {
             continue;
         };
+        let job = Arc::new(job);
         let claim = |scheduled_at: Millis, next: Option<Millis>| Claim {
-            job_id: job.id.clone(),
-            version: job.version,
+            job: job.clone(),
             scheduled_at,
             next_trigger_at: next,
             execution_id: uuid::Uuid::now_v7().to_string(),

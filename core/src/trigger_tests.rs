@@ -50,18 +50,18 @@ fn times(claims: &[Claim]) -> Vec<(Millis, Option<Millis>)> {
 #[test]
 fn an_on_time_trigger_keeps_the_rhythm_even_when_slightly_late() {
     let late = job(every(1_000, MisfirePolicy::Skip), NOW - 3_000);
-    let claims = claims_for(&[late], NOW);
+    let claims = claims_for([late], NOW);
     assert_eq!(times(&claims), [(-3_000, Some(-2_000))], "late, not missed");
-    assert_eq!(claims[0].version, 7);
+    assert_eq!(claims[0].job.version, 7);
     let once = job(Schedule::Once { at: NOW }, NOW);
-    assert_eq!(times(&claims_for(&[once], NOW)), [(0, None)]);
+    assert_eq!(times(&claims_for([once], NOW)), [(0, None)]);
 }
 
 #[test]
 fn fire_once_catches_up_once_then_continues_from_now() {
     let missed = job(every(1_000, MisfirePolicy::FireOnce), NOW - 60_500);
     assert_eq!(
-        times(&claims_for(&[missed], NOW)),
+        times(&claims_for([missed], NOW)),
         [(-60_500, Some(500))],
         "next grid point after now"
     );
@@ -71,7 +71,7 @@ fn fire_once_catches_up_once_then_continues_from_now() {
 fn skip_moves_on_without_an_execution() {
     let s = every(1_000, MisfirePolicy::Skip);
     let missed = job(s.clone(), NOW - 60_500);
-    assert_eq!(times(&claims_for(&[missed], NOW)), [(-60_500, Some(500))]);
+    assert_eq!(times(&claims_for([missed], NOW)), [(-60_500, Some(500))]);
     let r = resolve(&s, &[NOW - 60_500], false, true, NOW);
     assert_eq!(r.fates, [Fate::Dropped]);
     assert_eq!(r.job, JobMove::Keep);
@@ -86,7 +86,7 @@ fn skip_moves_on_without_an_execution() {
 #[test]
 fn fire_all_fires_each_missed_trigger_a_bounded_number_per_round() {
     let a = job(every(1_000, MisfirePolicy::FireAll), NOW - 3_500 - 5_000);
-    let claims = claims_for(&[a], NOW);
+    let claims = claims_for([a], NOW);
     let t = times(&claims);
     assert_eq!(t.len(), 9, "{t:?}");
     assert_eq!(t[0], (-8_500, Some(-7_500)));
@@ -95,10 +95,10 @@ fn fire_all_fires_each_missed_trigger_a_bounded_number_per_round() {
         (-500, Some(500)),
         "the last one carries the future trigger"
     );
-    assert!(claims.iter().all(|c| c.job_id == "j" && c.version == 7));
+    assert!(claims.iter().all(|c| c.job.id == "j" && c.job.version == 7));
 
     let long = job(every(1_000, MisfirePolicy::FireAll), NOW - 3_600_000);
-    let claims = claims_for(&[long], NOW);
+    let claims = claims_for([long], NOW);
     assert_eq!(claims.len(), FIRE_ALL_PER_JOB);
     let last = claims.last().unwrap();
     assert_eq!(
@@ -113,7 +113,7 @@ fn fire_all_is_bounded_per_round_across_jobs() {
     let jobs: Vec<Job> = (0..20)
         .map(|_| job(every(1_000, MisfirePolicy::FireAll), NOW - 3_600_000))
         .collect();
-    let claims = claims_for(&jobs, NOW);
+    let claims = claims_for(jobs.clone(), NOW);
     // Every job gets its first claim; the extra ones stop at the round's budget.
     assert_eq!(claims.len(), FIRE_ALL_PER_ROUND + 20);
 }
@@ -122,14 +122,11 @@ fn fire_all_is_bounded_per_round_across_jobs() {
 fn fixed_delay_waits_for_the_end_unless_skipping_a_misfire() {
     let d = |m| with(Rule::Delay { delay_ms: 2_000 }, m, OverlapPolicy::Allow);
     let on_time = job(d(MisfirePolicy::Skip), NOW);
-    assert_eq!(times(&claims_for(&[on_time], NOW)), [(0, None)]);
+    assert_eq!(times(&claims_for([on_time], NOW)), [(0, None)]);
     let missed = job(d(MisfirePolicy::FireAll), NOW - 60_000);
-    assert_eq!(times(&claims_for(&[missed], NOW)), [(-60_000, None)]);
+    assert_eq!(times(&claims_for([missed], NOW)), [(-60_000, None)]);
     let skipped = job(d(MisfirePolicy::Skip), NOW - 60_000);
-    assert_eq!(
-        times(&claims_for(&[skipped], NOW)),
-        [(-60_000, Some(2_000))]
-    );
+    assert_eq!(times(&claims_for([skipped], NOW)), [(-60_000, Some(2_000))]);
 }
 
 #[test]
@@ -138,7 +135,7 @@ fn the_last_trigger_before_end_at_leaves_none() {
     if let Schedule::Recurring(r) = &mut s {
         r.end_at = Some(NOW + 500);
     }
-    assert_eq!(times(&claims_for(&[job(s, NOW)], NOW)), [(0, None)]);
+    assert_eq!(times(&claims_for([job(s, NOW)], NOW)), [(0, None)]);
 }
 
 #[test]

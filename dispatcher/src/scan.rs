@@ -235,7 +235,7 @@ impl DispatchLoop {
                 next_due,
             });
         }
-        let claims = kairos_core::trigger::claims_for(&due, now);
+        let claims = kairos_core::trigger::claims_for(due, now);
         let work = self.store.triggers_claim(term.fence, &claims, now).await?;
         debug!(
             claimed = work.len(),

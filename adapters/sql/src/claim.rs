@@ -1,23 +1,25 @@
-//! The claim transaction: fencing check, the claimed jobs read once, their
-//! live executions read once (only for jobs whose overlap policy needs it),
-//! one version-checked update per job, one multi-row execution insert, and
-//! the history and outbox rows — whatever the batch size.
+//! The claim transaction: fencing check, the claimed jobs' versions read
+//! once (the jobs themselves come with the claims, as the dispatcher read
+//! them), their live executions read once (only for jobs whose overlap policy
+//! needs it), one version-checked update per job, one multi-row execution
+//! insert, and the history and outbox rows — whatever the batch size.
 
 use super::SqlStore;
 use super::db::Tx;
-use super::error::{corrupt, retrying};
+use super::error::retrying;
 use super::inserts::{self, EventRow};
-use super::rows::{self, EXEC_COLS, JOB_COLS, R};
+use super::rows::{self, EXEC_COLS, R};
 use super::rows_update::{Col, RowsUpdate, rows_per_statement};
 use super::sql::{self, CHUNK, Fields, Sql, from_u64, time};
 use super::stop;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
-use kairos_core::job::{Job, JobTransition};
+use kairos_core::job::{Job, JobStatus, JobTransition};
 use kairos_core::schedule::OverlapPolicy;
 use kairos_core::store::{Claim, DispatchWork, StoreError, StoreResult};
 use kairos_core::time::Millis;
 use kairos_core::trigger::{self, Fate, JobMove, Resolution};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 /// Name of the dispatcher lease in `leader_fences`.
 const DISPATCH_FENCE: &str = "dispatcher";
@@ -27,7 +29,7 @@ const REPLACED: &str = "cancelled: replaced by a newer trigger (overlapPolicy re
 
 /// A job whose claims won, with what they become.
 struct Won<'a> {
-    job: Job,
+    job: Arc<Job>,
     claims: Vec<&'a Claim>,
     res: Resolution,
 }
@@ -35,7 +37,8 @@ struct Won<'a> {
 /// One execution row to insert.
 struct NewExec<'a> {
     claim: &'a Claim,
-    tenant: &'a str,
+    /// The claimed job (the one the version check passed).
+    job: &'a Job,
     status: ExecStatus,
     error: Option<&'static str>,
 }
@@ -96,24 +99,25 @@ impl SqlStore {
         // jobs in id order, so two claimers lock them in one order.
         let mut groups: BTreeMap<&str, Vec<&Claim>> = BTreeMap::new();
         for c in claims {
-            groups.entry(c.job_id.as_str()).or_default().push(c);
+            groups.entry(c.job.id.as_str()).or_default().push(c);
         }
         for g in groups.values_mut() {
             g.sort_by_key(|c| c.scheduled_at);
         }
         let ids: Vec<&str> = groups.keys().copied().collect();
-        let jobs = self.read_jobs(&mut tx, &ids).await?;
+        let stored = self.read_versions(&mut tx, &ids).await?;
 
         // The jobs are locked from this read to the commit (`FOR UPDATE` on
         // MySQL and PostgreSQL, the single writer on SQLite), so the version
-        // check here is the one that decides.
+        // check here is the one that decides. A job whose version is the one
+        // the dispatcher read is, field for field, the job it read.
         let t = JobTransition::Claim;
-        let candidates: Vec<(Job, Vec<&Claim>)> = groups
+        let candidates: Vec<(Arc<Job>, Vec<&Claim>)> = groups
             .into_iter()
             .filter_map(|(id, g)| {
-                let job = jobs.get(id)?;
-                (job.version == g[0].version && t.allowed_from(job.status))
-                    .then(|| (job.clone(), g))
+                let (version, status) = stored.get(id)?;
+                let job = &g[0].job;
+                (job.version == *version && t.allowed_from(*status)).then(|| (job.clone(), g))
             })
             .collect();
         // Live executions matter to the overlap policy, and to a recurring
@@ -169,23 +173,20 @@ impl SqlStore {
                 };
                 rows.push(NewExec {
                     claim: c,
-                    tenant: &w.job.tenant,
+                    job: &w.job,
                     status,
                     error,
                 });
             }
         }
         let present = self.insert_executions(&mut tx, &rows, now).await?;
-        let by_id: HashMap<&str, &Job> = won.iter().map(|w| (w.job.id.as_str(), &w.job)).collect();
         let mut out = Vec::new();
         for r in rows.iter().filter(|r| {
             present
                 .as_ref()
                 .is_none_or(|p| p.contains(&r.claim.execution_id))
         }) {
-            let job = by_id.get(r.claim.job_id.as_str()).ok_or_else(|| {
-                corrupt("jobs", format!("claimed job {} vanished", r.claim.job_id))
-            })?;
+            let job = r.job;
             events.push(EventRow {
                 error: r.error.map(str::to_string),
                 ..EventRow::plain(&r.claim.execution_id, 1, r.status, now)
@@ -229,26 +230,30 @@ impl SqlStore {
         Ok(out)
     }
 
-    /// The named jobs, by id.
-    async fn read_jobs(&self, tx: &mut Tx, ids: &[&str]) -> StoreResult<HashMap<String, Job>> {
+    /// The named jobs' stored versions and states, by id, locked.
+    async fn read_versions(
+        &self,
+        tx: &mut Tx,
+        ids: &[&str],
+    ) -> StoreResult<HashMap<String, (i64, JobStatus)>> {
         // PostgreSQL passes over jobs another transaction holds (an API
         // update, a result): their claims lose this round and come back in
         // the next scan, instead of the whole claim waiting on them.
         let found = sql::fetch_chunked(&mut *tx, ids, |chunk| {
-            let mut s = Sql::new("SELECT ");
-            s.columns("j", &JOB_COLS)
-                .push(" FROM jobs j WHERE j.id IN ")
-                .list(chunk.iter().copied())
-                .for_claim();
+            let mut s = Sql::new("SELECT id, version, status FROM jobs WHERE id IN ");
+            s.list(chunk.iter().copied()).for_claim();
             s
         })
         .await?;
-        let mut jobs = HashMap::with_capacity(found.len());
+        let mut stored = HashMap::with_capacity(found.len());
         for row in &found {
-            let job = rows::job(row)?;
-            jobs.insert(job.id.clone(), job);
+            let r = R::new(row, "jobs");
+            stored.insert(
+                r.string("id")?,
+                (r.i64("version")?, r.job_status("status")?),
+            );
         }
-        Ok(jobs)
+        Ok(stored)
     }
 
     /// Live executions of the named jobs (locked on MySQL when `lock`), by job.
@@ -377,8 +382,8 @@ impl NewExec<'_> {
     fn fields(&self, now: Millis) -> Fields {
         Fields::new()
             .with("id", self.claim.execution_id.as_str())
-            .with("job_id", self.claim.job_id.as_str())
-            .with("tenant", self.tenant)
+            .with("job_id", self.job.id.as_str())
+            .with("tenant", self.job.tenant.as_str())
             .with("scheduled_at", time(self.claim.scheduled_at))
             .with("attempt", 1_i64)
             .with("status", self.status.as_str())
@@ -397,8 +402,8 @@ impl NewExec<'_> {
 fn skipped(r: &NewExec<'_>, now: Millis) -> Execution {
     Execution {
         id: r.claim.execution_id.clone(),
-        job_id: r.claim.job_id.clone(),
-        tenant: r.tenant.to_string(),
+        job_id: r.job.id.clone(),
+        tenant: r.job.tenant.clone(),
         scheduled_at: r.claim.scheduled_at,
         attempt: 1,
         status: r.status,

@@ -325,12 +325,12 @@ mod tests {
         let due = store.jobs_find_due(now, 10).await.expect("due scan");
         let ids: Vec<&str> = due.iter().map(|j| j.id.as_str()).collect();
         assert_eq!(ids, ["due"]);
+        assert_eq!(due[0].version, 1);
         let work = store
             .triggers_claim(
                 1,
                 &[Claim {
-                    job_id: "due".into(),
-                    version: 1,
+                    job: std::sync::Arc::new(due[0].clone()),
                     scheduled_at: 1_767_225_600_123,
                     next_trigger_at: None,
                     execution_id: "e1".into(),

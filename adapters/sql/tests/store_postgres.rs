@@ -24,8 +24,7 @@ async fn a_claim_passes_over_a_job_another_transaction_holds() {
     };
     let job = create(&store, one_shot("sk", T0)).await;
     let claim = Claim {
-        job_id: job.id.clone(),
-        version: job.version,
+        job: std::sync::Arc::new(job.clone()),
         scheduled_at: T0,
         next_trigger_at: None,
         execution_id: support::id(),

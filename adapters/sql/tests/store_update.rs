@@ -17,6 +17,7 @@ store_cases!(
     changes_apply_only_at_the_version_read,
     a_new_schedule_moves_the_next_trigger,
     a_closed_window_ends_the_job_when_nothing_runs,
+    a_claim_runs_the_job_as_stored_not_as_first_scanned,
 );
 
 /// The job's definition as an update that changes nothing.
@@ -183,4 +184,35 @@ async fn a_closed_window_ends_the_job_when_nothing_runs(store: SqlStore) {
         .await
         .unwrap();
     assert_eq!(job_now(&store, &j).await.status, JobStatus::Succeeded);
+}
+
+/// The claim takes the job's content from the scan, not from a second read:
+/// that is sound only because an update bumps the version, so a claim made
+/// from a job read before an update loses, and the next scan's claim carries
+/// the new content.
+async fn a_claim_runs_the_job_as_stored_not_as_first_scanned(store: SqlStore) {
+    let scanned = create(&store, one_shot("up", T0)).await;
+    let u = JobUpdate {
+        params: serde_json::json!({"changed": true}),
+        timeout_ms: Some(9_000),
+        ..same(&scanned)
+    };
+    let updated = done(&store, &scanned, &u, T0 - 10).await;
+
+    let stale = kairos_core::trigger::claims_for([scanned.clone()], T0);
+    let won = store.triggers_claim(1, &stale, T0).await.unwrap();
+    assert!(won.is_empty(), "a claim from before the update must lose");
+    assert_eq!(job_now(&store, &scanned).await.status, JobStatus::Scheduled);
+
+    let rescanned = store.jobs_find_due(T0, 10).await.unwrap();
+    assert_eq!(rescanned, [updated]);
+    let won = store
+        .triggers_claim(1, &kairos_core::trigger::claims_for(rescanned, T0), T0)
+        .await
+        .unwrap();
+    assert_eq!(won.len(), 1);
+    assert_eq!(
+        (&won[0].params, won[0].timeout_ms),
+        (&serde_json::json!({"changed": true}), Some(9_000))
+    );
 }

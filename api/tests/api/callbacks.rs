@@ -21,8 +21,7 @@ pub async fn succeed_first_trigger(app: &App, job_id: &str) -> String {
         .expect("job exists");
     let due = job.next_trigger_at.expect("a due trigger");
     let claim = Claim {
-        job_id: job.id.clone(),
-        version: job.version,
+        job: std::sync::Arc::new(job),
         scheduled_at: due,
         next_trigger_at: None,
         execution_id: uuid::Uuid::now_v7().to_string(),

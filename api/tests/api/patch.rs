@@ -189,7 +189,7 @@ pub async fn patch_refuses_finished_and_fired_jobs_and_ends_closed_windows(app: 
     let once = app.create(&super::support::one_shot("fired")).await;
     let job = app.store.job_get("default", &once).await.unwrap().unwrap();
     let due = job.next_trigger_at.unwrap();
-    let claims = kairos_core::trigger::claims_for(&[job], due);
+    let claims = kairos_core::trigger::claims_for([job], due);
     assert_eq!(
         app.store
             .triggers_claim(1, &claims, due)

@@ -13,8 +13,7 @@ async fn claim_first(app: &App, job_id: &str) -> String {
     let job = app.store.job_get("default", job_id).await.unwrap().unwrap();
     let due = job.next_trigger_at.unwrap();
     let claim = Claim {
-        job_id: job.id.clone(),
-        version: job.version,
+        job: std::sync::Arc::new(job),
         scheduled_at: due,
         next_trigger_at: None,
         execution_id: uuid::Uuid::now_v7().to_string(),

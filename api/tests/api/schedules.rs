@@ -105,7 +105,7 @@ pub async fn skipped_and_stop_requested_executions_are_visible(app: App) {
         .await;
     let job = app.store.job_get("default", &id).await.unwrap().unwrap();
     let due = job.next_trigger_at.unwrap();
-    let claim = |job| kairos_core::trigger::claims_for(&[job], due);
+    let claim = |job| kairos_core::trigger::claims_for([job], due);
     let work = app.store.triggers_claim(1, &claim(job), due).await.unwrap();
     let started = ResultMsg {
         started_at: None,
@@ -124,7 +124,7 @@ pub async fn skipped_and_stop_requested_executions_are_visible(app: App) {
     app.store.results_apply(&[started], due + 5).await.unwrap();
     let job = app.store.job_get("default", &id).await.unwrap().unwrap();
     let next = job.next_trigger_at.unwrap();
-    let claims = kairos_core::trigger::claims_for(&[job], next);
+    let claims = kairos_core::trigger::claims_for([job], next);
     assert!(
         app.store
             .triggers_claim(1, &claims, next)

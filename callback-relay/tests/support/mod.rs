@@ -77,8 +77,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
         .triggers_claim(
             1,
             &[Claim {
-                job_id,
-                version: job.version,
+                job: std::sync::Arc::new(job),
                 scheduled_at: now,
                 next_trigger_at: None,
                 execution_id: execution_id.clone(),

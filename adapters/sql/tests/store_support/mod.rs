@@ -138,7 +138,7 @@ pub fn tweak(schedule: Schedule, f: impl FnOnce(&mut Recurrence)) -> Schedule {
 /// (`trigger::claims_for`, fence 1) and returns the work to publish.
 pub async fn claim_due(store: &SqlStore, job: &Job, now: Millis) -> Vec<DispatchWork> {
     let job = job_now(store, job).await;
-    let claims = kairos_core::trigger::claims_for(std::slice::from_ref(&job), now);
+    let claims = kairos_core::trigger::claims_for([job.clone()], now);
     store.triggers_claim(1, &claims, now).await.expect("claim")
 }
 
@@ -165,8 +165,7 @@ pub async fn create(store: &SqlStore, job: NewJob) -> Job {
 pub async fn claim(store: &SqlStore, job: &Job, next: Option<Millis>) -> DispatchWork {
     let due = job.next_trigger_at.expect("job has a trigger");
     let c = Claim {
-        job_id: job.id.clone(),
-        version: job.version,
+        job: std::sync::Arc::new(job.clone()),
         scheduled_at: due,
         next_trigger_at: next,
         execution_id: id(),
