@@ -14,6 +14,12 @@
 //! round at once. Publishing runs beside the loop (a few batches at once), so
 //! a slow confirm does not hold up the next claim.
 //!
+//! While a full round claims, the next round's scan already runs (on a read
+//! connection, beside the claim's write transaction): it reads two batches'
+//! worth and drops the jobs the running claim holds, which it may still see
+//! as due. A job it read stale loses its version check and comes back in a
+//! later scan, so scanning ahead only moves latency off the serial path.
+//!
 //! The periodic scan stays as the safety net: a lost signal costs latency,
 //! never a trigger. Executions left `pending` (retries, failed publishes, a
 //! predecessor's unfinished work, work no worker could take) are swept up
@@ -30,7 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore, mpsc};
-use tokio_util::task::TaskTracker;
+use tokio_util::task::{AbortOnDropHandle, TaskTracker};
 use tracing::{debug, info, warn};
 
 /// Dispatch loop settings.
@@ -74,6 +80,15 @@ struct Round {
     more_due: bool,
     /// Earliest trigger inside the look-ahead window not claimed yet.
     next_due: Option<Millis>,
+}
+
+/// The next round's scan, started while the current round claims.
+struct Ahead {
+    scan: AbortOnDropHandle<Result<Vec<Job>, StoreError>>,
+    /// Rows asked for: a page this full may have been cut short.
+    limit: u32,
+    /// Jobs the round that started this scan was claiming.
+    claiming: HashSet<String>,
 }
 
 /// Claimed work this term has not finished publishing, so the sweep leaves
@@ -128,6 +143,7 @@ impl DispatchLoop {
         let outbox = Arc::new(Outbox::new(self.cfg.publishers));
         let mut last_sweep = Instant::now() - self.cfg.sweep_every;
         let mut last_workers = Instant::now() - self.cfg.workers_every;
+        let mut ahead = None;
         while term.is_valid() {
             // Work left behind usually means the worker view is out of date
             // (a worker just started): reload it and sweep now, not later.
@@ -136,7 +152,7 @@ impl DispatchLoop {
                 self.refresh_workers().await;
                 last_workers = Instant::now();
             }
-            let mut round = match self.claim_round(&term, &outbox).await {
+            let mut round = match self.claim_round(&term, &outbox, &mut ahead).await {
                 Ok(round) => round,
                 Err(StoreError::Fenced { ours, current }) => {
                     warn!(ours, current, "a newer leader has written; stepping down");
@@ -144,6 +160,7 @@ impl DispatchLoop {
                     break;
                 }
                 Err(e) => {
+                    ahead = None;
                     warn!(error = %e, "dispatch round failed; retrying");
                     let pause = self.cfg.interval.max(Duration::from_millis(500));
                     self.sleep_until(&term, &outbox, now_ms() + pause.as_millis() as Millis)
@@ -211,27 +228,53 @@ impl DispatchLoop {
     }
 
     /// One claim round: claims what is due within `claim_ahead` and hands it
-    /// to publishing tasks.
-    async fn claim_round(&self, term: &Term, outbox: &Arc<Outbox>) -> Result<Round, StoreError> {
+    /// to publishing tasks. Takes the scan `ahead` started, if any, and
+    /// starts the next one when this round is full.
+    async fn claim_round(
+        &self,
+        term: &Term,
+        outbox: &Arc<Outbox>,
+        ahead: &mut Option<Ahead>,
+    ) -> Result<Round, StoreError> {
         let now = now_ms();
         let claim_by = now + self.claim_ahead_ms();
         let horizon = now + self.cfg.lookahead.as_millis() as Millis;
         let started = Instant::now();
-        let found = self.store.jobs_find_due(horizon, self.cfg.batch).await?;
+        let (found, limit, claiming) = match ahead.take() {
+            Some(a) => {
+                let found = a
+                    .scan
+                    .await
+                    .map_err(|e| StoreError::Unavailable(e.to_string()))??;
+                (found, a.limit, a.claiming)
+            }
+            None => {
+                let found = self.store.jobs_find_due(horizon, self.cfg.batch).await?;
+                (found, self.cfg.batch, HashSet::new())
+            }
+        };
         let scanned = started.elapsed();
+        let is_due = |j: &Job| j.next_trigger_at.is_some_and(|t| t <= claim_by);
+        // A full page of due jobs may have more behind it.
+        let cut = found.len() as u32 >= limit && found.last().is_some_and(is_due);
         let next_due = found
             .iter()
             .filter_map(|j| j.next_trigger_at)
             .find(|&t| t > claim_by);
-        let due: Vec<Job> = found
+        let mut due: Vec<Job> = found
             .into_iter()
-            .filter(|j| j.next_trigger_at.is_some_and(|t| t <= claim_by))
+            .filter(|j| is_due(j) && !claiming.contains(&j.id))
             .collect();
-        let more_due = due.len() as u32 >= self.cfg.batch;
+        due.truncate(self.cfg.batch as usize);
+        let more_due = cut || due.len() as u32 >= self.cfg.batch;
         crate::metrics::due_backlog(due.len());
+        if more_due && due.len() as u32 >= self.cfg.batch && term.is_valid() {
+            *ahead = Some(self.scan_ahead(&due, horizon));
+        }
         if due.is_empty() || !term.is_valid() {
+            // A page of only jobs the last round was claiming: scan afresh.
             return Ok(Round {
-                more_due: false,
+                more_due: more_due && term.is_valid(),
                 next_due,
             });
         }
@@ -256,6 +299,20 @@ impl DispatchLoop {
             self.send(work, term, outbox).await;
         }
         Ok(Round { more_due, next_due })
+    }
+
+    /// Starts the next round's scan while `claiming` is being claimed: two
+    /// batches' worth, since the first may be the jobs being claimed.
+    fn scan_ahead(&self, claiming: &[Job], horizon: Millis) -> Ahead {
+        let store = self.store.clone();
+        let limit = self.cfg.batch.saturating_mul(2);
+        Ahead {
+            scan: AbortOnDropHandle::new(tokio::spawn(async move {
+                store.jobs_find_due(horizon, limit).await
+            })),
+            limit,
+            claiming: claiming.iter().map(|j| j.id.clone()).collect(),
+        }
     }
 
     /// Hands `work` to publishing tasks, one per due time; each publishes at

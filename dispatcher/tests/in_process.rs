@@ -6,6 +6,7 @@
 //! Every wait is on a condition read from the store; "nothing happened"
 //! is proved by a witness job that ran after the moment in question.
 
+use kairos_core::due::DueSignal;
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::job::{JobStatus, NewJob, RetryPolicy};
 use kairos_core::protocol::Names;
@@ -13,7 +14,7 @@ use kairos_core::schedule::{Recurrence, Rule, Schedule};
 use kairos_core::store::{CreateOutcome, Store};
 use kairos_core::time::{Millis, now_ms};
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
-use kairos_inproc::{MemoryBroker, MemoryCoord};
+use kairos_inproc::{MemoryBroker, MemoryCoord, MemoryDue};
 use kairos_store_sql::SqlStore;
 use kairos_testkit::{sqlite_temp_url, wait_for};
 use kairos_worker::Worker;
@@ -31,6 +32,8 @@ struct Rig {
     store: Arc<dyn Store>,
     broker: Arc<MemoryBroker>,
     coord: Arc<MemoryCoord>,
+    /// Due times announced to the dispatchers, as the API does.
+    due: Arc<MemoryDue>,
     names: Names,
     stop: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
@@ -47,6 +50,7 @@ impl Rig {
             store: Arc::new(store),
             broker: Arc::new(MemoryBroker::new(names.clone())),
             coord: Arc::new(MemoryCoord::new()),
+            due: Arc::new(MemoryDue::new()),
             names,
             stop: CancellationToken::new(),
             tasks: Vec::new(),
@@ -55,17 +59,28 @@ impl Rig {
 
     /// Starts a dispatcher that leads until `leading` is cancelled.
     fn dispatcher(&mut self, leading: CancellationToken) {
-        let cfg = DispatcherConfig {
+        self.dispatcher_with(leading, |_| {});
+    }
+
+    /// Like [`Rig::dispatcher`], with settings changed by `tweak`.
+    fn dispatcher_with(
+        &mut self,
+        leading: CancellationToken,
+        tweak: impl FnOnce(&mut DispatcherConfig),
+    ) {
+        let mut cfg = DispatcherConfig {
             names: self.names.clone(),
             lease_ttl: Duration::from_secs(2),
             ..DispatcherConfig::default()
         };
+        tweak(&mut cfg);
         let d = Dispatcher::new(
             self.store.clone(),
             self.broker.clone(),
             self.coord.clone(),
             cfg,
-        );
+        )
+        .due_signal(self.due.clone());
         let consuming = self.stop.clone();
         self.tasks
             .push(tokio::spawn(d.run_until(leading, consuming)));
@@ -175,6 +190,43 @@ async fn every_one_shot_job_runs_exactly_once() {
         assert_eq!(execs.len(), 1, "one execution per trigger: {execs:?}");
         let stored = rig.store.job_get(TENANT, job).await.unwrap().unwrap();
         assert_eq!(stored.status, JobStatus::Succeeded);
+    }
+    rig.shutdown().await;
+}
+
+/// A backlog many batches deep is claimed round after round (each next
+/// round's scan started while the previous one claims), without waiting for
+/// the periodic scan: that is set far beyond the test's deadline here, so
+/// only the API's due signal and full rounds move the loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_of_many_batches_is_claimed_round_after_round_once_each() {
+    let mut rig = Rig::new().await;
+    rig.dispatcher_with(rig.stop.clone(), |cfg| {
+        cfg.batch = 5;
+        cfg.scan_interval = Duration::from_secs(600);
+    });
+    rig.worker("w-1");
+    // The dispatcher records the worker's heartbeat, then a witness shows
+    // its claims reach the worker.
+    wait_for("the worker's first heartbeat", DEADLINE, || async {
+        let workers = rig.store.workers_list().await.expect("workers");
+        (!workers.is_empty()).then_some(())
+    })
+    .await;
+    let now = now_ms();
+    let witness = rig.one_shot("witness", now).await;
+    rig.due.announce(now).await;
+    rig.wait_succeeded(&witness, 1).await;
+
+    let now = now_ms();
+    let mut jobs = Vec::new();
+    for i in 0..47 {
+        jobs.push(rig.one_shot(&format!("b{i}"), now - 1_000 + i).await);
+    }
+    rig.due.announce(now - 1_000).await;
+    for job in &jobs {
+        let execs = rig.wait_succeeded(job, 1).await;
+        assert_eq!(execs.len(), 1, "one execution per trigger: {execs:?}");
     }
     rig.shutdown().await;
 }
