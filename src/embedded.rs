@@ -273,7 +273,7 @@ impl Embedded {
                 ..DispatcherConfig::default()
             },
         )
-        .notify_terminal(relay_wake.clone())
+        .notify_callbacks(relay_wake.clone())
         .due_signal(due.clone());
         let worker = (self.worker)(Worker::builder())
             .id(WORKER_ID)

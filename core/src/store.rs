@@ -293,6 +293,8 @@ pub struct Applied {
     pub attempt: u32,
     /// The state it moved to, or `None` if it was ignored as stale/duplicate.
     pub new_status: Option<ExecStatus>,
+    /// Whether it queued a callback in the outbox (what wakes a relay).
+    pub callback_queued: bool,
 }
 
 /// Jobs: what callers create, list and control.

@@ -66,10 +66,11 @@ impl Sink for Results {
         let applied = self.store.results_apply(msgs, now_ms()).await?;
         crate::metrics::results_applied(&applied);
         trace_applied(msgs, &applied);
-        let terminal = applied
-            .iter()
-            .any(|a| a.new_status.is_some_and(|s| s.is_terminal()));
-        if terminal && let Some(n) = &self.on_applied {
+        // Only a queued callback gives the relay something to do: waking it
+        // for every batch of a burst of jobs without callbacks cost two
+        // outbox reads a batch.
+        let queued = applied.iter().any(|a| a.callback_queued);
+        if queued && let Some(n) = &self.on_applied {
             n.notify_waiters();
         }
         Ok(())
@@ -166,8 +167,8 @@ pub async fn run_logs(
     run(Logs { store, limits }, broker, shutdown).await
 }
 
-/// Applies worker results until `shutdown`. `on_applied` is notified when an
-/// execution reached a terminal state (the in-process callback relay waits on it).
+/// Applies worker results until `shutdown`. `on_applied` is notified when a
+/// batch queued a callback (the in-process callback relay waits on it).
 pub async fn run_results(
     store: Arc<dyn Store>,
     broker: Arc<dyn Broker>,

@@ -106,7 +106,7 @@ pub struct Dispatcher {
     coord: Arc<dyn Coordination>,
     cfg: DispatcherConfig,
     due: Option<Arc<dyn DueSignal>>,
-    on_terminal: Option<Arc<Notify>>,
+    on_callbacks: Option<Arc<Notify>>,
 }
 
 impl Dispatcher {
@@ -124,7 +124,7 @@ impl Dispatcher {
             coord,
             cfg,
             due: None,
-            on_terminal: None,
+            on_callbacks: None,
         }
     }
 
@@ -135,9 +135,9 @@ impl Dispatcher {
         self
     }
 
-    /// Notified whenever results made an execution terminal (callback relay wake-up).
-    pub fn notify_terminal(mut self, n: Arc<Notify>) -> Self {
-        self.on_terminal = Some(n);
+    /// Notified whenever applied results queued a callback (the in-process relay's wake-up).
+    pub fn notify_callbacks(mut self, n: Arc<Notify>) -> Self {
+        self.on_callbacks = Some(n);
         self
     }
 
@@ -161,7 +161,7 @@ impl Dispatcher {
             consume::run_results(
                 self.store.clone(),
                 self.broker.clone(),
-                self.on_terminal.clone(),
+                self.on_callbacks.clone(),
                 stop_consuming.clone(),
             ),
         );

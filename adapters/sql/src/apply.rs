@@ -80,6 +80,7 @@ impl SqlStore {
         let mut tail = Tail::default();
         let mut out = Vec::with_capacity(inputs.len());
         for input in inputs {
+            let queued_before = tail.callbacks.len();
             let new_status = match execs.get_mut(input.execution_id) {
                 Some((exec, held_by)) => match jobs.get_mut(&exec.job_id) {
                     Some(job) => {
@@ -100,6 +101,7 @@ impl SqlStore {
                 execution_id: input.execution_id.to_string(),
                 attempt: input.attempt,
                 new_status,
+                callback_queued: tail.callbacks.len() > queued_before,
             });
         }
         let rows: HashMap<String, Execution> =

@@ -7,7 +7,7 @@ mod store_support;
 use store_support as support;
 
 use kairos_core::callback::{CallbackAttempt, CallbackState};
-use kairos_core::protocol::ResultKind::Succeeded;
+use kairos_core::protocol::ResultKind::{Started, Succeeded};
 use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION};
 use kairos_core::store::JobStore;
 use kairos_core::store::{
@@ -25,6 +25,7 @@ store_cases!(
     heartbeats_upsert_workers,
     migrate_twice_and_ping,
     a_caller_trace_reaches_dispatches_and_callbacks,
+    results_say_which_of_them_queued_a_callback,
 );
 
 /// The trace context a job was created with is read back with the job, in
@@ -73,6 +74,25 @@ async fn a_caller_trace_reaches_dispatches_and_callbacks(store: SqlStore) {
             .expect("callback");
         assert_eq!(cb.trace, t, "callbacks read their job's trace");
     }
+}
+
+/// What wakes the in-process relay: only the final result of a job with a
+/// callback URL queued one; a `started`, a job without a URL and a
+/// duplicate did not.
+async fn results_say_which_of_them_queued_a_callback(store: SqlStore) {
+    let mut with_url = one_shot("cq", T0);
+    with_url.callback_url = Some("http://example.test/cb".into());
+    let with_url = claim(&store, &create(&store, with_url).await, None).await;
+    let without = claim(&store, &create(&store, one_shot("cq", T0)).await, None).await;
+    let batch = [
+        result(&with_url, 1, Started, T0 + 1),
+        result(&without, 1, Succeeded, T0 + 2),
+        result(&with_url, 1, Succeeded, T0 + 2),
+        result(&with_url, 1, Succeeded, T0 + 2),
+    ];
+    let applied = store.results_apply(&batch, T0 + 3).await.unwrap();
+    let queued: Vec<bool> = applied.iter().map(|a| a.callback_queued).collect();
+    assert_eq!(queued, [false, false, true, false]);
 }
 
 fn attempt(n: u32, code: Option<u16>, error: Option<&str>) -> CallbackAttempt {
