@@ -266,9 +266,10 @@ impl DispatchLoop {
             .filter(|j| is_due(j) && !claiming.contains(&j.id))
             .collect();
         due.truncate(self.cfg.batch as usize);
-        let more_due = cut || due.len() as u32 >= self.cfg.batch;
+        let full = due.len() as u32 >= self.cfg.batch;
+        let more_due = cut || full;
         crate::metrics::due_backlog(due.len());
-        if more_due && due.len() as u32 >= self.cfg.batch && term.is_valid() {
+        if full && term.is_valid() {
             *ahead = Some(self.scan_ahead(&due, horizon));
         }
         if due.is_empty() || !term.is_valid() {
