@@ -354,8 +354,14 @@ pub trait JobStore: Send + Sync {
 #[async_trait]
 pub trait ExecutionStore: Send + Sync {
     /// Jobs in a claimable state whose `next_trigger_at <= now`, oldest due
-    /// first, read through the `(status, next_trigger_at)` index.
-    async fn jobs_find_due(&self, now: Millis, limit: u32) -> StoreResult<Vec<Job>>;
+    /// first, read through the `(status, next_trigger_at)` index, leaving out
+    /// the jobs named in `except` (a claim in flight holds them).
+    async fn jobs_find_due(
+        &self,
+        now: Millis,
+        limit: u32,
+        except: &[&str],
+    ) -> StoreResult<Vec<Job>>;
     /// Claims triggers in one transaction: each job is updated only if its
     /// version is unchanged (then `next_trigger_at` advances and the job is
     /// `running`), and an execution row is inserted for each winning claim. The

@@ -15,10 +15,10 @@
 //! a slow confirm does not hold up the next claim.
 //!
 //! While a full round claims, the next round's scan already runs (on a read
-//! connection, beside the claim's write transaction): it reads two batches'
-//! worth and drops the jobs the running claim holds, which it may still see
-//! as due. A job it read stale loses its version check and comes back in a
-//! later scan, so scanning ahead only moves latency off the serial path.
+//! connection, beside the claim's write transaction): it leaves out the jobs
+//! the running claim holds, which it may still see as due. A job it read
+//! stale loses its version check and comes back in a later scan, so scanning
+//! ahead only moves latency off the serial path.
 //!
 //! The periodic scan stays as the safety net: a lost signal costs latency,
 //! never a trigger. Executions left `pending` (retries, failed publishes, a
@@ -85,10 +85,6 @@ struct Round {
 /// The next round's scan, started while the current round claims.
 struct Ahead {
     scan: AbortOnDropHandle<Result<Vec<Job>, StoreError>>,
-    /// Rows asked for: a page this full may have been cut short.
-    limit: u32,
-    /// Jobs the round that started this scan was claiming.
-    claiming: HashSet<String>,
 }
 
 /// Claimed work this term has not finished publishing, so the sweep leaves
@@ -240,40 +236,31 @@ impl DispatchLoop {
         let claim_by = now + self.claim_ahead_ms();
         let horizon = now + self.cfg.lookahead.as_millis() as Millis;
         let started = Instant::now();
-        let (found, limit, claiming) = match ahead.take() {
-            Some(a) => {
-                let found = a
-                    .scan
-                    .await
-                    .map_err(|e| StoreError::Unavailable(e.to_string()))??;
-                (found, a.limit, a.claiming)
-            }
+        let found = match ahead.take() {
+            Some(a) => a
+                .scan
+                .await
+                .map_err(|e| StoreError::Unavailable(e.to_string()))??,
             None => {
-                let found = self.store.jobs_find_due(horizon, self.cfg.batch).await?;
-                (found, self.cfg.batch, HashSet::new())
+                self.store
+                    .jobs_find_due(horizon, self.cfg.batch, &[])
+                    .await?
             }
         };
         let scanned = started.elapsed();
         let is_due = |j: &Job| j.next_trigger_at.is_some_and(|t| t <= claim_by);
-        // A full page of due jobs may have more behind it.
-        let cut = found.len() as u32 >= limit && found.last().is_some_and(is_due);
         let next_due = found
             .iter()
             .filter_map(|j| j.next_trigger_at)
             .find(|&t| t > claim_by);
-        let mut due: Vec<Job> = found
-            .into_iter()
-            .filter(|j| is_due(j) && !claiming.contains(&j.id))
-            .collect();
-        due.truncate(self.cfg.batch as usize);
-        let full = due.len() as u32 >= self.cfg.batch;
-        let more_due = cut || full;
+        let due: Vec<Job> = found.into_iter().filter(is_due).collect();
+        // A full page of due jobs may have more behind it.
+        let more_due = due.len() as u32 >= self.cfg.batch;
         crate::metrics::due_backlog(due.len());
-        if full && term.is_valid() {
+        if more_due && term.is_valid() {
             *ahead = Some(self.scan_ahead(&due, horizon));
         }
         if due.is_empty() || !term.is_valid() {
-            // A page of only jobs the last round was claiming: scan afresh.
             return Ok(Round {
                 more_due: more_due && term.is_valid(),
                 next_due,
@@ -302,17 +289,17 @@ impl DispatchLoop {
         Ok(Round { more_due, next_due })
     }
 
-    /// Starts the next round's scan while `claiming` is being claimed: two
-    /// batches' worth, since the first may be the jobs being claimed.
+    /// Starts the next round's scan while `claiming` is being claimed: a
+    /// batch of the due jobs other than those.
     fn scan_ahead(&self, claiming: &[Job], horizon: Millis) -> Ahead {
         let store = self.store.clone();
-        let limit = self.cfg.batch.saturating_mul(2);
+        let limit = self.cfg.batch;
+        let claiming: Vec<String> = claiming.iter().map(|j| j.id.clone()).collect();
         Ahead {
             scan: AbortOnDropHandle::new(tokio::spawn(async move {
-                store.jobs_find_due(horizon, limit).await
+                let except: Vec<&str> = claiming.iter().map(String::as_str).collect();
+                store.jobs_find_due(horizon, limit, &except).await
             })),
-            limit,
-            claiming: claiming.iter().map(|j| j.id.clone()).collect(),
         }
     }
 

@@ -17,11 +17,13 @@ use kairos_core::worker::{Routable, Serves};
 /// it must read through the `(status, next_trigger_at)` index
 /// `idx_jobs_status_next`.
 pub fn due_scan_sql(dialect: Dialect) -> String {
-    due_scan(0, 0).text(dialect)
+    due_scan(0, 0, &[]).text(dialect)
 }
 
-/// The due-trigger scan.
-fn due_scan(now: Millis, limit: u32) -> Sql {
+/// The due-trigger scan, leaving out the jobs in `except`. The dispatcher
+/// names a full batch there (the one its claim holds), so the list's length,
+/// and with it the statement, stays the same from round to round.
+fn due_scan(now: Millis, limit: u32, except: &[&str]) -> Sql {
     let mut s = Sql::new("SELECT ");
     s.columns("j", &JOB_COLS)
         .push(" FROM jobs j WHERE j.status IN ")
@@ -32,9 +34,11 @@ fn due_scan(now: Millis, limit: u32) -> Sql {
                 .map(|s| s.as_str()),
         )
         .push(" AND j.next_trigger_at <= ")
-        .bind(time(now))
-        .push(" ORDER BY j.next_trigger_at LIMIT ")
-        .bind(limit);
+        .bind(time(now));
+    if !except.is_empty() {
+        s.push(" AND j.id NOT IN ").list(except.iter().copied());
+    }
+    s.push(" ORDER BY j.next_trigger_at LIMIT ").bind(limit);
     s
 }
 
@@ -101,8 +105,9 @@ impl SqlStore {
         &self,
         now: Millis,
         limit: u32,
+        except: &[&str],
     ) -> StoreResult<Vec<kairos_core::job::Job>> {
-        let found = due_scan(now, limit).fetch_all(self.read()).await?;
+        let found = due_scan(now, limit, except).fetch_all(self.read()).await?;
         found.iter().map(rows::job).collect()
     }
 

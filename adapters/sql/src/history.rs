@@ -39,8 +39,13 @@ fn attempts(found: &[Row]) -> StoreResult<Vec<(String, u32)>> {
 
 #[async_trait]
 impl ExecutionStore for SqlStore {
-    async fn jobs_find_due(&self, now: Millis, limit: u32) -> StoreResult<Vec<Job>> {
-        self.find_due(now, limit).await
+    async fn jobs_find_due(
+        &self,
+        now: Millis,
+        limit: u32,
+        except: &[&str],
+    ) -> StoreResult<Vec<Job>> {
+        self.find_due(now, limit, except).await
     }
 
     async fn triggers_claim(

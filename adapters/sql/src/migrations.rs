@@ -322,7 +322,7 @@ mod tests {
 
         // The due job is still found and claimed.
         let now = 1_767_225_601_000;
-        let due = store.jobs_find_due(now, 10).await.expect("due scan");
+        let due = store.jobs_find_due(now, 10, &[]).await.expect("due scan");
         let ids: Vec<&str> = due.iter().map(|j| j.id.as_str()).collect();
         assert_eq!(ids, ["due"]);
         assert_eq!(due[0].version, 1);

@@ -332,7 +332,7 @@ async fn mysql_due_scan_uses_the_status_next_trigger_index() {
         Some("idx_jobs_status_next"),
         "EXPLAIN: {rows:?}"
     );
-    assert_eq!(store.jobs_find_due(T0, 100).await.unwrap().len(), 3);
+    assert_eq!(store.jobs_find_due(T0, 100, &[]).await.unwrap().len(), 3);
 }
 
 /// On PostgreSQL the due scan can read through `idx_jobs_status_next` (with
@@ -368,7 +368,7 @@ async fn postgres_due_scan_can_use_the_status_next_trigger_index() {
         .join("\n");
     assert!(plan.contains("idx_jobs_status_next"), "EXPLAIN:\n{plan}");
     conn.close().await.unwrap();
-    assert_eq!(store.jobs_find_due(T0, 100).await.unwrap().len(), 3);
+    assert_eq!(store.jobs_find_due(T0, 100, &[]).await.unwrap().len(), 3);
     store.close().await;
 }
 

@@ -190,17 +190,27 @@ async fn find_due_returns_only_due_claimable_jobs(store: SqlStore) {
     let running = create(&store, support::cron("d", T0 - 100)).await;
     claim(&store, &running, Some(T0 - 20)).await;
 
-    let found = store.jobs_find_due(T0, 100).await.unwrap();
+    let found = store.jobs_find_due(T0, 100, &[]).await.unwrap();
     let ids: Vec<&str> = found.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(
         ids,
         [late.id.as_str(), running.id.as_str(), due.id.as_str()]
     );
     assert!(!ids.contains(&future.id.as_str()));
-    assert_eq!(store.jobs_find_due(T0, 2).await.unwrap().len(), 2);
+    assert_eq!(store.jobs_find_due(T0, 2, &[]).await.unwrap().len(), 2);
+    // The jobs a claim in flight holds are left out, and the limit counts
+    // only the others.
+    let rest = store
+        .jobs_find_due(T0, 1, &[late.id.as_str(), due.id.as_str()])
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        [running.id.as_str()]
+    );
     assert!(
         store
-            .jobs_find_due(T0 - 1_000, 10)
+            .jobs_find_due(T0 - 1_000, 10, &[])
             .await
             .unwrap()
             .is_empty()
@@ -223,7 +233,13 @@ async fn pause_resume_cancel(store: SqlStore) {
         store.job_pause("c", &job.id, None, T0).await.unwrap(),
         ControlOutcome::Conflict(_)
     ));
-    assert!(store.jobs_find_due(T0 + 10, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .jobs_find_due(T0 + 10, 10, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let ControlOutcome::Done(r) = store.job_resume("c", &job.id, T0 + 2).await.unwrap() else {
         panic!("resume must apply");
@@ -231,7 +247,10 @@ async fn pause_resume_cancel(store: SqlStore) {
     assert_eq!(r.status, JobStatus::Scheduled);
     assert_eq!(r.pause_reason, None, "resume clears the reason");
     assert_eq!(r.next_trigger_at, Some(T0), "the missed trigger fires once");
-    assert_eq!(store.jobs_find_due(T0 + 10, 10).await.unwrap().len(), 1);
+    assert_eq!(
+        store.jobs_find_due(T0 + 10, 10, &[]).await.unwrap().len(),
+        1
+    );
     assert!(matches!(
         store.job_resume("c", &job.id, T0).await.unwrap(),
         ControlOutcome::Conflict(_)
@@ -259,7 +278,13 @@ async fn pause_resume_cancel(store: SqlStore) {
         store.job_pause("c", "no-such-job", None, T0).await.unwrap(),
         ControlOutcome::NotFound
     );
-    assert!(store.jobs_find_due(T0 + 10, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .jobs_find_due(T0 + 10, 10, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn trigger_now_adds_executions_and_cancel_cancels_them(store: SqlStore) {

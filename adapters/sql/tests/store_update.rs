@@ -204,7 +204,7 @@ async fn a_claim_runs_the_job_as_stored_not_as_first_scanned(store: SqlStore) {
     assert!(won.is_empty(), "a claim from before the update must lose");
     assert_eq!(job_now(&store, &scanned).await.status, JobStatus::Scheduled);
 
-    let rescanned = store.jobs_find_due(T0, 10).await.unwrap();
+    let rescanned = store.jobs_find_due(T0, 10, &[]).await.unwrap();
     assert_eq!(rescanned, [updated]);
     let won = store
         .triggers_claim(1, &kairos_core::trigger::claims_for(rescanned, T0), T0)
