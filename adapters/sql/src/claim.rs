@@ -4,7 +4,6 @@
 //! needs it), one version-checked update per job, one multi-row execution
 //! insert, and the history and outbox rows — whatever the batch size.
 
-use super::SqlStore;
 use super::db::Tx;
 use super::error::retrying;
 use super::inserts::{self, EventRow};
@@ -12,6 +11,7 @@ use super::rows::{self, EXEC_COLS, R};
 use super::rows_update::{Col, RowsUpdate, rows_per_statement};
 use super::sql::{self, CHUNK, Fields, Sql, from_u64, time};
 use super::stop;
+use super::{Dialect, SqlStore};
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::job::{Job, JobStatus, JobTransition};
 use kairos_core::schedule::OverlapPolicy;
@@ -63,20 +63,27 @@ impl SqlStore {
         let row = Fields::new()
             .with("name", DISPATCH_FENCE)
             .with("fence", ours);
-        Sql::new("INSERT INTO leader_fences")
-            .rows([&row])
-            .dialect(
-                " ON DUPLICATE KEY UPDATE fence = GREATEST(fence, VALUES(fence))",
-                " ON CONFLICT(name) DO UPDATE SET \
-                 fence = GREATEST(leader_fences.fence, excluded.fence)",
-                " ON CONFLICT(name) DO UPDATE SET fence = MAX(fence, excluded.fence)",
-            )
-            .execute(&mut *tx)
-            .await?;
-        let current: i64 = Sql::new("SELECT fence FROM leader_fences WHERE name = ")
-            .bind(DISPATCH_FENCE)
-            .scalar(&mut *tx, "fence")
-            .await?;
+        let mut upsert = Sql::new("INSERT INTO leader_fences");
+        upsert.rows([&row]).dialect(
+            " ON DUPLICATE KEY UPDATE fence = GREATEST(fence, VALUES(fence))",
+            " ON CONFLICT(name) DO UPDATE SET \
+             fence = GREATEST(leader_fences.fence, excluded.fence)",
+            " ON CONFLICT(name) DO UPDATE SET fence = MAX(fence, excluded.fence)",
+        );
+        // Every claim round pays this on the serial path: where the upsert
+        // can return the stored fence, one statement does.
+        let current: i64 = if tx.dialect() == Dialect::MySql {
+            upsert.execute(&mut *tx).await?;
+            Sql::new("SELECT fence FROM leader_fences WHERE name = ")
+                .bind(DISPATCH_FENCE)
+                .scalar(&mut *tx, "fence")
+                .await?
+        } else {
+            upsert
+                .push(" RETURNING fence")
+                .scalar(&mut *tx, "fence")
+                .await?
+        };
         if current > ours {
             return Err(StoreError::Fenced {
                 ours: fence,
