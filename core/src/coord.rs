@@ -41,6 +41,12 @@ pub trait LeaseStore: Send + Sync {
     async fn lease_renew(&self, lease: &Lease) -> CoordResult<bool>;
     /// Gives the lease up if this token still holds it.
     async fn lease_release(&self, lease: &Lease) -> CoordResult<()>;
+    /// Makes every later fence of `name` greater than `seen`, a fence the
+    /// storage already holds. A lock service that lost its counter (Redis
+    /// restarted without persistence) hands out fences from 1 again, which
+    /// storage refuses; without this a leader would step down once for
+    /// every number it is behind.
+    async fn lease_raise_fence(&self, name: &str, seen: u64) -> CoordResult<()>;
 }
 
 /// A "first one wins" marker, used so one attempt runs at most once.

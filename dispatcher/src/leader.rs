@@ -26,6 +26,8 @@ pub struct Term {
     origin: Instant,
     /// Milliseconds after `origin` until which the lease is surely held.
     valid_until: Arc<AtomicU64>,
+    /// The newer fence storage refused this term's writes with (0: none).
+    fenced_by: Arc<AtomicU64>,
 }
 
 impl Term {
@@ -37,7 +39,15 @@ impl Term {
             token,
             origin,
             valid_until,
+            fenced_by: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Ends the term because storage holds the newer fence `current`. The
+    /// lease's counter is raised past it when the term is given up.
+    pub fn fenced(&self, current: u64) {
+        self.fenced_by.fetch_max(current, Ordering::AcqRel);
+        self.token.cancel();
     }
 
     fn extend(&self, renewed_at: Instant, valid_for: Duration) {
@@ -166,6 +176,15 @@ async fn hold<F, Fut>(
     if !work_done {
         let _ = work.await;
     }
+    let fenced_by = term.fenced_by.load(Ordering::Acquire);
+    if fenced_by > lease.fence {
+        // Either a newer leader wrote (then the counter is past this
+        // already and nothing changes) or the lock service lost its counter:
+        // the next term must start past what storage holds.
+        if let Err(e) = lock.lease_raise_fence(&lease.name, fenced_by).await {
+            warn!(error = %e, fence = fenced_by, "cannot raise the lease's fence; the next terms catch up one by one");
+        }
+    }
     // Released on every step-down, not only on shutdown: the release is a
     // compare-and-set, so a successor's lease is never touched, and a lease
     // this instance still holds becomes free at once instead of after its TTL.
@@ -223,5 +242,39 @@ mod tests {
         let fences = fences.lock().unwrap().clone();
         assert_eq!(fences.len(), 2);
         assert!(fences[1] > fences[0], "{fences:?}");
+    }
+
+    #[tokio::test]
+    async fn a_term_fenced_by_storage_is_followed_by_one_past_that_fence() {
+        // As after a lock service lost its counter: storage holds fence 50
+        // while the lease hands out 1.
+        let lock: Arc<dyn LeaseStore> = Arc::new(MemoryCoord::new());
+        let cfg = LeaderConfig {
+            name: "t".into(),
+            ttl: Duration::from_secs(600),
+        };
+        let shutdown = CancellationToken::new();
+        let fences = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (seen, stop) = (fences.clone(), shutdown.clone());
+        let run = campaign(lock, cfg, shutdown, move |term: Term| {
+            let (seen, stop) = (seen.clone(), stop.clone());
+            async move {
+                let first = {
+                    let mut seen = seen.lock().unwrap();
+                    seen.push(term.fence);
+                    seen.len() == 1
+                };
+                if first {
+                    term.fenced(50);
+                } else {
+                    stop.cancel();
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(30), run)
+            .await
+            .expect("a second term within 30 s");
+        let fences = fences.lock().unwrap().clone();
+        assert_eq!(fences, [1, 51]);
     }
 }

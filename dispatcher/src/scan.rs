@@ -151,8 +151,12 @@ impl DispatchLoop {
             let mut round = match self.claim_round(&term, &outbox, &mut ahead).await {
                 Ok(round) => round,
                 Err(StoreError::Fenced { ours, current }) => {
-                    warn!(ours, current, "a newer leader has written; stepping down");
-                    term.token.cancel();
+                    warn!(
+                        ours,
+                        current,
+                        "storage holds a newer fence (a newer leader, or a lock service that lost its counter); stepping down"
+                    );
+                    term.fenced(current);
                     break;
                 }
                 Err(e) => {

@@ -197,6 +197,20 @@ macro_rules! suite {
         }
     };
 }
+/// A fence the storage holds (after the lock service lost its counter) is
+/// passed at the next acquire; a lower one never lowers the counter.
+async fn a_raised_fence_is_passed_and_never_lowered<C: Coord>(a: &C, b: &C, _ns: &str) {
+    let held = take(a, "leader", LONG).await.expect("taken");
+    a.lease_release(&held).await.unwrap();
+    let seen = held.fence + 40;
+    b.lease_raise_fence("leader", seen).await.unwrap();
+    let next = take(b, "leader", LONG).await.expect("free");
+    assert!(next.fence > seen, "fence {} after {seen}", next.fence);
+    b.lease_release(&next).await.unwrap();
+    a.lease_raise_fence("leader", 1).await.unwrap();
+    let after = take(a, "leader", LONG).await.expect("free");
+    assert!(after.fence > next.fence, "{next:?} then {after:?}");
+}
 
 suite!(
     exclusive_acquire,
@@ -206,6 +220,7 @@ suite!(
     release_by_non_holder_does_nothing,
     release_by_holder_frees_at_once,
     fences_strictly_increase,
+    a_raised_fence_is_passed_and_never_lowered,
     once_first_caller_wins,
     once_expires,
     once_released_only_by_its_owner,

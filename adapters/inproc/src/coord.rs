@@ -124,6 +124,13 @@ impl LeaseStore for MemoryCoord {
         }
         Ok(())
     }
+
+    async fn lease_raise_fence(&self, name: &str, seen: u64) -> CoordResult<()> {
+        let mut state = self.lock();
+        let fence = state.fences.entry(name.to_string()).or_insert(0);
+        *fence = (*fence).max(seen);
+        Ok(())
+    }
 }
 
 #[async_trait]

@@ -56,6 +56,16 @@ return 0",
     )
 });
 
+/// Raises the fence counter to at least ARGV[1]; never lowers it.
+static RAISE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
+    redis.call('SET', KEYS[1], ARGV[1])
+end
+return 0",
+    )
+});
+
 /// Extends the lease only if this token holds it.
 static RENEW: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -283,6 +293,18 @@ impl LeaseStore for RedisCoord {
         self.idempotent(|mut c| {
             let mut call = RELEASE.key(&key);
             call.arg(&lease.token);
+            async move { call.invoke_async::<u64>(&mut c).await }
+        })
+        .await
+        .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    async fn lease_raise_fence(&self, name: &str, seen: u64) -> CoordResult<()> {
+        let fence_key = self.names.fence_key(name);
+        self.idempotent(|mut c| {
+            let mut call = RAISE.key(&fence_key);
+            call.arg(seen);
             async move { call.invoke_async::<u64>(&mut c).await }
         })
         .await
