@@ -214,40 +214,11 @@ mod tests {
         assert!(!term.is_valid());
     }
 
-    #[tokio::test]
-    async fn a_term_whose_work_ends_is_released_and_campaigned_for_again() {
-        let lock: Arc<dyn LeaseStore> = Arc::new(MemoryCoord::new());
-        // A TTL far beyond the test: a second term proves the first lease
-        // was released, not left to expire.
-        let cfg = LeaderConfig {
-            name: "t".into(),
-            ttl: Duration::from_secs(600),
-        };
-        let shutdown = CancellationToken::new();
-        let fences = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (seen, stop) = (fences.clone(), shutdown.clone());
-        let run = campaign(lock, cfg, shutdown, move |term: Term| {
-            let (seen, stop) = (seen.clone(), stop.clone());
-            async move {
-                let mut seen = seen.lock().unwrap();
-                seen.push(term.fence);
-                if seen.len() == 2 {
-                    stop.cancel();
-                }
-            }
-        });
-        tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .expect("a second term within 30 s");
-        let fences = fences.lock().unwrap().clone();
-        assert_eq!(fences.len(), 2);
-        assert!(fences[1] > fences[0], "{fences:?}");
-    }
-
-    #[tokio::test]
-    async fn a_term_fenced_by_storage_is_followed_by_one_past_that_fence() {
-        // As after a lock service lost its counter: storage holds fence 50
-        // while the lease hands out 1.
+    /// Campaigns on a fresh in-memory lease until a second term starts and
+    /// returns the fences of both terms; `first` runs as the first term's
+    /// work. The TTL is far beyond the test: a second term proves the first
+    /// lease was given up, not left to expire.
+    async fn two_terms(first: impl Fn(&Term) + Send + Sync + 'static) -> Vec<u64> {
         let lock: Arc<dyn LeaseStore> = Arc::new(MemoryCoord::new());
         let cfg = LeaderConfig {
             name: "t".into(),
@@ -255,17 +226,17 @@ mod tests {
         };
         let shutdown = CancellationToken::new();
         let fences = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (seen, stop) = (fences.clone(), shutdown.clone());
+        let (seen, stop, first) = (fences.clone(), shutdown.clone(), Arc::new(first));
         let run = campaign(lock, cfg, shutdown, move |term: Term| {
-            let (seen, stop) = (seen.clone(), stop.clone());
+            let (seen, stop, first) = (seen.clone(), stop.clone(), first.clone());
             async move {
-                let first = {
+                let terms = {
                     let mut seen = seen.lock().unwrap();
                     seen.push(term.fence);
-                    seen.len() == 1
+                    seen.len()
                 };
-                if first {
-                    term.fenced(50);
+                if terms == 1 {
+                    first(&term);
                 } else {
                     stop.cancel();
                 }
@@ -274,7 +245,21 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(30), run)
             .await
             .expect("a second term within 30 s");
-        let fences = fences.lock().unwrap().clone();
+        fences.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn a_term_whose_work_ends_is_released_and_campaigned_for_again() {
+        let fences = two_terms(|_| {}).await;
+        assert_eq!(fences.len(), 2);
+        assert!(fences[1] > fences[0], "{fences:?}");
+    }
+
+    #[tokio::test]
+    async fn a_term_fenced_by_storage_is_followed_by_one_past_that_fence() {
+        // As after a lock service lost its counter: storage holds fence 50
+        // while the lease hands out 1.
+        let fences = two_terms(|term| term.fenced(50)).await;
         assert_eq!(fences, [1, 51]);
     }
 }
