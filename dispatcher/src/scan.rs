@@ -83,9 +83,7 @@ struct Round {
 }
 
 /// The next round's scan, started while the current round claims.
-struct Ahead {
-    scan: AbortOnDropHandle<Result<Vec<Job>, StoreError>>,
-}
+type Ahead = AbortOnDropHandle<Result<Vec<Job>, StoreError>>;
 
 /// Claimed work this term has not finished publishing, so the sweep leaves
 /// it alone, and the publishing tasks' shared limits.
@@ -241,8 +239,7 @@ impl DispatchLoop {
         let horizon = now + self.cfg.lookahead.as_millis() as Millis;
         let started = Instant::now();
         let found = match ahead.take() {
-            Some(a) => a
-                .scan
+            Some(scan) => scan
                 .await
                 .map_err(|e| StoreError::Unavailable(e.to_string()))??,
             None => {
@@ -266,7 +263,7 @@ impl DispatchLoop {
         }
         if due.is_empty() || !term.is_valid() {
             return Ok(Round {
-                more_due: more_due && term.is_valid(),
+                more_due: false,
                 next_due,
             });
         }
@@ -299,12 +296,10 @@ impl DispatchLoop {
         let store = self.store.clone();
         let limit = self.cfg.batch;
         let claiming: Vec<String> = claiming.iter().map(|j| j.id.clone()).collect();
-        Ahead {
-            scan: AbortOnDropHandle::new(tokio::spawn(async move {
-                let except: Vec<&str> = claiming.iter().map(String::as_str).collect();
-                store.jobs_find_due(horizon, limit, &except).await
-            })),
-        }
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            let except: Vec<&str> = claiming.iter().map(String::as_str).collect();
+            store.jobs_find_due(horizon, limit, &except).await
+        }))
     }
 
     /// Hands `work` to publishing tasks, one per due time; each publishes at

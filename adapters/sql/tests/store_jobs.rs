@@ -6,13 +6,19 @@ mod store_support;
 use store_support as support;
 
 use kairos_core::execution::ExecStatus;
-use kairos_core::job::JobStatus;
+use kairos_core::job::{Job, JobStatus};
 use kairos_core::store::{
     CallbackStore, ControlOutcome, CreateOutcome, ExecutionStore, JobFilter, JobStore,
 };
+use kairos_core::time::Millis;
 use kairos_store_sql::SqlStore;
 use std::collections::HashSet;
 use support::{T0, claim, create, id, job_now, one_shot};
+
+/// What a due scan at `at` finds (up to 10 jobs, none left out).
+async fn due_at(store: &SqlStore, at: Millis) -> Vec<Job> {
+    store.jobs_find_due(at, 10, &[]).await.unwrap()
+}
 
 store_cases!(
     create_and_idempotent_replay,
@@ -208,13 +214,7 @@ async fn find_due_returns_only_due_claimable_jobs(store: SqlStore) {
         rest.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
         [running.id.as_str()]
     );
-    assert!(
-        store
-            .jobs_find_due(T0 - 1_000, 10, &[])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(due_at(&store, T0 - 1_000).await.is_empty());
 }
 
 async fn pause_resume_cancel(store: SqlStore) {
@@ -233,13 +233,7 @@ async fn pause_resume_cancel(store: SqlStore) {
         store.job_pause("c", &job.id, None, T0).await.unwrap(),
         ControlOutcome::Conflict(_)
     ));
-    assert!(
-        store
-            .jobs_find_due(T0 + 10, 10, &[])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(due_at(&store, T0 + 10).await.is_empty());
 
     let ControlOutcome::Done(r) = store.job_resume("c", &job.id, T0 + 2).await.unwrap() else {
         panic!("resume must apply");
@@ -247,10 +241,7 @@ async fn pause_resume_cancel(store: SqlStore) {
     assert_eq!(r.status, JobStatus::Scheduled);
     assert_eq!(r.pause_reason, None, "resume clears the reason");
     assert_eq!(r.next_trigger_at, Some(T0), "the missed trigger fires once");
-    assert_eq!(
-        store.jobs_find_due(T0 + 10, 10, &[]).await.unwrap().len(),
-        1
-    );
+    assert_eq!(due_at(&store, T0 + 10).await.len(), 1);
     assert!(matches!(
         store.job_resume("c", &job.id, T0).await.unwrap(),
         ControlOutcome::Conflict(_)
@@ -278,13 +269,7 @@ async fn pause_resume_cancel(store: SqlStore) {
         store.job_pause("c", "no-such-job", None, T0).await.unwrap(),
         ControlOutcome::NotFound
     );
-    assert!(
-        store
-            .jobs_find_due(T0 + 10, 10, &[])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(due_at(&store, T0 + 10).await.is_empty());
 }
 
 async fn trigger_now_adds_executions_and_cancel_cancels_them(store: SqlStore) {
