@@ -166,6 +166,11 @@ pub struct Claim {
     pub next_trigger_at: Option<Millis>,
     /// Id for the execution row (UUIDv7 text).
     pub execution_id: String,
+    /// The worker the dispatcher chose for this trigger. The execution is
+    /// then created `dispatched` to it, so publishing after the commit has
+    /// nothing left to record. `None`: it is created `pending`, and whoever
+    /// publishes it picks a worker and records the confirm.
+    pub worker_id: Option<String>,
 }
 
 /// An execution ready to publish: everything the dispatch message needs.
@@ -191,6 +196,11 @@ pub struct DispatchWork {
     pub worker_group: Option<String>,
     /// The trace the job's creator sent, if any.
     pub trace: Option<crate::trace::CallerTrace>,
+    /// The worker the execution is already `dispatched` to (its claim chose
+    /// one): publish to that worker's queue and record nothing; if it cannot
+    /// be published, hand it back (`executions_requeue_unstarted`). `None`:
+    /// still `pending`, to be routed and recorded by its publisher.
+    pub worker_id: Option<String>,
 }
 
 impl DispatchWork {
@@ -368,6 +378,9 @@ pub trait ExecutionStore: Send + Sync {
     /// unique `(job_id, scheduled_at)` key makes a second claim of one trigger
     /// impossible. Refuses with [`StoreError::Fenced`] if a newer leader has
     /// written. Returns the work that was claimed: what is to be published.
+    /// A claim naming a worker creates its execution `dispatched` to that
+    /// worker (dispatched at its due time, or now if that is later), in the
+    /// same transaction: the claim is then also the dispatch record.
     ///
     /// Each job's claims go through [`crate::trigger::resolve`]: a misfire
     /// under `skip` gets no execution; under `forbid` a trigger of a job with
@@ -390,7 +403,9 @@ pub trait ExecutionStore: Send + Sync {
         limit: u32,
         routable: &Routable,
     ) -> StoreResult<Vec<DispatchWork>>;
-    /// Records publisher confirms: `pending → dispatched` for the named attempt only.
+    /// Records publisher confirms of work that was still `pending` (the
+    /// sweep's; a claim that chose a worker recorded its own dispatch):
+    /// `pending → dispatched` for the named attempt only.
     /// Also reports the sent attempts that were cancelled meanwhile (their job
     /// was cancelled between claim and confirm): a worker now holds them, and
     /// must be asked to stop.

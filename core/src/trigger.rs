@@ -60,6 +60,7 @@ pub fn claims_for(due: impl IntoIterator<Item = Job>, now: Millis) -> Vec<Claim>
             scheduled_at,
             next_trigger_at: next,
             execution_id: uuid::Uuid::now_v7().to_string(),
+            worker_id: None,
         };
         let Some(rec) = job.schedule.recurrence() else {
             out.push(claim(at, None));

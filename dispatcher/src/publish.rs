@@ -1,16 +1,21 @@
-//! Publishes claimed work to worker queues: picks a worker per execution,
-//! keeps many publisher confirms in flight at once, and records the confirmed
-//! ones in one batched update. An execution cancelled between its claim and
-//! that update is asked to stop, since a worker holds it now.
+//! Publishes claimed work to worker queues: routes each execution (or takes
+//! the worker its claim already recorded), keeps many publisher confirms in
+//! flight at once, and records the confirms of work that was still
+//! `pending` in one batched update. Work its claim recorded as dispatched
+//! and that cannot be published is handed back to `pending`. An execution
+//! cancelled between its claim and that record is asked to stop, since a
+//! worker holds it now.
 
 use crate::attempts::Attempts;
 use crate::balancer::{Balancer, Want};
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerError};
-use kairos_core::store::{DispatchWork, DispatchedTo, Store};
+use kairos_core::job::Job;
+use kairos_core::store::{Claim, DispatchWork, DispatchedTo, Store};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::trace::{CallerTrace, Stage, TraceContext};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tracing::{Instrument, debug, warn};
 
@@ -31,6 +36,22 @@ fn want(w: &DispatchWork) -> Want<'_> {
         handler: &w.handler,
         group: w.worker_group.as_deref(),
     }
+}
+
+/// What a trigger of `job` needs from its worker.
+fn job_want(job: &Job) -> Want<'_> {
+    Want {
+        handler: &job.handler,
+        group: job.worker_group.as_deref(),
+    }
+}
+
+/// One piece of work on its way to `worker`.
+struct Routed {
+    work: DispatchWork,
+    worker: String,
+    /// Its claim already recorded it as dispatched to `worker`.
+    recorded: bool,
 }
 
 /// Sends work to workers.
@@ -60,8 +81,71 @@ impl Publisher {
         }
     }
 
-    /// Publishes `work`; whatever is not confirmed stays `pending` in the
-    /// database and is picked up again by the unpublished sweep.
+    fn balancer(&self) -> MutexGuard<'_, Balancer> {
+        self.balancer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Chooses a worker for every claim some live worker can take, so that
+    /// the claim records the dispatch itself. A claim left without one is
+    /// created `pending` and routed when it is published.
+    pub fn assign(&self, claims: &mut [Claim], now: Millis) {
+        let mut balancer = self.balancer();
+        for c in claims.iter_mut() {
+            c.worker_id = balancer.pick(now, job_want(&c.job), None);
+        }
+    }
+
+    /// Gives back the choices of the claims that produced no work (their
+    /// version check lost, or the trigger was skipped or dropped).
+    pub fn unassign_unclaimed(&self, claims: &[Claim], work: &[DispatchWork]) {
+        let claimed: HashSet<&str> = work.iter().map(|w| w.execution_id.as_str()).collect();
+        let mut balancer = self.balancer();
+        for c in claims {
+            if let Some(worker) = &c.worker_id
+                && !claimed.contains(c.execution_id.as_str())
+            {
+                balancer.unpick(worker);
+            }
+        }
+    }
+
+    /// Work whose claim recorded it as dispatched but that will not be
+    /// published (the term ended first, or the publish failed) goes back to
+    /// `pending`, where the sweep, this leader's or the next one's, finds
+    /// it. If even that fails, the reaper's reconciliation recovers it: the
+    /// worker's heartbeats never list it.
+    pub async fn hand_back(&self, work: &[DispatchWork], reason: &str) {
+        let targets: Vec<(String, u32)> = work
+            .iter()
+            .filter(|w| w.worker_id.is_some())
+            .map(|w| (w.execution_id.clone(), w.attempt))
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        {
+            let mut balancer = self.balancer();
+            for worker in work.iter().filter_map(|w| w.worker_id.as_deref()) {
+                balancer.unpick(worker);
+            }
+        }
+        match self
+            .store
+            .executions_requeue_unstarted(&targets, reason, now_ms())
+            .await
+        {
+            Ok(moved) => debug!(moved, reason, "unpublished work handed back"),
+            Err(e) => warn!(
+                error = %e,
+                count = targets.len(),
+                "could not hand back unpublished work; reconciliation will recover it"
+            ),
+        }
+    }
+
+    /// Publishes `work`. Work still `pending` that is not confirmed stays
+    /// so, and the unpublished sweep picks it up again; work its claim
+    /// recorded as dispatched is handed back to `pending`.
     pub async fn publish(&self, work: Vec<DispatchWork>) -> PublishReport {
         let mut report = PublishReport::default();
         if work.is_empty() {
@@ -69,14 +153,27 @@ impl Publisher {
         }
         let now = now_ms();
         let started = Instant::now();
-        let assigned: Vec<(DispatchWork, String)> = {
-            let mut balancer = self.balancer.lock().unwrap_or_else(|p| p.into_inner());
+        let routed: Vec<Routed> = {
+            let mut balancer = self.balancer();
             work.into_iter()
-                .filter_map(|w| match balancer.pick(now, want(&w), None) {
-                    Some(worker) => Some((w, worker)),
-                    None => {
-                        report.no_worker += 1;
-                        None
+                .filter_map(|w| {
+                    if let Some(worker) = w.worker_id.clone() {
+                        return Some(Routed {
+                            work: w,
+                            worker,
+                            recorded: true,
+                        });
+                    }
+                    match balancer.pick(now, want(&w), None) {
+                        Some(worker) => Some(Routed {
+                            work: w,
+                            worker,
+                            recorded: false,
+                        }),
+                        None => {
+                            report.no_worker += 1;
+                            None
+                        }
                     }
                 })
                 .collect()
@@ -87,62 +184,67 @@ impl Publisher {
                 "no live worker serving their handler can take work; it stays pending"
             );
         }
-        let outcomes: Vec<Result<(Millis, DispatchedTo), (String, BrokerError)>> =
-            futures::stream::iter(assigned)
-                .map(|(w, worker)| async move {
-                    let span = execution_span("dispatch", &w, &worker);
-                    let sent_at = Instant::now();
-                    let published = self
-                        .broker
-                        .dispatch_publish(&worker, &w.to_message())
-                        .instrument(span.clone())
-                        .await;
-                    crate::metrics::publish_confirm(sent_at.elapsed());
-                    span.in_scope(|| match &published {
-                        Ok(()) => debug!("dispatch published"),
-                        Err(e) => debug!(error = %e, "dispatch not published"),
-                    });
-                    match published {
-                        Ok(()) => Ok((
-                            w.scheduled_at,
-                            DispatchedTo {
-                                execution_id: w.execution_id,
-                                attempt: w.attempt,
-                                worker_id: worker,
-                            },
-                        )),
-                        Err(e) => Err((worker, e)),
-                    }
-                })
-                .buffer_unordered(self.max_in_flight)
-                .collect()
-                .await;
+        let outcomes: Vec<(Routed, Result<(), BrokerError>)> = futures::stream::iter(routed)
+            .map(|r| async move {
+                let span = execution_span("dispatch", &r.work, &r.worker);
+                let sent_at = Instant::now();
+                let published = self
+                    .broker
+                    .dispatch_publish(&r.worker, &r.work.to_message())
+                    .instrument(span.clone())
+                    .await;
+                crate::metrics::publish_confirm(sent_at.elapsed());
+                span.in_scope(|| match &published {
+                    Ok(()) => debug!("dispatch published"),
+                    Err(e) => debug!(error = %e, "dispatch not published"),
+                });
+                (r, published)
+            })
+            .buffer_unordered(self.max_in_flight)
+            .collect()
+            .await;
+        let confirmed_at = now_ms();
         let mut sent = Vec::with_capacity(outcomes.len());
         let mut due_times = Vec::with_capacity(outcomes.len());
-        for outcome in outcomes {
+        let mut unsent = Vec::new();
+        for (r, outcome) in outcomes {
             match outcome {
-                Ok((due, d)) => {
-                    due_times.push(due);
-                    sent.push(d);
+                Ok(()) if r.recorded => {
+                    report.dispatched += 1;
+                    crate::metrics::dispatched(r.work.scheduled_at, confirmed_at);
                 }
-                Err((worker, e)) => {
+                Ok(()) => {
+                    due_times.push(r.work.scheduled_at);
+                    sent.push(DispatchedTo {
+                        execution_id: r.work.execution_id,
+                        attempt: r.work.attempt,
+                        worker_id: r.worker,
+                    });
+                }
+                Err(e) => {
                     report.failed += 1;
-                    let mut balancer = self.balancer.lock().unwrap_or_else(|p| p.into_inner());
-                    balancer.unpick(&worker);
                     if report.failed == 1 {
-                        warn!(worker = %worker, error = %e, "publish failed; the work stays pending and is retried");
+                        warn!(worker = %r.worker, error = %e, "publish failed; the work stays pending and is retried");
+                    }
+                    if r.recorded {
+                        // `hand_back` gives the pick back with the row.
+                        unsent.push(r.work);
+                    } else {
+                        self.balancer().unpick(&r.worker);
                     }
                 }
             }
         }
         let published = started.elapsed();
+        self.hand_back(&unsent, "not published: the broker did not confirm it")
+            .await;
         if !sent.is_empty() {
             // A failure here leaves rows `pending` although their messages are in
             // worker queues; the sweep publishes them again and the worker's
             // once-per-attempt guard drops the duplicate.
             match self.store.executions_mark_dispatched(&sent, now_ms()).await {
                 Ok(marked) => {
-                    report.dispatched = sent.len();
+                    report.dispatched += sent.len();
                     let confirmed_at = now_ms();
                     for due in due_times {
                         crate::metrics::dispatched(due, confirmed_at);

@@ -267,8 +267,16 @@ impl DispatchLoop {
                 next_due,
             });
         }
-        let claims = kairos_core::trigger::claims_for(due, now);
-        let work = self.store.triggers_claim(term.fence, &claims, now).await?;
+        let mut claims = kairos_core::trigger::claims_for(due, now);
+        self.publisher.assign(&mut claims, now);
+        let work = match self.store.triggers_claim(term.fence, &claims, now).await {
+            Ok(work) => work,
+            Err(e) => {
+                self.publisher.unassign_unclaimed(&claims, &[]);
+                return Err(e);
+            }
+        };
+        self.publisher.unassign_unclaimed(&claims, &work);
         debug!(
             claimed = work.len(),
             scan_ms = scanned.as_millis() as u64,
@@ -283,9 +291,11 @@ impl DispatchLoop {
             );
         }
         // A leader frozen between claim and publish must not publish on waking:
-        // the claimed rows stay `pending` for the current leader's sweep.
+        // the claimed rows go back to `pending` for the current leader's sweep.
         if term.is_valid() {
             self.send(work, term, outbox).await;
+        } else {
+            self.publisher.hand_back(&work, NOT_PUBLISHED).await;
         }
         Ok(Round { more_due, next_due })
     }
@@ -312,10 +322,17 @@ impl DispatchLoop {
         for w in work {
             by_time.entry(w.scheduled_at.max(now)).or_default().push(w);
         }
-        for (at, batch) in by_time {
+        let mut batches = by_time.into_iter();
+        while let Some((at, batch)) = batches.next() {
             let permit = if at <= now {
                 let permit = tokio::select! {
-                    _ = term.token.cancelled() => return,
+                    _ = term.token.cancelled() => {
+                        let unsent: Vec<DispatchWork> =
+                            batch.into_iter().chain(batches.flat_map(|(_, b)| b)).collect();
+                        self.publisher.hand_back(&unsent, NOT_PUBLISHED).await;
+                        outbox.release(&ids_of(&unsent));
+                        return;
+                    }
                     p = outbox.permits.clone().acquire_owned() => p,
                 };
                 // The semaphore is never closed.
@@ -404,7 +421,7 @@ async fn publish_at(
     outbox: Arc<Outbox>,
     term: Term,
 ) {
-    let ids: Vec<String> = batch.iter().map(|w| w.execution_id.clone()).collect();
+    let ids = ids_of(&batch);
     let wait = Duration::from_millis((at - now_ms()).max(0) as u64);
     let ready = tokio::select! {
         _ = term.token.cancelled() => false,
@@ -418,8 +435,8 @@ async fn publish_at(
             p = outbox.permits.clone().acquire_owned() => p.ok(),
         },
     };
-    // Unpublished work stays `pending`: this term's sweep (once released
-    // here) or the next leader's picks it up.
+    // Unpublished work is (or goes back to) `pending`: this term's sweep
+    // (once released here) or the next leader's picks it up.
     if permit.is_some() && term.is_valid() {
         let report = publisher.publish(batch).await;
         if report.no_worker > 0 || report.failed > 0 {
@@ -428,6 +445,15 @@ async fn publish_at(
         if report.dispatched > 0 {
             debug!(?report, "dispatched");
         }
+    } else {
+        publisher.hand_back(&batch, NOT_PUBLISHED).await;
     }
     outbox.release(&ids);
+}
+
+/// Why work claimed as dispatched went back to `pending` unpublished.
+const NOT_PUBLISHED: &str = "not published: the dispatcher's leadership ended first";
+
+fn ids_of(work: &[DispatchWork]) -> Vec<String> {
+    work.iter().map(|w| w.execution_id.clone()).collect()
 }

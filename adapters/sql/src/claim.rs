@@ -2,7 +2,9 @@
 //! once (the jobs themselves come with the claims, as the dispatcher read
 //! them), their live executions read once (only for jobs whose overlap policy
 //! needs it), one version-checked update per job, one multi-row execution
-//! insert, and the history and outbox rows — whatever the batch size.
+//! insert, and the history and outbox rows — whatever the batch size. A
+//! claim that names its worker inserts its execution already `dispatched`:
+//! the dispatch is recorded with the claim, not in a write of its own.
 
 use super::db::Tx;
 use super::error::retrying;
@@ -174,6 +176,10 @@ impl SqlStore {
         for w in &won {
             for (c, fate) in w.claims.iter().zip(&w.res.fates) {
                 let (status, error) = match fate {
+                    // A claim that chose a worker is its dispatch record too.
+                    Fate::Dispatch if c.worker_id.is_some() => {
+                        (ExecTransition::Dispatch.to_state(), None)
+                    }
                     Fate::Dispatch => (ExecStatus::Pending, None),
                     Fate::Skipped(reason) => (ExecTransition::Skip.to_state(), Some(*reason)),
                     Fate::Dropped => continue,
@@ -196,9 +202,10 @@ impl SqlStore {
             let job = r.job;
             events.push(EventRow {
                 error: r.error.map(str::to_string),
+                worker_id: r.worker_id().map(str::to_string),
                 ..EventRow::plain(&r.claim.execution_id, 1, r.status, now)
             });
-            if r.status == ExecStatus::Pending {
+            if !r.status.is_terminal() {
                 out.push(DispatchWork {
                     execution_id: r.claim.execution_id.clone(),
                     job_id: job.id.clone(),
@@ -210,6 +217,7 @@ impl SqlStore {
                     timeout_ms: job.timeout_ms,
                     worker_group: job.worker_group.clone(),
                     trace: job.trace.clone(),
+                    worker_id: r.worker_id().map(str::to_string),
                 });
             } else if let Some(url) = &job.callback_url {
                 callbacks.push(inserts::new_callback(&skipped(r, now), url, now));
@@ -385,8 +393,18 @@ struct ClaimedJob {
 }
 
 impl NewExec<'_> {
-    /// The row's `executions` columns (first attempt, due at its trigger).
+    /// The worker the row is dispatched to, if its claim chose one.
+    fn worker_id(&self) -> Option<&str> {
+        match self.status {
+            ExecStatus::Dispatched => self.claim.worker_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The row's `executions` columns (first attempt, due at its trigger; a
+    /// dispatched row goes out at its due time, or now if that is later).
     fn fields(&self, now: Millis) -> Fields {
+        let dispatched_at = self.worker_id().map(|_| self.claim.scheduled_at.max(now));
         Fields::new()
             .with("id", self.claim.execution_id.as_str())
             .with("job_id", self.job.id.as_str())
@@ -394,6 +412,8 @@ impl NewExec<'_> {
             .with("scheduled_at", time(self.claim.scheduled_at))
             .with("attempt", 1_i64)
             .with("status", self.status.as_str())
+            .with("worker_id", self.worker_id())
+            .with("dispatched_at", time(dispatched_at))
             .with("not_before", time(self.claim.scheduled_at))
             .with(
                 "finished_at",

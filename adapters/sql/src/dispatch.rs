@@ -56,6 +56,7 @@ fn work(row: &super::db::Row) -> StoreResult<DispatchWork> {
         timeout_ms: r.opt_u64("timeout_ms")?,
         worker_group: r.opt_string("worker_group")?,
         trace: r.trace()?,
+        worker_id: None,
     })
 }
 

@@ -334,6 +334,7 @@ mod tests {
                     scheduled_at: 1_767_225_600_123,
                     next_trigger_at: None,
                     execution_id: "e1".into(),
+                    worker_id: None,
                 }],
                 now,
             )

@@ -16,6 +16,7 @@ use support::{T0, claim, create, id, job_now, one_shot};
 
 store_cases!(
     claim_checks_the_version_and_returns_the_work,
+    a_claim_naming_its_worker_records_the_dispatch,
     concurrent_claims_of_one_trigger_make_one_execution,
     a_trigger_with_an_execution_is_left_out_of_the_batch,
     an_older_fence_is_refused_and_writes_nothing,
@@ -31,6 +32,7 @@ fn claim_of(job: &kairos_core::job::Job, next: Option<i64>) -> Claim {
         scheduled_at: job.next_trigger_at.unwrap(),
         next_trigger_at: next,
         execution_id: id(),
+        worker_id: None,
     }
 }
 
@@ -85,6 +87,61 @@ async fn claim_checks_the_version_and_returns_the_work(store: SqlStore) {
         .await;
     assert_eq!(again.unwrap().len(), 1);
     assert!(store.triggers_claim(1, &[], T0).await.unwrap().is_empty());
+}
+
+async fn a_claim_naming_its_worker_records_the_dispatch(store: SqlStore) {
+    let early = create(&store, one_shot("cw", T0)).await;
+    let late = create(&store, one_shot("cw", T0 + 500)).await;
+    let mut claims = vec![claim_of(&early, None), claim_of(&late, None)];
+    for c in &mut claims {
+        c.worker_id = Some("w1".into());
+    }
+    // Claimed 100 ms after the first is due and 400 ms before the second.
+    let won = store.triggers_claim(1, &claims, T0 + 100).await.unwrap();
+    assert_eq!(won.len(), 2);
+    let unpublished = store
+        .executions_find_unpublished(T0 + 1_000, 10, &kairos_core::worker::Routable::Any)
+        .await
+        .unwrap();
+    assert!(unpublished.is_empty(), "dispatched work is not swept up");
+    for (w, dispatched_at) in won.iter().zip([T0 + 100, T0 + 500]) {
+        assert_eq!(w.worker_id.as_deref(), Some("w1"));
+        let exec = store
+            .execution_get("cw", &w.execution_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (exec.status, exec.worker_id.as_deref(), exec.dispatched_at),
+            (ExecStatus::Dispatched, Some("w1"), Some(dispatched_at))
+        );
+        let events = store.execution_events("cw", &w.execution_id).await.unwrap();
+        let events: Vec<_> = events
+            .iter()
+            .map(|e| (e.status, e.worker_id.as_deref()))
+            .collect();
+        assert_eq!(events, [(ExecStatus::Dispatched, Some("w1"))]);
+    }
+    let held = store.executions_in_flight_on("w1").await.unwrap();
+    assert_eq!(held.len(), 2, "the worker holds both for the reaper");
+
+    // Work that is not published is handed back, and then swept up.
+    let first = (won[0].execution_id.clone(), 1);
+    let moved = store
+        .executions_requeue_unstarted(&[first], "not published", T0 + 200)
+        .await
+        .unwrap();
+    assert_eq!(moved, 1);
+    let unpublished = store
+        .executions_find_unpublished(T0 + 1_000, 10, &kairos_core::worker::Routable::Any)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = unpublished
+        .iter()
+        .map(|w| w.execution_id.as_str())
+        .collect();
+    assert_eq!(ids, [won[0].execution_id.as_str()]);
+    assert_eq!(unpublished[0].worker_id, None);
 }
 
 async fn concurrent_claims_of_one_trigger_make_one_execution(store: SqlStore) {

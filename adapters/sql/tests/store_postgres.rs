@@ -28,6 +28,7 @@ async fn a_claim_passes_over_a_job_another_transaction_holds() {
         scheduled_at: T0,
         next_trigger_at: None,
         execution_id: support::id(),
+        worker_id: None,
     };
     let mut other = sqlx::PgConnection::connect(db.url()).await.unwrap();
     let mut holder = other.begin().await.unwrap();

@@ -25,6 +25,7 @@ pub async fn succeed_first_trigger(app: &App, job_id: &str) -> String {
         scheduled_at: due,
         next_trigger_at: None,
         execution_id: uuid::Uuid::now_v7().to_string(),
+        worker_id: None,
     };
     let won = app
         .store

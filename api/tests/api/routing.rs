@@ -17,6 +17,7 @@ async fn claim_first(app: &App, job_id: &str) -> String {
         scheduled_at: due,
         next_trigger_at: None,
         execution_id: uuid::Uuid::now_v7().to_string(),
+        worker_id: None,
     };
     let won = app
         .store

@@ -81,6 +81,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
                 scheduled_at: now,
                 next_trigger_at: None,
                 execution_id: execution_id.clone(),
+                worker_id: None,
             }],
             now,
         )

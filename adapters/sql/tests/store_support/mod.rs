@@ -169,6 +169,7 @@ pub async fn claim(store: &SqlStore, job: &Job, next: Option<Millis>) -> Dispatc
         scheduled_at: due,
         next_trigger_at: next,
         execution_id: id(),
+        worker_id: None,
     };
     let mut won = store.triggers_claim(1, &[c], due).await.expect("claim");
     assert_eq!(won.len(), 1, "claim of {} must win", job.id);
