@@ -435,7 +435,8 @@ pub trait ExecutionStore: Send + Sync {
         reason: &str,
         now: Millis,
     ) -> StoreResult<Vec<Applied>>;
-    /// `dispatched → pending` (same attempt, publishable at once) for the named
+    /// `dispatched → pending` (same attempt, publishable from its `not_before`
+    /// on: at once, unless it was claimed ahead of its due time) for the named
     /// attempts that never started; others are left alone. Records an event
     /// with `reason`. Returns how many moved.
     async fn executions_requeue_unstarted(

@@ -291,3 +291,65 @@ async fn a_paused_recurring_job_fires_no_more() {
     );
     rig.shutdown().await;
 }
+
+/// A trigger is claimed ahead of its due time, already recorded
+/// `dispatched` to the worker the leader chose; if the term ends before the
+/// due time, the leader hands it back to `pending` and the next leader
+/// publishes it at its due time: it runs once, not early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_claimed_ahead_is_handed_back_when_the_term_ends_before_its_due_time() {
+    let mut rig = Rig::new().await;
+    let first = CancellationToken::new();
+    rig.dispatcher_with(first.clone(), |cfg| {
+        cfg.claim_ahead = Duration::from_secs(60);
+    });
+    rig.worker("w-1");
+    let witness = rig.one_shot("witness", now_ms()).await;
+    rig.wait_succeeded(&witness, 1).await;
+
+    let due = now_ms() + 3_000;
+    let job = rig.one_shot("ahead", due).await;
+    rig.due.announce(now_ms()).await;
+    let claimed = wait_for("the claim, recorded as dispatched", DEADLINE, || async {
+        let execs = rig.executions(&job).await;
+        execs
+            .into_iter()
+            .find(|e| e.status == ExecStatus::Dispatched)
+    })
+    .await;
+    assert_eq!(claimed.worker_id.as_deref(), Some("w-1"));
+
+    first.cancel();
+    let handed_back = wait_for("the unpublished claim handed back", DEADLINE, || async {
+        let execs = rig.executions(&job).await;
+        execs
+            .into_iter()
+            .find(|e| e.status == ExecStatus::Pending && e.worker_id.is_none())
+    })
+    .await;
+    assert_eq!(handed_back.id, claimed.id);
+    assert_eq!(handed_back.attempt, 1);
+
+    // The next leader's sweep publishes it once it is due.
+    rig.dispatcher(rig.stop.clone());
+    let execs = rig.wait_succeeded(&job, 1).await;
+    assert_eq!(execs.len(), 1, "one execution for the trigger: {execs:?}");
+    let started = execs[0].started_at.expect("started");
+    assert!(started >= due, "started {} ms early", due - started);
+    let events = rig
+        .store
+        .execution_events(TENANT, &claimed.id)
+        .await
+        .expect("events");
+    let statuses: Vec<ExecStatus> = events.iter().map(|e| e.status).collect();
+    assert_eq!(
+        statuses[..3],
+        [
+            ExecStatus::Dispatched,
+            ExecStatus::Pending,
+            ExecStatus::Dispatched
+        ],
+        "{events:?}"
+    );
+    rig.shutdown().await;
+}

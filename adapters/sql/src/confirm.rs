@@ -212,8 +212,9 @@ impl SqlStore {
         }
         let mut changed = 0;
         for (attempt, ids) in &groups {
+            // `not_before` stays: publishable at once if its due time has
+            // passed, and not before it if it was claimed ahead of it.
             let sets = Fields::new()
-                .with("not_before", time(now))
                 .with("worker_id", None::<String>)
                 .with("dispatched_at", time(None))
                 .with("updated_at", time(now));

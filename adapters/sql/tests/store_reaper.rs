@@ -110,9 +110,10 @@ async fn unpublished_and_requeued_work(store: SqlStore) {
         .await
         .unwrap()
         .unwrap();
+    // Publishable from its due time on, as it was: at once, here.
     assert_eq!(
         (e.status, e.attempt, e.worker_id, e.not_before),
-        (ExecStatus::Pending, 1, None, T0 + 50)
+        (ExecStatus::Pending, 1, None, T0 - 10)
     );
     let events = store
         .execution_events("u", &w_early.execution_id)
