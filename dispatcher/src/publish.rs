@@ -98,6 +98,10 @@ impl Publisher {
     /// Gives back the choices of the claims that produced no work (their
     /// version check lost, or the trigger was skipped or dropped).
     pub fn unassign_unclaimed(&self, claims: &[Claim], work: &[DispatchWork]) {
+        // Each piece of work is one claim's execution: all of them won.
+        if work.len() == claims.len() {
+            return;
+        }
         let claimed: HashSet<&str> = work.iter().map(|w| w.execution_id.as_str()).collect();
         let mut balancer = self.balancer();
         for c in claims {
@@ -157,24 +161,20 @@ impl Publisher {
             let mut balancer = self.balancer();
             work.into_iter()
                 .filter_map(|w| {
-                    if let Some(worker) = w.worker_id.clone() {
-                        return Some(Routed {
-                            work: w,
-                            worker,
-                            recorded: true,
-                        });
-                    }
-                    match balancer.pick(now, want(&w), None) {
-                        Some(worker) => Some(Routed {
-                            work: w,
-                            worker,
-                            recorded: false,
-                        }),
-                        None => {
-                            report.no_worker += 1;
-                            None
-                        }
-                    }
+                    let recorded = w.worker_id.is_some();
+                    let worker = match &w.worker_id {
+                        Some(worker) => Some(worker.clone()),
+                        None => balancer.pick(now, want(&w), None),
+                    };
+                    let Some(worker) = worker else {
+                        report.no_worker += 1;
+                        return None;
+                    };
+                    Some(Routed {
+                        work: w,
+                        worker,
+                        recorded,
+                    })
                 })
                 .collect()
         };
