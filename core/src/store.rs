@@ -372,6 +372,10 @@ pub trait ExecutionStore: Send + Sync {
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>>;
+    /// How many triggers are due by `until`, counting at most `cap`: how
+    /// large a burst ahead is, so the leader can start claiming it early
+    /// enough. Read through the same index as [`Self::jobs_find_due`].
+    async fn jobs_count_due(&self, until: Millis, cap: u32) -> StoreResult<u32>;
     /// Claims triggers in one transaction: each job is updated only if its
     /// version is unchanged (then `next_trigger_at` advances and the job is
     /// `running`), and an execution row is inserted for each winning claim. The

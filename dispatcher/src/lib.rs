@@ -21,6 +21,7 @@
 pub mod attempts;
 pub mod balancer;
 pub mod consume;
+mod lead;
 pub mod leader;
 pub mod logs;
 mod metrics;

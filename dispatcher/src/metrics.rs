@@ -64,6 +64,11 @@ pub(crate) fn register() {
         "kairos_due_backlog",
         "Triggers due at the last scan (capped at the claim batch size)"
     );
+    describe_gauge!(
+        "kairos_claim_lead_seconds",
+        Unit::Seconds,
+        "How long before their due time the leader claims triggers (raised for a burst ahead)"
+    );
     describe_gauge!("kairos_workers", "Workers by state as the leader sees them");
     leadership(false, 0);
     claimed(0, 0);
@@ -107,6 +112,11 @@ pub(crate) fn claimed(claimed: usize, skipped: usize) {
 /// Triggers due at the last scan and not claimed yet (capped at the batch size).
 pub(crate) fn due_backlog(n: usize) {
     metrics::gauge!("kairos_due_backlog").set(n as f64);
+}
+
+/// The leader's claim lead, in milliseconds.
+pub(crate) fn claim_lead(ms: Millis) {
+    metrics::gauge!("kairos_claim_lead_seconds").set(ms as f64 / 1000.0);
 }
 
 /// One dispatch confirmed by the broker and recorded: counted, with its

@@ -26,6 +26,7 @@
 //! regularly, and at once after a publish left some behind.
 
 use crate::balancer::Balancer;
+use crate::lead::Lead;
 use crate::leader::Term;
 use crate::publish::Publisher;
 use kairos_core::job::Job;
@@ -80,6 +81,8 @@ struct Round {
     more_due: bool,
     /// Earliest trigger inside the look-ahead window not claimed yet.
     next_due: Option<Millis>,
+    /// The scan's page was full: a burst may be coming.
+    crowded: bool,
 }
 
 /// The next round's scan, started while the current round claims.
@@ -138,6 +141,8 @@ impl DispatchLoop {
         let mut last_sweep = Instant::now() - self.cfg.sweep_every;
         let mut last_workers = Instant::now() - self.cfg.workers_every;
         let mut ahead = None;
+        let mut lead = Lead::new(self.cfg.claim_ahead, self.cfg.lookahead);
+        crate::metrics::claim_lead(lead.current());
         while term.is_valid() {
             // Work left behind usually means the worker view is out of date
             // (a worker just started): reload it and sweep now, not later.
@@ -146,7 +151,10 @@ impl DispatchLoop {
                 self.refresh_workers().await;
                 last_workers = Instant::now();
             }
-            let mut round = match self.claim_round(&term, &outbox, &mut ahead).await {
+            let mut round = match self
+                .claim_round(&term, &outbox, &mut ahead, &mut lead)
+                .await
+            {
                 Ok(round) => round,
                 Err(StoreError::Fenced { ours, current }) => {
                     warn!(
@@ -171,11 +179,11 @@ impl DispatchLoop {
                 last_sweep = Instant::now();
             }
             if !round.more_due {
-                let ahead = self.claim_ahead_ms();
+                self.plan_lead(&mut lead, &round).await;
                 let safety_net = now_ms() + self.cfg.interval.as_millis() as Millis;
                 let wake_at = round
                     .next_due
-                    .map_or(safety_net, |t| (t - ahead).min(safety_net));
+                    .map_or(safety_net, |t| (t - lead.current()).min(safety_net));
                 self.sleep_until(&term, &outbox, wake_at).await;
             }
         }
@@ -186,6 +194,28 @@ impl DispatchLoop {
 
     fn claim_ahead_ms(&self) -> Millis {
         self.cfg.claim_ahead.as_millis() as Millis
+    }
+
+    /// Before sleeping: if the scan saw a full page of triggers ahead, counts
+    /// those due with the next one and sets the lead to claim them in time;
+    /// otherwise the usual lead will do.
+    async fn plan_lead(&self, lead: &mut Lead, round: &Round) {
+        let was = lead.current();
+        match round.next_due.filter(|_| round.crowded) {
+            None => lead.relax(),
+            Some(next) => {
+                let until = next + self.claim_ahead_ms();
+                match self.store.jobs_count_due(until, lead.count_cap()).await {
+                    Ok(due) => lead.plan(due),
+                    // The usual lead still claims everything, later.
+                    Err(e) => debug!(error = %e, "cannot count the triggers ahead"),
+                }
+            }
+        }
+        if lead.current() != was {
+            debug!(lead_ms = lead.current(), "claim lead changed");
+            crate::metrics::claim_lead(lead.current());
+        }
     }
 
     /// Sleeps until `wake_at` (ms UTC), the end of the term, a due signal
@@ -233,9 +263,10 @@ impl DispatchLoop {
         term: &Term,
         outbox: &Arc<Outbox>,
         ahead: &mut Option<Ahead>,
+        lead: &mut Lead,
     ) -> Result<Round, StoreError> {
         let now = now_ms();
-        let claim_by = now + self.claim_ahead_ms();
+        let claim_by = now + lead.current();
         let horizon = now + self.cfg.lookahead.as_millis() as Millis;
         let started = Instant::now();
         let found = match ahead.take() {
@@ -249,6 +280,7 @@ impl DispatchLoop {
             }
         };
         let scanned = started.elapsed();
+        let crowded = found.len() as u32 >= self.cfg.batch;
         let is_due = |j: &Job| j.next_trigger_at.is_some_and(|t| t <= claim_by);
         let next_due = found
             .iter()
@@ -265,6 +297,7 @@ impl DispatchLoop {
             return Ok(Round {
                 more_due: false,
                 next_due,
+                crowded,
             });
         }
         let mut claims = kairos_core::trigger::claims_for(due, now);
@@ -277,10 +310,12 @@ impl DispatchLoop {
             }
         };
         self.publisher.unassign_unclaimed(&claims, &work);
+        let claim_took = started.elapsed() - scanned;
+        lead.measured(claims.len(), claim_took);
         debug!(
             claimed = work.len(),
             scan_ms = scanned.as_millis() as u64,
-            claim_ms = (started.elapsed() - scanned).as_millis() as u64,
+            claim_ms = claim_took.as_millis() as u64,
             "claim round"
         );
         crate::metrics::claimed(work.len(), claims.len().saturating_sub(work.len()));
@@ -297,7 +332,11 @@ impl DispatchLoop {
         } else {
             self.publisher.hand_back(&work, NOT_PUBLISHED).await;
         }
-        Ok(Round { more_due, next_due })
+        Ok(Round {
+            more_due,
+            next_due,
+            crowded,
+        })
     }
 
     /// Starts the next round's scan while `claiming` is being claimed: a

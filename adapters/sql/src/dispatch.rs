@@ -42,6 +42,26 @@ fn due_scan(now: Millis, limit: u32, except: &[&str]) -> Sql {
     s
 }
 
+/// The due triggers by `until`, at most `cap` of them, counted: the due
+/// scan's predicate and index, with the limit inside so a million stored
+/// jobs cost no more than `cap` index entries.
+fn due_count(until: Millis, cap: u32) -> Sql {
+    let mut s =
+        Sql::new("SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM jobs j WHERE j.status IN ");
+    s.list(
+        JobTransition::Claim
+            .from_states()
+            .iter()
+            .map(|s| s.as_str()),
+    )
+    .push(" AND j.next_trigger_at <= ")
+    .bind(time(until))
+    .push(" LIMIT ")
+    .bind(cap)
+    .push(") due");
+    s
+}
+
 /// `DispatchWork` from a row carrying the execution and job columns it needs.
 fn work(row: &super::db::Row) -> StoreResult<DispatchWork> {
     let r = R::new(row, "executions");
@@ -110,6 +130,11 @@ impl SqlStore {
     ) -> StoreResult<Vec<kairos_core::job::Job>> {
         let found = due_scan(now, limit, except).fetch_all(self.read()).await?;
         found.iter().map(rows::job).collect()
+    }
+
+    pub(crate) async fn count_due(&self, until: Millis, cap: u32) -> StoreResult<u32> {
+        let n: i64 = due_count(until, cap).scalar(self.read(), "n").await?;
+        Ok(u32::try_from(n).unwrap_or(cap))
     }
 
     pub(crate) async fn find_unpublished(

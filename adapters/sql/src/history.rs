@@ -48,6 +48,10 @@ impl ExecutionStore for SqlStore {
         self.find_due(now, limit, except).await
     }
 
+    async fn jobs_count_due(&self, until: Millis, cap: u32) -> StoreResult<u32> {
+        self.count_due(until, cap).await
+    }
+
     async fn triggers_claim(
         &self,
         fence: u64,

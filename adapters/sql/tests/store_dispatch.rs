@@ -24,6 +24,7 @@ store_cases!(
     mark_dispatched_reports_attempts_cancelled_since_the_claim,
     a_rerouted_dispatch_names_its_new_worker,
     a_batch_of_several_statements_gives_each_row_its_own_values,
+    due_triggers_are_counted_up_to_a_time_and_a_cap,
 );
 
 fn claim_of(job: &kairos_core::job::Job, next: Option<i64>) -> Claim {
@@ -34,6 +35,29 @@ fn claim_of(job: &kairos_core::job::Job, next: Option<i64>) -> Claim {
         execution_id: id(),
         worker_id: None,
     }
+}
+
+async fn due_triggers_are_counted_up_to_a_time_and_a_cap(store: SqlStore) {
+    for at in [T0, T0, T0 + 10, T0 + 20, T0 + 1_000] {
+        create(&store, one_shot("cd", at)).await;
+    }
+    let paused = create(&store, one_shot("cd", T0)).await;
+    let ControlOutcome::Done(_) = store.job_pause("cd", &paused.id, None, T0).await.unwrap() else {
+        panic!("pause must apply");
+    };
+    assert_eq!(store.jobs_count_due(T0 - 1, 100).await.unwrap(), 0);
+    assert_eq!(
+        store.jobs_count_due(T0, 100).await.unwrap(),
+        2,
+        "a paused job has no trigger to claim"
+    );
+    assert_eq!(store.jobs_count_due(T0 + 20, 100).await.unwrap(), 4);
+    assert_eq!(store.jobs_count_due(T0 + 5_000, 100).await.unwrap(), 5);
+    assert_eq!(
+        store.jobs_count_due(T0 + 5_000, 3).await.unwrap(),
+        3,
+        "capped"
+    );
 }
 
 async fn claim_checks_the_version_and_returns_the_work(store: SqlStore) {
