@@ -62,7 +62,7 @@
 //!
 //! | call | statements |
 //! |---|---|
-//! | `jobs_find_due` | 1 |
+//! | `jobs_find_due`, `jobs_count_due` | 1 (the count reads at most its cap of index entries) |
 //! | `triggers_claim` | fence upsert returning the stored fence (+ a fence read on MySQL) + 1 locking read of the jobs' versions (the jobs come with the claims, as scanned) + 1 multi-row update per 64 claimed jobs on MySQL (`CASE id`) or per 256 on SQLite and PostgreSQL (joined `VALUES`), version-checked + 1 execution insert (rows `dispatched` to the worker the claim names, else `pending`) + 1 event insert (+1 read when a trigger already had an execution; +1 read of live executions when a job's overlap policy is not `allow` or its window closes; with `replace`, +1 cancel and +1 stop-request update; +1 callback insert for skipped or cancelled executions with a callback URL) |
 //! | `executions_mark_dispatched` | 1 locking read + 1 update per (worker, attempt) group (usually one) + 1 event insert |
 //! | `executions_requeue_unstarted` | 1 locking read + 1 update per attempt number + 1 event insert |
