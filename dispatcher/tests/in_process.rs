@@ -408,3 +408,45 @@ async fn a_burst_seen_ahead_is_claimed_early_and_runs_at_its_due_time() {
     }
     rig.shutdown().await;
 }
+
+/// A job cancelled while its trigger is claimed ahead (recorded
+/// `dispatched`, not yet published): the stop reaches the worker before the
+/// dispatch does, so the handler never starts and the execution ends
+/// `cancelled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_cancelled_while_its_trigger_is_claimed_ahead_never_runs() {
+    let mut rig = Rig::new().await;
+    rig.dispatcher_with(rig.stop.clone(), |cfg| {
+        cfg.claim_ahead = Duration::from_secs(60);
+        cfg.stop_relay_every = Duration::from_millis(50);
+    });
+    rig.worker("w-1");
+    let witness = rig.one_shot("witness", now_ms()).await;
+    rig.wait_succeeded(&witness, 1).await;
+
+    let due = now_ms() + 2_000;
+    let job = rig.one_shot("cancelled-ahead", due).await;
+    rig.due.announce(now_ms()).await;
+    wait_for("the claim, recorded as dispatched", DEADLINE, || async {
+        let execs = rig.executions(&job).await;
+        execs
+            .iter()
+            .any(|e| e.status == ExecStatus::Dispatched)
+            .then_some(())
+    })
+    .await;
+    rig.store
+        .job_cancel(TENANT, &job, now_ms())
+        .await
+        .expect("cancel");
+    let ended = wait_for("the execution cancelled", DEADLINE, || async {
+        let execs = rig.executions(&job).await;
+        execs
+            .into_iter()
+            .find(|e| e.status == ExecStatus::Cancelled)
+    })
+    .await;
+    assert!(now_ms() >= due, "settled by the worker, at the due time");
+    assert_eq!(ended.started_at, None, "the handler never started");
+    rig.shutdown().await;
+}

@@ -1,6 +1,6 @@
 //! The delivery loop: consumes the worker's queue, applies backpressure, and
-//! takes each accepted dispatch through pool slot → guard → `started` → ack →
-//! handler → result.
+//! takes each accepted dispatch through pool slot → guard (and a stop posted
+//! before it started) → `started` → ack → handler → result.
 //!
 //! An accepted dispatch waits for a pool slot *unacked*: `started` must mean
 //! the handler starts now, so the dispatcher's view stays true. An attempt
@@ -10,7 +10,7 @@
 //! it, and the reaper's deadline (start + `timeoutMs`) is not eaten by time
 //! spent waiting behind other handlers.
 
-use crate::execute::run_attempt;
+use crate::execute::{STOPPED_ERROR, run_attempt};
 use crate::results::Report;
 use crate::shared::{Shared, Slot};
 use kairos_core::broker::{BrokerError, Delivery, DeliveryStream};
@@ -211,11 +211,18 @@ async fn run_traced(
         return;
     }
     let key = shared.names.attempt_key(&msg.execution_id, msg.attempt);
-    match shared
-        .coord
-        .once(&key, &shared.key_owner(), ATTEMPT_KEY_TTL)
-        .await
-    {
+    // Asked beside the attempt key, so it costs no extra round trip.
+    let owner = shared.key_owner();
+    let (taken, stopped) = tokio::join!(
+        shared.coord.once(&key, &owner, ATTEMPT_KEY_TTL),
+        stop_posted(&shared, &msg),
+    );
+    match taken {
+        Ok(true) if stopped => {
+            drop(permit);
+            settle_stopped(&shared, &key, d, &msg, traceparent).await;
+            return;
+        }
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(execution_id = %msg.execution_id, attempt = msg.attempt, "attempt already ran or is running; skipping the duplicate");
@@ -244,7 +251,7 @@ async fn run_traced(
         // requeue the attempt (if this worker is declared dead) and another
         // worker would run it too. So it does not run here: the key is given
         // back and the dispatch returned to the queue.
-        hand_back(&shared, &key, d).await;
+        hand_back(&shared, &key, d, "`started`").await;
         return;
     }
     // Acked before the handler runs: a long job must not hold an unacked
@@ -264,17 +271,61 @@ async fn run_traced(
     let _ = shared.reporter.finished(result).await;
 }
 
-/// Gives back an attempt this worker took but did not start.
-async fn hand_back(shared: &Shared, key: &str, d: Delivery) {
+/// Whether a stop was posted for this attempt before it started: a job
+/// cancelled while its trigger waited (claimed ahead of its due time, or
+/// behind other work in this queue). A lookup that fails counts as no: the
+/// stop watcher still stops the attempt once it runs.
+async fn stop_posted(shared: &Shared, msg: &DispatchMsg) -> bool {
+    let key = shared.names.stop_key(&msg.execution_id, msg.attempt);
+    matches!(
+        shared.coord.stops_posted(&[key]).await.as_deref(),
+        Ok([true])
+    )
+}
+
+/// Ends an attempt stopped before it started: its handler never runs, and
+/// the dispatcher records it `cancelled`. The delivery is acked once the
+/// result is confirmed; if it cannot be, the attempt goes back to the queue
+/// (and is settled the same way when it comes back).
+async fn settle_stopped(
+    shared: &Shared,
+    key: &str,
+    d: Delivery,
+    msg: &DispatchMsg,
+    traceparent: Option<String>,
+) {
+    tracing::info!(execution_id = %msg.execution_id, attempt = msg.attempt, "a stop was requested before the attempt started; not running it");
+    crate::metrics::stop_honoured();
+    let result = ResultMsg {
+        traceparent,
+        ..Report::failed(STOPPED_ERROR).into_msg(
+            &shared.id,
+            &shared.incarnation,
+            &msg.execution_id,
+            msg.attempt,
+        )
+    };
+    if shared.reporter.finished(result).await.is_err() {
+        hand_back(shared, key, d, "the stopped attempt's result").await;
+        return;
+    }
+    if let Err(e) = d.acker.ack().await {
+        tracing::warn!(execution_id = %msg.execution_id, "acking a stopped dispatch failed: {e}; a redelivery will be skipped by the attempt key");
+    }
+}
+
+/// Gives back an attempt this worker took but did not start, because
+/// `what` could not be confirmed.
+async fn hand_back(shared: &Shared, key: &str, d: Delivery, what: &str) {
     match shared.coord.release(key, &shared.key_owner()).await {
         Ok(_) => tracing::warn!(
             key,
-            "`started` could not be confirmed; handing the attempt back"
+            "{what} could not be confirmed; handing the attempt back"
         ),
         // The reaper releases it if this worker is declared dead.
         Err(e) => tracing::error!(
             key,
-            "`started` could not be confirmed and the attempt key could not be released: {e}"
+            "{what} could not be confirmed and the attempt key could not be released: {e}"
         ),
     }
     if let Err(e) = d.acker.reject(true).await {

@@ -449,6 +449,61 @@ async fn a_stop_request_stops_the_running_handler(env: Env) {
     env.cleanup(&[&id]).await;
 }
 
+/// A job cancelled while its trigger waited (claimed ahead of its due time,
+/// or queued behind other work): the stop is posted before the dispatch
+/// arrives, so the handler never runs and the attempt ends stopped.
+async fn an_attempt_stopped_before_it_starts_never_runs(env: Env) {
+    env.collect().await;
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = env
+        .start(env.builder().handler("count", counting(runs.clone())))
+        .await;
+    let exec = unique("e");
+    env.coord
+        .stops_post(&[env.names.stop_key(&exec, 1)], Duration::from_secs(60))
+        .await
+        .unwrap();
+    env.broker
+        .dispatch_publish(&w.id, &first_attempt(&exec, "count"))
+        .await
+        .unwrap();
+    // `outcome` expects a `started` first; this attempt has none.
+    let done = wait_for("attempt 1's final result", DEADLINE, || async {
+        env.results_for(&exec).into_iter().next()
+    })
+    .await;
+    assert_eq!(done.kind, ResultKind::Failed);
+    assert_eq!(
+        done.error.as_deref(),
+        Some("stopped at the scheduler's request")
+    );
+    assert_eq!(done.started_at, None, "it never started");
+    // The next attempt of the same execution, not stopped, runs.
+    let mut second = first_attempt(&exec, "count");
+    second.attempt = 2;
+    env.broker.dispatch_publish(&w.id, &second).await.unwrap();
+    wait_for("the second attempt's result", DEADLINE, || async {
+        env.results_for(&exec)
+            .iter()
+            .any(|r| r.attempt == 2 && r.kind == ResultKind::Succeeded)
+            .then_some(())
+    })
+    .await;
+    let kinds: Vec<(u32, ResultKind)> = env
+        .results_for(&exec)
+        .iter()
+        .map(|r| (r.attempt, r.kind))
+        .collect();
+    assert!(
+        !kinds.contains(&(1, ResultKind::Started)),
+        "attempt 1 never reported started: {kinds:?}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "only attempt 2 ran");
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
 async fn an_attempt_key_released_for_its_dead_owner_runs_again(env: Env) {
     env.collect().await;
     let runs = Arc::new(AtomicU32::new(0));
@@ -554,5 +609,6 @@ on_both!(
     shutdown_reports_unfinished_work_and_goes_offline,
     a_lost_consumer_is_restarted,
     a_stop_request_stops_the_running_handler,
+    an_attempt_stopped_before_it_starts_never_runs,
     an_attempt_key_released_for_its_dead_owner_runs_again,
 );
