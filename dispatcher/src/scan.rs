@@ -7,7 +7,9 @@
 //!
 //! Timing: a trigger is claimed a little *before* it is due (`claim_ahead`),
 //! so the claim transaction is paid while waiting, and its publishing task
-//! sleeps until exactly the due time and publishes then. Each scan also looks
+//! sleeps until exactly the due time and publishes then. A burst seen coming
+//! (a full page of triggers not yet due) is claimed further ahead, by what
+//! claiming it takes (see `lead`). Each scan also looks
 //! further ahead, and the loop sleeps until the next trigger's claim time. A
 //! due signal from the API (a job created, triggered or resumed) cuts the
 //! sleep short when it names an earlier time. A full batch starts the next
