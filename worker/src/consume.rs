@@ -211,7 +211,7 @@ async fn run_traced(
         return;
     }
     let key = shared.names.attempt_key(&msg.execution_id, msg.attempt);
-    // Asked beside the attempt key, so it costs no extra round trip.
+    // Asked concurrently with the attempt key: one more command, no added wait.
     let owner = shared.key_owner();
     let (taken, stopped) = tokio::join!(
         shared.coord.once(&key, &owner, ATTEMPT_KEY_TTL),
