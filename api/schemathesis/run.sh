@@ -62,13 +62,16 @@ seed_args=()
 [ -n "${KAIROS_ST_SEED:-}" ] && seed_args=(--seed "$KAIROS_ST_SEED")
 schemathesis() {
   # From the temporary directory: schemathesis keeps a crash cache in the
-  # working directory.
+  # working directory. One worker: hypothesis parses lambda sources with
+  # `ast` while it generates, and CPython 3.11's AST constructor is not
+  # thread-safe (a CI run with two workers failed on "AST constructor
+  # recursion depth mismatch", an interpreter error, not a finding).
   (cd "$work" && "$venv/bin/schemathesis" --no-color --config-file "$work/schemathesis.toml" run "$base/openapi.json" \
     --url "$base" \
     --header "Authorization: Bearer $key" \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,ignored_auth \
     --max-examples "$examples" \
-    --workers 2 \
+    --workers 1 \
     --request-timeout 10 \
     --suppress-health-check too_slow,filter_too_much \
     "${seed_args[@]}" "$@")
