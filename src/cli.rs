@@ -54,7 +54,8 @@ pub enum Command {
     ///
     /// Reads KAIROS_REDIS_URL, KAIROS_AMQP_URL, KAIROS_AMQP_QUEUE_TYPE,
     /// KAIROS_NAMESPACE, KAIROS_WORKER_ID, KAIROS_WORKER_CAPACITY,
-    /// KAIROS_WORKER_BUFFER, KAIROS_WORKER_HEARTBEAT_MS, KAIROS_WORKER_GRACE_MS
+    /// KAIROS_WORKER_BUFFER, KAIROS_WORKER_DISPATCH_BATCH,
+    /// KAIROS_WORKER_HEARTBEAT_MS, KAIROS_WORKER_GRACE_MS,
     /// KAIROS_METRICS_ADDR and KAIROS_HTTP_ALLOW_PRIVATE.
     Worker(WorkerArgs),
     /// Deliver callbacks from the outbox with signatures and retries.
@@ -455,6 +456,11 @@ pub struct WorkerArgs {
     /// [default: the capacity].
     #[arg(long, env = "KAIROS_WORKER_BUFFER", value_name = "N")]
     pub worker_buffer: Option<u32>,
+    /// Most dispatches the worker takes in one message; a batch is taken or
+    /// refused whole, so at most capacity + buffer. 1 asks for one dispatch
+    /// per message [default: the buffer, 1–64].
+    #[arg(long, env = "KAIROS_WORKER_DISPATCH_BATCH", value_name = "N")]
+    pub worker_dispatch_batch: Option<u32>,
     /// Heartbeat period in milliseconds [default: 3000].
     #[arg(long, env = "KAIROS_WORKER_HEARTBEAT_MS", value_name = "MS")]
     pub worker_heartbeat_ms: Option<u64>,

@@ -26,6 +26,7 @@ pub struct FileSettings {
     pub default_timeout_ms: Option<u64>,
     pub reconcile_grace_ms: Option<u64>,
     pub worker_buffer: Option<u32>,
+    pub worker_dispatch_batch: Option<u32>,
     pub worker_heartbeat_ms: Option<u64>,
     pub worker_grace_ms: Option<u64>,
     pub http_allow_private: Option<bool>,

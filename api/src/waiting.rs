@@ -64,6 +64,7 @@ mod tests {
                 handlers: Some(handlers.iter().map(|h| h.to_string()).collect()),
                 group: None,
             },
+            dispatch_batch: 1,
         }
     }
 

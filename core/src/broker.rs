@@ -91,7 +91,22 @@ pub trait Broker: Send + Sync {
     /// broker's confirm. Callers keep many of these in flight at once. The
     /// message carries a `traceparent` header: the dispatch span of the
     /// execution's trace ([`crate::trace::dispatch_traceparent`]).
-    async fn dispatch_publish(&self, worker_id: &str, msg: &DispatchMsg) -> BrokerResult<()>;
+    async fn dispatch_publish(&self, worker_id: &str, msg: &DispatchMsg) -> BrokerResult<()> {
+        self.dispatch_publish_many(worker_id, std::slice::from_ref(msg))
+            .await
+    }
+    /// Publishes dispatches to a worker's queue in one persistent message
+    /// (body: [`crate::protocol::encode_dispatches`]) and waits for the
+    /// confirm. Only for a worker whose heartbeats offer a
+    /// `dispatch_batch` of at least `msgs.len()`. A single dispatch is sent
+    /// as by [`Broker::dispatch_publish`], with its trace headers; a batch
+    /// has none (each worker derives each dispatch's span the same way,
+    /// [`crate::trace::dispatch_traceparent`]).
+    async fn dispatch_publish_many(
+        &self,
+        worker_id: &str,
+        msgs: &[DispatchMsg],
+    ) -> BrokerResult<()>;
     /// Publishes results in one persistent message and waits for the
     /// confirm: the body is [`crate::protocol::encode_results`], one object
     /// for one result, an array for several.

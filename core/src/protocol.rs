@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 /// Version written into every message; readers refuse other major versions.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// Most dispatches one worker-queue message may carry, whatever a worker
+/// offers (its heartbeat's `dispatch_batch`).
+pub const MAX_DISPATCH_BATCH: u32 = 256;
+
 /// Heartbeats older than this are dropped by the broker, so beats published
 /// while no dispatcher runs do not pile up.
 pub const HEARTBEAT_TTL: std::time::Duration = std::time::Duration::from_secs(30);
@@ -121,20 +125,43 @@ pub struct ResultMsg {
 /// workers batch whatever is ready while the previous publish is confirmed).
 /// One object for one result keeps the body every worker has always sent.
 pub fn encode_results(msgs: &[ResultMsg]) -> serde_json::Result<Vec<u8>> {
+    encode_one_or_many(msgs)
+}
+
+/// Reads a results-queue body written by [`encode_results`] or by any worker
+/// that sends one object per message.
+pub fn decode_results(payload: &[u8]) -> serde_json::Result<Vec<ResultMsg>> {
+    decode_one_or_many(payload)
+}
+
+/// The body of one message on a worker queue: a single dispatch object, or
+/// an array of them for a worker whose heartbeats offer a
+/// [`HeartbeatMsg::dispatch_batch`] above one. Every other worker only ever
+/// gets the single object.
+pub fn encode_dispatches(msgs: &[DispatchMsg]) -> serde_json::Result<Vec<u8>> {
+    encode_one_or_many(msgs)
+}
+
+/// Reads a worker-queue body written by [`encode_dispatches`].
+pub fn decode_dispatches(payload: &[u8]) -> serde_json::Result<Vec<DispatchMsg>> {
+    decode_one_or_many(payload)
+}
+
+fn encode_one_or_many<T: Serialize>(msgs: &[T]) -> serde_json::Result<Vec<u8>> {
     match msgs {
         [one] => serde_json::to_vec(one),
         many => serde_json::to_vec(many),
     }
 }
 
-/// Reads a results-queue body written by [`encode_results`] or by any worker
-/// that sends one object per message.
-pub fn decode_results(payload: &[u8]) -> serde_json::Result<Vec<ResultMsg>> {
+fn decode_one_or_many<T: serde::de::DeserializeOwned>(
+    payload: &[u8],
+) -> serde_json::Result<Vec<T>> {
     #[derive(Deserialize)]
     #[serde(untagged)]
-    enum OneOrMany {
-        One(ResultMsg),
-        Many(Vec<ResultMsg>),
+    enum OneOrMany<T> {
+        One(T),
+        Many(Vec<T>),
     }
     Ok(match serde_json::from_slice(payload)? {
         OneOrMany::One(m) => vec![m],
@@ -191,6 +218,12 @@ pub struct HeartbeatMsg {
     /// which are then not reconciled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Vec<HeldRef>>,
+    /// Most dispatches the worker takes in one message (an array body, see
+    /// [`encode_dispatches`]): a burst then costs one persistent message and
+    /// one ack per batch instead of per attempt. Absent, 0 or 1: one dispatch
+    /// object per message, as every worker has always read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_batch: Option<u32>,
 }
 
 impl HeartbeatMsg {
@@ -428,12 +461,43 @@ mod tests {
     }
 
     #[test]
+    fn dispatches_travel_as_one_object_or_an_array() {
+        let d = |attempt| DispatchMsg {
+            v: PROTOCOL_VERSION,
+            execution_id: "e".into(),
+            job_id: "j".into(),
+            attempt,
+            handler: "noop".into(),
+            params: serde_json::Value::Null,
+            scheduled_at: 1,
+            timeout_ms: None,
+            group: None,
+            trace: None,
+        };
+        let one = encode_dispatches(&[d(1)]).unwrap();
+        assert_eq!(
+            one.first(),
+            Some(&b'{'),
+            "a single dispatch is the plain object"
+        );
+        assert_eq!(decode_dispatches(&one).unwrap(), vec![d(1)]);
+        let many = encode_dispatches(&[d(1), d(2)]).unwrap();
+        assert_eq!(many.first(), Some(&b'['));
+        assert_eq!(decode_dispatches(&many).unwrap(), vec![d(1), d(2)]);
+        let beat = r#"{"v":1,"worker_id":"w","queue":"q","capacity":1,"active":0,
+            "avg_cost_ms":0,"cpu_idle":100,"state":"online","at":1,"dispatch_batch":32}"#;
+        let beat: HeartbeatMsg = serde_json::from_str(beat).unwrap();
+        assert_eq!(beat.dispatch_batch, Some(32));
+    }
+
+    #[test]
     fn heartbeats_without_handlers_are_legacy_workers() {
         let old = r#"{"v":1,"worker_id":"w","queue":"q","capacity":1,"active":0,
             "avg_cost_ms":0,"cpu_idle":100,"state":"online","at":1}"#;
         let beat: HeartbeatMsg = serde_json::from_str(old).unwrap();
         assert_eq!(beat.handlers, None);
         assert_eq!(beat.group, None);
+        assert_eq!(beat.dispatch_batch, None, "one dispatch per message");
         let new = r#"{"v":1,"worker_id":"w","queue":"q","capacity":1,"active":0,
             "avg_cost_ms":0,"cpu_idle":100,"state":"online","at":1,
             "handlers":["noop"],"group":"edge","incarnation":"x"}"#;

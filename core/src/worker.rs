@@ -102,6 +102,9 @@ pub struct WorkerInfo {
     pub registered_at: Millis,
     /// Handlers and group it announced.
     pub serves: Serves,
+    /// Most dispatches it takes in one message; 1 for a worker that reads
+    /// only one per message (see `HeartbeatMsg::dispatch_batch`).
+    pub dispatch_batch: u32,
 }
 
 impl WorkerInfo {

@@ -15,6 +15,7 @@
 //! which is then rerouted. Holding everything back until the next heartbeat
 //! would stall a burst for seconds.
 
+use kairos_core::protocol::MAX_DISPATCH_BATCH;
 use kairos_core::time::Millis;
 use kairos_core::worker::{Routable, Serves, WorkerInfo, WorkerState};
 use rand::Rng;
@@ -177,6 +178,14 @@ impl Balancer {
         Some(slot.info.id.clone())
     }
 
+    /// Most dispatches `worker` takes in one message (1 if unknown).
+    pub fn dispatch_batch(&self, worker: &str) -> u32 {
+        self.slots
+            .iter()
+            .find(|s| s.info.id == worker)
+            .map_or(1, |s| s.info.dispatch_batch.clamp(1, MAX_DISPATCH_BATCH))
+    }
+
     /// Forgets what was counted against `worker` for one dispatch that failed.
     pub fn unpick(&mut self, worker: &str) {
         if let Some(s) = self.slots.iter_mut().find(|s| s.info.id == worker) {
@@ -227,6 +236,7 @@ mod tests {
             last_heartbeat_at: 1_000,
             registered_at: 0,
             serves: Default::default(),
+            dispatch_batch: 1,
         }
     }
 

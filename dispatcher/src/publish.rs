@@ -14,7 +14,7 @@ use kairos_core::job::Job;
 use kairos_core::store::{Claim, DispatchWork, DispatchedTo, Store};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::trace::{CallerTrace, Stage, TraceContext};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tracing::{Instrument, debug, warn};
@@ -184,23 +184,18 @@ impl Publisher {
                 "no live worker serving their handler can take work; it stays pending"
             );
         }
-        let outcomes: Vec<(Routed, Result<(), BrokerError>)> = futures::stream::iter(routed)
-            .map(|r| async move {
-                let span = execution_span("dispatch", &r.work, &r.worker);
-                let sent_at = Instant::now();
-                let published = self
-                    .broker
-                    .dispatch_publish(&r.worker, &r.work.to_message())
-                    .instrument(span.clone())
-                    .await;
-                crate::metrics::publish_confirm(sent_at.elapsed());
-                span.in_scope(|| match &published {
-                    Ok(()) => debug!("dispatch published"),
-                    Err(e) => debug!(error = %e, "dispatch not published"),
-                });
-                (r, published)
-            })
+        let batches = {
+            let balancer = self.balancer();
+            batches(
+                routed,
+                |r| r.worker.as_str(),
+                |w| balancer.dispatch_batch(w),
+            )
+        };
+        let outcomes: Vec<(Routed, Result<(), Arc<BrokerError>>)> = futures::stream::iter(batches)
+            .map(|batch| self.send(batch))
             .buffer_unordered(self.max_in_flight)
+            .flat_map(futures::stream::iter)
             .collect()
             .await;
         let confirmed_at = now_ms();
@@ -270,6 +265,60 @@ impl Publisher {
     }
 }
 
+impl Publisher {
+    /// Publishes one batch for one worker as one message; every piece of it
+    /// shares the outcome.
+    async fn send(&self, batch: Vec<Routed>) -> Vec<(Routed, Result<(), Arc<BrokerError>>)> {
+        let Some(worker) = batch.first().map(|r| r.worker.clone()) else {
+            return Vec::new();
+        };
+        let spans: Vec<tracing::Span> = batch
+            .iter()
+            .map(|r| execution_span("dispatch", &r.work, &worker))
+            .collect();
+        let msgs: Vec<_> = batch.iter().map(|r| r.work.to_message()).collect();
+        let sent_at = Instant::now();
+        let published = self
+            .broker
+            .dispatch_publish_many(&worker, &msgs)
+            .instrument(spans[0].clone())
+            .await
+            .map_err(Arc::new);
+        crate::metrics::publish_confirm(sent_at.elapsed());
+        for span in &spans {
+            span.in_scope(|| match &published {
+                Ok(()) => debug!(batch = batch.len(), "dispatch published"),
+                Err(e) => debug!(error = %e, "dispatch not published"),
+            });
+        }
+        batch.into_iter().map(|r| (r, published.clone())).collect()
+    }
+}
+
+/// Groups routed work into one message per worker and batch: a worker
+/// takes up to `size_of(worker)` dispatches in one message (1 for a worker
+/// that reads only one per message). Work keeps its order within a worker.
+fn batches<T>(
+    items: Vec<T>,
+    worker_of: impl Fn(&T) -> &str,
+    size_of: impl Fn(&str) -> u32,
+) -> Vec<Vec<T>> {
+    let mut open: HashMap<String, usize> = HashMap::new();
+    let mut out: Vec<Vec<T>> = Vec::new();
+    for item in items {
+        let worker = worker_of(&item);
+        let size = usize::try_from(size_of(worker)).unwrap_or(1).max(1);
+        match open.get(worker).copied() {
+            Some(i) if out[i].len() < size => out[i].push(item),
+            _ => {
+                open.insert(worker.to_string(), out.len());
+                out.push(vec![item]);
+            }
+        }
+    }
+    out
+}
+
 /// The span of one attempt's dispatch: the execution's trace fields, named
 /// alike in every process (`job_id`, `execution_id`, `attempt`, `worker_id`,
 /// `trace_id`), in the trace of the job's creator when it sent one (the
@@ -289,4 +338,32 @@ fn execution_span(name: &'static str, w: &DispatchWork, worker: &str) -> tracing
         traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),
         parent = caller.map(|t| t.to_string()).unwrap_or_default(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_is_grouped_per_worker_up_to_its_batch_size() {
+        let routed = vec![
+            ("a", 1),
+            ("b", 2),
+            ("a", 3),
+            ("legacy", 4),
+            ("a", 5),
+            ("legacy", 6),
+        ];
+        let size = |w: &str| match w {
+            "a" => 2,
+            "b" => 8,
+            _ => 1,
+        };
+        let got: Vec<Vec<i32>> = batches(routed, |r| r.0, size)
+            .into_iter()
+            .map(|b| b.into_iter().map(|r| r.1).collect())
+            .collect();
+        assert_eq!(got, vec![vec![1, 3], vec![2], vec![4], vec![5], vec![6]]);
+        assert!(batches(Vec::<(&str, i32)>::new(), |r| r.0, size).is_empty());
+    }
 }

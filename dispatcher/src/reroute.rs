@@ -6,6 +6,9 @@
 //! The execution's row then names the new worker, so if that worker dies the
 //! reaper rescues the execution from the right queue.
 //!
+//! A refused batch (one message holding several dispatches) is split: each
+//! of its dispatches is placed on its own.
+//!
 //! A message refused again soon after it was rerouted means every worker it
 //! could go to is full (heartbeats lag behind a burst): it waits a moment
 //! before going out again, instead of bouncing between full workers as fast
@@ -13,7 +16,7 @@
 
 use crate::balancer::{Balancer, Want};
 use kairos_core::broker::{Broker, BrokerError, Delivery, DeliveryStream};
-use kairos_core::protocol::DispatchMsg;
+use kairos_core::protocol::{DispatchMsg, decode_dispatches};
 use kairos_core::store::{DispatchedTo, Store};
 use kairos_core::supervise::{self, Backoff, Subscription};
 use kairos_core::time::now_ms;
@@ -108,8 +111,11 @@ struct Route<'a> {
     balancer: &'a Mutex<Balancer>,
 }
 
+/// Places every dispatch of a refused message (a batch is split: each goes
+/// wherever there is room), then acks it. Cancelled midway, the message is
+/// left unsettled and comes back; the attempt keys skip what already ran.
 async fn reroute_one(to: &Route<'_>, d: Delivery, recent: &mut Recent, token: &CancellationToken) {
-    let msg: DispatchMsg = match serde_json::from_slice(&d.payload) {
+    let msgs = match decode_dispatches(&d.payload) {
         Ok(m) => m,
         Err(e) => {
             warn!(error = %e, "dropping a malformed rerouted message");
@@ -117,12 +123,29 @@ async fn reroute_one(to: &Route<'_>, d: Delivery, recent: &mut Recent, token: &C
             return;
         }
     };
+    for msg in &msgs {
+        if !place(to, msg, d.rejected_by.as_deref(), recent, token).await {
+            return;
+        }
+    }
+    let _ = d.acker.ack().await;
+}
+
+/// Publishes `msg` to a worker other than `refuser` if one can take it;
+/// false if the term ended first.
+async fn place(
+    to: &Route<'_>,
+    msg: &DispatchMsg,
+    refuser: Option<&str>,
+    recent: &mut Recent,
+    token: &CancellationToken,
+) -> bool {
     if recent.bounced(&msg.execution_id) {
         hold(token).await;
     }
     // Held unacked until a worker has room: the message stays safe in the
     // broker, and the dispatcher keeps the rest of its work flowing.
-    let mut exclude = d.rejected_by.as_deref();
+    let mut exclude = refuser;
     while !token.is_cancelled() {
         let pick = to.balancer.lock().unwrap_or_else(|p| p.into_inner()).pick(
             now_ms(),
@@ -138,13 +161,12 @@ async fn reroute_one(to: &Route<'_>, d: Delivery, recent: &mut Recent, token: &C
             hold(token).await;
             continue;
         };
-        match to.broker.dispatch_publish(&worker, &msg).await {
+        match to.broker.dispatch_publish(&worker, msg).await {
             Ok(()) => {
-                debug!(execution = %msg.execution_id, from = ?d.rejected_by, to = %worker, "rerouted");
+                debug!(execution = %msg.execution_id, from = ?refuser, to = %worker, "rerouted");
                 crate::metrics::rerouted();
-                record(to.store.clone(), &msg, &worker, d.rejected_by.as_deref());
-                let _ = d.acker.ack().await;
-                return;
+                record(to.store.clone(), msg, &worker, refuser);
+                return true;
             }
             Err(e) => {
                 to.balancer
@@ -156,6 +178,7 @@ async fn reroute_one(to: &Route<'_>, d: Delivery, recent: &mut Recent, token: &C
             }
         }
     }
+    false
 }
 
 /// Records the execution's new worker, in the background. A refusal can

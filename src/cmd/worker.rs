@@ -44,6 +44,9 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
     if let Some(b) = pick(args.worker_buffer, file.worker_buffer) {
         builder = builder.buffer(b);
     }
+    if let Some(n) = pick(args.worker_dispatch_batch, file.worker_dispatch_batch) {
+        builder = builder.dispatch_batch(n);
+    }
     if let Some(ms) = pick(args.worker_heartbeat_ms, file.worker_heartbeat_ms) {
         if ms == 0 {
             bail!("KAIROS_WORKER_HEARTBEAT_MS must be positive");

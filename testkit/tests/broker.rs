@@ -64,6 +64,31 @@ async fn round_trip(fx: &Fx) {
     fx.wait_stats(&w, 0, 0).await;
 }
 
+/// Several dispatches in one message arrive as one delivery holding all of
+/// them, without a trace header (each has its own trace), and a refused
+/// batch reaches the reroute queue whole.
+async fn a_dispatch_batch_is_one_message(fx: &Fx) {
+    let w = fx.worker("w").await;
+    let mut batch = vec![dispatch(1), dispatch(2), dispatch(3)];
+    batch[0].execution_id = "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".into();
+    let mut s = fx.broker.dispatch_consume(&w, 10).await.unwrap();
+    let mut reroute = fx.broker.reroute_consume(10).await.unwrap();
+    fx.broker.dispatch_publish_many(&w, &batch).await.unwrap();
+    let d = next(&mut s).await;
+    let got = kairos_core::protocol::decode_dispatches(&d.payload).unwrap();
+    assert_eq!(got, batch);
+    assert_eq!(d.traceparent, None, "a batch has no single trace");
+    d.acker.reject(false).await.unwrap();
+    let r = next(&mut reroute).await;
+    assert_eq!(r.rejected_by.as_deref(), Some(w.as_str()));
+    let rerouted = kairos_core::protocol::decode_dispatches(&r.payload).unwrap();
+    assert_eq!(rerouted, batch);
+    r.acker.ack().await.unwrap();
+    drop(reroute);
+    drop(s);
+    fx.wait_stats(&w, 0, 0).await;
+}
+
 async fn undeclared_worker_is_refused(fx: &Fx) {
     let nobody = format!("nobody-{}", fx.names.namespace());
     let err = fx.broker.dispatch_publish(&nobody, &dispatch(1)).await;
@@ -271,6 +296,7 @@ async fn heartbeats_and_results_round_trip(fx: &Fx) {
         group: None,
         incarnation: None,
         held: None,
+        dispatch_batch: None,
     };
     fx.broker.heartbeat_publish(&beat).await.unwrap();
     fx.broker.results_publish(&[result(3)]).await.unwrap();
@@ -360,6 +386,7 @@ macro_rules! on_both {
 
 on_both!(
     round_trip,
+    a_dispatch_batch_is_one_message,
     undeclared_worker_is_refused,
     reject_reroutes_and_requeue_returns,
     dropped_consumer_redelivers,

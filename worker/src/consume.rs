@@ -12,6 +12,7 @@
 
 use crate::execute::{STOPPED_ERROR, run_attempt};
 use crate::results::Report;
+use crate::settle::{self, Part};
 use crate::shared::{Shared, Slot};
 use kairos_core::broker::{BrokerError, Delivery, DeliveryStream};
 use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION, ResultMsg};
@@ -91,35 +92,72 @@ impl Subscription for WorkerQueue {
     }
 }
 
-/// Takes a delivery into the pool, or refuses it when pool and buffer stay
-/// full for [`FULL_WAIT`], so the dead-letter route sends it to another worker.
+/// Takes a delivery's dispatches into the pool, or refuses the delivery when
+/// pool and buffer cannot hold all of them within [`FULL_WAIT`], so the
+/// dead-letter route sends it to other workers (a refused batch is split
+/// there). A batch is taken whole or not at all: no part of a refused
+/// delivery has started.
 async fn accept(shared: &Arc<Shared>, d: Delivery, stop: &CancellationToken) {
-    let slot = tokio::select! {
+    let msgs = match decode(&d.payload) {
+        Ok(msgs) => msgs,
+        Err(why) => {
+            tracing::error!(worker_id = %shared.id, body = %String::from_utf8_lossy(&d.payload), "dropping a malformed dispatch: {why}");
+            if let Err(e) = d.acker.reject(false).await {
+                tracing::warn!("rejecting a malformed dispatch failed: {e}");
+            }
+            return;
+        }
+    };
+    let slots = tokio::select! {
         biased;
         // Unsettled: closing the consumer hands it back to the queue.
         _ = stop.cancelled() => return,
-        slot = shared.reserve_within(FULL_WAIT) => slot,
+        slots = shared.reserve_within(msgs.len(), FULL_WAIT) => slots,
     };
-    match slot {
-        Some(slot) => {
-            crate::metrics::pool(shared);
-            shared
-                .tasks
-                .spawn(process(Arc::clone(shared), d, slot, stop.clone()));
+    let Some(slots) = slots else {
+        tracing::info!(worker_id = %shared.id, dispatches = msgs.len(), "pool and buffer full; rejecting a dispatch for reroute");
+        crate::metrics::rejected();
+        if let Err(e) = d.acker.reject(false).await {
+            tracing::warn!("rejecting a dispatch failed: {e}; the broker will redeliver it");
         }
-        None => {
-            tracing::info!(worker_id = %shared.id, "pool and buffer full; rejecting a dispatch for reroute");
-            crate::metrics::rejected();
-            if let Err(e) = d.acker.reject(false).await {
-                tracing::warn!("rejecting a dispatch failed: {e}; the broker will redeliver it");
-            }
-        }
+        return;
+    };
+    crate::metrics::pool(shared);
+    // A single dispatch carries the dispatcher's span in its header; a batch
+    // carries none, and each dispatch's is derived as the dispatcher did.
+    let header = match msgs.len() {
+        1 => d.traceparent,
+        _ => None,
+    };
+    let parts = settle::split(d.acker, msgs.len());
+    for ((msg, slot), part) in msgs.into_iter().zip(slots).zip(parts) {
+        let parent = header
+            .clone()
+            .or_else(|| kairos_core::trace::dispatch_traceparent(&msg));
+        let parent = parent.as_deref().and_then(TraceContext::parse);
+        shared.tasks.spawn(process(
+            Arc::clone(shared),
+            msg,
+            parent,
+            part,
+            slot,
+            stop.clone(),
+        ));
     }
 }
 
-fn decode(payload: &[u8]) -> Result<DispatchMsg, String> {
+/// A worker-queue body: one dispatch object, or a non-empty array of them.
+fn decode(payload: &[u8]) -> Result<Vec<DispatchMsg>, String> {
     let value: serde_json::Value =
         serde_json::from_slice(payload).map_err(|e| format!("not JSON: {e}"))?;
+    match value {
+        serde_json::Value::Array(items) if items.is_empty() => Err("an empty batch".into()),
+        serde_json::Value::Array(items) => items.into_iter().map(decode_one).collect(),
+        one => decode_one(one).map(|msg| vec![msg]),
+    }
+}
+
+fn decode_one(value: serde_json::Value) -> Result<DispatchMsg, String> {
     match value.get("v").and_then(serde_json::Value::as_u64) {
         Some(v) if v == u64::from(PROTOCOL_VERSION) => {}
         Some(v) => {
@@ -132,24 +170,21 @@ fn decode(payload: &[u8]) -> Result<DispatchMsg, String> {
     serde_json::from_value(value).map_err(|e| format!("not a dispatch message: {e}"))
 }
 
-/// One delivery, end to end. `_slot` holds its place until the result is out.
-/// `stop` is the end of consuming: a dispatch still waiting for a pool slot
-/// then is left unsettled, and closing the consumer hands it back to the queue.
-async fn process(shared: Arc<Shared>, d: Delivery, _slot: Slot, stop: CancellationToken) {
-    let msg = match decode(&d.payload) {
-        Ok(m) => m,
-        Err(why) => {
-            tracing::error!(worker_id = %shared.id, body = %String::from_utf8_lossy(&d.payload), "dropping a malformed dispatch: {why}");
-            if let Err(e) = d.acker.reject(false).await {
-                tracing::warn!("rejecting a malformed dispatch failed: {e}");
-            }
-            return;
-        }
-    };
-    let parent = d.traceparent.as_deref().and_then(TraceContext::parse);
+/// One dispatch, end to end. `_slot` holds its place until the result is
+/// out. `stop` is the end of consuming: a dispatch still waiting for a pool
+/// slot then leaves its part unsettled, and closing the consumer hands the
+/// delivery back to the queue.
+async fn process(
+    shared: Arc<Shared>,
+    msg: DispatchMsg,
+    parent: Option<TraceContext>,
+    part: Part,
+    _slot: Slot,
+    stop: CancellationToken,
+) {
     let trace = run_trace(&msg, parent.as_ref());
     let span = attempt_span(&shared.id, &msg, trace, parent);
-    run_traced(shared, d, msg, trace, stop)
+    run_traced(shared, part, msg, trace, stop)
         .instrument(span)
         .await;
 }
@@ -188,7 +223,7 @@ fn attempt_span(
 
 async fn run_traced(
     shared: Arc<Shared>,
-    d: Delivery,
+    part: Part,
     msg: DispatchMsg,
     trace: Option<TraceContext>,
     stop: CancellationToken,
@@ -220,13 +255,13 @@ async fn run_traced(
     match taken {
         Ok(true) if stopped => {
             drop(permit);
-            settle_stopped(&shared, &key, d, &msg, traceparent).await;
+            settle_stopped(&shared, &key, part, &msg, traceparent).await;
             return;
         }
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(execution_id = %msg.execution_id, attempt = msg.attempt, "attempt already ran or is running; skipping the duplicate");
-            if let Err(e) = d.acker.ack().await {
+            if let Err(e) = part.ack().await {
                 tracing::warn!("acking a duplicate dispatch failed: {e}");
             }
             return;
@@ -234,7 +269,7 @@ async fn run_traced(
         Err(e) => {
             tracing::warn!(execution_id = %msg.execution_id, attempt = msg.attempt, "cannot take the attempt key: {e}; handing the dispatch back");
             tokio::time::sleep(GUARD_RETRY_DELAY).await;
-            if let Err(e) = d.acker.reject(true).await {
+            if let Err(e) = part.requeue().await {
                 tracing::warn!("requeueing a dispatch failed: {e}; the broker will redeliver it");
             }
             return;
@@ -251,12 +286,12 @@ async fn run_traced(
         // requeue the attempt (if this worker is declared dead) and another
         // worker would run it too. So it does not run here: the key is given
         // back and the dispatch returned to the queue.
-        hand_back(&shared, &key, d, "`started`").await;
+        hand_back(&shared, &key, part, "`started`").await;
         return;
     }
     // Acked before the handler runs: a long job must not hold an unacked
     // dispatch (RabbitMQ closes the channel after its consumer ack timeout).
-    if let Err(e) = d.acker.ack().await {
+    if let Err(e) = part.ack().await {
         tracing::warn!(execution_id = %msg.execution_id, "acking a dispatch failed: {e}; a redelivery will be skipped by the attempt key");
     }
     tracing::debug!("attempt started");
@@ -290,7 +325,7 @@ async fn stop_posted(shared: &Shared, msg: &DispatchMsg) -> bool {
 async fn settle_stopped(
     shared: &Shared,
     key: &str,
-    d: Delivery,
+    part: Part,
     msg: &DispatchMsg,
     traceparent: Option<String>,
 ) {
@@ -306,17 +341,17 @@ async fn settle_stopped(
         )
     };
     if shared.reporter.finished(result).await.is_err() {
-        hand_back(shared, key, d, "the stopped attempt's result").await;
+        hand_back(shared, key, part, "the stopped attempt's result").await;
         return;
     }
-    if let Err(e) = d.acker.ack().await {
+    if let Err(e) = part.ack().await {
         tracing::warn!(execution_id = %msg.execution_id, "acking a stopped dispatch failed: {e}; a redelivery will be skipped by the attempt key");
     }
 }
 
 /// Gives back an attempt this worker took but did not start, because
 /// `what` could not be confirmed.
-async fn hand_back(shared: &Shared, key: &str, d: Delivery, what: &str) {
+async fn hand_back(shared: &Shared, key: &str, part: Part, what: &str) {
     match shared.coord.release(key, &shared.key_owner()).await {
         Ok(_) => tracing::warn!(
             key,
@@ -328,7 +363,7 @@ async fn hand_back(shared: &Shared, key: &str, d: Delivery, what: &str) {
             "{what} could not be confirmed and the attempt key could not be released: {e}"
         ),
     }
-    if let Err(e) = d.acker.reject(true).await {
+    if let Err(e) = part.requeue().await {
         tracing::warn!("requeueing a dispatch failed: {e}; the broker will redeliver it");
     }
 }
@@ -340,7 +375,21 @@ mod tests {
     #[test]
     fn dispatches_of_other_versions_or_shapes_are_refused() {
         let ok = br#"{"v":1,"execution_id":"e","job_id":"j","attempt":1,"handler":"noop","params":null,"scheduled_at":0,"timeout_ms":null}"#;
-        assert_eq!(decode(ok).unwrap().handler, "noop");
+        assert_eq!(decode(ok).unwrap()[0].handler, "noop");
+        let two = format!(
+            "[{},{}]",
+            String::from_utf8_lossy(ok),
+            String::from_utf8_lossy(ok)
+        );
+        assert_eq!(decode(two.as_bytes()).unwrap().len(), 2);
+        assert_eq!(decode(b"[]").unwrap_err(), "an empty batch");
+        let mixed = format!(r#"[{},{{"v":2}}]"#, String::from_utf8_lossy(ok));
+        assert!(
+            decode(mixed.as_bytes())
+                .unwrap_err()
+                .contains("unsupported protocol version 2"),
+            "one bad dispatch refuses the batch"
+        );
         assert!(decode(b"{").unwrap_err().starts_with("not JSON"));
         let v2 = br#"{"v":2,"execution_id":"e"}"#;
         assert!(

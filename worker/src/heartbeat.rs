@@ -87,6 +87,7 @@ fn heartbeat(shared: &Shared, cpu: &mut CpuSampler) -> HeartbeatMsg {
         group: shared.group.clone(),
         incarnation: Some(shared.incarnation.clone()),
         held: Some(shared.held()),
+        dispatch_batch: (shared.dispatch_batch > 1).then_some(shared.dispatch_batch),
     }
 }
 

@@ -25,6 +25,7 @@ mod heartbeat;
 mod logs;
 mod metrics;
 mod results;
+mod settle;
 mod shared;
 mod stops;
 
@@ -33,7 +34,7 @@ pub use handler::{Handler, HandlerError, HandlerOutcome, JobContext, Typed, type
 use handler::Registry;
 use kairos_core::broker::{Broker, BrokerError};
 use kairos_core::coord::Coordination;
-use kairos_core::protocol::Names;
+use kairos_core::protocol::{MAX_DISPATCH_BATCH, Names};
 use kairos_core::supervise::spawn_critical;
 use kairos_core::worker::WorkerState;
 use shared::Shared;
@@ -50,6 +51,10 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// How often running attempts are checked for stop requests, unless told otherwise.
 pub const DEFAULT_STOP_POLL: Duration = Duration::from_millis(250);
 /// Worker ids end up in queue names and routing keys.
+/// Largest default [`WorkerBuilder::dispatch_batch`]: a burst costs one
+/// message per this many dispatches, while a batch stays small enough to fit
+/// the buffer of a busy worker.
+pub const DEFAULT_DISPATCH_BATCH_MAX: u32 = 64;
 const MAX_ID_LEN: usize = 200;
 
 /// Worker failures, at the crate boundary.
@@ -78,6 +83,7 @@ pub struct WorkerBuilder {
     id: Option<String>,
     capacity: Option<u32>,
     buffer: Option<u32>,
+    dispatch_batch: Option<u32>,
     heartbeat_every: Option<Duration>,
     grace_period: Option<Duration>,
     stop_poll: Option<Duration>,
@@ -115,6 +121,16 @@ impl WorkerBuilder {
     /// that run longer than RabbitMQ's `consumer_timeout` set this to 0.
     pub fn buffer(mut self, buffer: u32) -> Self {
         self.buffer = Some(buffer);
+        self
+    }
+
+    /// Most dispatches this worker takes in one message (default: the
+    /// buffer, at most [`DEFAULT_DISPATCH_BATCH_MAX`], at least 1). A batch
+    /// is taken whole (every dispatch in it gets a place in pool or buffer
+    /// within the full-worker wait) or refused whole for reroute, so it must
+    /// fit in capacity + buffer; 1 asks for one dispatch per message.
+    pub fn dispatch_batch(mut self, n: u32) -> Self {
+        self.dispatch_batch = Some(n);
         self
     }
 
@@ -249,6 +265,18 @@ impl WorkerBuilder {
                 "capacity + buffer must not exceed 65535 (the prefetch limit)",
             ));
         }
+        let dispatch_batch = self
+            .dispatch_batch
+            .unwrap_or(buffer.clamp(1, DEFAULT_DISPATCH_BATCH_MAX));
+        if dispatch_batch == 0
+            || dispatch_batch > MAX_DISPATCH_BATCH
+            || u64::from(dispatch_batch) > u64::from(capacity) + u64::from(buffer)
+        {
+            return Err(WorkerError::Config(format!(
+                "dispatch batch must be 1–{MAX_DISPATCH_BATCH} and at most capacity + buffer ({})",
+                u64::from(capacity) + u64::from(buffer)
+            )));
+        }
         let heartbeat_every = self.heartbeat_every.unwrap_or(DEFAULT_HEARTBEAT_EVERY);
         if heartbeat_every.is_zero() {
             return Err(config("heartbeat period must be positive"));
@@ -300,6 +328,7 @@ impl WorkerBuilder {
             logs: log_sink,
             capacity,
             buffer,
+            dispatch_batch,
         });
         Ok(Worker {
             shipper,

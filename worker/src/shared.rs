@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub(crate) capacity: u32,
     /// Accepted deliveries allowed to wait for a pool slot.
     pub(crate) buffer: u32,
+    /// Most dispatches offered per message (heartbeat `dispatch_batch`).
+    pub(crate) dispatch_batch: u32,
     /// One permit per running handler.
     pub(crate) permits: Semaphore,
     /// Deliveries accepted and not yet finished (waiting or running): the
@@ -71,6 +73,7 @@ pub(crate) struct Setup {
     pub(crate) logs: LogSink,
     pub(crate) capacity: u32,
     pub(crate) buffer: u32,
+    pub(crate) dispatch_batch: u32,
 }
 
 impl Shared {
@@ -85,6 +88,7 @@ impl Shared {
             logs,
             capacity,
             buffer,
+            dispatch_batch,
         } = setup;
         Self {
             id,
@@ -98,6 +102,7 @@ impl Shared {
             logs,
             capacity,
             buffer,
+            dispatch_batch,
             permits: Semaphore::new(capacity as usize),
             in_flight: AtomicU32::new(0),
             tasks: TaskTracker::new(),
@@ -200,25 +205,32 @@ impl Shared {
         }
     }
 
-    /// Like [`Shared::try_reserve`], but waits up to `wait` for a place to be
-    /// given back. Short handlers free places within milliseconds, so a full
-    /// worker would otherwise refuse (and send into reroute) dispatches it
-    /// could take a moment later.
+    /// `n` places, like [`Shared::try_reserve`], waiting up to `wait` for
+    /// places to be given back; none if not all of them come back in time.
+    /// Short handlers free places within milliseconds, so a full worker
+    /// would otherwise refuse (and send into reroute) dispatches it could
+    /// take a moment later. Only the delivery loop reserves, one delivery
+    /// at a time, so places held while waiting are not contended.
     pub(crate) async fn reserve_within(
         self: &Arc<Self>,
+        n: usize,
         wait: std::time::Duration,
-    ) -> Option<Slot> {
+    ) -> Option<Vec<Slot>> {
         let deadline = tokio::time::Instant::now() + wait;
-        loop {
+        let mut slots = Vec::with_capacity(n);
+        while slots.len() < n {
             // Registered before the check, so a place freed in between is seen.
             let freed = self.slot_freed.notified();
             if let Some(slot) = self.try_reserve() {
-                return Some(slot);
+                slots.push(slot);
+                continue;
             }
             if tokio::time::timeout_at(deadline, freed).await.is_err() {
-                return self.try_reserve();
+                // Dropping what was reserved gives it back.
+                slots.push(self.try_reserve()?);
             }
         }
+        Some(slots)
     }
 
     pub(crate) fn record_cost(&self, ms: f64) {

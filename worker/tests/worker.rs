@@ -369,6 +369,116 @@ async fn a_full_pool_and_buffer_reroutes(env: Env) {
     env.cleanup(&[&id]).await;
 }
 
+/// A batch (one message, several dispatches) runs each of its dispatches
+/// once, skips one that already ran, and is acked once all have started.
+async fn a_batch_runs_each_of_its_dispatches_once(env: Env) {
+    env.collect().await;
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = env
+        .start(
+            env.builder()
+                .capacity(2)
+                .buffer(2)
+                .dispatch_batch(4)
+                .handler("count", counting(runs.clone())),
+        )
+        .await;
+    assert!(
+        env.beats
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|b| b.worker_id == w.id && b.dispatch_batch == Some(4)),
+        "its heartbeats offer batches of 4"
+    );
+    let ran = first_attempt(&unique("e"), "count");
+    env.broker.dispatch_publish(&w.id, &ran).await.unwrap();
+    env.outcome(&ran.execution_id).await;
+    let fresh: Vec<DispatchMsg> = (0..3)
+        .map(|_| first_attempt(&unique("e"), "count"))
+        .collect();
+    let mut batch = vec![ran.clone()];
+    batch.extend(fresh.iter().cloned());
+    env.broker
+        .dispatch_publish_many(&w.id, &batch)
+        .await
+        .unwrap();
+    for msg in &fresh {
+        assert_eq!(
+            env.outcome(&msg.execution_id).await.kind,
+            ResultKind::Succeeded
+        );
+    }
+    let id = w.id.clone();
+    w.stop().await;
+    let left = env.broker.worker_queue_stats(&id).await.unwrap().unwrap();
+    assert_eq!(left.messages, 0, "the batch was acked, not handed back");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        4,
+        "the one that ran is skipped"
+    );
+    assert_eq!(env.results_for(&ran.execution_id).len(), 2);
+    env.cleanup(&[&id]).await;
+}
+
+/// A batch that pool and buffer cannot hold whole is refused whole, for the
+/// dispatchers to split: none of it starts here.
+async fn a_batch_that_does_not_fit_is_refused_whole(env: Env) {
+    env.collect().await;
+    let release = CancellationToken::new();
+    let gate = release.clone();
+    let hold = move |_ctx: JobContext| {
+        let gate = gate.clone();
+        async move {
+            gate.cancelled().await;
+            HandlerOutcome::Success(json!("released"))
+        }
+    };
+    let w = env
+        .start(
+            env.builder()
+                .capacity(1)
+                .buffer(1)
+                .dispatch_batch(2)
+                .handler("hold", hold),
+        )
+        .await;
+    let mut reroute = env.broker.reroute_consume(10).await.unwrap();
+    let first = env.dispatch(&w.id, "hold", json!(1), None).await;
+    wait_for("the first to start", DEADLINE, || async {
+        (!env.results_for(&first).is_empty()).then_some(())
+    })
+    .await;
+    let batch = vec![
+        first_attempt(&unique("e"), "hold"),
+        first_attempt(&unique("e"), "hold"),
+    ];
+    env.broker
+        .dispatch_publish_many(&w.id, &batch)
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(DEADLINE, reroute.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(refused.rejected_by.as_deref(), Some(w.id.as_str()));
+    let back = kairos_core::protocol::decode_dispatches(&refused.payload).unwrap();
+    assert_eq!(back, batch, "the whole batch, as sent");
+    refused.acker.ack().await.unwrap();
+    release.cancel();
+    assert_eq!(env.outcome(&first).await.output, Some(json!("released")));
+    for msg in &batch {
+        assert!(
+            env.results_for(&msg.execution_id).is_empty(),
+            "never started"
+        );
+    }
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
 async fn shutdown_reports_unfinished_work_and_goes_offline(env: Env) {
     env.collect().await;
     let w = env
@@ -606,6 +716,8 @@ on_both!(
     a_slow_handler_times_out,
     a_panicking_handler_fails_and_the_worker_survives,
     a_full_pool_and_buffer_reroutes,
+    a_batch_runs_each_of_its_dispatches_once,
+    a_batch_that_does_not_fit_is_refused_whole,
     shutdown_reports_unfinished_work_and_goes_offline,
     a_lost_consumer_is_restarted,
     a_stop_request_stops_the_running_handler,

@@ -160,10 +160,18 @@ impl Broker for MemoryBroker {
         Ok(())
     }
 
-    async fn dispatch_publish(&self, worker_id: &str, msg: &DispatchMsg) -> BrokerResult<()> {
-        let body = serde_json::to_vec(msg)?;
+    async fn dispatch_publish_many(
+        &self,
+        worker_id: &str,
+        msgs: &[DispatchMsg],
+    ) -> BrokerResult<()> {
+        let body = kairos_core::protocol::encode_dispatches(msgs)?;
         let queue = self.worker_queue(worker_id)?;
-        self.publish(&queue, body, kairos_core::trace::dispatch_traceparent(msg))
+        let traceparent = match msgs {
+            [msg] => kairos_core::trace::dispatch_traceparent(msg),
+            _ => None,
+        };
+        self.publish(&queue, body, traceparent)
     }
 
     async fn results_publish(&self, msgs: &[ResultMsg]) -> BrokerResult<()> {
@@ -302,6 +310,7 @@ mod tests {
             group: None,
             incarnation: None,
             held: None,
+            dispatch_batch: None,
         }
     }
 

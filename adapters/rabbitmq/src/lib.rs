@@ -209,16 +209,22 @@ impl Broker for AmqpBroker {
         }
     }
 
-    async fn dispatch_publish(&self, worker_id: &str, msg: &DispatchMsg) -> BrokerResult<()> {
-        let body = serde_json::to_vec(msg)?;
+    async fn dispatch_publish_many(
+        &self,
+        worker_id: &str,
+        msgs: &[DispatchMsg],
+    ) -> BrokerResult<()> {
+        let body = kairos_core::protocol::encode_dispatches(msgs)?;
         let link = self.link.get().await?;
         let exchange = self.names.dispatch_exchange();
         let mut headers = Vec::with_capacity(2);
-        if let Some(parent) = kairos_core::trace::dispatch_traceparent(msg) {
-            headers.push((publish::TRACEPARENT, parent));
-        }
-        if let Some(state) = kairos_core::trace::dispatch_tracestate(msg) {
-            headers.push((publish::TRACESTATE, state.to_string()));
+        if let [msg] = msgs {
+            if let Some(parent) = kairos_core::trace::dispatch_traceparent(msg) {
+                headers.push((publish::TRACEPARENT, parent));
+            }
+            if let Some(state) = kairos_core::trace::dispatch_tracestate(msg) {
+                headers.push((publish::TRACESTATE, state.to_string()));
+            }
         }
         publish::publish(&link, &exchange, worker_id, &body, true, &headers).await
     }

@@ -56,6 +56,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "native types",
         include_str!("../migrations/mysql/0008_native_types.sql"),
     ),
+    (
+        9,
+        "dispatch batch",
+        include_str!("../migrations/mysql/0009_dispatch_batch.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -100,6 +105,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "native types",
         include_str!("../migrations/postgres/0008_native_types.sql"),
     ),
+    (
+        9,
+        "dispatch batch",
+        include_str!("../migrations/postgres/0009_dispatch_batch.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -140,6 +150,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         7,
         "pause reason",
         include_str!("../migrations/sqlite/0007_pause_reason.sql"),
+    ),
+    (
+        9,
+        "dispatch batch",
+        include_str!("../migrations/sqlite/0009_dispatch_batch.sql"),
     ),
 ];
 

@@ -312,6 +312,11 @@ pub(crate) fn worker(row: &Row) -> StoreResult<WorkerInfo> {
             },
             group: r.opt_string("worker_group")?,
         },
+        dispatch_batch: r
+            .opt_i64("dispatch_batch")?
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(1)
+            .max(1),
     })
 }
 

@@ -15,7 +15,7 @@ use kairos_core::worker::{WorkerInfo, WorkerState};
 use std::collections::{HashMap, HashSet};
 
 /// Columns a heartbeat overwrites; `registered_at` keeps the first insert's value.
-const BEAT_COLS: [&str; 12] = [
+const BEAT_COLS: [&str; 13] = [
     "queue",
     "capacity",
     "active",
@@ -28,6 +28,7 @@ const BEAT_COLS: [&str; 12] = [
     "updated_at",
     "handlers",
     "worker_group",
+    "dispatch_batch",
 ];
 
 /// Replaced incarnations a ledger lists: enough for any burst of restarts
@@ -100,7 +101,8 @@ impl WorkerStore for SqlStore {
     async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>> {
         let found = Sql::new(
             "SELECT id, queue, capacity, active, avg_cost_ms, cpu_idle, state, \
-             last_heartbeat_at, registered_at, handlers, worker_group FROM workers ORDER BY id",
+             last_heartbeat_at, registered_at, handlers, worker_group, dispatch_batch \
+             FROM workers ORDER BY id",
         )
         .fetch_all(self.read())
         .await?;
@@ -262,6 +264,7 @@ fn beat_fields(b: &HeartbeatMsg, now: Millis) -> Fields {
         .with("updated_at", time(now))
         .with("handlers", json(handlers))
         .with("worker_group", b.group.as_ref())
+        .with("dispatch_batch", b.dispatch_batch.filter(|&n| n > 1))
 }
 
 #[cfg(test)]
@@ -285,6 +288,7 @@ mod tests {
             group: None,
             incarnation: None,
             held: None,
+            dispatch_batch: None,
         };
         let mut s = Sql::new("INSERT INTO workers");
         s.rows([&beat_fields(&beat, 7)]);

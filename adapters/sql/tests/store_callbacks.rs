@@ -299,6 +299,7 @@ fn beat(id: &str, active: u32, at: i64) -> HeartbeatMsg {
         group: None,
         incarnation: None,
         held: None,
+        dispatch_batch: None,
     }
 }
 

@@ -40,6 +40,7 @@ fn beat(id: &str, inc: Option<&str>, held: Option<Vec<HeldRef>>, at: i64) -> Hea
         held,
         handlers: None,
         group: None,
+        dispatch_batch: None,
     }
 }
 

@@ -14,6 +14,7 @@ use support::{T0, claim, create, one_shot};
 
 store_cases!(
     heartbeats_record_handlers_and_group,
+    heartbeats_record_the_dispatch_batch_offered,
     unpublished_work_is_filtered_by_what_workers_serve,
     logs_are_bounded_paged_and_purged,
 );
@@ -33,6 +34,7 @@ fn beat(id: &str, handlers: Option<&[&str]>, group: Option<&str>) -> HeartbeatMs
         group: group.map(str::to_string),
         incarnation: None,
         held: None,
+        dispatch_batch: None,
     }
 }
 
@@ -68,6 +70,38 @@ async fn heartbeats_record_handlers_and_group(store: SqlStore) {
         .unwrap();
     let workers = store.workers_list().await.unwrap();
     assert_eq!(workers[0].serves, serves(Some(&["noop"]), None));
+}
+
+async fn heartbeats_record_the_dispatch_batch_offered(store: SqlStore) {
+    let batching = HeartbeatMsg {
+        dispatch_batch: Some(32),
+        ..beat("batching", None, None)
+    };
+    let single = HeartbeatMsg {
+        dispatch_batch: Some(1),
+        ..beat("single", None, None)
+    };
+    store
+        .workers_record_heartbeats(&[batching, single, beat("legacy", None, None)], T0)
+        .await
+        .unwrap();
+    let batch: Vec<(String, u32)> = store
+        .workers_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.id, w.dispatch_batch))
+        .collect();
+    let expected = [("batching", 32), ("legacy", 1), ("single", 1)];
+    let expected: Vec<(String, u32)> = expected.iter().map(|(w, n)| (w.to_string(), *n)).collect();
+    assert_eq!(batch, expected);
+    // A later beat without the offer takes it back.
+    store
+        .workers_record_heartbeats(&[beat("batching", None, None)], T0 + 1)
+        .await
+        .unwrap();
+    let workers = store.workers_list().await.unwrap();
+    assert_eq!(workers[0].dispatch_batch, 1);
 }
 
 async fn unpublished_work_is_filtered_by_what_workers_serve(store: SqlStore) {

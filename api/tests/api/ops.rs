@@ -171,6 +171,7 @@ pub async fn workers_are_listed(app: App) {
         group: None,
         incarnation: None,
         held: None,
+        dispatch_batch: None,
     };
     app.store
         .workers_record_heartbeats(&[beat], now)

@@ -43,6 +43,7 @@ async fn beat(app: &App, handlers: &[&str], group: Option<&str>) {
         group: group.map(str::to_string),
         incarnation: None,
         held: None,
+        dispatch_batch: None,
     };
     app.store
         .workers_record_heartbeats(&[beat], now)

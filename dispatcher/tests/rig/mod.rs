@@ -1,0 +1,176 @@
+//! The test rig shared by the dispatcher's in-process tests: SQLite, the
+//! in-process broker, coordination and due signal, dispatchers and workers
+//! started on them, and waits on what the store shows.
+#![allow(dead_code)]
+
+use kairos_core::execution::{ExecStatus, Execution};
+use kairos_core::job::{NewJob, RetryPolicy};
+use kairos_core::protocol::Names;
+use kairos_core::schedule::Schedule;
+use kairos_core::store::{CreateOutcome, Store};
+use kairos_core::time::{Millis, now_ms};
+use kairos_dispatcher::{Dispatcher, DispatcherConfig};
+use kairos_inproc::{MemoryBroker, MemoryCoord, MemoryDue};
+use kairos_store_sql::SqlStore;
+use kairos_testkit::{sqlite_temp_url, wait_for};
+use kairos_worker::Worker;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub const TENANT: &str = "default";
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A store, a broker and a coordination service shared by the dispatchers
+/// and the worker of one test.
+pub struct Rig {
+    pub store: Arc<dyn Store>,
+    pub broker: Arc<MemoryBroker>,
+    pub coord: Arc<MemoryCoord>,
+    /// Due times announced to the dispatchers, as the API does.
+    pub due: Arc<MemoryDue>,
+    pub names: Names,
+    pub stop: CancellationToken,
+    pub tasks: Vec<JoinHandle<()>>,
+}
+
+impl Rig {
+    pub async fn new() -> Self {
+        let store = SqlStore::connect(&sqlite_temp_url())
+            .await
+            .expect("open SQLite");
+        store.migrate().await.expect("migrate");
+        let names = Names::new(kairos_testkit::unique("ip"));
+        Self {
+            store: Arc::new(store),
+            broker: Arc::new(MemoryBroker::new(names.clone())),
+            coord: Arc::new(MemoryCoord::new()),
+            due: Arc::new(MemoryDue::new()),
+            names,
+            stop: CancellationToken::new(),
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Starts a dispatcher that leads until `leading` is cancelled.
+    pub fn dispatcher(&mut self, leading: CancellationToken) {
+        self.dispatcher_with(leading, |_| {});
+    }
+
+    /// Like [`Rig::dispatcher`], with settings changed by `tweak`.
+    pub fn dispatcher_with(
+        &mut self,
+        leading: CancellationToken,
+        tweak: impl FnOnce(&mut DispatcherConfig),
+    ) {
+        let mut cfg = DispatcherConfig {
+            names: self.names.clone(),
+            lease_ttl: Duration::from_secs(2),
+            ..DispatcherConfig::default()
+        };
+        tweak(&mut cfg);
+        let d = Dispatcher::new(
+            self.store.clone(),
+            self.broker.clone(),
+            self.coord.clone(),
+            cfg,
+        )
+        .due_signal(self.due.clone());
+        let consuming = self.stop.clone();
+        self.tasks
+            .push(tokio::spawn(d.run_until(leading, consuming)));
+    }
+
+    pub fn worker(&mut self, id: &str) {
+        let worker = Worker::builder()
+            .id(id)
+            .builtin_handlers()
+            .heartbeat_every(Duration::from_millis(200))
+            .broker(self.broker.clone())
+            .coordination(self.coord.clone())
+            .names(self.names.clone())
+            .build()
+            .expect("worker");
+        let stop = self.stop.clone();
+        self.tasks.push(tokio::spawn(async move {
+            worker.run(stop).await.expect("worker runs");
+        }));
+    }
+
+    pub async fn create(&self, name: &str, schedule: Schedule, next: Millis) -> String {
+        let job = new_job(name, schedule, next);
+        let id = job.id.clone();
+        match self.store.job_create(job).await.expect("create") {
+            CreateOutcome::Created(_) => id,
+            other => panic!("not created: {other:?}"),
+        }
+    }
+
+    pub async fn one_shot(&self, name: &str, at: Millis) -> String {
+        self.create(name, Schedule::Once { at }, at).await
+    }
+
+    pub async fn executions(&self, job: &str) -> Vec<Execution> {
+        self.store
+            .executions_list_for_job(TENANT, job, 1000, None)
+            .await
+            .expect("list executions")
+            .items
+    }
+
+    pub async fn wait_succeeded(&self, job: &str, n: usize) -> Vec<Execution> {
+        wait_for(
+            &format!("{n} succeeded executions of {job}"),
+            DEADLINE,
+            || async {
+                let execs = self.executions(job).await;
+                let done = execs
+                    .iter()
+                    .filter(|e| e.status == ExecStatus::Succeeded)
+                    .count();
+                (done >= n).then_some(execs)
+            },
+        )
+        .await
+    }
+
+    /// Waits until the scheduler has worked past `span` from now (a one-shot
+    /// witness due then has succeeded): triggers are claimed in due order, so
+    /// anything else due before it would have been claimed by then.
+    pub async fn worked_past(&self, span: Duration) {
+        let witness = self
+            .one_shot("witness", now_ms() + span.as_millis() as Millis)
+            .await;
+        self.wait_succeeded(&witness, 1).await;
+    }
+
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+        }
+    }
+}
+
+/// A `noop` job named `name`, not stored yet.
+pub fn new_job(name: &str, schedule: Schedule, next: Millis) -> NewJob {
+    NewJob {
+        trace: None,
+        id: uuid::Uuid::now_v7().to_string(),
+        tenant: TENANT.into(),
+        name: name.into(),
+        handler: "noop".into(),
+        params: serde_json::json!({"job": name}),
+        schedule,
+        next_trigger_at: next,
+        callback_url: None,
+        client_request_id: None,
+        request_hash: None,
+        retry: RetryPolicy::default(),
+        timeout_ms: None,
+        worker_group: None,
+        created_at: now_ms(),
+        created_by: None,
+    }
+}
