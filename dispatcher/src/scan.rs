@@ -261,7 +261,7 @@ impl DispatchLoop {
     /// to publishing tasks. Takes the scan `ahead` started, if any, and
     /// starts the next one when this round is full.
     async fn claim_round(
-        &self,
+        &mut self,
         term: &Term,
         outbox: &Arc<Outbox>,
         ahead: &mut Option<Ahead>,
@@ -276,6 +276,7 @@ impl DispatchLoop {
                 .await
                 .map_err(|e| StoreError::Unavailable(e.to_string()))??,
             None => {
+                self.forget_announced();
                 self.store
                     .jobs_find_due(horizon, self.cfg.batch, &[])
                     .await?
@@ -293,6 +294,7 @@ impl DispatchLoop {
         let more_due = due.len() as u32 >= self.cfg.batch;
         crate::metrics::due_backlog(due.len());
         if more_due && term.is_valid() {
+            self.forget_announced();
             *ahead = Some(self.scan_ahead(&due, horizon));
         }
         if due.is_empty() || !term.is_valid() {
@@ -339,6 +341,16 @@ impl DispatchLoop {
             next_due,
             crowded,
         })
+    }
+
+    /// Drops the due signals received so far, just before a scan starts:
+    /// each announced a job committed before it was sent, which that scan
+    /// sees. Left queued, every one of them would wake the loop for a scan
+    /// of its own after a burst of creates (the channel holds 1,024). One
+    /// announcing a time beyond the scan's horizon is dropped as the sleep
+    /// drops it: the periodic scan finds that job in time.
+    fn forget_announced(&mut self) {
+        while self.due.try_recv().is_ok() {}
     }
 
     /// Starts the next round's scan while `claiming` is being claimed: a
