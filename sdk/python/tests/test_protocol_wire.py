@@ -2,8 +2,9 @@
 RabbitMQ and Redis, no Kairos processes. Checks what the dispatcher cannot
 show through its API: the exact messages (incarnation, handlers, group,
 held, log batches), refusal for reroute when full, the attempt key's value,
-duplicates skipped, malformed dispatches dead-lettered, the shutdown
-heartbeats, and recovery when RabbitMQ or Redis drop the worker's connection.
+duplicates skipped, attempts stopped before they start never run, malformed
+dispatches dead-lettered, the shutdown heartbeats, and recovery when RabbitMQ
+or Redis drop the worker's connection.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from harness import AMQP_URL, EXAMPLE_WORKER, REDIS_URL, _delete_amqp_names, unique
+from kairos_worker import JobContext, Worker
+from kairos_worker.protocol import STOPPED_ERROR
 
 WID = "py-wire"
 
@@ -209,6 +212,48 @@ async def test_a_stop_key_stops_the_handler_and_a_timeout_times_it_out(wire: Wir
     assert stopped["error"] == "stopped at the scheduler's request"
     late = await wire.result(e2, "timed_out", timeout=5)
     assert late["error"] == "handler exceeded its timeout of 300 ms"
+
+
+async def test_a_stop_posted_before_the_attempt_starts_means_it_never_runs(wire: Wire) -> None:
+    # In process rather than examples/worker.py, so the test can count the
+    # handler's calls. Capacity 1, buffer 0: one dispatch at a time (prefetch
+    # 1), so the control below arrives only once the stopped one is settled.
+    worker = Worker(AMQP_URL, REDIS_URL, WID, wire.ns, capacity=1, buffer=0, heartbeat_ms=200)
+    calls: list[str] = []
+
+    @worker.handler("count")
+    async def count(ctx: JobContext, params: Any) -> int:
+        calls.append(ctx.execution_id)
+        return len(calls)
+
+    shutdown = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(shutdown))
+    try:
+        await wire.heartbeat("a first heartbeat", lambda m: m["worker_id"] == WID)
+        stopped, control = f"cancelled-{uuid.uuid4().hex[:8]}", f"control-{uuid.uuid4().hex[:8]}"
+        # The job was cancelled while its dispatch waited: the stop is posted first.
+        await wire.redis.set(f"{wire.ns}:stop:{stopped}:1", "1", px=60000)
+        await wire.dispatch(stopped, "count")
+        await wire.dispatch(control, "count")
+
+        failed = await wire.result(stopped)
+        assert (failed["kind"], failed["error"]) == ("failed", STOPPED_ERROR), "no `started` comes first"
+        assert (failed["worker_id"], failed["attempt"], failed["incarnation"]) == (WID, 1, worker.incarnation)
+        assert (await wire.result(control, "succeeded"))["output"] == 1
+        assert calls == [control], "the stopped attempt's handler ran"
+        # Only its `failed` was reported; it was acked, not handed back, and
+        # keeps its attempt key so a redelivery would be skipped.
+        results = await wire.drain("results")
+        assert [m["kind"] for m in results if m["execution_id"] == stopped] == ["failed"]
+        owner = await wire.redis.get(f"{wire.ns}:attempt:{stopped}:1")
+        assert isinstance(owner, str) and owner.split()[1:] == [WID, worker.incarnation], owner
+        ch = await wire.conn.channel()
+        q = await ch.declare_queue(f"{wire.ns}.worker.{WID}", passive=True)
+        assert q.declaration_result.message_count == 0
+        await ch.close()
+    finally:
+        shutdown.set()
+        await asyncio.wait_for(serving, 15)
 
 
 def _rabbit_connection_pid(name: str) -> str | None:

@@ -5,7 +5,9 @@ shipper, and graceful shutdown.
 Each dispatch goes: place (or reject for reroute) → pool slot → attempt key →
 `started` confirmed → ack → handler → final result confirmed. A dispatch
 waiting for a slot stays unacked, so if the worker stops or dies before
-starting it, the broker hands it back to the queue.
+starting it, the broker hands it back to the queue. One whose stop was posted
+before it started (the job was cancelled while it waited) never runs: it is
+reported `failed` with STOPPED_ERROR, without `started`, then acked.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .guard import Guard
 from .load import CpuSampler
 from .logship import LogShipper
 from .protocol import (
+    STOPPED_ERROR,
     Dispatch,
     Load,
     MalformedDispatch,
@@ -416,11 +419,15 @@ class _Running:
         )
 
     async def _start_and_run(self, msg: AbstractIncomingMessage, d: Dispatch) -> Report | None:
-        """Attempt key → `started` → ack → handler. None when the attempt is
-        not run here (ran elsewhere, or handed back)."""
+        """Attempt key and stop lookup → `started` → ack → handler. None when
+        the attempt is not run here (ran elsewhere, stopped before it
+        started, or handed back)."""
         key = self.names.attempt_key(d.execution_id, d.attempt)
         try:
-            claim = await self.guard.take(key)
+            # The stop is asked concurrently with the attempt key: one more
+            # command, no added wait. `_stop_posted` never raises, so a failing
+            # take is handled exactly as on its own.
+            claim, stopped = await asyncio.gather(self.guard.take(key), self._stop_posted(d))
         except Exception as e:  # noqa: BLE001 - never run without the key
             log.warning("cannot take the attempt key %s: %s; handing the dispatch back", key, e)
             await asyncio.sleep(GUARD_RETRY_DELAY)
@@ -430,16 +437,14 @@ class _Running:
             log.info("attempt %s:%d already ran or is running; skipping the duplicate", d.execution_id, d.attempt)
             await _settle(msg.ack(), "acking a duplicate dispatch")
             return None
+        if stopped:
+            await self._settle_stopped(msg, d, key, claim)
+            return None
         started = await self._publish_result(d, "started", None, None, STARTED_TRIES, STARTED_MAX_DELAY, within=STARTED_WITHIN)
         if not started:
             # Without a confirmed `started` the dispatcher may requeue the
             # attempt and another worker run it: it does not run here.
-            try:
-                await self.guard.release(key, claim)
-                log.warning("`started` of %s could not be confirmed; handing the attempt back", key)
-            except Exception as e:  # noqa: BLE001 - the reaper releases it if we are declared dead
-                log.error("`started` of %s unconfirmed and its key not released: %s", key, e)
-            await _settle(msg.reject(requeue=True), "requeueing a dispatch")
+            await self._hand_back(msg, key, claim, "`started`")
             return None
         # Acked before the handler runs: a long job must not hold an unacked
         # dispatch (RabbitMQ closes the channel after its consumer ack timeout).
@@ -448,6 +453,42 @@ class _Running:
         except Exception as e:  # noqa: BLE001
             log.warning("acking %s failed: %s; a redelivery will be skipped by the attempt key", key, e)
         return await self._run(d)
+
+    async def _stop_posted(self, d: Dispatch) -> bool:
+        """Whether a stop was posted for this attempt before it started. A
+        lookup that fails counts as no stop: once the handler runs, the stop
+        watcher looks again and stops it then."""
+        try:
+            posted = await self.guard.stops_posted([self.names.stop_key(d.execution_id, d.attempt)])
+        except Exception as e:  # noqa: BLE001 - the stop watcher catches a stop we miss here
+            log.debug("cannot look up the stop of %s:%d before starting it: %s", d.execution_id, d.attempt, e)
+            return False
+        return posted == [True]
+
+    async def _settle_stopped(self, msg: AbstractIncomingMessage, d: Dispatch, key: str, claim: str) -> None:
+        """Ends an attempt stopped before it started: its handler never runs
+        and the dispatcher records it `cancelled`. The dispatch is acked once
+        the result is confirmed; if it cannot be, the attempt goes back to
+        the queue (and is settled the same way when it comes back)."""
+        log.info("a stop was requested before attempt %s:%d started; not running it", d.execution_id, d.attempt)
+        if not await self._publish_result(d, "failed", None, STOPPED_ERROR, RESULT_TRIES, RESULT_MAX_DELAY):
+            await self._hand_back(msg, key, claim, "the stopped attempt's result")
+            return
+        try:
+            await asyncio.wait_for(msg.ack(), OP_TIMEOUT)
+        except Exception as e:  # noqa: BLE001
+            log.warning("acking stopped %s failed: %s; a redelivery will be skipped by the attempt key", key, e)
+
+    async def _hand_back(self, msg: AbstractIncomingMessage, key: str, claim: str, what: str) -> None:
+        """Gives back an attempt taken but not started, because `what` could
+        not be confirmed: releases its key if it still holds our claim, and
+        requeues the dispatch."""
+        try:
+            await self.guard.release(key, claim)
+            log.warning("%s of %s could not be confirmed; handing the attempt back", what, key)
+        except Exception as e:  # noqa: BLE001 - the reaper releases it if we are declared dead
+            log.error("%s of %s unconfirmed and its key not released: %s", what, key, e)
+        await _settle(msg.reject(requeue=True), "requeueing a dispatch")
 
     async def _run(self, d: Dispatch) -> Report:
         fn = self.handlers.get(d.handler)
