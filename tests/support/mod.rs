@@ -17,6 +17,8 @@ mod logs;
 pub mod prom;
 pub mod receiver;
 
+use kairos_broker_rabbitmq::AmqpBroker;
+use kairos_core::broker::Broker;
 use kairos_testkit as testkit;
 use logs::{strip_ansi, tee};
 use serde_json::{Value, json};
@@ -149,6 +151,8 @@ pub struct Cluster {
     pub key: String,
     /// The database this cluster created (dropped after its processes).
     db: Option<TestDb>,
+    /// Ids of the workers started, whose queues go when the cluster does.
+    worker_ids: Vec<String>,
 }
 
 fn binary() -> PathBuf {
@@ -203,6 +207,7 @@ impl Cluster {
             metrics_addrs: HashMap::new(),
             key: String::new(),
             db: None,
+            worker_ids: Vec::new(),
         };
         match stack {
             Stack::Services | Stack::ServicesPg => {
@@ -305,6 +310,11 @@ impl Cluster {
             let addr = format!("127.0.0.1:{}", testkit::free_port());
             cmd.env("KAIROS_METRICS_ADDR", &addr);
             self.metrics_addrs.insert(name.to_string(), addr);
+        }
+        if args.first() == Some(&"worker")
+            && let Some((_, id)) = extra_env.iter().find(|(k, _)| *k == "KAIROS_WORKER_ID")
+        {
+            self.worker_ids.push(id.to_string());
         }
         cmd.envs(extra_env.iter().copied());
         self.launch(name, cmd);
@@ -589,12 +599,49 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Deletes the stack's queues and exchanges: they are durable, and every
+    /// test run would otherwise leave its namespace's behind in the shared
+    /// RabbitMQ. On a thread of its own, since a drop cannot await; bounded,
+    /// since a test's end must not hang on a broker that went away.
+    fn delete_broker_topology(&self) {
+        let (Some(url), Some(ns)) = (
+            self.env.get("KAIROS_AMQP_URL").cloned(),
+            self.env.get("KAIROS_NAMESPACE").cloned(),
+        ) else {
+            return;
+        };
+        let workers = self.worker_ids.clone();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let delete = async {
+                    let names = kairos_core::protocol::Names::new(ns);
+                    let broker = AmqpBroker::connect(&url, names).await?;
+                    for id in &workers {
+                        broker.worker_queue_delete(id).await?;
+                    }
+                    broker.topology_delete().await
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(5), delete).await;
+            });
+        })
+        .join();
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         for (_, mut child) in self.children.drain() {
             let _ = child.kill();
             let _ = child.wait();
         }
+        self.delete_broker_topology();
         if std::thread::panicking() || std::env::var_os("KAIROS_TEST_LOG").is_some() {
             eprintln!("process logs kept in {}", self.log_dir.display());
         } else {
