@@ -35,6 +35,8 @@ pub struct WorkerView {
     pub handlers: Option<Vec<String>>,
     /// Its worker group, if any.
     pub group: Option<String>,
+    /// Most dispatches it takes in one message (1: one per message).
+    pub dispatch_batch: u32,
 }
 
 impl From<WorkerInfo> for WorkerView {
@@ -51,6 +53,7 @@ impl From<WorkerInfo> for WorkerView {
             registered_at: time(w.registered_at),
             handlers: w.serves.handlers,
             group: w.serves.group,
+            dispatch_batch: w.dispatch_batch,
         }
     }
 }

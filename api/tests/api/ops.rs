@@ -171,7 +171,7 @@ pub async fn workers_are_listed(app: App) {
         group: None,
         incarnation: None,
         held: None,
-        dispatch_batch: None,
+        dispatch_batch: Some(16),
     };
     app.store
         .workers_record_heartbeats(&[beat], now)
@@ -186,6 +186,7 @@ pub async fn workers_are_listed(app: App) {
     assert_eq!(w["avgCostMs"], 12.5);
     assert_eq!(w["cpuIdle"], 90.0);
     assert_eq!(w["state"], "online");
+    assert_eq!(w["dispatchBatch"], 16);
     assert!(w["lastHeartbeatAt"].is_string() && w["registeredAt"].is_string());
 }
 
