@@ -182,6 +182,28 @@ where
     }
 }
 
+/// Runs the async `cleanup` to its end, or for at most `limit`, on a thread
+/// and runtime of its own: for a `Drop` that must delete what a test made on
+/// a service (it cannot await, may run inside a runtime, and may run while a
+/// test panics). Best effort: a failure or timeout is ignored.
+pub fn cleanup_blocking<F>(limit: Duration, cleanup: impl FnOnce() -> F + Send + 'static)
+where
+    F: std::future::Future<Output = ()>,
+{
+    let _ = std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(async {
+            let _ = tokio::time::timeout(limit, cleanup()).await;
+        });
+    })
+    .join();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -602,8 +602,8 @@ impl Cluster {
 impl Cluster {
     /// Deletes the stack's queues and exchanges: they are durable, and every
     /// test run would otherwise leave its namespace's behind in the shared
-    /// RabbitMQ. On a thread of its own, since a drop cannot await; bounded,
-    /// since a test's end must not hang on a broker that went away.
+    /// RabbitMQ. Bounded, since a test's end must not hang on a broker that
+    /// went away.
     fn delete_broker_topology(&self) {
         let (Some(url), Some(ns)) = (
             self.env.get("KAIROS_AMQP_URL").cloned(),
@@ -612,26 +612,16 @@ impl Cluster {
             return;
         };
         let workers = self.worker_ids.clone();
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
+        testkit::cleanup_blocking(Duration::from_secs(5), move || async move {
+            let names = kairos_core::protocol::Names::new(ns);
+            let Ok(broker) = AmqpBroker::connect(&url, names).await else {
                 return;
             };
-            rt.block_on(async {
-                let delete = async {
-                    let names = kairos_core::protocol::Names::new(ns);
-                    let broker = AmqpBroker::connect(&url, names).await?;
-                    for id in &workers {
-                        broker.worker_queue_delete(id).await?;
-                    }
-                    broker.topology_delete().await
-                };
-                let _ = tokio::time::timeout(Duration::from_secs(5), delete).await;
-            });
-        })
-        .join();
+            for id in &workers {
+                let _ = broker.worker_queue_delete(id).await;
+            }
+            let _ = broker.topology_delete().await;
+        });
     }
 }
 

@@ -234,6 +234,23 @@ fn counting(
     }
 }
 
+/// A handler that runs until `release` is cancelled, then succeeds.
+fn held_until(
+    release: &CancellationToken,
+) -> impl Fn(JobContext) -> std::pin::Pin<Box<dyn std::future::Future<Output = HandlerOutcome> + Send>>
++ Send
++ Sync
++ 'static {
+    let gate = release.clone();
+    move |_ctx| {
+        let gate = gate.clone();
+        Box::pin(async move {
+            gate.cancelled().await;
+            HandlerOutcome::Success(json!("released"))
+        })
+    }
+}
+
 async fn noop_succeeds_after_started(env: Env) {
     env.collect().await;
     let w = env.start(env.builder()).await;
@@ -336,14 +353,7 @@ async fn a_panicking_handler_fails_and_the_worker_survives(env: Env) {
 async fn a_full_pool_and_buffer_reroutes(env: Env) {
     env.collect().await;
     let release = CancellationToken::new();
-    let gate = release.clone();
-    let hold = move |_ctx: JobContext| {
-        let gate = gate.clone();
-        async move {
-            gate.cancelled().await;
-            HandlerOutcome::Success(json!("released"))
-        }
-    };
+    let hold = held_until(&release);
     let w = env
         .start(env.builder().capacity(1).buffer(1).handler("hold", hold))
         .await;
@@ -427,14 +437,7 @@ async fn a_batch_runs_each_of_its_dispatches_once(env: Env) {
 async fn a_batch_that_does_not_fit_is_refused_whole(env: Env) {
     env.collect().await;
     let release = CancellationToken::new();
-    let gate = release.clone();
-    let hold = move |_ctx: JobContext| {
-        let gate = gate.clone();
-        async move {
-            gate.cancelled().await;
-            HandlerOutcome::Success(json!("released"))
-        }
-    };
+    let hold = held_until(&release);
     let w = env
         .start(
             env.builder()

@@ -86,25 +86,15 @@ impl Drop for Fx {
         };
         let names = self.names.clone();
         let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|e| e.into_inner()));
-        // Best effort, on a runtime of its own: drop may run while panicking.
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
+        testkit::cleanup_blocking(Duration::from_secs(10), move || async move {
+            let Ok(b) = AmqpBroker::connect(&url, names).await else {
                 return;
             };
-            rt.block_on(async {
-                let Ok(b) = AmqpBroker::connect(&url, names).await else {
-                    return;
-                };
-                for w in workers {
-                    let _ = b.worker_queue_delete(&w).await;
-                }
-                let _ = b.topology_delete().await;
-            });
-        })
-        .join();
+            for w in workers {
+                let _ = b.worker_queue_delete(&w).await;
+            }
+            let _ = b.topology_delete().await;
+        });
     }
 }
 
