@@ -456,9 +456,9 @@ pub struct WorkerArgs {
     /// [default: the capacity].
     #[arg(long, env = "KAIROS_WORKER_BUFFER", value_name = "N")]
     pub worker_buffer: Option<u32>,
-    /// Most dispatches the worker takes in one message; a batch is taken or
-    /// refused whole, so at most capacity + buffer. 1 asks for one dispatch
-    /// per message [default: the buffer, 1–64].
+    /// Most dispatches the worker takes in one message (1–256); what does
+    /// not fit the free places waits beyond the buffer. 1 asks for one
+    /// dispatch per message [default: the buffer, 1–64].
     #[arg(long, env = "KAIROS_WORKER_DISPATCH_BATCH", value_name = "N")]
     pub worker_dispatch_batch: Option<u32>,
     /// Heartbeat period in milliseconds [default: 3000].

@@ -93,10 +93,9 @@ impl Subscription for WorkerQueue {
 }
 
 /// Takes a delivery's dispatches into the pool, or refuses the delivery when
-/// pool and buffer cannot hold all of them within [`FULL_WAIT`], so the
-/// dead-letter route sends it to other workers (a refused batch is split
-/// there). A batch is taken whole or not at all: no part of a refused
-/// delivery has started.
+/// pool and buffer stay full for [`FULL_WAIT`], so the dead-letter route
+/// sends it to another worker (a refused batch is split there). A batch is
+/// taken whole or not at all: no part of a refused delivery has started.
 async fn accept(shared: &Arc<Shared>, d: Delivery, stop: &CancellationToken) {
     let msgs = match decode(&d.payload) {
         Ok(msgs) => msgs,

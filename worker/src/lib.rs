@@ -125,10 +125,11 @@ impl WorkerBuilder {
     }
 
     /// Most dispatches this worker takes in one message (default: the
-    /// buffer, at most [`DEFAULT_DISPATCH_BATCH_MAX`], at least 1). A batch
-    /// is taken whole (every dispatch in it gets a place in pool or buffer
-    /// within the full-worker wait) or refused whole for reroute, so it must
-    /// fit in capacity + buffer; 1 asks for one dispatch per message.
+    /// buffer, at most [`DEFAULT_DISPATCH_BATCH_MAX`], at least 1; at most
+    /// [`MAX_DISPATCH_BATCH`]). A batch is taken whole once a place in pool
+    /// or buffer is free (what does not fit waits beyond the buffer), or
+    /// refused whole for reroute when none comes free within the full-worker
+    /// wait; 1 asks for one dispatch per message.
     pub fn dispatch_batch(mut self, n: u32) -> Self {
         self.dispatch_batch = Some(n);
         self
@@ -268,13 +269,9 @@ impl WorkerBuilder {
         let dispatch_batch = self
             .dispatch_batch
             .unwrap_or(buffer.clamp(1, DEFAULT_DISPATCH_BATCH_MAX));
-        if dispatch_batch == 0
-            || dispatch_batch > MAX_DISPATCH_BATCH
-            || u64::from(dispatch_batch) > u64::from(capacity) + u64::from(buffer)
-        {
+        if dispatch_batch == 0 || dispatch_batch > MAX_DISPATCH_BATCH {
             return Err(WorkerError::Config(format!(
-                "dispatch batch must be 1–{MAX_DISPATCH_BATCH} and at most capacity + buffer ({})",
-                u64::from(capacity) + u64::from(buffer)
+                "dispatch batch must be 1–{MAX_DISPATCH_BATCH}"
             )));
         }
         let heartbeat_every = self.heartbeat_every.unwrap_or(DEFAULT_HEARTBEAT_EVERY);

@@ -205,32 +205,42 @@ impl Shared {
         }
     }
 
-    /// `n` places, like [`Shared::try_reserve`], waiting up to `wait` for
-    /// places to be given back; none if not all of them come back in time.
-    /// Short handlers free places within milliseconds, so a full worker
-    /// would otherwise refuse (and send into reroute) dispatches it could
-    /// take a moment later. Only the delivery loop reserves, one delivery
-    /// at a time, so places held while waiting are not contended.
+    /// Places for the `n` dispatches of one delivery, or none if no place
+    /// in pool or buffer comes free within `wait`. Short handlers free places
+    /// within milliseconds, so a full worker would otherwise refuse (and send
+    /// into reroute) dispatches it could take a moment later. Once one place
+    /// is free the whole delivery is taken: the dispatches beyond the free
+    /// places wait beyond the buffer, as a single dispatch would have waited
+    /// in the queue, rather than a batch being refused for a place or two.
     pub(crate) async fn reserve_within(
         self: &Arc<Self>,
         n: usize,
         wait: std::time::Duration,
     ) -> Option<Vec<Slot>> {
         let deadline = tokio::time::Instant::now() + wait;
-        let mut slots = Vec::with_capacity(n);
-        while slots.len() < n {
+        let first = loop {
             // Registered before the check, so a place freed in between is seen.
             let freed = self.slot_freed.notified();
             if let Some(slot) = self.try_reserve() {
-                slots.push(slot);
-                continue;
+                break slot;
             }
             if tokio::time::timeout_at(deadline, freed).await.is_err() {
-                // Dropping what was reserved gives it back.
-                slots.push(self.try_reserve()?);
+                break self.try_reserve()?;
             }
+        };
+        let mut slots = Vec::with_capacity(n);
+        slots.push(first);
+        while slots.len() < n {
+            let slot = self.try_reserve().unwrap_or_else(|| self.overflow());
+            slots.push(slot);
         }
         Some(slots)
+    }
+
+    /// A place beyond pool and buffer, for the rest of a batch taken.
+    fn overflow(self: &Arc<Self>) -> Slot {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Slot(Arc::clone(self))
     }
 
     pub(crate) fn record_cost(&self, ms: f64) {

@@ -432,9 +432,9 @@ async fn a_batch_runs_each_of_its_dispatches_once(env: Env) {
     env.cleanup(&[&id]).await;
 }
 
-/// A batch that pool and buffer cannot hold whole is refused whole, for the
-/// dispatchers to split: none of it starts here.
-async fn a_batch_that_does_not_fit_is_refused_whole(env: Env) {
+/// A batch meeting a worker whose pool and buffer are full is refused whole,
+/// for the dispatchers to split: none of it starts here.
+async fn a_batch_meeting_a_full_worker_is_refused_whole(env: Env) {
     env.collect().await;
     let release = CancellationToken::new();
     let hold = held_until(&release);
@@ -453,6 +453,8 @@ async fn a_batch_that_does_not_fit_is_refused_whole(env: Env) {
         (!env.results_for(&first).is_empty()).then_some(())
     })
     .await;
+    // Waits in the buffer: pool and buffer are full from here on.
+    let second = env.dispatch(&w.id, "hold", json!(2), None).await;
     let batch = vec![
         first_attempt(&unique("e"), "hold"),
         first_attempt(&unique("e"), "hold"),
@@ -470,7 +472,9 @@ async fn a_batch_that_does_not_fit_is_refused_whole(env: Env) {
     assert_eq!(back, batch, "the whole batch, as sent");
     refused.acker.ack().await.unwrap();
     release.cancel();
-    assert_eq!(env.outcome(&first).await.output, Some(json!("released")));
+    for exec in [&first, &second] {
+        assert_eq!(env.outcome(exec).await.output, Some(json!("released")));
+    }
     for msg in &batch {
         assert!(
             env.results_for(&msg.execution_id).is_empty(),
@@ -479,6 +483,47 @@ async fn a_batch_that_does_not_fit_is_refused_whole(env: Env) {
     }
     let id = w.id.clone();
     w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
+/// A batch larger than the places free is taken whole once one place is:
+/// the rest waits beyond the buffer instead of the batch being refused.
+async fn a_batch_larger_than_the_free_places_is_taken_and_waits(env: Env) {
+    env.collect().await;
+    let release = CancellationToken::new();
+    let hold = held_until(&release);
+    let w = env
+        .start(
+            env.builder()
+                .capacity(1)
+                .buffer(1)
+                .dispatch_batch(3)
+                .handler("hold", hold),
+        )
+        .await;
+    let first = env.dispatch(&w.id, "hold", json!(1), None).await;
+    wait_for("the first to start", DEADLINE, || async {
+        (!env.results_for(&first).is_empty()).then_some(())
+    })
+    .await;
+    let batch: Vec<DispatchMsg> = (0..3)
+        .map(|_| first_attempt(&unique("e"), "hold"))
+        .collect();
+    env.broker
+        .dispatch_publish_many(&w.id, &batch)
+        .await
+        .unwrap();
+    release.cancel();
+    // Nothing consumes the reroute queue here: a refused batch never ends.
+    for msg in &batch {
+        let done = env.outcome(&msg.execution_id).await;
+        assert_eq!(done.output, Some(json!("released")));
+        assert_eq!(done.worker_id, w.id);
+    }
+    let id = w.id.clone();
+    w.stop().await;
+    let left = env.broker.worker_queue_stats(&id).await.unwrap().unwrap();
+    assert_eq!(left.messages, 0, "the batch was acked");
     env.cleanup(&[&id]).await;
 }
 
@@ -720,7 +765,8 @@ on_both!(
     a_panicking_handler_fails_and_the_worker_survives,
     a_full_pool_and_buffer_reroutes,
     a_batch_runs_each_of_its_dispatches_once,
-    a_batch_that_does_not_fit_is_refused_whole,
+    a_batch_meeting_a_full_worker_is_refused_whole,
+    a_batch_larger_than_the_free_places_is_taken_and_waits,
     shutdown_reports_unfinished_work_and_goes_offline,
     a_lost_consumer_is_restarted,
     a_stop_request_stops_the_running_handler,
