@@ -61,6 +61,8 @@ pub trait OnceGuard: Send + Sync {
     async fn once(&self, key: &str, owner: &str, ttl: Duration) -> CoordResult<bool>;
     /// Removes `key` if `owner` holds it; `true` if it did.
     async fn release(&self, key: &str, owner: &str) -> CoordResult<bool>;
+    /// The owner holding `key` now, if anyone does.
+    async fn holder(&self, key: &str) -> CoordResult<Option<String>>;
     /// Whether the service answers (for `/readyz`).
     async fn is_healthy(&self) -> bool;
 }

@@ -144,6 +144,7 @@ mod tests {
                     .collect()
             }),
             beat_at,
+            state: crate::worker::WorkerState::Online,
         }
     }
 

@@ -272,6 +272,9 @@ pub struct WorkerLedger {
     pub held: Option<Vec<HeldRef>>,
     /// When that heartbeat was taken (worker clock).
     pub beat_at: Millis,
+    /// Its lifecycle state: `Offline` once it deregistered or was declared
+    /// dead.
+    pub state: crate::worker::WorkerState,
 }
 
 /// A worker id that came back as a new process (see [`WorkerStore::workers_record_heartbeats`]).

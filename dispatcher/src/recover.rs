@@ -7,9 +7,10 @@
 //! allows) and asked to stop. The decisions are `kairos_core::reconcile`'s.
 //!
 //! An attempt key is only ever given back for an owner that can no longer
-//! run it: a replaced incarnation, or the legacy owner (a bare worker id) of
-//! a worker now speaking incarnations. The current process's keys are never
-//! touched, so an attempt it took a moment ago cannot run twice.
+//! run it: a replaced incarnation (of whichever worker holds the key: the
+//! execution's row may name another one), or the legacy owner (a bare worker
+//! id) of a worker now speaking incarnations. The current process's keys are
+//! never touched, so an attempt it took a moment ago cannot run twice.
 
 use crate::attempts::Attempts;
 use kairos_core::broker::Broker;
@@ -19,6 +20,7 @@ use kairos_core::protocol::HeartbeatMsg;
 use kairos_core::reconcile::{self, Suspects};
 use kairos_core::store::{HeldAttempt, Store, StoreResult, WorkerLedger};
 use kairos_core::time::now_ms;
+use kairos_core::worker::WorkerState;
 use tracing::{info, warn};
 
 /// What became of a worker's work.
@@ -28,6 +30,46 @@ pub struct Rescue {
     pub requeued: u64,
     /// Started: declared lost (retried as a new attempt if allowed).
     pub lost: usize,
+}
+
+/// Gives back `key` if a process that can no longer run it holds it: one
+/// replaced by a later process of its worker id, or one of a worker gone
+/// offline. The execution's row may name another worker than the one whose
+/// process took the key (a rerouted dispatch whose new worker could not be
+/// recorded). Left held, the key would make every worker skip the attempt
+/// as a duplicate each time it is requeued. Any other process keeps its
+/// key: it may be starting the attempt.
+async fn release_if_gone(store: &dyn Store, attempts: &Attempts, key: &str) -> Result<(), String> {
+    let Some(holder) = attempts
+        .coord
+        .holder(key)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(());
+    };
+    let Some((worker, incarnation)) = holder.split_once(' ') else {
+        // A legacy owner (a bare worker id): its dead-worker rescue gives it back.
+        return Ok(());
+    };
+    // Replaced by a later process of its worker id, or its worker is gone
+    // (deregistered, or declared dead: what it held was rescued).
+    let gone = store
+        .worker_ledger(worker)
+        .await
+        .map_err(|e| e.to_string())?
+        .is_some_and(|l| {
+            l.retired.iter().any(|r| r == incarnation) || l.state == WorkerState::Offline
+        });
+    if gone {
+        attempts
+            .coord
+            .release(key, &holder)
+            .await
+            .map_err(|e| e.to_string())?;
+        info!(key, holder = %holder, "gave back an attempt key a gone process held");
+    }
+    Ok(())
 }
 
 /// Moves `held` on: unstarted attempts are requeued once the keys `owners`
@@ -53,6 +95,10 @@ pub async fn rescue(
                 warn!(execution = %h.execution_id, error = %e, "cannot give back the attempt key; requeueing on a later round");
                 continue 'next;
             }
+        }
+        if let Err(e) = release_if_gone(store, attempts, &key).await {
+            warn!(execution = %h.execution_id, error = %e, "cannot check who holds the attempt key; requeueing on a later round");
+            continue 'next;
         }
         unstarted.push(h.target());
     }
@@ -223,6 +269,7 @@ mod tests {
             retired: retired.iter().map(|s| s.to_string()).collect(),
             held: None,
             beat_at: 1,
+            state: kairos_core::worker::WorkerState::Online,
         }
     }
 

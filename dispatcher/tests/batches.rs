@@ -7,56 +7,15 @@
 mod rig;
 
 use futures::StreamExt;
-use kairos_core::broker::{Broker, Delivery, DeliveryStream};
+use kairos_core::broker::Broker;
 use kairos_core::execution::ExecStatus;
 use kairos_core::protocol::{
-    DispatchMsg, HeartbeatMsg, PROTOCOL_VERSION, ResultKind, ResultMsg, decode_dispatches,
+    DispatchMsg, PROTOCOL_VERSION, ResultKind, ResultMsg, decode_dispatches,
 };
 use kairos_core::time::now_ms;
-use kairos_core::worker::WorkerState;
 use kairos_testkit::wait_for;
-use rig::{DEADLINE, Rig};
+use rig::{DEADLINE, Rig, next};
 use std::collections::HashSet;
-
-/// Announces a worker `id` serving `noop` that takes `batch` dispatches per
-/// message, and waits until the dispatcher has recorded it.
-async fn announce(rig: &Rig, id: &str, batch: u32) -> DeliveryStream {
-    rig.broker.worker_queue_declare(id).await.unwrap();
-    let queue = rig.broker.dispatch_consume(id, 1000).await.unwrap();
-    let beat = HeartbeatMsg {
-        v: PROTOCOL_VERSION,
-        worker_id: id.into(),
-        queue: rig.names.worker_queue(id),
-        capacity: 1000,
-        active: 0,
-        avg_cost_ms: 0.0,
-        cpu_idle: 100.0,
-        state: WorkerState::Online,
-        at: now_ms(),
-        handlers: Some(vec!["noop".into()]),
-        group: None,
-        incarnation: None,
-        held: None,
-        dispatch_batch: Some(batch),
-    };
-    rig.broker.heartbeat_publish(&beat).await.unwrap();
-    wait_for("the dispatcher to record the worker", DEADLINE, || async {
-        let workers = rig.store.workers_list().await.unwrap();
-        workers
-            .iter()
-            .any(|w| w.id == id && w.dispatch_batch == batch)
-            .then_some(())
-    })
-    .await;
-    queue
-}
-
-async fn next(queue: &mut DeliveryStream) -> Delivery {
-    tokio::time::timeout(DEADLINE, queue.next())
-        .await
-        .expect("a delivery in time")
-        .expect("the queue is open")
-}
 
 /// What a worker reports for a dispatch it ran.
 fn succeeded(worker: &str, m: &DispatchMsg) -> ResultMsg {
@@ -80,7 +39,7 @@ fn succeeded(worker: &str, m: &DispatchMsg) -> ResultMsg {
 async fn a_burst_reaches_a_worker_that_takes_batches_in_few_messages() {
     let mut rig = Rig::new().await;
     rig.dispatcher(rig.stop.clone());
-    let mut queue = announce(&rig, "tap", 50).await;
+    let mut queue = rig.tap_worker("tap", 50).await;
     let due = now_ms() + 500;
     let mut jobs = Vec::new();
     for i in 0..200 {
@@ -118,7 +77,7 @@ async fn a_burst_reaches_a_worker_that_takes_batches_in_few_messages() {
 async fn a_refused_batch_is_split_and_each_dispatch_runs_elsewhere_once() {
     let mut rig = Rig::new().await;
     rig.dispatcher(rig.stop.clone());
-    let mut queue = announce(&rig, "refuser", 50).await;
+    let mut queue = rig.tap_worker("refuser", 50).await;
     let due = now_ms() + 300;
     let mut jobs = Vec::new();
     for i in 0..20 {

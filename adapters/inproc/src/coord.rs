@@ -167,6 +167,16 @@ impl OnceGuard for MemoryCoord {
         Ok(held)
     }
 
+    async fn holder(&self, key: &str) -> CoordResult<Option<String>> {
+        let now = Instant::now();
+        let state = self.lock();
+        Ok(state
+            .once
+            .get(key)
+            .filter(|m| now < m.expires)
+            .map(|m| m.owner.clone()))
+    }
+
     async fn is_healthy(&self) -> bool {
         true
     }

@@ -363,6 +363,14 @@ impl OnceGuard for RedisCoord {
         Ok(deleted == 1)
     }
 
+    async fn holder(&self, key: &str) -> CoordResult<Option<String>> {
+        // The value is `<token> <owner>`, as `RELEASE_ONCE` reads it.
+        Ok(self
+            .get(key)
+            .await?
+            .and_then(|v| v.split_once(' ').map(|(_, owner)| owner.to_string())))
+    }
+
     async fn is_healthy(&self) -> bool {
         let ping = self
             .idempotent(|mut c| async move { redis::cmd("PING").query_async::<()>(&mut c).await });

@@ -61,7 +61,7 @@ impl WorkerStore for SqlStore {
     async fn worker_ledger(&self, id: &str) -> StoreResult<Option<WorkerLedger>> {
         let row = Sql::new(
             "SELECT w.incarnation AS incarnation, w.held AS held, \
-             w.last_heartbeat_at AS last_heartbeat_at, i.seen_at AS seen_at \
+             w.last_heartbeat_at AS last_heartbeat_at, w.state AS state, i.seen_at AS seen_at \
              FROM workers w LEFT JOIN worker_incarnations i \
              ON i.worker_id = w.id AND i.incarnation = w.incarnation WHERE w.id = ",
         )
@@ -95,6 +95,7 @@ impl WorkerStore for SqlStore {
             retired,
             held,
             beat_at: r.time("last_heartbeat_at")?,
+            state: r.parsed("state", WorkerState::parse)?,
         }))
     }
 

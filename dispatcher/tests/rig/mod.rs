@@ -3,12 +3,15 @@
 //! started on them, and waits on what the store shows.
 #![allow(dead_code)]
 
+use futures::StreamExt;
+use kairos_core::broker::{Broker, Delivery, DeliveryStream};
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::job::{NewJob, RetryPolicy};
-use kairos_core::protocol::Names;
+use kairos_core::protocol::{HeartbeatMsg, Names, PROTOCOL_VERSION};
 use kairos_core::schedule::Schedule;
 use kairos_core::store::{CreateOutcome, Store};
 use kairos_core::time::{Millis, now_ms};
+use kairos_core::worker::WorkerState;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
 use kairos_inproc::{MemoryBroker, MemoryCoord, MemoryDue};
 use kairos_store_sql::SqlStore;
@@ -145,12 +148,55 @@ impl Rig {
         self.wait_succeeded(&witness, 1).await;
     }
 
+    /// Announces a worker `id` serving `noop` that takes `batch` dispatches
+    /// per message, played by the test itself (it reads the returned queue
+    /// and answers on the protocol), and waits until the dispatcher has
+    /// recorded it.
+    pub async fn tap_worker(&self, id: &str, batch: u32) -> DeliveryStream {
+        self.broker.worker_queue_declare(id).await.unwrap();
+        let queue = self.broker.dispatch_consume(id, 1000).await.unwrap();
+        let beat = HeartbeatMsg {
+            v: PROTOCOL_VERSION,
+            worker_id: id.into(),
+            queue: self.names.worker_queue(id),
+            capacity: 1000,
+            active: 0,
+            avg_cost_ms: 0.0,
+            cpu_idle: 100.0,
+            state: WorkerState::Online,
+            at: now_ms(),
+            handlers: Some(vec!["noop".into()]),
+            group: None,
+            incarnation: None,
+            held: None,
+            dispatch_batch: Some(batch),
+        };
+        self.broker.heartbeat_publish(&beat).await.unwrap();
+        wait_for("the dispatcher to record the worker", DEADLINE, || async {
+            let workers = self.store.workers_list().await.unwrap();
+            workers
+                .iter()
+                .any(|w| w.id == id && w.dispatch_batch == batch)
+                .then_some(())
+        })
+        .await;
+        queue
+    }
+
     pub async fn shutdown(self) {
         self.stop.cancel();
         for t in self.tasks {
             let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
         }
     }
+}
+
+/// The next delivery on `queue`, within the deadline.
+pub async fn next(queue: &mut DeliveryStream) -> Delivery {
+    tokio::time::timeout(DEADLINE, queue.next())
+        .await
+        .expect("a delivery in time")
+        .expect("the queue is open")
 }
 
 /// A `noop` job named `name`, not stored yet.
