@@ -69,15 +69,19 @@ async fn a_key_a_gone_process_holds_is_given_back_wherever_the_row_points() {
         started_at: None,
     };
 
+    let rescue = || async {
+        recover::rescue(rig.store.as_ref(), &attempts, &[&held], &[], "test")
+            .await
+            .unwrap();
+    };
+
     // Process b-1 is current: it may be starting the attempt, so it keeps
     // its key.
     rig.store
         .workers_record_heartbeats(&[beat("b", "b-1")], now_ms())
         .await
         .unwrap();
-    recover::rescue(rig.store.as_ref(), &attempts, &[&held], &[], "test")
-        .await
-        .unwrap();
+    rescue().await;
     assert_eq!(
         rig.coord.holder(&key).await.unwrap().as_deref(),
         Some("b b-1")
@@ -90,16 +94,12 @@ async fn a_key_a_gone_process_holds_is_given_back_wherever_the_row_points() {
         .unwrap();
     // The rescue decides by the attempt it is handed, whatever the row
     // says by now (the first rescue requeued it).
-    recover::rescue(rig.store.as_ref(), &attempts, &[&held], &[], "test")
-        .await
-        .unwrap();
+    rescue().await;
     assert_eq!(rig.coord.holder(&key).await.unwrap(), None);
 
     // The current process of a worker declared dead holds it: it goes too.
     assert!(rig.coord.once(&key, "b b-2", ttl).await.unwrap());
-    recover::rescue(rig.store.as_ref(), &attempts, &[&held], &[], "test")
-        .await
-        .unwrap();
+    rescue().await;
     assert_eq!(
         rig.coord.holder(&key).await.unwrap().as_deref(),
         Some("b b-2")
@@ -108,9 +108,7 @@ async fn a_key_a_gone_process_holds_is_given_back_wherever_the_row_points() {
         .worker_set_state("b", WorkerState::Offline, now_ms())
         .await
         .unwrap();
-    recover::rescue(rig.store.as_ref(), &attempts, &[&held], &[], "test")
-        .await
-        .unwrap();
+    rescue().await;
     assert_eq!(rig.coord.holder(&key).await.unwrap(), None);
     rig.shutdown().await;
 }

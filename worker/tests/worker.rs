@@ -432,27 +432,34 @@ async fn a_batch_runs_each_of_its_dispatches_once(env: Env) {
     env.cleanup(&[&id]).await;
 }
 
-/// A batch meeting a worker whose pool and buffer are full is refused whole,
-/// for the dispatchers to split: none of it starts here.
-async fn a_batch_meeting_a_full_worker_is_refused_whole(env: Env) {
+/// Collects, starts a worker of capacity 1 and buffer 1 offering batches of
+/// `batch`, and has it run one `hold` dispatch until the returned token is
+/// cancelled: its buffer is the only place left.
+async fn one_slot_running(env: &Env, batch: u32) -> (Running, CancellationToken, String) {
     env.collect().await;
     let release = CancellationToken::new();
-    let hold = held_until(&release);
     let w = env
         .start(
             env.builder()
                 .capacity(1)
                 .buffer(1)
-                .dispatch_batch(2)
-                .handler("hold", hold),
+                .dispatch_batch(batch)
+                .handler("hold", held_until(&release)),
         )
         .await;
-    let mut reroute = env.broker.reroute_consume(10).await.unwrap();
     let first = env.dispatch(&w.id, "hold", json!(1), None).await;
     wait_for("the first to start", DEADLINE, || async {
         (!env.results_for(&first).is_empty()).then_some(())
     })
     .await;
+    (w, release, first)
+}
+
+/// A batch meeting a worker whose pool and buffer are full is refused whole,
+/// for the dispatchers to split: none of it starts here.
+async fn a_batch_meeting_a_full_worker_is_refused_whole(env: Env) {
+    let mut reroute = env.broker.reroute_consume(10).await.unwrap();
+    let (w, release, first) = one_slot_running(&env, 2).await;
     // Waits in the buffer: pool and buffer are full from here on.
     let second = env.dispatch(&w.id, "hold", json!(2), None).await;
     let batch = vec![
@@ -489,23 +496,7 @@ async fn a_batch_meeting_a_full_worker_is_refused_whole(env: Env) {
 /// A batch larger than the places free is taken whole once one place is:
 /// the rest waits beyond the buffer instead of the batch being refused.
 async fn a_batch_larger_than_the_free_places_is_taken_and_waits(env: Env) {
-    env.collect().await;
-    let release = CancellationToken::new();
-    let hold = held_until(&release);
-    let w = env
-        .start(
-            env.builder()
-                .capacity(1)
-                .buffer(1)
-                .dispatch_batch(3)
-                .handler("hold", hold),
-        )
-        .await;
-    let first = env.dispatch(&w.id, "hold", json!(1), None).await;
-    wait_for("the first to start", DEADLINE, || async {
-        (!env.results_for(&first).is_empty()).then_some(())
-    })
-    .await;
+    let (w, release, _first) = one_slot_running(&env, 3).await;
     let batch: Vec<DispatchMsg> = (0..3)
         .map(|_| first_attempt(&unique("e"), "hold"))
         .collect();
