@@ -32,7 +32,7 @@
 //! reported for retry); then the result consumers and the relay stop.
 
 use crate::connect::{self, ConnectError};
-use kairos_api::{ApiConfig, AppState, DueNotifier};
+use kairos_api::{ApiConfig, AppState};
 use kairos_callback_relay::{Relay, RelayConfig};
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
@@ -291,7 +291,7 @@ impl Embedded {
         if let Some(p) = self.prometheus {
             state = state.with_prometheus(p);
         }
-        state = state.with_due_notifier(spawn_announce(due));
+        state = state.with_due_notifier(kairos_api::due::merging_notifier(due));
 
         let front = shutdown;
         let back = CancellationToken::new();
@@ -322,15 +322,6 @@ impl Embedded {
             relay,
         })
     }
-}
-
-/// The due notifier that announces on the in-process signal in the background.
-fn spawn_announce(due: Arc<MemoryDue>) -> DueNotifier {
-    use kairos_core::due::DueSignal;
-    Arc::new(move |at| {
-        let due = due.clone();
-        tokio::spawn(async move { due.announce(at).await });
-    })
 }
 
 /// A started embedded system.

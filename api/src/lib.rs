@@ -19,6 +19,7 @@
 
 pub mod auth;
 pub mod dto;
+pub mod due;
 pub mod error;
 pub mod extract;
 mod observe;

@@ -35,7 +35,7 @@ pub async fn run(args: ApiArgs, file: &FileSettings) -> Result<()> {
     // they are picked up by the leader's next scan (at most 100 ms later).
     if let Some(redis_url) = pick(args.redis.redis_url, file.redis_url.clone()) {
         let due = RedisDue::connect(&redis_url, &super::names(&args.ns, file)).await?;
-        state = state.with_due_notifier(super::announce_due(Arc::new(due)));
+        state = state.with_due_notifier(kairos_api::due::merging_notifier(Arc::new(due)));
     }
     kairos::web::serve(listener, state, shutdown.cancelled_owned()).await?;
     info!("API stopped");

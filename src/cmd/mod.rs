@@ -85,15 +85,6 @@ async fn with_metrics(
     Ok(state)
 }
 
-/// The API's due notifier: announces a due time without making the request
-/// wait for it (a lost announcement only costs latency).
-fn announce_due(due: std::sync::Arc<dyn kairos_core::due::DueSignal>) -> kairos_api::DueNotifier {
-    std::sync::Arc::new(move |at| {
-        let due = due.clone();
-        tokio::spawn(async move { due.announce(at).await });
-    })
-}
-
 /// What is kept of execution logs (`KAIROS_LOG_*`).
 fn log_config(
     arg: &crate::cli::LogArg,

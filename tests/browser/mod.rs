@@ -264,45 +264,61 @@ impl Browser {
         .await
     }
 
-    /// Clicks the element matching `css` (found again if the page replaced
-    /// it between finding and clicking, as a live region may).
-    pub async fn click(&self, css: &str) {
+    /// Runs `act` on the element matching `css`, finding it again if the
+    /// page replaced it between the find and the act (a live region or a
+    /// re-render may): WebDriver then answers "stale element reference".
+    async fn on_element<F, Fut>(&self, css: &str, what: &str, act: F) -> Value
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = Result<Value, String>>,
+    {
         let mut last = String::new();
         for _ in 0..5 {
             let el = self.find(css).await;
-            match self
-                .try_cmd(reqwest::Method::POST, &format!("/element/{el}/click"), None)
-                .await
-            {
-                Ok(_) => return,
+            match act(el).await {
+                Ok(v) => return v,
                 Err(e) if e.contains("stale element") => last = e,
-                Err(e) => panic!("click {css}: {e}"),
+                Err(e) => panic!("{what} {css}: {e}"),
             }
         }
-        panic!("click {css}: {last}");
+        panic!("{what} {css}: {last}");
     }
 
-    /// Replaces the text of the input matching `css`.
+    /// Clicks the element matching `css`.
+    pub async fn click(&self, css: &str) {
+        self.on_element(css, "click", |el| async move {
+            self.try_cmd(reqwest::Method::POST, &format!("/element/{el}/click"), None)
+                .await
+        })
+        .await;
+    }
+
+    /// Replaces the text of the input matching `css` (clear and type happen
+    /// on one element, found again as a pair if it goes stale).
     pub async fn fill(&self, css: &str, text: &str) {
-        let el = self.find(css).await;
-        self.cmd(reqwest::Method::POST, &format!("/element/{el}/clear"), None)
-            .await;
-        self.cmd(
-            reqwest::Method::POST,
-            &format!("/element/{el}/value"),
-            Some(json!({"text": text})),
-        )
+        self.on_element(css, "fill", |el| async move {
+            self.try_cmd(reqwest::Method::POST, &format!("/element/{el}/clear"), None)
+                .await?;
+            self.try_cmd(
+                reqwest::Method::POST,
+                &format!("/element/{el}/value"),
+                Some(json!({"text": text})),
+            )
+            .await
+        })
         .await;
     }
 
     /// The visible text of the element matching `css`.
     pub async fn text(&self, css: &str) -> String {
-        let el = self.find(css).await;
-        self.cmd(reqwest::Method::GET, &format!("/element/{el}/text"), None)
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
+        self.on_element(css, "text of", |el| async move {
+            self.try_cmd(reqwest::Method::GET, &format!("/element/{el}/text"), None)
+                .await
+        })
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
     }
 
     /// The visible text of the whole page (empty while a page loads).

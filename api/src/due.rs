@@ -1,0 +1,196 @@
+//! The API's due notifier over a [`DueSignal`]: announces due times in the
+//! background, and merges the announcements that pile up while one is being
+//! sent, so a busy API sends a few signals per commit round, not one per job.
+//!
+//! Merging keeps what a signal means to the dispatcher: "scan by this time".
+//! Every time already reached when the next send starts asks for the same
+//! thing (scan now) and goes out as one signal, the latest of them. A time
+//! still ahead goes out on its own, once however often it was announced, so
+//! the dispatcher still wakes for it. The first announcement after a quiet
+//! spell goes out at once: merging never delays a signal, it only drops the
+//! ones another signal in the same send already covers.
+
+use crate::DueNotifier;
+use kairos_core::due::DueSignal;
+use kairos_core::time::{Millis, now_ms};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+/// Distinct future due times held while a send is in flight; beyond this the
+/// latest are dropped (a lost signal costs latency, never a trigger: the
+/// dispatcher's periodic scan finds the job).
+const MAX_FUTURE: usize = 1024;
+
+/// Announcements waiting for the sender.
+#[derive(Debug, Default)]
+struct Waiting {
+    /// The latest of the announced times that were already reached.
+    reached: Option<Millis>,
+    /// Announced times still ahead, each once.
+    ahead: BTreeSet<Millis>,
+    /// A sender task is running; it takes what is added meanwhile.
+    sending: bool,
+}
+
+impl Waiting {
+    fn add(&mut self, at: Millis, now: Millis) {
+        if at <= now {
+            self.reached = Some(self.reached.map_or(at, |r| r.max(at)));
+        } else if self.ahead.len() < MAX_FUTURE || self.ahead.last().is_some_and(|l| at < *l) {
+            self.ahead.insert(at);
+            if self.ahead.len() > MAX_FUTURE {
+                self.ahead.pop_last();
+            }
+        }
+    }
+
+    /// What to send now: one signal for every time reached by `now`, then
+    /// the times still ahead, earliest first.
+    fn take(&mut self, now: Millis) -> Vec<Millis> {
+        let later = self.ahead.split_off(&(now + 1));
+        let reached = std::mem::replace(&mut self.ahead, later);
+        let latest_reached = reached.last().copied().into_iter().chain(self.reached.take()).max();
+        latest_reached
+            .into_iter()
+            .chain(std::mem::take(&mut self.ahead))
+            .collect()
+    }
+}
+
+/// A notifier that announces on `signal` in the background, merging as the
+/// module says.
+pub fn merging_notifier(signal: Arc<dyn DueSignal>) -> DueNotifier {
+    let waiting = Arc::new(Mutex::new(Waiting::default()));
+    Arc::new(move |at| {
+        let mut w = waiting.lock().unwrap_or_else(|p| p.into_inner());
+        w.add(at, now_ms());
+        if !w.sending {
+            w.sending = true;
+            tokio::spawn(send_waiting(waiting.clone(), signal.clone()));
+        }
+    })
+}
+
+/// Sends what is waiting until nothing is; then stops, and the next
+/// announcement starts a new sender.
+async fn send_waiting(waiting: Arc<Mutex<Waiting>>, signal: Arc<dyn DueSignal>) {
+    loop {
+        let batch = {
+            let mut w = waiting.lock().unwrap_or_else(|p| p.into_inner());
+            let batch = w.take(now_ms());
+            if batch.is_empty() {
+                w.sending = false;
+                return;
+            }
+            batch
+        };
+        for at in batch {
+            signal.announce(at).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_trait::async_trait;
+    use futures::stream::BoxStream;
+    use kairos_core::coord::CoordResult;
+    use tokio::sync::{Semaphore, mpsc};
+
+    /// A signal that holds each announcement until the test lets it through
+    /// and reports what was sent.
+    struct Gated {
+        gate: Semaphore,
+        sent: mpsc::UnboundedSender<Millis>,
+    }
+
+    #[async_trait]
+    impl DueSignal for Gated {
+        async fn announce(&self, at: Millis) {
+            if let Ok(permit) = self.gate.acquire().await {
+                permit.forget();
+            }
+            let _ = self.sent.send(at);
+        }
+        async fn subscribe(&self) -> CoordResult<BoxStream<'static, Millis>> {
+            Ok(Box::pin(futures::stream::empty()))
+        }
+    }
+
+    fn gated() -> (Arc<Gated>, mpsc::UnboundedReceiver<Millis>) {
+        let (sent, rx) = mpsc::unbounded_channel();
+        let signal = Arc::new(Gated {
+            gate: Semaphore::new(0),
+            sent,
+        });
+        (signal, rx)
+    }
+
+    #[tokio::test]
+    async fn times_reached_while_a_signal_is_in_flight_go_out_as_one() {
+        let (signal, mut sent) = gated();
+        let notify = merging_notifier(signal.clone());
+        let now = now_ms();
+        notify(now - 5);
+        tokio::task::yield_now().await;
+        // The first one is being sent (held at the gate); these pile up.
+        for i in 0..100 {
+            notify(now - 100 + i);
+        }
+        signal.gate.add_permits(10);
+        assert_eq!(sent.recv().await, Some(now - 5));
+        assert_eq!(sent.recv().await, Some(now - 1), "the latest reached time");
+        // Nothing else was sent, and a later announcement starts again.
+        tokio::task::yield_now().await;
+        assert!(sent.try_recv().is_err());
+        notify(now - 2);
+        assert_eq!(sent.recv().await, Some(now - 2));
+    }
+
+    #[tokio::test]
+    async fn times_ahead_each_go_out_once_in_order() {
+        let (signal, mut sent) = gated();
+        let notify = merging_notifier(signal.clone());
+        let now = now_ms();
+        notify(now - 1);
+        tokio::task::yield_now().await;
+        let (a, b) = (now + 60_000, now + 120_000);
+        notify(b);
+        notify(a);
+        notify(b);
+        notify(now - 3);
+        signal.gate.add_permits(10);
+        let got: Vec<Millis> = vec![
+            sent.recv().await.unwrap(),
+            sent.recv().await.unwrap(),
+            sent.recv().await.unwrap(),
+            sent.recv().await.unwrap(),
+        ];
+        assert_eq!(got, vec![now - 1, now - 3, a, b]);
+        tokio::task::yield_now().await;
+        assert!(sent.try_recv().is_err(), "b was announced twice, sent once");
+    }
+
+    #[test]
+    fn a_time_ahead_that_has_been_reached_merges_with_the_rest() {
+        let mut w = Waiting::default();
+        w.add(100, 50);
+        w.add(40, 50);
+        w.add(200, 50);
+        // At 150 the first has been reached: one signal for both, then 200.
+        assert_eq!(w.take(150), vec![100, 200]);
+        assert!(w.take(150).is_empty());
+    }
+
+    #[test]
+    fn the_earliest_times_ahead_are_kept_when_too_many_wait() {
+        let mut w = Waiting::default();
+        for i in 0..(MAX_FUTURE as Millis + 10) {
+            w.add(1_000 + (MAX_FUTURE as Millis + 10 - i), 0);
+        }
+        let sent = w.take(0);
+        assert_eq!(sent.len(), MAX_FUTURE);
+        assert_eq!(sent.first(), Some(&1_001));
+    }
+}
