@@ -49,7 +49,12 @@ impl Waiting {
     fn take(&mut self, now: Millis) -> Vec<Millis> {
         let later = self.ahead.split_off(&(now + 1));
         let reached = std::mem::replace(&mut self.ahead, later);
-        let latest_reached = reached.last().copied().into_iter().chain(self.reached.take()).max();
+        let latest_reached = reached
+            .last()
+            .copied()
+            .into_iter()
+            .chain(self.reached.take())
+            .max();
         latest_reached
             .into_iter()
             .chain(std::mem::take(&mut self.ahead))

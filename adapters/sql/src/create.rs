@@ -5,9 +5,12 @@
 //! creates are written together. [`Committer`] takes every create that is
 //! waiting when it is free (no fixed window: an idle store adds no latency,
 //! a busy one gets large batches), writes them with multi-row inserts in one
-//! transaction, and answers each caller only after that commit. A few batches
-//! may be in flight at once on MySQL and PostgreSQL; SQLite has one writer
-//! anyway.
+//! transaction, and answers each caller only after that commit. One batch is
+//! written at a time: what arrives during a commit makes the next batch
+//! larger, so a slower commit is paid by more rows. On MariaDB with 32
+//! clients that gave batches of about 16 instead of 4 (with four in flight)
+//! and a tenth less CPU per job over the whole stack: each batch costs the
+//! same four statements whatever its size.
 //!
 //! Idempotency stays per request: `(tenant, client_request_id)` pairs already
 //! stored are answered `Existing` without inserting, and a pair repeated
@@ -21,12 +24,12 @@ use super::error::{corrupt, is_unique_violation};
 use super::rows::{self, JOB_COLS};
 use super::sched_cols::schedule_columns;
 use super::sql::{Fields, Sql, from_u64, json, time};
-use super::{Dialect, Inner, SqlStore};
+use super::{Inner, SqlStore};
 use kairos_core::job::{Job, JobStatus, NewJob};
 use kairos_core::store::{CreateOutcome, StoreError, StoreResult};
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use std::sync::Weak;
+use tokio::sync::{mpsc, oneshot};
 
 /// The audit action recorded with a job created through the API.
 pub(crate) const AUDIT_CREATE: &str = "job.create";
@@ -55,16 +58,9 @@ pub(crate) struct Committer {
 
 impl Committer {
     /// Starts the committer task; it ends when the store is dropped.
-    pub(crate) fn start(store: Weak<Inner>, dialect: Dialect) -> Self {
+    pub(crate) fn start(store: Weak<Inner>) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
-        // Batches written at once: a few on MySQL and PostgreSQL to keep
-        // their connections busy during a commit's fsync; one on SQLite,
-        // which has one writer.
-        let in_flight = match dialect {
-            Dialect::MySql | Dialect::Postgres => 4,
-            Dialect::Sqlite => 1,
-        };
-        tokio::spawn(run(store, rx, Arc::new(Semaphore::new(in_flight))));
+        tokio::spawn(run(store, rx));
         Self { tx }
     }
 
@@ -80,14 +76,8 @@ impl Committer {
     }
 }
 
-async fn run(store: Weak<Inner>, mut rx: mpsc::Receiver<Pending>, slots: Arc<Semaphore>) {
-    loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let Some(first) = rx.recv().await else {
-            return;
-        };
+async fn run(store: Weak<Inner>, mut rx: mpsc::Receiver<Pending>) {
+    while let Some(first) = rx.recv().await {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match rx.try_recv() {
@@ -99,16 +89,13 @@ async fn run(store: Weak<Inner>, mut rx: mpsc::Receiver<Pending>, slots: Arc<Sem
             return;
         };
         let store = SqlStore { inner };
-        tokio::spawn(async move {
-            let (jobs, replies): (Vec<NewJob>, Vec<_>) =
-                group.into_iter().map(|p| (p.job, p.reply)).unzip();
-            metrics::histogram!("kairos_store_create_group_size").record(jobs.len() as f64);
-            let outcomes = create_each(&store, jobs).await;
-            for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                let _ = reply.send(outcome);
-            }
-            drop(permit);
-        });
+        let (jobs, replies): (Vec<NewJob>, Vec<_>) =
+            group.into_iter().map(|p| (p.job, p.reply)).unzip();
+        metrics::histogram!("kairos_store_create_group_size").record(jobs.len() as f64);
+        let outcomes = create_each(&store, jobs).await;
+        for (reply, outcome) in replies.into_iter().zip(outcomes) {
+            let _ = reply.send(outcome);
+        }
     }
 }
 

@@ -233,7 +233,7 @@ impl SqlStore {
             dialect,
             read,
             write,
-            creates: create::Committer::start(me.clone(), dialect),
+            creates: create::Committer::start(me.clone()),
         });
         Ok(SqlStore { inner })
     }
