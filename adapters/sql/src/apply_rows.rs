@@ -199,7 +199,7 @@ mod tests {
     use crate::Dialect;
 
     #[test]
-    fn jobs_are_written_back_with_a_case_per_column_on_mysql_and_joined_values_elsewhere() {
+    fn jobs_are_written_back_with_joined_values() {
         let mut t = TouchedJobs::default();
         t.rescheduled("j1", 10);
         t.moved("j2", JobStatus::Succeeded, None);
@@ -209,10 +209,11 @@ mod tests {
                 .map(|s| s.text(Dialect::MySql))
                 .as_deref(),
             Some(
-                "UPDATE jobs SET status = CASE id WHEN ? THEN ? ELSE status END, \
-                 next_trigger_at = CASE id WHEN ? THEN ? ELSE next_trigger_at END, \
-                 version = version + CASE id WHEN ? THEN ? WHEN ? THEN ? ELSE 0 END, \
-                 updated_at = ? WHERE id IN (?, ?)"
+                "UPDATE jobs JOIN (SELECT ? AS k, ? AS f0, ? AS c0, ? AS f1, ? AS c1, ? AS c2 \
+                 UNION ALL SELECT ?, ?, ?, ?, ?, ?) AS v ON jobs.id = v.k \
+                 SET jobs.status = CASE WHEN v.f0 = 1 THEN v.c0 ELSE jobs.status END, \
+                 jobs.next_trigger_at = CASE WHEN v.f1 = 1 THEN v.c1 ELSE jobs.next_trigger_at END, \
+                 jobs.version = jobs.version + v.c2, jobs.updated_at = ?"
             )
         );
         assert_eq!(

