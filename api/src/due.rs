@@ -123,22 +123,26 @@ mod tests {
         }
     }
 
-    fn gated() -> (Arc<Gated>, mpsc::UnboundedReceiver<Millis>) {
+    /// A merging notifier over a gated signal, with `first` announced and
+    /// held at the gate: what is announced next waits behind it.
+    async fn one_in_flight(
+        first: Millis,
+    ) -> (Arc<Gated>, mpsc::UnboundedReceiver<Millis>, DueNotifier) {
         let (sent, rx) = mpsc::unbounded_channel();
         let signal = Arc::new(Gated {
             gate: Semaphore::new(0),
             sent,
         });
-        (signal, rx)
+        let notify = merging_notifier(signal.clone());
+        notify(first);
+        tokio::task::yield_now().await;
+        (signal, rx, notify)
     }
 
     #[tokio::test]
     async fn times_reached_while_a_signal_is_in_flight_go_out_as_one() {
-        let (signal, mut sent) = gated();
-        let notify = merging_notifier(signal.clone());
         let now = now_ms();
-        notify(now - 5);
-        tokio::task::yield_now().await;
+        let (signal, mut sent, notify) = one_in_flight(now - 5).await;
         // The first one is being sent (held at the gate); these pile up.
         for i in 0..100 {
             notify(now - 100 + i);
@@ -155,11 +159,8 @@ mod tests {
 
     #[tokio::test]
     async fn times_ahead_each_go_out_once_in_order() {
-        let (signal, mut sent) = gated();
-        let notify = merging_notifier(signal.clone());
         let now = now_ms();
-        notify(now - 1);
-        tokio::task::yield_now().await;
+        let (signal, mut sent, notify) = one_in_flight(now - 1).await;
         let (a, b) = (now + 60_000, now + 120_000);
         notify(b);
         notify(a);
