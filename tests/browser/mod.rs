@@ -91,6 +91,12 @@ pub struct Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        // Ending the session makes chromedriver quit the browser; killing
+        // chromedriver alone would leave Chromium running, orphaned.
+        let url = format!("{}/session/{}", self.base, self.session);
+        kairos_testkit::cleanup_blocking(Duration::from_secs(10), move || async move {
+            let _ = reqwest::Client::new().delete(url).send().await;
+        });
         let _ = self.driver.kill();
         let _ = self.driver.wait();
         let _ = std::fs::remove_dir_all(&self.profile);
