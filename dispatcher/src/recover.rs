@@ -21,6 +21,7 @@ use kairos_core::reconcile::{self, Suspects};
 use kairos_core::store::{HeldAttempt, Store, StoreResult, WorkerLedger};
 use kairos_core::time::now_ms;
 use kairos_core::worker::WorkerState;
+use std::collections::HashMap;
 use tracing::{info, warn};
 
 /// What became of a worker's work.
@@ -39,7 +40,12 @@ pub struct Rescue {
 /// recorded). Left held, the key would make every worker skip the attempt
 /// as a duplicate each time it is requeued. Any other process keeps its
 /// key: it may be starting the attempt.
-async fn release_if_gone(store: &dyn Store, attempts: &Attempts, key: &str) -> Result<(), String> {
+async fn release_if_gone(
+    store: &dyn Store,
+    attempts: &Attempts,
+    key: &str,
+    gone_by_holder: &mut HashMap<String, bool>,
+) -> Result<(), String> {
     let Some(holder) = attempts
         .coord
         .holder(key)
@@ -53,14 +59,22 @@ async fn release_if_gone(store: &dyn Store, attempts: &Attempts, key: &str) -> R
         return Ok(());
     };
     // Replaced by a later process of its worker id, or its worker is gone
-    // (deregistered, or declared dead: what it held was rescued).
-    let gone = store
-        .worker_ledger(worker)
-        .await
-        .map_err(|e| e.to_string())?
-        .is_some_and(|l| {
-            l.retired.iter().any(|r| r == incarnation) || l.state == WorkerState::Offline
-        });
+    // (deregistered, or declared dead: what it held was rescued). Asked
+    // once per holder in a rescue: one process may hold many of the keys.
+    let gone = match gone_by_holder.get(&holder) {
+        Some(gone) => *gone,
+        None => {
+            let gone = store
+                .worker_ledger(worker)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some_and(|l| {
+                    l.retired.iter().any(|r| r == incarnation) || l.state == WorkerState::Offline
+                });
+            gone_by_holder.insert(holder.clone(), gone);
+            gone
+        }
+    };
     if gone {
         attempts
             .coord
@@ -86,6 +100,7 @@ pub async fn rescue(
         return Ok(Rescue::default());
     }
     let mut unstarted = Vec::new();
+    let mut gone_by_holder = HashMap::new();
     'next: for h in held.iter().filter(|h| h.status == ExecStatus::Dispatched) {
         let key = attempts.names.attempt_key(&h.execution_id, h.attempt);
         // The key goes first: a requeued attempt whose key is still held
@@ -96,7 +111,7 @@ pub async fn rescue(
                 continue 'next;
             }
         }
-        if let Err(e) = release_if_gone(store, attempts, &key).await {
+        if let Err(e) = release_if_gone(store, attempts, &key, &mut gone_by_holder).await {
             warn!(execution = %h.execution_id, error = %e, "cannot check who holds the attempt key; requeueing on a later round");
             continue 'next;
         }

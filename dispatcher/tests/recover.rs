@@ -8,7 +8,7 @@ mod rig;
 
 use kairos_core::coord::OnceGuard;
 use kairos_core::execution::ExecStatus;
-use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION};
+use kairos_core::protocol::HeartbeatMsg;
 use kairos_core::store::HeldAttempt;
 use kairos_core::time::now_ms;
 use kairos_core::worker::WorkerState;
@@ -21,20 +21,10 @@ use std::time::Duration;
 /// A heartbeat of worker `id` from process `incarnation`.
 fn beat(id: &str, incarnation: &str) -> HeartbeatMsg {
     HeartbeatMsg {
-        v: PROTOCOL_VERSION,
-        worker_id: id.into(),
-        queue: format!("q.{id}"),
         capacity: 1,
-        active: 0,
-        avg_cost_ms: 0.0,
-        cpu_idle: 100.0,
-        state: WorkerState::Online,
-        at: now_ms(),
-        handlers: Some(vec!["noop".into()]),
-        group: None,
         incarnation: Some(incarnation.into()),
         held: Some(Vec::new()),
-        dispatch_batch: None,
+        ..rig::heartbeat(id)
     }
 }
 

@@ -123,27 +123,26 @@ impl RowsUpdate {
 
     /// The joined update: the rows as `v`, then `SET` and the checks (see
     /// the module for each dialect's form).
-    fn joined(self, dialect: Dialect) -> Sql {
+    fn joined(mut self, dialect: Dialect) -> Sql {
         let used = self.used();
+        let names = value_names(&used);
+        let rows = self.row_values(&used);
         let mut s = match dialect {
             Dialect::MySql => {
                 let mut s = Sql::new("UPDATE ");
                 s.push(self.table).push(" JOIN (");
-                self.values_selected(&mut s, &used);
+                values_selected(&mut s, &names, rows);
                 s.push(") AS v ON ");
                 qualified(&mut s, self.table, self.key).push(" = v.k SET ");
                 s
             }
             Dialect::Postgres | Dialect::Sqlite => {
-                let mut s = Sql::new("WITH v(k");
-                for &(i, col) in &used {
-                    if matches!(col, Col::SetSome(_)) {
-                        s.push(", ").push(FLAG_NAMES[i]);
-                    }
-                    s.push(", ").push(VALUE_NAMES[i]);
+                let mut s = Sql::new("WITH v(");
+                for (m, name) in names.iter().enumerate() {
+                    s.push(if m == 0 { "" } else { ", " }).push(name);
                 }
                 s.push(") AS (VALUES ");
-                self.values_listed(&mut s, &used);
+                values_listed(&mut s, rows);
                 s.push(") UPDATE ").push(self.table).push(" SET ");
                 s
             }
@@ -192,16 +191,16 @@ impl RowsUpdate {
                 Col::Check(_) => {}
             }
         }
-        for name in &self.increments {
+        for name in std::mem::take(&mut self.increments) {
             comma(&mut s);
             target(&mut s, name);
             s.push(" = ");
             qualified(&mut s, self.table, name).push(" + 1");
         }
-        for (name, value) in &self.same {
+        for (name, value) in std::mem::take(&mut self.same) {
             comma(&mut s);
             target(&mut s, name);
-            s.push(" = ").bind(value.clone());
+            s.push(" = ").bind(value);
         }
         let mut checks = used.iter().filter_map(|&(i, col)| match col {
             Col::Check(name) => Some((name, VALUE_NAMES[i])),
@@ -226,23 +225,23 @@ impl RowsUpdate {
         s
     }
 
-    /// Each row's bound values, in the order of `used`: for a
-    /// [`Col::SetSome`] a 0/1 flag first, then the value. A row without a
-    /// value binds another row's (its flag says to ignore it), so
+    /// Each row's bound values, in the order of `used` (taking the rows
+    /// out): for a [`Col::SetSome`] a 0/1 flag first, then the value. A row
+    /// without a value binds another row's (its flag says to ignore it), so
     /// PostgreSQL sees one type per column.
-    fn row_values(&self, used: &[(usize, Col)]) -> Vec<Vec<Value>> {
+    fn row_values(&mut self, used: &[(usize, Col)]) -> Vec<Vec<Value>> {
         let filler: Vec<Option<Value>> = (0..self.cols.len())
             .map(|i| self.rows.iter().find_map(|(_, v)| v[i].clone()))
             .collect();
-        padded(self.rows.clone())
+        padded(std::mem::take(&mut self.rows))
             .into_iter()
-            .map(|(key, values)| {
+            .map(|(key, mut values)| {
                 let mut out = vec![key];
                 for &(i, col) in used {
                     if matches!(col, Col::SetSome(_)) {
                         out.push(i64::from(values[i].is_some()).into());
                     }
-                    if let Some(v) = values[i].clone().or_else(|| filler[i].clone()) {
+                    if let Some(v) = values[i].take().or_else(|| filler[i].clone()) {
                         out.push(v);
                     }
                 }
@@ -250,45 +249,52 @@ impl RowsUpdate {
             })
             .collect()
     }
+}
 
-    /// `(…), (…), …`: the rows of a `VALUES` list.
-    fn values_listed(&self, s: &mut Sql, used: &[(usize, Col)]) {
-        for (n, row) in self.row_values(used).into_iter().enumerate() {
-            s.push(if n == 0 { "(" } else { ", (" });
-            for (m, v) in row.into_iter().enumerate() {
-                if m > 0 {
-                    s.push(", ");
-                }
-                s.bind(v);
-            }
-            s.push(")");
+/// The names of `v`'s columns, in the order [`RowsUpdate::row_values`]
+/// binds them: the key, then each used column (a flag before the value of
+/// a [`Col::SetSome`]).
+fn value_names(used: &[(usize, Col)]) -> Vec<&'static str> {
+    let mut names = vec!["k"];
+    for &(i, col) in used {
+        if matches!(col, Col::SetSome(_)) {
+            names.push(FLAG_NAMES[i]);
         }
+        names.push(VALUE_NAMES[i]);
     }
+    names
+}
 
-    /// `SELECT ? AS k, ? AS c0 … UNION ALL SELECT ?, ? …`: the rows as a
-    /// union, the first naming the columns.
-    fn values_selected(&self, s: &mut Sql, used: &[(usize, Col)]) {
-        let mut names = vec!["k"];
-        for &(i, col) in used {
-            if matches!(col, Col::SetSome(_)) {
-                names.push(FLAG_NAMES[i]);
+/// `(…), (…), …`: the rows of a `VALUES` list.
+fn values_listed(s: &mut Sql, rows: Vec<Vec<Value>>) {
+    for (n, row) in rows.into_iter().enumerate() {
+        s.push(if n == 0 { "(" } else { ", (" });
+        for (m, v) in row.into_iter().enumerate() {
+            if m > 0 {
+                s.push(", ");
             }
-            names.push(VALUE_NAMES[i]);
+            s.bind(v);
         }
-        for (n, row) in self.row_values(used).into_iter().enumerate() {
-            s.push(if n == 0 {
-                "SELECT "
-            } else {
-                " UNION ALL SELECT "
-            });
-            for (m, v) in row.into_iter().enumerate() {
-                if m > 0 {
-                    s.push(", ");
-                }
-                s.bind(v);
-                if n == 0 {
-                    s.push(" AS ").push(names[m]);
-                }
+        s.push(")");
+    }
+}
+
+/// `SELECT ? AS k, ? AS c0 … UNION ALL SELECT ?, ? …`: the rows as a union,
+/// the first naming the columns.
+fn values_selected(s: &mut Sql, names: &[&'static str], rows: Vec<Vec<Value>>) {
+    for (n, row) in rows.into_iter().enumerate() {
+        s.push(if n == 0 {
+            "SELECT "
+        } else {
+            " UNION ALL SELECT "
+        });
+        for (m, v) in row.into_iter().enumerate() {
+            if m > 0 {
+                s.push(", ");
+            }
+            s.bind(v);
+            if n == 0 {
+                s.push(" AS ").push(names[m]);
             }
         }
     }

@@ -156,20 +156,9 @@ impl Rig {
         self.broker.worker_queue_declare(id).await.unwrap();
         let queue = self.broker.dispatch_consume(id, 1000).await.unwrap();
         let beat = HeartbeatMsg {
-            v: PROTOCOL_VERSION,
-            worker_id: id.into(),
             queue: self.names.worker_queue(id),
-            capacity: 1000,
-            active: 0,
-            avg_cost_ms: 0.0,
-            cpu_idle: 100.0,
-            state: WorkerState::Online,
-            at: now_ms(),
-            handlers: Some(vec!["noop".into()]),
-            group: None,
-            incarnation: None,
-            held: None,
             dispatch_batch: Some(batch),
+            ..heartbeat(id)
         };
         self.broker.heartbeat_publish(&beat).await.unwrap();
         wait_for("the dispatcher to record the worker", DEADLINE, || async {
@@ -218,5 +207,26 @@ pub fn new_job(name: &str, schedule: Schedule, next: Millis) -> NewJob {
         worker_group: None,
         created_at: now_ms(),
         created_by: None,
+    }
+}
+
+/// A heartbeat of an idle, online worker `id` serving `noop`, taken now
+/// (capacity 1000, no process id, nothing held, no batch offer).
+pub fn heartbeat(id: &str) -> HeartbeatMsg {
+    HeartbeatMsg {
+        v: PROTOCOL_VERSION,
+        worker_id: id.into(),
+        queue: format!("q.{id}"),
+        capacity: 1000,
+        active: 0,
+        avg_cost_ms: 0.0,
+        cpu_idle: 100.0,
+        state: WorkerState::Online,
+        at: now_ms(),
+        handlers: Some(vec!["noop".into()]),
+        group: None,
+        incarnation: None,
+        held: None,
+        dispatch_batch: None,
     }
 }
