@@ -14,6 +14,47 @@ use api::Api;
 use report::Report;
 use std::time::Duration;
 
+/// Waits for the API, then runs the preload and the chosen workload.
+async fn measure(
+    args: &BenchArgs,
+    base: &str,
+    key: Option<&str>,
+    report: &mut Report,
+) -> Result<()> {
+    let api = Api::new(base, key, args.connections)?;
+    api.wait_ready(Duration::from_secs(30))
+        .await
+        .with_context(|| format!("the API at {base} is not ready"))?;
+    let deadline = Duration::from_secs(args.timeout);
+    let how = workloads::Sending {
+        connections: args.connections,
+        batch: args.batch,
+    };
+    if args.preload + args.preload_cron > 0 {
+        workloads::preload(
+            &api,
+            args.preload,
+            args.preload_cron,
+            args.connections,
+            report,
+        )
+        .await?;
+    }
+    match args.workload {
+        BenchWorkload::Create => workloads::create(&api, args.jobs, how, deadline, report).await,
+        BenchWorkload::Burst => {
+            let lead = args.lead_ms.map(Duration::from_millis).unwrap_or_else(|| {
+                Duration::from_millis(3_000 + args.jobs as u64 /* 1,000 creates/s */)
+            });
+            workloads::burst(&api, args.jobs, how, lead, deadline, report).await
+        }
+        BenchWorkload::Cron => {
+            let run_for = Duration::from_secs(args.seconds);
+            workloads::cron(&api, args.schedules, how, run_for, report).await
+        }
+    }
+}
+
 /// Runs the chosen workload against `--url` or an embedded `kairos dev`.
 pub async fn run(args: BenchArgs) -> Result<()> {
     let mut embedded = None;
@@ -30,49 +71,29 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             base
         }
     };
-    let api = Api::new(&base, key.as_deref(), args.connections)?;
-    api.wait_ready(Duration::from_secs(30))
-        .await
-        .with_context(|| format!("the API at {base} is not ready"))?;
     let target = match &embedded {
         Some(_) => "embedded kairos dev (temporary SQLite file)".to_string(),
         None => base.clone(),
     };
-    let deadline = Duration::from_secs(args.timeout);
-    let how = workloads::Sending {
-        connections: args.connections,
-        batch: args.batch,
-    };
     let mut report = Report::new(&args, &target);
-    if args.preload + args.preload_cron > 0 {
-        workloads::preload(
-            &api,
-            args.preload,
-            args.preload_cron,
-            args.connections,
-            &mut report,
-        )
-        .await?;
-    }
-    let outcome = match args.workload {
-        BenchWorkload::Create => {
-            workloads::create(&api, args.jobs, how, deadline, &mut report).await
-        }
-        BenchWorkload::Burst => {
-            let lead = args.lead_ms.map(Duration::from_millis).unwrap_or_else(|| {
-                Duration::from_millis(3_000 + args.jobs as u64 /* 1,000 creates/s */)
-            });
-            workloads::burst(&api, args.jobs, how, lead, deadline, &mut report).await
-        }
-        BenchWorkload::Cron => {
-            let run_for = Duration::from_secs(args.seconds);
-            workloads::cron(&api, args.schedules, how, run_for, &mut report).await
-        }
-    };
+    // The client gets a runtime of its own with one thread. On the shared
+    // runtime every response woke a thread other than the one that sent
+    // the request, and the bench paid a cross-thread wake-up (a syscall)
+    // per request on the same cores as the deployment it measures.
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the bench client's runtime")?;
+    let (args, outcome) = tokio::task::spawn_blocking(move || {
+        let outcome = client.block_on(measure(&args, &base, key.as_deref(), &mut report));
+        (args, outcome.map(|()| report))
+    })
+    .await
+    .context("the bench client stopped")?;
     if let Some(dev) = embedded {
         dev.stop().await;
     }
-    outcome?;
+    let report = outcome?;
     report.print();
     if let Some(path) = &args.json {
         report
