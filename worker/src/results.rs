@@ -1,6 +1,7 @@
 //! Result messages: building them, and publishing them in groups with
 //! retries, so a broker outage delays a result instead of losing it and a
-//! busy worker sends one confirmed message for many attempts.
+//! busy worker sends one confirmed message for many attempts, `started`
+//! reports and final results alike.
 //!
 //! Publishing is a group commit, like the API's creates: a report waits in a
 //! queue; if no publish is in flight it starts one for everything queued;
@@ -9,10 +10,10 @@
 //! and under load each confirm round trip carries every result that arrived
 //! meanwhile instead of one persistent message per result.
 
-use backon::{ExponentialBuilder, Retryable};
 use kairos_core::broker::{Broker, BrokerError};
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::time::now_ms;
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -101,89 +102,94 @@ impl Report {
 /// dispatchers' transaction that applies it.
 const MAX_PER_MESSAGE: usize = 64;
 
-/// Retries span a broker restart (a few minutes at most), then give up so a
-/// shutdown cannot hang forever.
-fn backoff() -> ExponentialBuilder {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(50))
-        .with_max_delay(Duration::from_secs(5))
-        .with_max_times(40)
-        .with_jitter()
-}
-
-/// `started` is retried only briefly: until it is confirmed the handler does
-/// not run, and the attempt is better handed back to the queue than held
-/// while the reaper may be declaring this worker dead.
-fn started_backoff() -> ExponentialBuilder {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(50))
-        .with_max_delay(Duration::from_secs(1))
-        .with_max_times(6)
-        .with_jitter()
-}
+/// Failed publishes a `started` report rides in before it is given up: only
+/// briefly, because until it is confirmed the handler does not run, and the
+/// attempt is better handed back to the queue than held while the reaper
+/// may be declaring this worker dead.
+const STARTED_TRIES: u32 = 6;
+/// Failed publishes a final result rides in before it is given up: enough to
+/// span a broker restart (a few minutes), so a shutdown cannot hang forever.
+const FINAL_TRIES: u32 = 40;
+/// The wait after a failed publish doubles from this…
+const MIN_DELAY: Duration = Duration::from_millis(50);
+/// …up to this while a `started` report is waiting…
+const STARTED_MAX_DELAY: Duration = Duration::from_secs(1);
+/// …and up to this when only final results are.
+const FINAL_MAX_DELAY: Duration = Duration::from_secs(5);
 
 /// A result that could not be published; already logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NotDelivered;
 
-/// The worker's two result outlets: `started` reports, retried briefly, and
-/// final results, retried through a broker restart. Kept apart so a final
-/// result never gives up early and a `started` never waits long.
+/// The worker's result outlet. `started` reports and final results share
+/// one queue and one publish in flight, so under load a confirm round trip
+/// carries both kinds (two outlets sent twice the messages for the same
+/// results). They differ only in patience: a `started` is given up after a
+/// few failed publishes, a final result keeps trying through a broker
+/// restart.
 #[derive(Clone)]
 pub(crate) struct Reporter {
-    started: Arc<Batcher>,
-    finals: Arc<Batcher>,
+    outlet: Arc<Outlet>,
 }
 
 impl Reporter {
     pub(crate) fn new(broker: Arc<dyn Broker>) -> Self {
         Self {
-            started: Batcher::new(Arc::clone(&broker), started_backoff()),
-            finals: Batcher::new(broker, backoff()),
+            outlet: Arc::new(Outlet {
+                broker,
+                pending: Mutex::new(Pending::default()),
+            }),
         }
     }
 
     /// Publishes a `started` report; `Ok` once the broker confirmed it.
     pub(crate) async fn started(&self, msg: ResultMsg) -> Result<(), NotDelivered> {
-        self.started.send(msg).await
+        self.outlet.send(msg, STARTED_TRIES).await
     }
 
     /// Publishes a final result; `Ok` once the broker confirmed it. A final
     /// failure is logged loudly here.
     pub(crate) async fn finished(&self, msg: ResultMsg) -> Result<(), NotDelivered> {
-        self.finals.send(msg).await
+        self.outlet.send(msg, FINAL_TRIES).await
     }
 }
 
-type Waiting = (ResultMsg, oneshot::Sender<Result<(), NotDelivered>>);
+/// A queued result and its caller.
+struct Waiting {
+    msg: ResultMsg,
+    reply: oneshot::Sender<Result<(), NotDelivered>>,
+    /// Failed publishes it may still ride in.
+    tries_left: u32,
+}
 
-/// One outlet's queue and whether a publish is in flight.
-struct Batcher {
+impl Waiting {
+    fn is_started(&self) -> bool {
+        self.msg.kind == ResultKind::Started
+    }
+}
+
+/// The queue and whether a publish is in flight.
+struct Outlet {
     broker: Arc<dyn Broker>,
-    backoff: ExponentialBuilder,
     pending: Mutex<Pending>,
 }
 
 #[derive(Default)]
 struct Pending {
-    queue: Vec<Waiting>,
+    queue: VecDeque<Waiting>,
     publishing: bool,
 }
 
-impl Batcher {
-    fn new(broker: Arc<dyn Broker>, backoff: ExponentialBuilder) -> Arc<Self> {
-        Arc::new(Self {
-            broker,
-            backoff,
-            pending: Mutex::new(Pending::default()),
-        })
-    }
-
-    async fn send(self: &Arc<Self>, msg: ResultMsg) -> Result<(), NotDelivered> {
-        let (tx, rx) = oneshot::channel();
+impl Outlet {
+    async fn send(self: &Arc<Self>, msg: ResultMsg, tries: u32) -> Result<(), NotDelivered> {
+        let (reply, answer) = oneshot::channel();
         let lead = {
             let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-            p.queue.push((msg, tx));
+            p.queue.push_back(Waiting {
+                msg,
+                reply,
+                tries_left: tries,
+            });
             !std::mem::replace(&mut p.publishing, true)
         };
         if lead {
@@ -192,13 +198,16 @@ impl Batcher {
             let this = Arc::clone(self);
             tokio::spawn(async move { this.drain().await });
         }
-        rx.await.unwrap_or(Err(NotDelivered))
+        answer.await.unwrap_or(Err(NotDelivered))
     }
 
-    /// Publishes what is queued, a message at a time, until the queue is empty.
+    /// Publishes what is queued, a message at a time, until the queue is
+    /// empty. A failed group goes back to the front of the queue, less what
+    /// is out of tries, and the next attempt waits a growing delay.
     async fn drain(&self) {
+        let mut failures: u32 = 0;
         loop {
-            let group: Vec<Waiting> = {
+            let mut group: Vec<Waiting> = {
                 let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
                 if p.queue.is_empty() {
                     p.publishing = false;
@@ -207,46 +216,81 @@ impl Batcher {
                 let n = p.queue.len().min(MAX_PER_MESSAGE);
                 p.queue.drain(..n).collect()
             };
-            let (msgs, waiters): (Vec<ResultMsg>, Vec<_>) = group.into_iter().unzip();
-            let outcome = self.publish(&msgs).await.map_err(|_| NotDelivered);
-            crate::metrics::results_published(msgs.len());
-            for w in waiters {
-                let _ = w.send(outcome);
-            }
+            let msgs: Vec<ResultMsg> = group.iter().map(|w| w.msg.clone()).collect();
+            let error = match self.broker.results_publish(&msgs).await {
+                Ok(()) => {
+                    failures = 0;
+                    crate::metrics::results_published(msgs.len());
+                    for w in group {
+                        let _ = w.reply.send(Ok(()));
+                    }
+                    continue;
+                }
+                Err(e) => e,
+            };
+            // A message that cannot be encoded never will be: no retry.
+            let retryable = !matches!(error, BrokerError::Encode(_));
+            group.retain_mut(|w| {
+                w.tries_left = w.tries_left.saturating_sub(1);
+                if retryable && w.tries_left > 0 {
+                    return true;
+                }
+                // Dropping its reply answers the caller `NotDelivered`.
+                give_up(&w.msg, &error);
+                false
+            });
+            let hurry = {
+                let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                for w in group.into_iter().rev() {
+                    p.queue.push_front(w);
+                }
+                p.queue.iter().any(Waiting::is_started)
+            };
+            failures += 1;
+            let wait = delay(failures, hurry);
+            tracing::warn!(
+                results = msgs.len(),
+                "publishing results failed, retrying in {wait:?}: {error}"
+            );
+            tokio::time::sleep(wait).await;
         }
     }
+}
 
-    async fn publish(&self, msgs: &[ResultMsg]) -> Result<(), BrokerError> {
-        let outcome = (|| self.broker.results_publish(msgs))
-            .retry(self.backoff)
-            .when(|e| !matches!(e, BrokerError::Encode(_)))
-            .notify(|e, wait| {
-                tracing::warn!(
-                    results = msgs.len(),
-                    "publishing results failed, retrying in {wait:?}: {e}"
-                );
-            })
-            .await;
-        if let Err(e) = &outcome {
-            for msg in msgs {
-                tracing::error!(
-                    execution_id = %msg.execution_id,
-                    attempt = msg.attempt,
-                    kind = ?msg.kind,
-                    output = ?msg.output,
-                    error = ?msg.error,
-                    "RESULT NOT DELIVERED: gave up publishing after retries: {e}; the dispatcher's reaper must recover this attempt"
-                );
-            }
-        }
-        outcome
+/// The wait after `failures` failed publishes in a row, with jitter so
+/// workers do not return to a restarted broker in step.
+fn delay(failures: u32, hurry: bool) -> Duration {
+    let max = if hurry {
+        STARTED_MAX_DELAY
+    } else {
+        FINAL_MAX_DELAY
+    };
+    let doubled = MIN_DELAY.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    let base = doubled.min(max);
+    base + base.mul_f64(rand::random::<f64>() * 0.5)
+}
+
+/// Reports a result given up on; a lost final result is logged loudly.
+fn give_up(msg: &ResultMsg, error: &BrokerError) {
+    if msg.kind == ResultKind::Started {
+        tracing::warn!(execution_id = %msg.execution_id, attempt = msg.attempt, "gave up publishing `started`: {error}");
+        return;
     }
+    tracing::error!(
+        execution_id = %msg.execution_id,
+        attempt = msg.attempt,
+        kind = ?msg.kind,
+        output = ?msg.output,
+        error = ?msg.error,
+        "RESULT NOT DELIVERED: gave up publishing after retries: {error}; the dispatcher's reaper must recover this attempt"
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use futures::StreamExt;
+    use kairos_core::protocol::ResultKind;
     use kairos_core::protocol::{Names, decode_results};
     use kairos_inproc::MemoryBroker;
 
@@ -298,6 +342,172 @@ mod tests {
         assert_eq!(
             serde_json::from_slice::<ResultMsg>(&d.payload).unwrap(),
             msg
+        );
+    }
+
+    #[tokio::test]
+    async fn started_reports_and_final_results_share_messages() {
+        let broker = MemoryBroker::new(Names::new("results-shared"));
+        let reporter = Reporter::new(Arc::new(broker.clone()));
+        let sends = (0..100u32).map(|i| {
+            let reporter = reporter.clone();
+            async move {
+                if i % 2 == 0 {
+                    let msg = Report::started().into_msg("w", "inc", "e", i);
+                    reporter.started(msg).await
+                } else {
+                    let msg = Report::succeeded(serde_json::json!(i)).into_msg("w", "inc", "e", i);
+                    reporter.finished(msg).await
+                }
+            }
+        });
+        for outcome in futures::future::join_all(sends).await {
+            assert_eq!(outcome, Ok(()));
+        }
+
+        let mut stream = broker.results_consume(1000).await.unwrap();
+        let (mut seen, mut mixed) = (0, false);
+        while seen < 100 {
+            let d = tokio::time::timeout(Duration::from_secs(5), stream.next())
+                .await
+                .expect("every result arrives")
+                .expect("stream open");
+            let results = decode_results(&d.payload).unwrap();
+            let started = results
+                .iter()
+                .filter(|r| r.kind == ResultKind::Started)
+                .count();
+            mixed |= started > 0 && started < results.len();
+            seen += results.len();
+        }
+        assert!(
+            mixed,
+            "a message carried `started` reports and final results together"
+        );
+    }
+
+    /// A broker whose result publishes fail while `down` is set.
+    struct Flaky {
+        inner: MemoryBroker,
+        down: std::sync::atomic::AtomicBool,
+        refused: std::sync::atomic::AtomicU32,
+    }
+
+    #[async_trait::async_trait]
+    impl Broker for Flaky {
+        async fn worker_queue_declare(&self, w: &str) -> Result<(), BrokerError> {
+            self.inner.worker_queue_declare(w).await
+        }
+        async fn worker_queue_stats(
+            &self,
+            w: &str,
+        ) -> Result<Option<kairos_core::broker::QueueStats>, BrokerError> {
+            self.inner.worker_queue_stats(w).await
+        }
+        async fn worker_queue_delete(&self, w: &str) -> Result<(), BrokerError> {
+            self.inner.worker_queue_delete(w).await
+        }
+        async fn dispatch_publish_many(
+            &self,
+            w: &str,
+            msgs: &[kairos_core::protocol::DispatchMsg],
+        ) -> Result<(), BrokerError> {
+            self.inner.dispatch_publish_many(w, msgs).await
+        }
+        async fn results_publish(&self, msgs: &[ResultMsg]) -> Result<(), BrokerError> {
+            if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+                self.refused
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                return Err(BrokerError::Unavailable("down for the test".into()));
+            }
+            self.inner.results_publish(msgs).await
+        }
+        async fn heartbeat_publish(
+            &self,
+            msg: &kairos_core::protocol::HeartbeatMsg,
+        ) -> Result<(), BrokerError> {
+            self.inner.heartbeat_publish(msg).await
+        }
+        async fn log_publish(
+            &self,
+            msg: &kairos_core::protocol::LogMsg,
+        ) -> Result<(), BrokerError> {
+            self.inner.log_publish(msg).await
+        }
+        async fn dispatch_consume(
+            &self,
+            w: &str,
+            prefetch: u16,
+        ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
+            self.inner.dispatch_consume(w, prefetch).await
+        }
+        async fn results_consume(
+            &self,
+            prefetch: u16,
+        ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
+            self.inner.results_consume(prefetch).await
+        }
+        async fn heartbeats_consume(
+            &self,
+            prefetch: u16,
+        ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
+            self.inner.heartbeats_consume(prefetch).await
+        }
+        async fn logs_consume(
+            &self,
+            prefetch: u16,
+        ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
+            self.inner.logs_consume(prefetch).await
+        }
+        async fn reroute_consume(
+            &self,
+            prefetch: u16,
+        ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
+            self.inner.reroute_consume(prefetch).await
+        }
+        async fn is_healthy(&self) -> bool {
+            true
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_an_outage_started_gives_up_soon_and_a_final_result_waits_it_out() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let broker = Arc::new(Flaky {
+            inner: MemoryBroker::new(Names::new("results-outage")),
+            down: true.into(),
+            refused: 0.into(),
+        });
+        let reporter = Reporter::new(Arc::clone(&broker) as Arc<dyn Broker>);
+        let started = Report::started().into_msg("w", "inc", "e1", 1);
+        let finished = Report::succeeded(serde_json::json!(2)).into_msg("w", "inc", "e2", 1);
+        let (started_outcome, finished_outcome) = tokio::join!(
+            async {
+                let outcome = reporter.started(started).await;
+                // The `started` was given up while the broker is down; a
+                // final result queued with it is still waiting.
+                assert_eq!(broker.refused.load(SeqCst), STARTED_TRIES);
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                broker.down.store(false, SeqCst);
+                outcome
+            },
+            reporter.finished(finished.clone()),
+        );
+        assert_eq!(started_outcome, Err(NotDelivered));
+        assert_eq!(
+            finished_outcome,
+            Ok(()),
+            "the final result outlasted the outage"
+        );
+        assert!(broker.refused.load(SeqCst) > STARTED_TRIES);
+        assert!(broker.refused.load(SeqCst) < FINAL_TRIES);
+
+        let mut stream = broker.inner.results_consume(10).await.unwrap();
+        let d = stream.next().await.unwrap();
+        assert_eq!(
+            decode_results(&d.payload).unwrap(),
+            vec![finished],
+            "only the final result went out"
         );
     }
 }
