@@ -16,7 +16,7 @@ use kairos_core::time::now_ms;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 /// What an attempt came to, before it is stamped into a [`ResultMsg`].
 #[derive(Debug, Clone, PartialEq)]
@@ -138,6 +138,7 @@ impl Reporter {
             outlet: Arc::new(Outlet {
                 broker,
                 pending: Mutex::new(Pending::default()),
+                started_queued: Notify::new(),
             }),
         }
     }
@@ -172,6 +173,9 @@ impl Waiting {
 struct Outlet {
     broker: Arc<dyn Broker>,
     pending: Mutex<Pending>,
+    /// Wakes a drain waiting out a long delay after failed publishes when a
+    /// `started` report arrives, so it gets its few tries soon.
+    started_queued: Notify,
 }
 
 #[derive(Default)]
@@ -183,6 +187,7 @@ struct Pending {
 impl Outlet {
     async fn send(self: &Arc<Self>, msg: ResultMsg, tries: u32) -> Result<(), NotDelivered> {
         let (reply, answer) = oneshot::channel();
+        let started = msg.kind == ResultKind::Started;
         let lead = {
             let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             p.queue.push_back(Waiting {
@@ -192,6 +197,9 @@ impl Outlet {
             });
             !std::mem::replace(&mut p.publishing, true)
         };
+        if started {
+            self.started_queued.notify_waiters();
+        }
         if lead {
             // A task of its own, not this caller's future: if the caller is
             // dropped, the results queued behind it still go out.
@@ -238,6 +246,11 @@ impl Outlet {
                 give_up(&w.msg, &error);
                 false
             });
+            // Listening before the queue is looked at: a `started` queued
+            // after the look still cuts the wait short.
+            let started_queued = self.started_queued.notified();
+            tokio::pin!(started_queued);
+            started_queued.as_mut().enable();
             let hurry = {
                 let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
                 for w in group.into_iter().rev() {
@@ -251,7 +264,14 @@ impl Outlet {
                 results = msgs.len(),
                 "publishing results failed, retrying in {wait:?}: {error}"
             );
-            tokio::time::sleep(wait).await;
+            if hurry {
+                tokio::time::sleep(wait).await;
+            } else {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = &mut started_queued => {}
+                }
+            }
         }
     }
 }

@@ -285,3 +285,34 @@ async fn a_started_report_goes_out_before_final_results_queued_ahead_of_it() {
         assert_eq!(s.await.unwrap(), Ok(()));
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_started_queued_during_a_long_wait_gets_its_tries_soon() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let broker = Arc::new(Flaky {
+        inner: MemoryBroker::new(Names::new("results-hurry")),
+        down: true.into(),
+        refused: 0.into(),
+        gate: None,
+    });
+    let reporter = Reporter::new(Arc::clone(&broker) as Arc<dyn Broker>);
+    let finished = Report::succeeded(serde_json::json!(1)).into_msg("w", "inc", "f", 1);
+    let waiting_final = tokio::spawn({
+        let reporter = reporter.clone();
+        async move { reporter.finished(finished).await }
+    });
+    // Ten failed publishes in: the drain now waits 5 s or more.
+    while broker.refused.load(SeqCst) < 10 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let t0 = tokio::time::Instant::now();
+    let started = Report::started().into_msg("w", "inc", "s", 1);
+    assert_eq!(reporter.started(started).await, Err(NotDelivered));
+    let took = t0.elapsed();
+    assert!(
+        took < Duration::from_secs(8),
+        "6 tries at most 1.5 s apart, not behind a 5 s wait: {took:?}"
+    );
+    broker.down.store(false, SeqCst);
+    assert_eq!(waiting_final.await.unwrap(), Ok(()));
+}
