@@ -215,7 +215,7 @@ impl Outlet {
     async fn drain(&self) {
         let mut failures: u32 = 0;
         loop {
-            let mut group: Vec<Waiting> = {
+            let group: Vec<Waiting> = {
                 let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
                 if p.queue.is_empty() {
                     p.publishing = false;
@@ -223,13 +223,19 @@ impl Outlet {
                 }
                 next_group(&mut p.queue)
             };
-            let msgs: Vec<ResultMsg> = group.iter().map(|w| w.msg.clone()).collect();
+            // The messages go to the broker as a slice; their callers wait
+            // beside them, and are joined to them again if the publish fails.
+            let (msgs, callers): (Vec<ResultMsg>, Vec<_>) = group
+                .into_iter()
+                .map(|w| (w.msg, (w.reply, w.tries_left)))
+                .unzip();
+            let sent = msgs.len();
             let error = match self.broker.results_publish(&msgs).await {
                 Ok(()) => {
                     failures = 0;
-                    crate::metrics::results_published(msgs.len());
-                    for w in group {
-                        let _ = w.reply.send(Ok(()));
+                    crate::metrics::results_published(sent);
+                    for (reply, _) in callers {
+                        let _ = reply.send(Ok(()));
                     }
                     continue;
                 }
@@ -237,15 +243,23 @@ impl Outlet {
             };
             // A message that cannot be encoded never will be: no retry.
             let retryable = !matches!(error, BrokerError::Encode(_));
-            group.retain_mut(|w| {
-                w.tries_left = w.tries_left.saturating_sub(1);
-                if retryable && w.tries_left > 0 {
-                    return true;
-                }
-                // Dropping its reply answers the caller `NotDelivered`.
-                give_up(&w.msg, &error);
-                false
-            });
+            let group: Vec<Waiting> = msgs
+                .into_iter()
+                .zip(callers)
+                .filter_map(|(msg, (reply, tries))| {
+                    let tries_left = tries.saturating_sub(1);
+                    if retryable && tries_left > 0 {
+                        return Some(Waiting {
+                            msg,
+                            reply,
+                            tries_left,
+                        });
+                    }
+                    // Dropping its reply answers the caller `NotDelivered`.
+                    give_up(&msg, &error);
+                    None
+                })
+                .collect();
             // Listening before the queue is looked at: a `started` queued
             // after the look still cuts the wait short.
             let started_queued = self.started_queued.notified();
@@ -261,7 +275,7 @@ impl Outlet {
             failures += 1;
             let wait = delay(failures, hurry);
             tracing::warn!(
-                results = msgs.len(),
+                results = sent,
                 "publishing results failed, retrying in {wait:?}: {error}"
             );
             if hurry {
