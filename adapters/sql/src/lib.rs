@@ -167,6 +167,14 @@ const SQLITE_READERS: u32 = 4;
 /// How long a caller waits for a free connection before the store reports
 /// itself unavailable.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A pooled connection idle for longer than this is pinged before it is
+/// handed out. sqlx pings every connection it hands out by default, and
+/// again as it takes it back: a round trip to the database server before
+/// and after every statement run on the pool. One it took back less than
+/// this ago answered that second ping then, so it is trusted as it is; a
+/// connection that broke since fails its next statement, which the caller
+/// sees as an unavailable store, as if it broke during the statement.
+const TRUST_IDLE: Duration = Duration::from_secs(1);
 
 /// The storage port on MySQL/MariaDB or SQLite. Cloning is cheap (shared pools).
 #[derive(Clone, Debug)]
@@ -285,6 +293,8 @@ where
     sqlx::pool::PoolOptions::<DB>::new()
         .max_connections(SERVER_POOL)
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
         .after_connect(move |conn, _| {
             Box::pin(async move { conn.execute(isolation).await.map(|_| ()) })
         })
@@ -311,6 +321,21 @@ fn sqlite_pool(max: u32) -> SqlitePoolOptions {
     SqlitePoolOptions::new()
         .max_connections(max)
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
+}
+
+/// `before_acquire`: pings a connection only if it sat idle longer than
+/// [`TRUST_IDLE`]; `Ok(true)` hands it out, an error makes the pool close
+/// it and try another.
+async fn ping_if_idle<C: Connection>(
+    conn: &mut C,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> Result<bool, sqlx::Error> {
+    if meta.idle_for > TRUST_IDLE {
+        conn.ping().await?;
+    }
+    Ok(true)
 }
 
 /// Read and write pools for a SQLite URL (one shared connection for `:memory:`).
