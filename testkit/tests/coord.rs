@@ -170,6 +170,41 @@ async fn stop_requests_are_seen_by_everyone<C: Coord>(a: &C, b: &C, ns: &str) {
     a.stops_post(&[], LONG).await.unwrap();
 }
 
+/// A worker starts a batch of attempts at once: every attempt key and stop
+/// key asked for concurrently (on Redis, several to a pipeline) gets its
+/// own answer, one winner per key, whoever asks.
+async fn a_batch_of_guards_answers_each_caller<C: Coord>(a: &C, b: &C, ns: &str) {
+    let key = |i: usize| format!("{ns}:attempt:batch{i}:1");
+    // The first 30 keys are taken beforehand, so answers within a pipeline differ.
+    for i in 0..30 {
+        assert!(a.once(&key(i), "w0", LONG).await.unwrap());
+    }
+    let tries = (0..200).map(|n| {
+        let (c, owner) = if n % 2 == 0 { (a, "w1") } else { (b, "w2") };
+        let k = key(n / 2);
+        async move { (n / 2, c.once(&k, owner, LONG).await.unwrap()) }
+    });
+    let mut won = vec![0; 100];
+    for (i, taken) in futures::future::join_all(tries).await {
+        won[i] += usize::from(taken);
+    }
+    let expected: Vec<usize> = (0..100).map(|i| usize::from(i >= 30)).collect();
+    assert_eq!(
+        won, expected,
+        "one winner per free key, none for a taken one"
+    );
+    let stops: Vec<String> = (0..50).map(|i| format!("{ns}:stop:batch:{i}")).collect();
+    let posted: Vec<String> = stops.iter().step_by(3).cloned().collect();
+    a.stops_post(&posted, LONG).await.unwrap();
+    let asked = stops.iter().enumerate().map(|(i, k)| async move {
+        let c = if i % 2 == 0 { a } else { b };
+        (i, c.stops_posted(std::slice::from_ref(k)).await.unwrap())
+    });
+    for (i, seen) in futures::future::join_all(asked).await {
+        assert_eq!(seen, [i % 3 == 0], "stop key {i}");
+    }
+}
+
 /// Runs each case against a fresh in-process pair (paused clock) and a fresh
 /// Redis pair (two connections under one unique namespace).
 macro_rules! suite {
@@ -225,6 +260,7 @@ suite!(
     once_expires,
     once_released_only_by_its_owner,
     stop_requests_are_seen_by_everyone,
+    a_batch_of_guards_answers_each_caller,
 );
 
 async fn redis_namespace() -> Option<(String, String)> {
