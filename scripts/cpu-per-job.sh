@@ -35,8 +35,14 @@ succeeded() {
 }
 # utime + stime, in clock ticks.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# Context switches (voluntary and not) of every thread of a process: each
+# hop of a job between processes wakes one, so they count the hops a change
+# saves even when the box's drifting speed hides the CPU time it saves.
+switches() {
+  cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s + 0}'
+}
 
-declare -A pid before
+declare -A pid before cs_before cs_after
 for f in "$dir"/*.pid; do pid[$(basename "$f" .pid)]=$(cat "$f"); done
 for name in mariadbd mysqld redis-server; do
   p=$(pgrep -x "$name" | head -1 || true)
@@ -46,7 +52,11 @@ p=$(pgrep -f beam.smp | head -1 || true)
 [ -n "$p" ] && pid[rabbitmq]=$p
 
 start=$(succeeded)
-for k in "${!pid[@]}"; do before[$k]=$(ticks "${pid[$k]}"); done
+for k in "${!pid[@]}"; do
+  before[$k]=$(ticks "${pid[$k]}")
+  cs_before[$k]=$(switches "${pid[$k]}")
+done
+box_before=$(awk '/^ctxt/ {print $2}' /proc/stat)
 out=$(mktemp)
 "$bin" bench create -n "$jobs" -c 32 --url "$url" >"$out" 2>&1 &
 bench=$!
@@ -58,20 +68,27 @@ while kill -0 "$bench" 2>/dev/null; do
   sleep 0.25
 done
 declare -A after
-for k in "${!pid[@]}"; do after[$k]=$(ticks "${pid[$k]}"); done
+for k in "${!pid[@]}"; do
+  after[$k]=$(ticks "${pid[$k]}")
+  cs_after[$k]=$(switches "${pid[$k]}")
+done
+box_after=$(awk '/^ctxt/ {print $2}' /proc/stat)
 wait "$bench" || { cat "$out"; exit 1; }
 cat "$out"
 rm -f "$out"
 
 hz=$(getconf CLK_TCK)
 per_job() { echo $(($1 * 1000000 / hz / jobs)); }
+# Hundredths per job, printed as a decimal.
+hundredths() { local h=$(($1 * 100 / jobs)); printf '%d.%02d' $((h / 100)) $((h % 100)); }
 total=0
-echo "CPU per job (µs):"
+echo "CPU per job (µs), and context switches per job:"
 for k in $(printf '%s\n' "${!pid[@]}" | sort); do
   us=$(per_job $((after[$k] - before[$k])))
   total=$((total + us))
-  printf '  %-16s %6d\n' "$k" "$us"
+  printf '  %-16s %6d %8s\n' "$k" "$us" "$(hundredths $((cs_after[$k] - cs_before[$k])))"
 done
 us=$(per_job "$bench_ticks")
 total=$((total + us))
-printf '  %-16s %6d\n' bench "$us" total "$total"
+printf '  %-16s %6d\n' bench "$us"
+printf '  %-16s %6d %8s  (switches: the whole box)\n' total "$total" "$(hundredths $((box_after - box_before)))"

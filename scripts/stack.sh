@@ -6,6 +6,9 @@
 #
 #   scripts/stack.sh up      # prints the URL and an admin key
 #   scripts/stack.sh down
+#   scripts/stack.sh purge   # after down: drops the namespace's Redis keys
+#                            # (attempt keys live 24 h: a run of benchmarks
+#                            # leaves millions behind)
 #
 # Settings (environment): KAIROS_BIN (default target/release/kairos),
 # KAIROS_DATABASE_URL (default mysql://root@127.0.0.1:3306/kairos_stack; the
@@ -71,8 +74,20 @@ down)
     rm -f "$f"
   done
   ;;
+purge)
+  for f in "$dir"/*.pid; do
+    [ -e "$f" ] && { echo "the stack is still up: $0 down first" >&2; exit 1; }
+  done
+  redis=${KAIROS_REDIS_URL#redis://}
+  host=${redis%%/*}
+  host=${host##*@}
+  db=${redis##*/}
+  [ "$db" = "$redis" ] && db=0
+  redis-cli -h "${host%%:*}" -p "${host##*:}" -n "$db" --scan --pattern "$KAIROS_NAMESPACE:*" |
+    xargs -r -n 5000 redis-cli -h "${host%%:*}" -p "${host##*:}" -n "$db" del >/dev/null
+  ;;
 *)
-  echo "usage: $0 up|down" >&2
+  echo "usage: $0 up|down|purge" >&2
   exit 2
   ;;
 esac

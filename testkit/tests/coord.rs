@@ -283,19 +283,33 @@ async fn plain(url: &str) -> redis::aio::MultiplexedConnection {
 }
 
 /// Drops the namespace's keys (fence counters never expire by design).
+/// `SCAN`, not `KEYS`: a development Redis may hold millions of other keys
+/// (a benchmark's attempt keys live 24 h), and `KEYS` would walk them all in
+/// one command, past the connection's response timeout.
 async fn cleanup(url: &str, ns: &str) {
     let mut c = plain(url).await;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{ns}:*"))
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    if !keys.is_empty() {
-        redis::cmd("DEL")
-            .arg(keys)
-            .query_async::<()>(&mut c)
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{ns}:*"))
+            .arg("COUNT")
+            .arg(100_000)
+            .query_async(&mut c)
             .await
             .unwrap();
+        if !keys.is_empty() {
+            redis::cmd("DEL")
+                .arg(keys)
+                .query_async::<()>(&mut c)
+                .await
+                .unwrap();
+        }
+        if next == 0 {
+            return;
+        }
+        cursor = next;
     }
 }
 
