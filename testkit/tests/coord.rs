@@ -171,8 +171,8 @@ async fn stop_requests_are_seen_by_everyone<C: Coord>(a: &C, b: &C, ns: &str) {
 }
 
 /// A worker starts a batch of attempts at once: every attempt key and stop
-/// key asked for concurrently (on Redis, several to a pipeline) gets its
-/// own answer, one winner per key, whoever asks.
+/// key asked for concurrently (on Redis, many in flight on one connection)
+/// gets its own answer, one winner per key, whoever asks.
 async fn a_batch_of_guards_answers_each_caller<C: Coord>(a: &C, b: &C, ns: &str) {
     let key = |i: usize| format!("{ns}:attempt:batch{i}:1");
     // The first 30 keys are taken beforehand, so answers within a pipeline differ.

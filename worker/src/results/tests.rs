@@ -107,6 +107,18 @@ struct Flaky {
     gate: Option<tokio::sync::Semaphore>,
 }
 
+/// A [`Flaky`] broker, down or up, and a reporter publishing through it.
+fn flaky(name: &str, down: bool, gate: Option<tokio::sync::Semaphore>) -> (Arc<Flaky>, Reporter) {
+    let broker = Arc::new(Flaky {
+        inner: MemoryBroker::new(Names::new(name)),
+        down: down.into(),
+        refused: 0.into(),
+        gate,
+    });
+    let reporter = Reporter::new(Arc::clone(&broker) as Arc<dyn Broker>);
+    (broker, reporter)
+}
+
 #[async_trait::async_trait]
 impl Broker for Flaky {
     async fn worker_queue_declare(&self, w: &str) -> Result<(), BrokerError> {
@@ -187,13 +199,7 @@ impl Broker for Flaky {
 #[tokio::test(start_paused = true)]
 async fn in_an_outage_started_gives_up_soon_and_a_final_result_waits_it_out() {
     use std::sync::atomic::Ordering::SeqCst;
-    let broker = Arc::new(Flaky {
-        inner: MemoryBroker::new(Names::new("results-outage")),
-        down: true.into(),
-        refused: 0.into(),
-        gate: None,
-    });
-    let reporter = Reporter::new(Arc::clone(&broker) as Arc<dyn Broker>);
+    let (broker, reporter) = flaky("results-outage", true, None);
     let started = Report::started().into_msg("w", "inc", "e1", 1);
     let finished = Report::succeeded(serde_json::json!(2)).into_msg("w", "inc", "e2", 1);
     let (started_outcome, finished_outcome) = tokio::join!(
@@ -228,13 +234,7 @@ async fn in_an_outage_started_gives_up_soon_and_a_final_result_waits_it_out() {
 
 #[tokio::test]
 async fn a_started_report_goes_out_before_final_results_queued_ahead_of_it() {
-    let broker = Arc::new(Flaky {
-        inner: MemoryBroker::new(Names::new("results-first")),
-        down: false.into(),
-        refused: 0.into(),
-        gate: Some(tokio::sync::Semaphore::new(0)),
-    });
-    let reporter = Reporter::new(Arc::clone(&broker) as Arc<dyn Broker>);
+    let (broker, reporter) = flaky("results-first", false, Some(tokio::sync::Semaphore::new(0)));
     let finals = |range: std::ops::Range<u32>| {
         range
             .map(|i| {
@@ -289,13 +289,7 @@ async fn a_started_report_goes_out_before_final_results_queued_ahead_of_it() {
 #[tokio::test(start_paused = true)]
 async fn a_started_queued_during_a_long_wait_gets_its_tries_soon() {
     use std::sync::atomic::Ordering::SeqCst;
-    let broker = Arc::new(Flaky {
-        inner: MemoryBroker::new(Names::new("results-hurry")),
-        down: true.into(),
-        refused: 0.into(),
-        gate: None,
-    });
-    let reporter = Reporter::new(Arc::clone(&broker) as Arc<dyn Broker>);
+    let (broker, reporter) = flaky("results-hurry", true, None);
     let finished = Report::succeeded(serde_json::json!(1)).into_msg("w", "inc", "f", 1);
     let waiting_final = tokio::spawn({
         let reporter = reporter.clone();
