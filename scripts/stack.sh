@@ -14,7 +14,7 @@
 # KAIROS_DATABASE_URL (default mysql://root@127.0.0.1:3306/kairos_stack; the
 # database is created if missing), KAIROS_REDIS_URL, KAIROS_AMQP_URL,
 # KAIROS_NAMESPACE (default kstack), KAIROS_STACK_DIR (default /tmp/kairos-stack),
-# KAIROS_WORKER_CAPACITY (default 8), KAIROS_HTTP_ADDR (default 127.0.0.1:8080),
+# KAIROS_WORKER_CAPACITY (default 32, the worker's own), KAIROS_HTTP_ADDR (default 127.0.0.1:8080),
 # KAIROS_CALLBACK_SECRET (default: random per stack).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,8 +51,8 @@ up)
   KAIROS_HTTP_ADDR=$http start api 9190 "$bin" api
   start dispatcher-1 9191 "$bin" dispatcher
   start dispatcher-2 9192 "$bin" dispatcher
-  KAIROS_WORKER_ID=worker-1 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-8} start worker-1 9193 "$bin" worker
-  KAIROS_WORKER_ID=worker-2 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-8} start worker-2 9194 "$bin" worker
+  KAIROS_WORKER_ID=worker-1 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-32} start worker-1 9193 "$bin" worker
+  KAIROS_WORKER_ID=worker-2 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-32} start worker-2 9194 "$bin" worker
   start relay 9195 "$bin" callback-relay
   for _ in $(seq 1 100); do
     curl -fsS "http://$http/readyz" >/dev/null 2>&1 && break

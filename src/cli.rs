@@ -303,7 +303,7 @@ pub struct WorkerIdentityArg {
     /// Stable worker id [default: hostname plus a random suffix].
     #[arg(long, env = "KAIROS_WORKER_ID", value_name = "ID")]
     pub worker_id: Option<String>,
-    /// Handlers run in parallel [default: 8].
+    /// Handlers run in parallel [default: 32].
     #[arg(long, env = "KAIROS_WORKER_CAPACITY", value_name = "N")]
     pub worker_capacity: Option<u32>,
 }

@@ -43,7 +43,15 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Handlers run at once when the builder is not told otherwise.
-pub const DEFAULT_CAPACITY: u32 = 8;
+///
+/// A place is held from before the `started` report is published until the
+/// handler returns, so even a handler that takes no time keeps it for a Redis
+/// round trip and a persistent-message confirm: a worker's rate is capped at
+/// capacity ÷ that time, and a small pool also shrinks the batches the
+/// dispatcher and the worker send (docs/performance.md, "Worker capacity").
+/// Handlers are async tasks, so an idle place costs nothing; a host running
+/// CPU-bound handlers wants a lower setting.
+pub const DEFAULT_CAPACITY: u32 = 32;
 /// Heartbeat period when the builder is not told otherwise.
 pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_secs(3);
 /// Time running handlers get to finish on shutdown, unless told otherwise.
