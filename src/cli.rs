@@ -308,6 +308,17 @@ pub struct WorkerIdentityArg {
     pub worker_capacity: Option<u32>,
 }
 
+/// How long a worker remembers that an attempt ran.
+#[derive(Debug, Clone, Args)]
+pub struct AttemptKeyArg {
+    /// How long each attempt's once-only key is kept, in milliseconds: a
+    /// copy of a dispatch delivered later than this runs again. Redis holds
+    /// about 260 bytes a job for this long [default: 86400000 (24 h), the
+    /// same as KAIROS_DEFAULT_TIMEOUT_MS; at least 60000].
+    #[arg(long, env = "KAIROS_WORKER_ATTEMPT_KEY_TTL_MS", value_name = "MS")]
+    pub worker_attempt_key_ttl_ms: Option<u64>,
+}
+
 /// What is kept of execution logs.
 #[derive(Debug, Clone, Args)]
 pub struct LogArg {
@@ -450,6 +461,8 @@ pub struct WorkerArgs {
     #[command(flatten)]
     pub identity: WorkerIdentityArg,
     #[command(flatten)]
+    pub attempt_key: AttemptKeyArg,
+    #[command(flatten)]
     pub http_guard: HttpGuardArg,
     /// Dispatches that may wait for a free handler slot; beyond capacity +
     /// buffer the worker refuses dispatches so they are rerouted
@@ -500,6 +513,8 @@ pub struct DevArgs {
     pub http: HttpArg,
     #[command(flatten)]
     pub identity: WorkerIdentityArg,
+    #[command(flatten)]
+    pub attempt_key: AttemptKeyArg,
     #[command(flatten)]
     pub callback: CallbackArg,
     #[command(flatten)]

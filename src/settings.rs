@@ -29,6 +29,7 @@ pub struct FileSettings {
     pub worker_dispatch_batch: Option<u32>,
     pub worker_heartbeat_ms: Option<u64>,
     pub worker_grace_ms: Option<u64>,
+    pub worker_attempt_key_ttl_ms: Option<u64>,
     pub http_allow_private: Option<bool>,
     pub api_create_rate: Option<f64>,
     pub api_create_burst: Option<u32>,

@@ -19,6 +19,7 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
     let addr = pick(args.http.http_addr, file.http_addr.clone())
         .unwrap_or_else(|| "127.0.0.1:8080".into());
     let capacity = pick(args.identity.worker_capacity, file.worker_capacity);
+    let attempt_key_ttl = super::attempt_key_ttl(&args.attempt_key, file)?;
     // Private addresses are allowed in dev: the jobs people try first call
     // services on their own machine.
     let allow_http =
@@ -38,8 +39,12 @@ pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
         .http_addr(addr.clone())
         .worker(move |w| {
             let w = w.builtin_handlers().http_allow_private(allow_http);
-            match capacity {
+            let w = match capacity {
                 Some(c) => w.capacity(c),
+                None => w,
+            };
+            match attempt_key_ttl {
+                Some(ttl) => w.attempt_key_ttl(ttl),
                 None => w,
             }
         })

@@ -97,7 +97,7 @@ pub fn recovery(
 }
 
 /// `ms` as a duration, refused below `min` with the setting's name.
-fn at_least(ms: u64, min: u64, var: &str) -> Result<Duration> {
+pub(super) fn at_least(ms: u64, min: u64, var: &str) -> Result<Duration> {
     if ms < min {
         return Err(anyhow!("{var} must be at least {min} ms (got {ms})"));
     }

@@ -85,6 +85,20 @@ async fn with_metrics(
     Ok(state)
 }
 
+/// `KAIROS_WORKER_ATTEMPT_KEY_TTL_MS`, when set: shorter than a minute would
+/// let a dispatch redelivered while its handler still runs start it again.
+fn attempt_key_ttl(
+    arg: &crate::cli::AttemptKeyArg,
+    file: &FileSettings,
+) -> Result<Option<std::time::Duration>> {
+    pick(
+        arg.worker_attempt_key_ttl_ms,
+        file.worker_attempt_key_ttl_ms,
+    )
+    .map(|ms| dispatcher::at_least(ms, 60_000, "KAIROS_WORKER_ATTEMPT_KEY_TTL_MS"))
+    .transpose()
+}
+
 /// What is kept of execution logs (`KAIROS_LOG_*`).
 fn log_config(
     arg: &crate::cli::LogArg,

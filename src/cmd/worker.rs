@@ -53,6 +53,9 @@ pub async fn run(args: WorkerArgs, file: &FileSettings) -> Result<()> {
         }
         builder = builder.heartbeat_every(Duration::from_millis(ms));
     }
+    if let Some(ttl) = super::attempt_key_ttl(&args.attempt_key, file)? {
+        builder = builder.attempt_key_ttl(ttl);
+    }
     if let Some(ms) = pick(args.worker_grace_ms, file.worker_grace_ms) {
         builder = builder.grace_period(Duration::from_millis(ms));
     }
@@ -99,5 +102,30 @@ mod tests {
             vec!["noop", "sleep"]
         );
         assert!(handler_list(" , ").is_err());
+    }
+
+    #[test]
+    fn attempt_key_ttls_under_a_minute_are_refused() {
+        use crate::cli::AttemptKeyArg;
+        let arg = |ms| AttemptKeyArg {
+            worker_attempt_key_ttl_ms: ms,
+        };
+        let file = FileSettings::default();
+        let ttl = |ms| super::super::attempt_key_ttl(&arg(ms), &file);
+        assert_eq!(ttl(None).unwrap(), None);
+        assert_eq!(
+            ttl(Some(3_600_000)).unwrap(),
+            Some(Duration::from_secs(3600))
+        );
+        let err = ttl(Some(59_999)).unwrap_err().to_string();
+        assert!(err.contains("KAIROS_WORKER_ATTEMPT_KEY_TTL_MS"), "{err}");
+        let from_file = FileSettings {
+            worker_attempt_key_ttl_ms: Some(120_000),
+            ..FileSettings::default()
+        };
+        assert_eq!(
+            super::super::attempt_key_ttl(&arg(None), &from_file).unwrap(),
+            Some(Duration::from_secs(120))
+        );
     }
 }

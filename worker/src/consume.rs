@@ -23,9 +23,6 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-/// One attempt key per `execution_id:attempt`, kept long enough to outlive any
-/// redelivery of that dispatch.
-const ATTEMPT_KEY_TTL: Duration = Duration::from_secs(24 * 3600);
 /// Pause before handing a dispatch back when the guard service is down, so the
 /// redelivery does not spin.
 const GUARD_RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -248,7 +245,7 @@ async fn run_traced(
     // Asked concurrently with the attempt key: one more command, no added wait.
     let owner = shared.key_owner();
     let (taken, stopped) = tokio::join!(
-        shared.coord.once(&key, &owner, ATTEMPT_KEY_TTL),
+        shared.coord.once(&key, &owner, shared.attempt_key_ttl),
         stop_posted(&shared, &msg),
     );
     match taken {

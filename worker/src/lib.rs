@@ -52,6 +52,12 @@ use tokio_util::sync::CancellationToken;
 /// Handlers are async tasks, so an idle place costs nothing; a host running
 /// CPU-bound handlers wants a lower setting.
 pub const DEFAULT_CAPACITY: u32 = 32;
+/// How long an attempt key lives when the builder is not told otherwise: as
+/// long as the dispatchers' default ceiling on an attempt
+/// (`KAIROS_DEFAULT_TIMEOUT_MS`), so a copy of a dispatch that turns up while
+/// its attempt could still be live is skipped. Each key costs Redis about
+/// 260 bytes for this long (docs/operations.md, "Redis").
+pub const DEFAULT_ATTEMPT_KEY_TTL: Duration = Duration::from_secs(24 * 3600);
 /// Heartbeat period when the builder is not told otherwise.
 pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_secs(3);
 /// Time running handlers get to finish on shutdown, unless told otherwise.
@@ -95,6 +101,7 @@ pub struct WorkerBuilder {
     heartbeat_every: Option<Duration>,
     grace_period: Option<Duration>,
     stop_poll: Option<Duration>,
+    attempt_key_ttl: Option<Duration>,
     handlers: Registry,
     group: Option<String>,
     only: Option<Vec<String>>,
@@ -120,6 +127,15 @@ impl WorkerBuilder {
     /// Handlers run at once (default [`DEFAULT_CAPACITY`]).
     pub fn capacity(mut self, capacity: u32) -> Self {
         self.capacity = Some(capacity);
+        self
+    }
+
+    /// How long the key that lets an attempt run once is kept (default
+    /// [`DEFAULT_ATTEMPT_KEY_TTL`]). A copy of a dispatch delivered after
+    /// its key expired runs again, so keep it longer than a dispatch can
+    /// wait in a queue and its handler can run; shorter saves Redis memory.
+    pub fn attempt_key_ttl(mut self, ttl: Duration) -> Self {
+        self.attempt_key_ttl = Some(ttl);
         self
     }
 
@@ -294,6 +310,10 @@ impl WorkerBuilder {
         if stop_poll.is_zero() {
             return Err(config("stop poll period must be positive"));
         }
+        let attempt_key_ttl = self.attempt_key_ttl.unwrap_or(DEFAULT_ATTEMPT_KEY_TTL);
+        if attempt_key_ttl < Duration::from_millis(1) {
+            return Err(config("attempt key TTL must be at least 1 ms"));
+        }
         let mut handlers = self.handlers;
         if let Some(only) = self.only {
             let unknown: Vec<&str> = only
@@ -334,6 +354,7 @@ impl WorkerBuilder {
             capacity,
             buffer,
             dispatch_batch,
+            attempt_key_ttl,
         });
         Ok(Worker {
             shipper,

@@ -13,6 +13,7 @@ use kairos_core::worker::WorkerState;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -39,6 +40,8 @@ pub(crate) struct Shared {
     pub(crate) buffer: u32,
     /// Most dispatches offered per message (heartbeat `dispatch_batch`).
     pub(crate) dispatch_batch: u32,
+    /// How long an attempt key is kept once taken.
+    pub(crate) attempt_key_ttl: Duration,
     /// One permit per running handler.
     pub(crate) permits: Semaphore,
     /// Deliveries accepted and not yet finished (waiting or running): the
@@ -74,6 +77,7 @@ pub(crate) struct Setup {
     pub(crate) capacity: u32,
     pub(crate) buffer: u32,
     pub(crate) dispatch_batch: u32,
+    pub(crate) attempt_key_ttl: Duration,
 }
 
 impl Shared {
@@ -89,6 +93,7 @@ impl Shared {
             capacity,
             buffer,
             dispatch_batch,
+            attempt_key_ttl,
         } = setup;
         Self {
             id,
@@ -103,6 +108,7 @@ impl Shared {
             capacity,
             buffer,
             dispatch_batch,
+            attempt_key_ttl,
             permits: Semaphore::new(capacity as usize),
             in_flight: AtomicU32::new(0),
             tasks: TaskTracker::new(),
@@ -215,7 +221,7 @@ impl Shared {
     pub(crate) async fn reserve_within(
         self: &Arc<Self>,
         n: usize,
-        wait: std::time::Duration,
+        wait: Duration,
     ) -> Option<Vec<Slot>> {
         let deadline = tokio::time::Instant::now() + wait;
         let first = loop {

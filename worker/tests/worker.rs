@@ -704,6 +704,53 @@ async fn an_attempt_key_released_for_its_dead_owner_runs_again(env: Env) {
     env.cleanup(&[&first, &id]).await;
 }
 
+async fn an_attempt_key_lives_as_long_as_configured(env: Env) {
+    env.collect().await;
+    let runs = Arc::new(AtomicU32::new(0));
+    let ttl = Duration::from_secs(3);
+    let w = env
+        .start(
+            env.builder()
+                .attempt_key_ttl(ttl)
+                .handler("count", counting(runs.clone())),
+        )
+        .await;
+    let msg = first_attempt(&unique("e"), "count");
+    let key = env.names.attempt_key(&msg.execution_id, 1);
+    env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
+    env.outcome(&msg.execution_id).await;
+    assert!(
+        env.coord.holder(&key).await.unwrap().is_some(),
+        "the key is held after the attempt ran"
+    );
+    // The default TTL would hold it for a day: this expiry is the setting's.
+    wait_for("the attempt key to expire", DEADLINE, || async {
+        env.coord
+            .holder(&key)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // The price of a short TTL, as documented: a copy of the dispatch
+    // delivered after its key expired runs again.
+    env.broker.dispatch_publish(&w.id, &msg).await.unwrap();
+    wait_for("the late copy's result", DEADLINE, || async {
+        let done = env
+            .results_for(&msg.execution_id)
+            .iter()
+            .filter(|r| r.kind == ResultKind::Succeeded)
+            .count();
+        (done == 2).then_some(())
+    })
+    .await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
 async fn a_lost_consumer_is_restarted(env: Env) {
     env.collect().await;
     let w = env.start(env.builder()).await;
@@ -763,4 +810,5 @@ on_both!(
     a_stop_request_stops_the_running_handler,
     an_attempt_stopped_before_it_starts_never_runs,
     an_attempt_key_released_for_its_dead_owner_runs_again,
+    an_attempt_key_lives_as_long_as_configured,
 );
