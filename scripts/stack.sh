@@ -78,13 +78,8 @@ purge)
   for f in "$dir"/*.pid; do
     [ -e "$f" ] && { echo "the stack is still up: $0 down first" >&2; exit 1; }
   done
-  redis=${KAIROS_REDIS_URL#redis://}
-  host=${redis%%/*}
-  host=${host##*@}
-  db=${redis##*/}
-  [ "$db" = "$redis" ] && db=0
-  redis-cli -h "${host%%:*}" -p "${host##*:}" -n "$db" --scan --pattern "$KAIROS_NAMESPACE:*" |
-    xargs -r -n 5000 redis-cli -h "${host%%:*}" -p "${host##*:}" -n "$db" del >/dev/null
+  redis-cli -u "$KAIROS_REDIS_URL" --scan --pattern "$KAIROS_NAMESPACE:*" |
+    xargs -r -n 5000 redis-cli -u "$KAIROS_REDIS_URL" del >/dev/null
   ;;
 *)
   echo "usage: $0 up|down|purge" >&2

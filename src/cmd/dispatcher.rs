@@ -1,5 +1,6 @@
 //! `kairos dispatcher`: one dispatcher instance against MySQL, Redis and RabbitMQ.
 
+use super::at_least;
 use crate::cli::{DispatcherArgs, RecoveryArgs};
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, anyhow};
@@ -9,7 +10,6 @@ use kairos_api::ReadyCheck;
 use kairos_coord_redis::RedisDue;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
 use std::sync::Arc;
-use std::time::Duration;
 use tracing::info;
 
 /// Shorter leases renew so often that a busy box would lose them to latency.
@@ -94,12 +94,4 @@ pub fn recovery(
         reaper.reconcile_grace = at_least(ms, 1000, "KAIROS_RECONCILE_GRACE_MS")?;
     }
     Ok(())
-}
-
-/// `ms` as a duration, refused below `min` with the setting's name.
-pub(super) fn at_least(ms: u64, min: u64, var: &str) -> Result<Duration> {
-    if ms < min {
-        return Err(anyhow!("{var} must be at least {min} ms (got {ms})"));
-    }
-    Ok(Duration::from_millis(ms))
 }

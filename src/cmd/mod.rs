@@ -95,8 +95,16 @@ fn attempt_key_ttl(
         arg.worker_attempt_key_ttl_ms,
         file.worker_attempt_key_ttl_ms,
     )
-    .map(|ms| dispatcher::at_least(ms, 60_000, "KAIROS_WORKER_ATTEMPT_KEY_TTL_MS"))
+    .map(|ms| at_least(ms, 60_000, "KAIROS_WORKER_ATTEMPT_KEY_TTL_MS"))
     .transpose()
+}
+
+/// `ms` as a duration, refused below `min` with the setting's name.
+fn at_least(ms: u64, min: u64, var: &str) -> Result<std::time::Duration> {
+    if ms < min {
+        anyhow::bail!("{var} must be at least {min} ms (got {ms})");
+    }
+    Ok(std::time::Duration::from_millis(ms))
 }
 
 /// What is kept of execution logs (`KAIROS_LOG_*`).
