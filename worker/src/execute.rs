@@ -3,11 +3,14 @@
 //! stops it when the scheduler asks (see `stops`) or at the end of a
 //! shutdown's grace period.
 
-use crate::handler::{HandlerOutcome, JobContext};
+use crate::handler::{HandlerOutcome, JobContext, Registry};
+use crate::load::Load;
+use crate::logs::LogSink;
+use crate::pool::Pool;
 use crate::results::Report;
-use crate::shared::Shared;
 use kairos_core::protocol::DispatchMsg;
 use std::any::Any;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::SemaphorePermit;
 use tokio::time::Instant;
@@ -43,79 +46,91 @@ async fn deadline(timeout_ms: Option<u64>) {
     }
 }
 
-/// Runs `msg`'s handler in the pool slot `permit` and says how it ended.
-pub(crate) async fn run_attempt(
-    shared: &Shared,
-    msg: DispatchMsg,
-    permit: SemaphorePermit<'_>,
-) -> Report {
-    let Some(handler) = shared.handlers.get(&msg.handler) else {
-        crate::metrics::handler_ran(shared, &msg.handler, "failed", Duration::ZERO);
-        return Report::failed(shared.handlers.unknown(&msg.handler));
-    };
-    let started_ms = kairos_core::time::now_ms();
-    // Not a child of `hard_stop`: the handler must learn of a stop only after
-    // the report is decided, or its own "cancelled" failure would win the race.
-    let cancel = CancellationToken::new();
-    // Cancelled by the stop watcher when a stop request is posted.
-    let stop = CancellationToken::new();
-    let _tracked = shared.track(
-        shared.names.stop_key(&msg.execution_id, msg.attempt),
-        stop.clone(),
-    );
-    let (exec_id, attempt) = (msg.execution_id.clone(), msg.attempt);
-    let ctx = JobContext {
-        execution_id: msg.execution_id,
-        job_id: msg.job_id,
-        attempt: msg.attempt,
-        scheduled_at: msg.scheduled_at,
-        deadline: msg
-            .timeout_ms
-            .map(|t| started_ms.saturating_add(i64::try_from(t).unwrap_or(i64::MAX))),
-        params: msg.params,
-        cancel: cancel.clone(),
-        logs: shared.logs.clone(),
-    };
-    let started = Instant::now();
-    crate::metrics::pool(shared);
-    let mut task = tokio::spawn(async move { handler.run(ctx).await });
-    let (report, outcome) = tokio::select! {
-        biased;
-        joined = &mut task => match joined {
-            Ok(HandlerOutcome::Success(v)) => (Report::succeeded(v), "succeeded"),
-            Ok(HandlerOutcome::Failure(e)) => (Report::failed(e), "failed"),
-            Ok(HandlerOutcome::PermanentFailure(e)) => (Report::failed_permanently(e), "failed"),
-            Err(e) if e.is_panic() => (Report::failed(panic_message(&*e.into_panic())), "failed"),
-            Err(e) => (Report::failed(format!("handler task ended abnormally: {e}")), "failed"),
-        },
-        _ = deadline(msg.timeout_ms) => (Report::timed_out(format!(
-            "handler exceeded its timeout of {} ms",
-            msg.timeout_ms.unwrap_or_default()
-        )), "timed_out"),
-        _ = stop.cancelled() => (Report::failed(STOPPED_ERROR), "stopped"),
-        _ = shared.hard_stop.cancelled() => (Report::failed(SHUTDOWN_ERROR), "stopped"),
-    };
-    crate::metrics::handler_ran(shared, &msg.handler, outcome, started.elapsed());
-    if !task.is_finished() {
-        // The result is decided. The handler gets a moment to clean up on
-        // its own before it is dropped, and its slot is reused only then.
-        cancel.cancel();
-        if tokio::time::timeout(ABORT_WAIT, &mut task).await.is_err() {
-            task.abort();
-            tracing::warn!(
-                handler = %msg.handler,
-                "handler ignored cancellation for {ABORT_WAIT:?}; aborted it"
-            );
+/// What running a handler takes: the handlers, the pool it runs in, where
+/// its cost is recorded and where its log lines go.
+#[derive(Clone)]
+pub(crate) struct Executor {
+    pub(crate) handlers: Arc<Registry>,
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) load: Arc<Load>,
+    pub(crate) logs: LogSink,
+}
+
+impl Executor {
+    /// Runs `msg`'s handler in the pool slot `permit` and says how it ended;
+    /// a stop request posted under `stop_key` stops it.
+    pub(crate) async fn run(
+        &self,
+        msg: DispatchMsg,
+        stop_key: String,
+        permit: SemaphorePermit<'_>,
+    ) -> Report {
+        let Some(handler) = self.handlers.get(&msg.handler) else {
+            crate::metrics::handler_ran(&self.handlers, &msg.handler, "failed", Duration::ZERO);
+            return Report::failed(self.handlers.unknown(&msg.handler));
+        };
+        let started_ms = kairos_core::time::now_ms();
+        // Not a child of `hard_stop`: the handler must learn of a stop only after
+        // the report is decided, or its own "cancelled" failure would win the race.
+        let cancel = CancellationToken::new();
+        // Cancelled by the stop watcher when a stop request is posted.
+        let stop = CancellationToken::new();
+        let _tracked = self.pool.track(stop_key, stop.clone());
+        let (exec_id, attempt) = (msg.execution_id.clone(), msg.attempt);
+        let ctx = JobContext {
+            execution_id: msg.execution_id,
+            job_id: msg.job_id,
+            attempt: msg.attempt,
+            scheduled_at: msg.scheduled_at,
+            deadline: msg
+                .timeout_ms
+                .map(|t| started_ms.saturating_add(i64::try_from(t).unwrap_or(i64::MAX))),
+            params: msg.params,
+            cancel: cancel.clone(),
+            logs: self.logs.clone(),
+        };
+        let started = Instant::now();
+        self.pool.report();
+        let mut task = tokio::spawn(async move { handler.run(ctx).await });
+        let (report, outcome) = tokio::select! {
+            biased;
+            joined = &mut task => match joined {
+                Ok(HandlerOutcome::Success(v)) => (Report::succeeded(v), "succeeded"),
+                Ok(HandlerOutcome::Failure(e)) => (Report::failed(e), "failed"),
+                Ok(HandlerOutcome::PermanentFailure(e)) => (Report::failed_permanently(e), "failed"),
+                Err(e) if e.is_panic() => (Report::failed(panic_message(&*e.into_panic())), "failed"),
+                Err(e) => (Report::failed(format!("handler task ended abnormally: {e}")), "failed"),
+            },
+            _ = deadline(msg.timeout_ms) => (Report::timed_out(format!(
+                "handler exceeded its timeout of {} ms",
+                msg.timeout_ms.unwrap_or_default()
+            )), "timed_out"),
+            _ = stop.cancelled() => (Report::failed(STOPPED_ERROR), "stopped"),
+            _ = self.pool.hard_stop.cancelled() => (Report::failed(SHUTDOWN_ERROR), "stopped"),
+        };
+        crate::metrics::handler_ran(&self.handlers, &msg.handler, outcome, started.elapsed());
+        if !task.is_finished() {
+            // The result is decided. The handler gets a moment to clean up on
+            // its own before it is dropped, and its slot is reused only then.
+            cancel.cancel();
+            if tokio::time::timeout(ABORT_WAIT, &mut task).await.is_err() {
+                task.abort();
+                tracing::warn!(
+                    handler = %msg.handler,
+                    "handler ignored cancellation for {ABORT_WAIT:?}; aborted it"
+                );
+            }
         }
+        self.load
+            .record_cost(started.elapsed().as_secs_f64() * 1000.0);
+        drop(permit);
+        self.pool.report();
+        // The handler's last lines go out before its result, so a client that
+        // sees the result finds them (best effort: a slow broker does not hold
+        // the result back for long).
+        self.logs.flush(&exec_id, attempt, LOG_FLUSH_WAIT).await;
+        report
     }
-    shared.record_cost(started.elapsed().as_secs_f64() * 1000.0);
-    drop(permit);
-    crate::metrics::pool(shared);
-    // The handler's last lines go out before its result, so a client that
-    // sees the result finds them (best effort: a slow broker does not hold
-    // the result back for long).
-    shared.logs.flush(&exec_id, attempt, LOG_FLUSH_WAIT).await;
-    report
 }
 
 #[cfg(test)]

@@ -1,109 +1,65 @@
-//! Heartbeats: the figures the balancer reads (running handlers, mean cost over
-//! the last runs, CPU idle from the OS) and the loop that publishes them.
+//! Heartbeats: the loop that publishes what the balancer reads about this
+//! worker (its pool, its load, its state, what it serves), on a period and
+//! at once whenever the state changes.
 
-use crate::shared::Shared;
+use crate::connections::Connections;
+use crate::load::{CpuSampler, Load};
+use crate::pool::Pool;
 use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION};
 use kairos_core::time::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
-use sysinfo::System;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-/// Runs averaged over for `avg_cost_ms`.
-const COST_WINDOW: usize = 100;
-
-/// Durations of the last [`COST_WINDOW`] handler runs, oldest overwritten first.
-#[derive(Debug, Default)]
-pub(crate) struct CostWindow {
-    samples: Vec<f64>,
-    next: usize,
+/// What a heartbeat reports.
+pub(crate) struct Sources {
+    pub(crate) conn: Arc<Connections>,
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) load: Arc<Load>,
+    /// Handler names served (fixed once the worker is built).
+    pub(crate) handlers: Vec<String>,
+    /// Worker group announced.
+    pub(crate) group: Option<String>,
+    /// Most dispatches offered per message.
+    pub(crate) dispatch_batch: u32,
 }
 
-impl CostWindow {
-    pub(crate) fn record(&mut self, ms: f64) {
-        if self.samples.len() < COST_WINDOW {
-            self.samples.push(ms);
-        } else {
-            self.samples[self.next] = ms;
+impl Sources {
+    fn heartbeat(&self, cpu: &mut CpuSampler) -> HeartbeatMsg {
+        let conn = &self.conn;
+        HeartbeatMsg {
+            v: PROTOCOL_VERSION,
+            worker_id: conn.id.clone(),
+            queue: conn.names.worker_queue(&conn.id),
+            capacity: self.pool.capacity,
+            active: self.pool.running(),
+            avg_cost_ms: self.load.avg_cost_ms(),
+            cpu_idle: cpu.idle(),
+            state: self.load.state(),
+            at: now_ms(),
+            handlers: Some(self.handlers.clone()),
+            group: self.group.clone(),
+            incarnation: Some(conn.incarnation.clone()),
+            held: Some(self.pool.held()),
+            dispatch_batch: (self.dispatch_batch > 1).then_some(self.dispatch_batch),
         }
-        self.next = (self.next + 1) % COST_WINDOW;
     }
 
-    /// Mean of the window; 0 before the first run.
-    pub(crate) fn mean(&self) -> f64 {
-        if self.samples.is_empty() {
-            return 0.0;
+    async fn beat(&self, cpu: &mut CpuSampler) {
+        self.pool.report();
+        let msg = self.heartbeat(cpu);
+        if let Err(e) = self.conn.broker.heartbeat_publish(&msg).await {
+            // Transient by design: the next beat replaces a lost one.
+            tracing::warn!(state = ?msg.state, "heartbeat not published: {e}");
         }
-        self.samples.iter().sum::<f64>() / self.samples.len() as f64
-    }
-}
-
-/// CPU idle of the whole machine, measured between two calls.
-struct CpuSampler {
-    system: Option<System>,
-}
-
-impl CpuSampler {
-    fn new() -> Self {
-        let system = match System::new() {
-            Ok(mut s) => {
-                s.refresh_cpu_usage();
-                Some(s)
-            }
-            Err(e) => {
-                tracing::warn!("cannot read CPU usage from the OS ({e}); reporting 100% idle");
-                None
-            }
-        };
-        Self { system }
-    }
-
-    /// Idle percentage since the previous call.
-    fn idle(&mut self) -> f64 {
-        let Some(s) = &mut self.system else {
-            return 100.0;
-        };
-        s.refresh_cpu_usage();
-        let busy = f64::from(s.global_cpu_usage());
-        // Two refreshes very close together can yield NaN (no ticks elapsed).
-        let busy = if busy.is_finite() { busy } else { 0.0 };
-        (100.0 - busy).clamp(0.0, 100.0)
-    }
-}
-
-fn heartbeat(shared: &Shared, cpu: &mut CpuSampler) -> HeartbeatMsg {
-    HeartbeatMsg {
-        v: PROTOCOL_VERSION,
-        worker_id: shared.id.clone(),
-        queue: shared.names.worker_queue(&shared.id),
-        capacity: shared.capacity,
-        active: shared.running(),
-        avg_cost_ms: shared.avg_cost_ms(),
-        cpu_idle: cpu.idle(),
-        state: shared.state(),
-        at: now_ms(),
-        handlers: Some(shared.handlers.names()),
-        group: shared.group.clone(),
-        incarnation: Some(shared.incarnation.clone()),
-        held: Some(shared.held()),
-        dispatch_batch: (shared.dispatch_batch > 1).then_some(shared.dispatch_batch),
-    }
-}
-
-async fn beat(shared: &Shared, cpu: &mut CpuSampler) {
-    crate::metrics::pool(shared);
-    let msg = heartbeat(shared, cpu);
-    if let Err(e) = shared.broker.heartbeat_publish(&msg).await {
-        // Transient by design: the next beat replaces a lost one.
-        tracing::warn!(state = ?msg.state, "heartbeat not published: {e}");
     }
 }
 
 /// Beats at once, then every `every`, and at once whenever the state changes
 /// (so the balancer learns about `draining` without waiting). On `stop` it
 /// sends one last beat with the state at that moment and returns.
-pub(crate) async fn run(shared: Arc<Shared>, every: Duration, stop: CancellationToken) {
+pub(crate) async fn run(sources: Sources, every: Duration, stop: CancellationToken) {
     let mut cpu = CpuSampler::new();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -111,44 +67,12 @@ pub(crate) async fn run(shared: Arc<Shared>, every: Duration, stop: Cancellation
         tokio::select! {
             biased;
             _ = stop.cancelled() => {
-                beat(&shared, &mut cpu).await;
+                sources.beat(&mut cpu).await;
                 return;
             }
             _ = tick.tick() => {}
-            _ = shared.state_changed.notified() => {}
+            _ = sources.load.state_changed.notified() => {}
         }
-        beat(&shared, &mut cpu).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cost_window_is_the_mean_of_the_last_hundred_runs() {
-        let mut w = CostWindow::default();
-        assert_eq!(w.mean(), 0.0);
-        w.record(10.0);
-        w.record(30.0);
-        assert_eq!(w.mean(), 20.0);
-        for _ in 0..COST_WINDOW {
-            w.record(5.0);
-        }
-        assert_eq!(w.mean(), 5.0);
-        for _ in 0..COST_WINDOW / 2 {
-            w.record(15.0);
-        }
-        assert_eq!(w.mean(), 10.0);
-    }
-
-    #[test]
-    fn cpu_idle_is_a_percentage() {
-        let mut cpu = CpuSampler::new();
-        for _ in 0..3 {
-            let idle = cpu.idle();
-            assert!((0.0..=100.0).contains(&idle), "{idle}");
-            std::thread::sleep(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL);
-        }
+        sources.beat(&mut cpu).await;
     }
 }

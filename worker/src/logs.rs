@@ -3,6 +3,7 @@
 //! logs queue in the background. A handler never waits for the broker: when
 //! the queue of unsent lines is full, lines are dropped (and counted).
 
+use backon::{ExponentialBuilder, Retryable};
 use kairos_core::broker::Broker;
 use kairos_core::protocol::{LogLevel, LogLine, LogMsg, PROTOCOL_VERSION};
 use kairos_core::time::now_ms;
@@ -22,7 +23,9 @@ const FLUSH_LINES: usize = 500;
 /// Lines per message.
 const MAX_LINES_PER_MSG: usize = 500;
 /// Publish tries per message (logs are best effort; results are not).
-const PUBLISH_TRIES: u32 = 3;
+const PUBLISH_TRIES: usize = 3;
+/// The wait after the first failed publish; it doubles after each one.
+const RETRY_DELAY: Duration = Duration::from_millis(100);
 
 enum Entry {
     Line(String, u32, LogLine),
@@ -209,20 +212,21 @@ impl Shipper {
     }
 
     async fn publish(&self, msg: &LogMsg) {
-        let mut pause = Duration::from_millis(100);
-        for tried in 1..=PUBLISH_TRIES {
-            match self.broker.log_publish(msg).await {
-                Ok(()) => return,
-                Err(e) if tried == PUBLISH_TRIES => tracing::warn!(
-                    execution_id = %msg.execution_id,
-                    lines = msg.lines.len(),
-                    "execution log lines not delivered: {e}"
-                ),
-                Err(_) => {
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-            }
+        // Jittered, so workers cut off together do not all retry in step.
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(RETRY_DELAY)
+            .with_max_times(PUBLISH_TRIES - 1)
+            .with_jitter();
+        let sent = (|| self.broker.log_publish(msg))
+            .retry(backoff)
+            .sleep(tokio::time::sleep)
+            .await;
+        if let Err(e) = sent {
+            tracing::warn!(
+                execution_id = %msg.execution_id,
+                lines = msg.lines.len(),
+                "execution log lines not delivered: {e}"
+            );
         }
     }
 }

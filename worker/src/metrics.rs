@@ -4,13 +4,17 @@
 //! The handler label takes only the names this worker registered, anything
 //! else is `other`, so a dispatch naming a made-up handler cannot grow the
 //! label set. docs/operations.md lists every figure.
+//!
+//! Callers hand in the figures themselves, so this module depends on no
+//! other part of the worker but the handler registry.
 
-use crate::shared::Shared;
+use crate::handler::Registry;
 use std::time::Duration;
 
 /// Registers every worker figure at zero with its help text, so dashboards
-/// and alerts find them before the first event.
-pub(crate) fn register(shared: &Shared) {
+/// and alerts find them before the first event (the pool's gauges are set
+/// by the pool itself).
+pub(crate) fn register() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_gauge!(
         "kairos_worker_capacity",
@@ -46,7 +50,6 @@ pub(crate) fn register(shared: &Shared) {
         "kairos_worker_results_total",
         "Results (started and final) published"
     );
-    pool(shared);
     metrics::counter!("kairos_worker_result_messages_total").increment(0);
     metrics::counter!("kairos_worker_results_total").increment(0);
     metrics::counter!("kairos_worker_rejects_total").increment(0);
@@ -60,20 +63,24 @@ pub(crate) fn results_published(results: usize) {
     metrics::counter!("kairos_worker_results_total").increment(results as u64);
 }
 
-/// Capacity, running handlers and dispatches waiting for a slot.
-pub(crate) fn pool(shared: &Shared) {
-    let running = shared.running();
-    metrics::gauge!("kairos_worker_capacity").set(f64::from(shared.capacity));
+/// Capacity, running handlers and dispatches waiting for a slot (those
+/// accepted, `in_flight`, less those running).
+pub(crate) fn pool(capacity: u32, running: u32, in_flight: u32) {
+    metrics::gauge!("kairos_worker_capacity").set(f64::from(capacity));
     metrics::gauge!("kairos_worker_running").set(f64::from(running));
-    metrics::gauge!("kairos_worker_buffered")
-        .set(f64::from(shared.in_flight().saturating_sub(running)));
+    metrics::gauge!("kairos_worker_buffered").set(f64::from(in_flight.saturating_sub(running)));
 }
 
 /// One finished attempt: its handler's run time by handler and outcome
 /// (`succeeded`, `failed`, `timed_out`, `stopped`: at the scheduler's request
 /// or by shutdown).
-pub(crate) fn handler_ran(shared: &Shared, handler: &str, outcome: &'static str, took: Duration) {
-    let handler = if shared.handlers.get(handler).is_some() {
+pub(crate) fn handler_ran(
+    registered: &Registry,
+    handler: &str,
+    outcome: &'static str,
+    took: Duration,
+) {
+    let handler = if registered.get(handler).is_some() {
         handler.to_string()
     } else {
         "other".to_string()

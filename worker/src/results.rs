@@ -12,6 +12,7 @@
 
 use kairos_core::broker::{Broker, BrokerError};
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
+use kairos_core::supervise::spawn_critical;
 use kairos_core::time::now_ms;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -202,9 +203,11 @@ impl Outlet {
         }
         if lead {
             // A task of its own, not this caller's future: if the caller is
-            // dropped, the results queued behind it still go out.
+            // dropped, the results queued behind it still go out. A panic
+            // in it would leave every later result queued forever, so it
+            // ends the process instead.
             let this = Arc::clone(self);
-            tokio::spawn(async move { this.drain().await });
+            spawn_critical("result drain", async move { this.drain().await });
         }
         answer.await.unwrap_or(Err(NotDelivered))
     }

@@ -1,0 +1,163 @@
+//! A built [`Worker`]: its parts, each shared only with the tasks that use
+//! it, and its life from start through drain to stop.
+
+use crate::attempt::Attempts;
+use crate::config::{Settings, WorkerError};
+use crate::connections::Connections;
+use crate::execute::Executor;
+use crate::handler::Registry;
+use crate::heartbeat::{self, Sources};
+use crate::load::Load;
+use crate::logs::Shipper;
+use crate::pool::Pool;
+use crate::reporting::Reporting;
+use crate::{consume, metrics, stops};
+use kairos_core::broker::Broker;
+use kairos_core::coord::Coordination;
+use kairos_core::protocol::Names;
+use kairos_core::supervise::spawn_critical;
+use kairos_core::worker::WorkerState;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// A configured worker, ready to [`run`](Worker::run).
+pub struct Worker {
+    settings: Settings,
+    conn: Arc<Connections>,
+    handlers: Arc<Registry>,
+    pool: Arc<Pool>,
+    load: Arc<Load>,
+    reporting: Reporting,
+    shipper: Shipper,
+    stop_poll: Duration,
+}
+
+/// What a worker is made of besides its settings (checked by the builder).
+pub(crate) struct Parts {
+    pub(crate) handlers: Registry,
+    pub(crate) names: Names,
+    pub(crate) broker: Arc<dyn Broker>,
+    pub(crate) coord: Arc<dyn Coordination>,
+    pub(crate) stop_poll: Duration,
+}
+
+impl Worker {
+    pub(crate) fn new(settings: Settings, parts: Parts) -> Self {
+        let Parts {
+            handlers,
+            names,
+            broker,
+            coord,
+            stop_poll,
+        } = parts;
+        let (reporting, shipper) = Reporting::new(Arc::clone(&broker), settings.id.clone());
+        Self {
+            conn: Arc::new(Connections::new(settings.id.clone(), names, broker, coord)),
+            handlers: Arc::new(handlers),
+            pool: Arc::new(Pool::new(settings.capacity, settings.buffer)),
+            load: Arc::new(Load::new()),
+            reporting,
+            shipper,
+            stop_poll,
+            settings,
+        }
+    }
+
+    /// Handler names this worker serves (announced in its heartbeats).
+    pub fn handlers(&self) -> Vec<String> {
+        self.handlers.names()
+    }
+
+    /// This worker's id (its queue is `<namespace>.worker.<id>`).
+    pub fn id(&self) -> &str {
+        &self.conn.id
+    }
+
+    /// Declares the queue, heartbeats and consumes until `shutdown` is
+    /// cancelled; then stops consuming (deliveries whose handler has not
+    /// started go back to the queue, and the dispatcher requeues them once
+    /// this worker is offline), reports `draining`, gives running handlers the
+    /// grace period, reports the ones still running as failed so they are
+    /// retried, and reports `offline`. Errors only if the broker fails at startup.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
+        let Self {
+            settings,
+            conn,
+            handlers,
+            pool,
+            load,
+            reporting,
+            shipper,
+            stop_poll,
+        } = self;
+        let id = conn.id.clone();
+        metrics::register();
+        pool.report();
+        conn.broker.worker_queue_declare(&id).await?;
+        tracing::info!(worker_id = %id, capacity = settings.capacity, buffer = settings.buffer, "worker started");
+        let beats_stop = CancellationToken::new();
+        let sources = Sources {
+            conn: Arc::clone(&conn),
+            pool: Arc::clone(&pool),
+            load: Arc::clone(&load),
+            handlers: handlers.names(),
+            group: settings.group.clone(),
+            dispatch_batch: settings.dispatch_batch,
+        };
+        let beats = spawn_critical(
+            "heartbeats",
+            heartbeat::run(sources, settings.heartbeat_every, beats_stop.clone()),
+        );
+        let stop_watch = spawn_critical(
+            "stop watcher",
+            stops::run(
+                id.clone(),
+                Arc::clone(&conn.coord),
+                Arc::clone(&pool),
+                stop_poll,
+                beats_stop.clone(),
+            ),
+        );
+        let shipper = spawn_critical("log shipper", shipper.run(beats_stop.clone()));
+
+        let attempts = Attempts {
+            conn,
+            results: reporting.results,
+            executor: Executor {
+                handlers,
+                pool: Arc::clone(&pool),
+                load: Arc::clone(&load),
+                logs: reporting.logs,
+            },
+            attempt_key_ttl: settings.attempt_key_ttl,
+        };
+        consume::run(Arc::new(attempts), shutdown).await;
+
+        let grace = settings.grace_period;
+        load.set_state(WorkerState::Draining);
+        pool.tasks.close();
+        tracing::info!(worker_id = %id, in_flight = pool.tasks.len(), grace = ?grace, "worker draining");
+        if tokio::time::timeout(grace, pool.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(worker_id = %id, unfinished = pool.tasks.len(), "grace period over; stopping handlers still running and reporting them failed");
+            pool.hard_stop.cancel();
+            pool.tasks.wait().await;
+        }
+        load.set_state(WorkerState::Offline);
+        beats_stop.cancel();
+        if let Err(e) = beats.await {
+            tracing::error!(worker_id = %id, "heartbeat task failed: {e}");
+        }
+        if let Err(e) = stop_watch.await {
+            tracing::error!(worker_id = %id, "stop watcher failed: {e}");
+        }
+        if let Err(e) = shipper.await {
+            tracing::error!(worker_id = %id, "log shipper failed: {e}");
+        }
+        tracing::info!(worker_id = %id, "worker stopped");
+        Ok(())
+    }
+}
