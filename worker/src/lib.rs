@@ -56,6 +56,8 @@ mod reporting;
 mod results;
 mod settle;
 mod stops;
+#[cfg(test)]
+mod testing;
 mod worker;
 
 pub use builder::WorkerBuilder;

@@ -230,3 +230,54 @@ impl Shipper {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Flaky;
+    use futures::StreamExt;
+    use kairos_core::protocol::LogLevel;
+
+    fn msg() -> LogMsg {
+        LogMsg {
+            v: PROTOCOL_VERSION,
+            execution_id: "e".into(),
+            attempt: 1,
+            worker_id: "w".into(),
+            lines: vec![LogLine {
+                at: 1,
+                level: LogLevel::Info,
+                message: "hello".into(),
+            }],
+            progress: None,
+        }
+    }
+
+    fn shipper_on(failures: u32) -> (Arc<Flaky>, Shipper) {
+        let broker = Arc::new(Flaky::new("logs-retry", false, None));
+        broker.log_failures.store(failures, Ordering::SeqCst);
+        let (_sink, shipper) = channel(Arc::clone(&broker) as Arc<dyn Broker>, "w".into());
+        (broker, shipper)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_log_publish_is_retried() {
+        let (broker, shipper) = shipper_on(PUBLISH_TRIES as u32 - 1);
+        shipper.publish(&msg()).await;
+        assert_eq!(broker.log_tries.load(Ordering::SeqCst), 3);
+        let mut stream = broker.inner.logs_consume(10).await.unwrap();
+        let d = stream.next().await.unwrap();
+        assert_eq!(serde_json::from_slice::<LogMsg>(&d.payload).unwrap(), msg());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn log_lines_are_dropped_after_the_last_try() {
+        let (broker, shipper) = shipper_on(10);
+        shipper.publish(&msg()).await;
+        assert_eq!(
+            broker.log_tries.load(Ordering::SeqCst),
+            PUBLISH_TRIES as u32,
+            "best effort: a few tries, then the lines are dropped"
+        );
+    }
+}

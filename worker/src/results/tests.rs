@@ -1,6 +1,7 @@
 //! The result outlet: grouping, `started` first, and patience in an outage.
 
 use super::*;
+use crate::testing::Flaky;
 use futures::StreamExt;
 use kairos_core::protocol::ResultKind;
 use kairos_core::protocol::{Names, decode_results};
@@ -98,102 +99,11 @@ async fn started_reports_and_final_results_share_messages() {
     );
 }
 
-/// A broker whose result publishes fail while `down` is set, and each
-/// wait for a permit of `gate` when there is one.
-struct Flaky {
-    inner: MemoryBroker,
-    down: std::sync::atomic::AtomicBool,
-    refused: std::sync::atomic::AtomicU32,
-    gate: Option<tokio::sync::Semaphore>,
-}
-
 /// A [`Flaky`] broker, down or up, and a reporter publishing through it.
 fn flaky(name: &str, down: bool, gate: Option<tokio::sync::Semaphore>) -> (Arc<Flaky>, Reporter) {
-    let broker = Arc::new(Flaky {
-        inner: MemoryBroker::new(Names::new(name)),
-        down: down.into(),
-        refused: 0.into(),
-        gate,
-    });
+    let broker = Arc::new(Flaky::new(name, down, gate));
     let reporter = Reporter::new(Arc::clone(&broker) as Arc<dyn Broker>);
     (broker, reporter)
-}
-
-#[async_trait::async_trait]
-impl Broker for Flaky {
-    async fn worker_queue_declare(&self, w: &str) -> Result<(), BrokerError> {
-        self.inner.worker_queue_declare(w).await
-    }
-    async fn worker_queue_stats(
-        &self,
-        w: &str,
-    ) -> Result<Option<kairos_core::broker::QueueStats>, BrokerError> {
-        self.inner.worker_queue_stats(w).await
-    }
-    async fn worker_queue_delete(&self, w: &str) -> Result<(), BrokerError> {
-        self.inner.worker_queue_delete(w).await
-    }
-    async fn dispatch_publish_many(
-        &self,
-        w: &str,
-        msgs: &[kairos_core::protocol::DispatchMsg],
-    ) -> Result<(), BrokerError> {
-        self.inner.dispatch_publish_many(w, msgs).await
-    }
-    async fn results_publish(&self, msgs: &[ResultMsg]) -> Result<(), BrokerError> {
-        if let Some(gate) = &self.gate {
-            gate.acquire().await.expect("gate open").forget();
-        }
-        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
-            self.refused
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            return Err(BrokerError::Unavailable("down for the test".into()));
-        }
-        self.inner.results_publish(msgs).await
-    }
-    async fn heartbeat_publish(
-        &self,
-        msg: &kairos_core::protocol::HeartbeatMsg,
-    ) -> Result<(), BrokerError> {
-        self.inner.heartbeat_publish(msg).await
-    }
-    async fn log_publish(&self, msg: &kairos_core::protocol::LogMsg) -> Result<(), BrokerError> {
-        self.inner.log_publish(msg).await
-    }
-    async fn dispatch_consume(
-        &self,
-        w: &str,
-        prefetch: u16,
-    ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
-        self.inner.dispatch_consume(w, prefetch).await
-    }
-    async fn results_consume(
-        &self,
-        prefetch: u16,
-    ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
-        self.inner.results_consume(prefetch).await
-    }
-    async fn heartbeats_consume(
-        &self,
-        prefetch: u16,
-    ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
-        self.inner.heartbeats_consume(prefetch).await
-    }
-    async fn logs_consume(
-        &self,
-        prefetch: u16,
-    ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
-        self.inner.logs_consume(prefetch).await
-    }
-    async fn reroute_consume(
-        &self,
-        prefetch: u16,
-    ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
-        self.inner.reroute_consume(prefetch).await
-    }
-    async fn is_healthy(&self) -> bool {
-        true
-    }
 }
 
 #[tokio::test(start_paused = true)]
