@@ -111,7 +111,7 @@ pub static IPV4: &[Special] = &[
     v4(10, 0, 0, 0, 8, "private use", "RFC 1918"),
     v4(100, 64, 0, 0, 10, "shared address space (carrier-grade NAT)", "RFC 6598"),
     v4(127, 0, 0, 0, 8, "loopback", "RFC 1122"),
-    v4(169, 254, 0, 0, 16, "link local", "RFC 3927"),
+    v4(169, 254, 0, 0, 16, "link-local", "RFC 3927"),
     v4(172, 16, 0, 0, 12, "private use", "RFC 1918"),
     v4(192, 0, 0, 0, 24, "IETF protocol assignments", "RFC 6890"),
     v4(192, 0, 0, 0, 29, "IPv4 service continuity prefix", "RFC 7335"),
