@@ -1,12 +1,15 @@
 //! End-to-end on both stacks: API keys and tenants through real processes
 //! (the harness's admin key comes from `kairos keys create` on a fresh
 //! database, or from `kairos dev`'s key file), and the `http` handler's
-//! request-forgery guard in a real worker.
+//! request-forgery guard and header rules in a real worker.
 
 #[macro_use]
 mod support;
 
 use serde_json::{Value, json};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use support::{Cluster, Stack};
 
@@ -90,35 +93,105 @@ async fn keys_and_tenants_through_real_processes(stack: Stack) {
     cluster.stop_all();
 }
 
-/// A worker without `KAIROS_HTTP_ALLOW_PRIVATE` refuses an `http` job aimed
-/// at a loopback service, and the execution fails saying why.
-async fn http_jobs_to_loopback_are_refused(stack: Stack) {
+/// A worker without `KAIROS_HTTP_ALLOW_PRIVATE` refuses `http` jobs aimed at
+/// a loopback service, at the blocks and IPv6 forms the probe of issue #32
+/// reached, and at this host's own non-loopback addresses; each execution
+/// fails naming the rule, and a service listening on every interface sees
+/// nothing. A job setting `Host` fails naming the header.
+async fn http_jobs_to_internal_addresses_are_refused(stack: Stack) {
     let env = [("KAIROS_HTTP_ALLOW_PRIVATE", "false")];
     let Some(mut cluster) = Cluster::start_with(stack, 1, 1, &env).await else {
         return;
     };
     cluster.wait_workers(1).await;
+    let hits = Arc::new(AtomicUsize::new(0));
+    let port = listen_everywhere(hits.clone()).await;
     // The API itself is a loopback service that answers.
-    let target = format!("{}/healthz", cluster.base);
-    let job = cluster
-        .create_one_shot("ssrf", "http", json!({"url": target}))
-        .await;
-    cluster
-        .wait_jobs(
-            std::slice::from_ref(&job),
-            &["failed"],
-            Duration::from_secs(60),
+    let mut cases = vec![
+        (
+            format!("{}/healthz", cluster.base),
+            "127.0.0.0/8 loopback (RFC 1122)".to_string(),
+        ),
+        (
+            format!("http://198.18.0.1:{port}/"),
+            "198.18.0.0/15 benchmarking (RFC 2544)".to_string(),
+        ),
+        (
+            format!("http://192.0.0.1:{port}/"),
+            "192.0.0.0/29 IPv4 service continuity prefix (RFC 7335)".to_string(),
+        ),
+        (
+            format!("http://[2002:7f00:1::]:{port}/"),
+            "2002::/16 6to4 (RFC 3056) carrying 127.0.0.0/8 loopback (RFC 1122)".to_string(),
+        ),
+    ];
+    let own: Vec<IpAddr> = kairos_netguard::host_addresses()
+        .expect("this host's addresses")
+        .into_iter()
+        .filter(|a| a.is_ipv4() && !a.is_loopback())
+        .collect();
+    assert!(!own.is_empty(), "this host has a non-loopback IPv4 address");
+    for ip in own {
+        // Refused by its block if it has one, else as this host's.
+        let rule = kairos_netguard::special_rule(ip)
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "an address of this host".to_string());
+        cases.push((format!("http://{ip}:{port}/"), rule));
+    }
+    let mut jobs = Vec::new();
+    for (url, _) in &cases {
+        jobs.push(
+            cluster
+                .create_one_shot("ssrf", "http", json!({ "url": url }))
+                .await,
+        );
+    }
+    let host_header = cluster
+        .create_one_shot(
+            "ssrf-host",
+            "http",
+            json!({"url": "http://example.com/", "headers": {"Host": "admin.internal"}}),
         )
         .await;
-    let execs = cluster.executions(&job).await;
+    jobs.push(host_header.clone());
+    cluster
+        .wait_jobs(&jobs, &["failed"], Duration::from_secs(60))
+        .await;
+    for ((url, rule), job) in cases.iter().zip(&jobs) {
+        let execs = cluster.executions(job).await;
+        let error = execs[0]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with(&format!("http handler: refused: {rule}, for host ")),
+            "{url}: {error}"
+        );
+        assert!(error.contains("KAIROS_HTTP_ALLOW_PRIVATE=true"), "{error}");
+    }
+    let execs = cluster.executions(&host_header).await;
     let error = execs[0]["error"].as_str().unwrap_or_default();
-    assert!(error.contains("refused"), "{error}");
-    assert!(error.contains("loopback"), "{error}");
-    assert!(error.contains("KAIROS_HTTP_ALLOW_PRIVATE=true"), "{error}");
+    assert!(
+        error.starts_with("http handler: params.headers may not set \"Host\""),
+        "{error}"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "no request got through");
     cluster.stop_all();
+}
+
+/// A service on every interface (as an admin port or a database might be)
+/// counting the requests it gets; returns its port.
+async fn listen_everywhere(hits: Arc<AtomicUsize>) -> u16 {
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0")
+        .await
+        .expect("bind on every interface");
+    let port = listener.local_addr().expect("local address").port();
+    let app = axum::Router::new().fallback(move || {
+        hits.fetch_add(1, Ordering::SeqCst);
+        async { "internal secret" }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    port
 }
 
 on_both_stacks!(
     keys_and_tenants_through_real_processes,
-    http_jobs_to_loopback_are_refused,
+    http_jobs_to_internal_addresses_are_refused,
 );

@@ -3,13 +3,20 @@
 //! built-in handler) come from API callers, so neither may be turned into a
 //! client for the internal network.
 //!
+//! What is refused ([`rule_for`]): every block of IANA's special-purpose
+//! address registries and the rest of the non-global space ([`special`]:
+//! loopback, private, link-local, CGNAT, benchmarking, documentation,
+//! multicast, reserved…); IPv6 forms that carry an IPv4 address (mapped,
+//! compatible, translated, NAT64, 6to4, Teredo) when the IPv4 inside is
+//! refused; and the addresses of this host's own interfaces, public or not.
+//! A refusal names the rule ([`Rule`]), never the address a name resolved to.
+//!
 //! Checks, all skipped when [`Guard::allow_private`]:
 //! - [`check_target`] before a request, without a lookup: the scheme is
-//!   http(s) and an IP-literal host is public (not loopback, private,
-//!   link-local, unspecified, CGNAT, multicast or reserved, in IPv4 or any
-//!   IPv6 form). The HTTP client never resolves a literal, so this is the
-//!   only check a literal gets. [`check_url`] does the same and also
-//!   resolves a host name (`lookup_host`), for callers without the client.
+//!   http(s) and an IP-literal host is not refused. The HTTP client never
+//!   resolves a literal, so this is the only check a literal gets.
+//!   [`check_url`] does the same and also resolves a host name
+//!   (`lookup_host`), for callers without the client.
 //! - [`GuardedResolver`], the HTTP client's DNS resolver, applies the same
 //!   rule to the addresses the connection actually uses. The client connects
 //!   only to addresses that passed the check in the same lookup, so a name
@@ -21,8 +28,15 @@
 //! resolve the name itself, out of the guard's sight).
 #![warn(missing_docs, unreachable_pub)]
 
+mod host;
+mod rule;
+pub mod special;
+
+pub use host::REFRESH as HOST_ADDRESSES_REFRESH;
+pub use rule::{Reason, Rule, special_rule};
+
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use url::{Host, Url};
 
 /// Why an attempt was not made.
@@ -36,18 +50,18 @@ pub enum GuardError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The host is, or resolves to, a forbidden address.
+    /// The host is, or resolves to, a forbidden address. The message names
+    /// the rule, never the address a host name resolved to: that would hand
+    /// the internal DNS's answers to whoever chose the URL.
     #[error(
-        "refused: {host} resolves to {ip}, a {kind} address; requests to private networks \
+        "refused: {rule}, for host {host}; requests to non-public addresses \
          need {setting}=true (a configuration problem, not retried)"
     )]
     Forbidden {
         /// Host as written in the URL.
         host: String,
-        /// The offending address.
-        ip: IpAddr,
-        /// Which forbidden range it is in.
-        kind: &'static str,
+        /// The rule that refuses it.
+        rule: Rule,
         /// The setting that would allow it.
         setting: &'static str,
     },
@@ -59,12 +73,23 @@ pub enum GuardError {
         /// Resolver's explanation.
         reason: String,
     },
+    /// This host's own addresses could not be listed, so no address can be
+    /// judged (retried: listing interfaces fails only when the process is
+    /// short of resources).
+    #[error("refused for now: {reason}")]
+    HostAddresses {
+        /// Why the listing failed.
+        reason: String,
+    },
 }
 
 impl GuardError {
     /// Whether retrying cannot help: the callback should go dead at once.
     pub fn is_permanent(&self) -> bool {
-        !matches!(self, GuardError::Resolve { .. })
+        matches!(
+            self,
+            GuardError::BadUrl { .. } | GuardError::Forbidden { .. }
+        )
     }
 }
 
@@ -78,63 +103,29 @@ pub struct Guard {
     pub setting: &'static str,
 }
 
-/// The forbidden range `ip` is in, if any.
-pub fn forbidden_kind(ip: IpAddr) -> Option<&'static str> {
-    match ip {
-        IpAddr::V4(v4) => forbidden_v4(v4),
-        IpAddr::V6(v6) => forbidden_v6(v6),
-    }
+/// The rule refusing `ip` — a special-purpose block (IPv4 inside IPv6 forms
+/// included) or an address of this host — or `None` if it may be reached.
+pub fn rule_for(ip: IpAddr) -> Result<Option<Rule>, GuardError> {
+    let own = host::addresses().map_err(|reason| GuardError::HostAddresses { reason })?;
+    Ok(rule::judge(ip, &own))
 }
 
-fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, ..] = ip.octets();
-    Some(match () {
-        _ if ip.is_loopback() => "loopback",
-        _ if ip.is_private() => "private",
-        _ if ip.is_link_local() => "link-local",
-        _ if ip.is_unspecified() || a == 0 => "unspecified",
-        _ if a == 100 && (64..128).contains(&b) => "carrier-grade NAT (100.64/10)",
-        _ if ip.is_multicast() => "multicast",
-        _ if ip.is_broadcast() || a >= 240 => "broadcast or reserved",
-        _ => return None,
-    })
-}
-
-fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    let seg = ip.segments();
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return forbidden_v4(v4).map(|_| "IPv4-mapped private");
-    }
-    Some(match () {
-        _ if ip.is_loopback() => "loopback",
-        _ if ip.is_unspecified() => "unspecified",
-        _ if ip.is_multicast() => "multicast",
-        _ if (seg[0] & 0xfe00) == 0xfc00 => "unique local (fc00::/7)",
-        _ if (seg[0] & 0xffc0) == 0xfe80 => "link-local",
-        _ if (seg[0] & 0xffc0) == 0xfec0 => "site-local",
-        // Deprecated IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::/96)
-        // forms reach the embedded IPv4 address.
-        _ if seg[..6] == [0; 6] || seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] => {
-            let v4 = Ipv4Addr::new(
-                (seg[6] >> 8) as u8,
-                seg[6] as u8,
-                (seg[7] >> 8) as u8,
-                seg[7] as u8,
-            );
-            forbidden_v4(v4).map(|_| "IPv4-embedded private")?
-        }
-        _ => return None,
-    })
+/// This host's interface addresses as the guard sees them (listed at most
+/// [`HOST_ADDRESSES_REFRESH`] ago).
+pub fn host_addresses() -> Result<Vec<IpAddr>, GuardError> {
+    host::addresses()
+        .map(|a| a.to_vec())
+        .map_err(|reason| GuardError::HostAddresses { reason })
 }
 
 fn check_addrs(host: &str, addrs: &[SocketAddr], guard: Guard) -> Result<(), GuardError> {
+    let own = host::addresses().map_err(|reason| GuardError::HostAddresses { reason })?;
     // One forbidden record refuses the host: connecting would pick any of them.
     for a in addrs {
-        if let Some(kind) = forbidden_kind(a.ip()) {
+        if let Some(rule) = rule::judge(a.ip(), &own) {
             return Err(GuardError::Forbidden {
                 host: host.to_string(),
-                ip: a.ip(),
-                kind,
+                rule,
                 setting: guard.setting,
             });
         }
@@ -195,7 +186,7 @@ pub fn check_target(url: &str, guard: Guard) -> Result<(), GuardError> {
         return Ok(());
     }
     match parsed.host() {
-        Some(host) => check_literal(url, &host, port, guard),
+        Some(host) => check_literal(&host, port, guard),
         None => Ok(()),
     }
 }
@@ -215,10 +206,18 @@ pub async fn check_url(url: &str, guard: Guard) -> Result<(), GuardError> {
 }
 
 /// Checks an IP-literal host (names pass: the resolver checks them).
-fn check_literal(url: &str, host: &Host<&str>, port: u16, guard: Guard) -> Result<(), GuardError> {
+fn check_literal(host: &Host<&str>, port: u16, guard: Guard) -> Result<(), GuardError> {
     match host {
-        Host::Ipv4(ip) => check_addrs(url, &[SocketAddr::new(IpAddr::V4(*ip), port)], guard),
-        Host::Ipv6(ip) => check_addrs(url, &[SocketAddr::new(IpAddr::V6(*ip), port)], guard),
+        Host::Ipv4(ip) => check_addrs(
+            &host.to_string(),
+            &[SocketAddr::new((*ip).into(), port)],
+            guard,
+        ),
+        Host::Ipv6(ip) => check_addrs(
+            &host.to_string(),
+            &[SocketAddr::new((*ip).into(), port)],
+            guard,
+        ),
         Host::Domain(_) => Ok(()),
     }
 }
@@ -235,7 +234,7 @@ pub fn redirect_policy(guard: Guard, max: usize) -> reqwest::redirect::Policy {
             let url = attempt.url();
             let port = url.port_or_known_default().unwrap_or(0);
             if let Some(host) = url.host()
-                && let Err(refusal) = check_literal(url.as_str(), &host, port, guard)
+                && let Err(refusal) = check_literal(&host, port, guard)
             {
                 return attempt.error(refusal);
             }
@@ -297,67 +296,17 @@ mod tests {
         setting: "KAIROS_TEST_ALLOW_PRIVATE",
     };
 
-    fn kind(s: &str) -> Option<&'static str> {
-        forbidden_kind(s.parse().unwrap())
-    }
-
-    #[test]
-    fn private_ranges_are_forbidden() {
-        for ip in [
-            "127.0.0.1",
-            "127.8.9.10",
-            "10.1.2.3",
-            "172.16.0.1",
-            "172.31.255.255",
-            "192.168.1.1",
-            "169.254.169.254",
-            "0.0.0.0",
-            "100.64.0.1",
-            "100.127.255.255",
-            "224.0.0.1",
-            "255.255.255.255",
-            "::1",
-            "::",
-            "fe80::1",
-            "fc00::1",
-            "fd12:3456::1",
-            "ff02::1",
-            "::ffff:127.0.0.1",
-            "::ffff:10.0.0.1",
-            "::ffff:169.254.169.254",
-            "::127.0.0.1",
-            "64:ff9b::a00:1",
-        ] {
-            assert!(kind(ip).is_some(), "{ip} must be refused");
-        }
-    }
-
-    #[test]
-    fn public_addresses_pass() {
-        for ip in [
-            "8.8.8.8",
-            "1.1.1.1",
-            "172.32.0.1",
-            "100.128.0.1",
-            "192.169.0.1",
-            "2606:4700:4700::1111",
-            "::ffff:8.8.8.8",
-            "64:ff9b::808:808",
-        ] {
-            assert_eq!(kind(ip), None, "{ip} must pass");
-        }
-    }
-
     #[tokio::test]
     async fn urls_are_checked_before_an_attempt() {
         let err = check_url("http://127.0.0.1:9/cb", STRICT)
             .await
             .unwrap_err();
         assert!(err.is_permanent());
-        assert!(err.to_string().contains("loopback"), "{err}");
-        assert!(
-            err.to_string().contains("KAIROS_TEST_ALLOW_PRIVATE=true"),
-            "{err}"
+        assert_eq!(
+            err.to_string(),
+            "refused: 127.0.0.0/8 loopback (RFC 1122), for host 127.0.0.1; requests to \
+             non-public addresses need KAIROS_TEST_ALLOW_PRIVATE=true (a configuration \
+             problem, not retried)"
         );
         let err = check_url("http://localhost:9/cb", STRICT)
             .await
@@ -366,11 +315,25 @@ mod tests {
         let err = check_url("http://[::ffff:192.168.0.1]/", STRICT)
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("IPv4-mapped"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("IPv4-mapped (RFC 4291) carrying 192.168.0.0/16 private use"),
+            "{err}"
+        );
         let err = check_url("ftp://example.com/", OPEN).await.unwrap_err();
         assert!(matches!(err, GuardError::BadUrl { .. }));
         assert!(check_url("not a url", OPEN).await.is_err());
         check_url("http://127.0.0.1:9/cb", OPEN).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_refused_name_does_not_reveal_what_it_resolved_to() {
+        let err = check_url("http://localhost:9/cb", STRICT)
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("for host localhost"), "{text}");
+        assert!(!text.contains("127.0.0.1"), "{text} reveals the answer");
     }
 
     #[tokio::test]

@@ -6,6 +6,12 @@
 //! `KAIROS_HTTP_ALLOW_PRIVATE=true`, checked on the resolved address, on
 //! every redirect (at most [`MAX_REDIRECTS`]), with the answer cut at 64 KiB
 //! and the request bounded in time.
+//!
+//! Params may not set `Host`, hop-by-hop headers or `Content-Length`
+//! ([`RESERVED_HEADERS`]): the client owns the connection and the framing,
+//! and a chosen `Host` would send the request to another virtual host (an
+//! internal one, behind a shared front end) than the URL the guard checked.
+//! Bad params and refusals fail the execution at once: a retry cannot help.
 
 use crate::handler::{HandlerOutcome, JobContext};
 use async_trait::async_trait;
@@ -24,6 +30,33 @@ pub(crate) const MAX_REDIRECTS: usize = 5;
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Setting that lets the handler reach private addresses.
 pub(crate) const ALLOW_PRIVATE_SETTING: &str = "KAIROS_HTTP_ALLOW_PRIVATE";
+
+/// Headers params cannot set, as HTTP spells them (matched case-insensitively;
+/// `Proxy-*` covers every header starting so).
+pub(crate) const RESERVED_HEADERS: &[&str] = &[
+    "Host",
+    "Connection",
+    "Keep-Alive",
+    "Proxy-*",
+    "TE",
+    "Trailer",
+    "Transfer-Encoding",
+    "Upgrade",
+    "Content-Length",
+];
+
+/// Which reserved header `name` is, if any ([`HeaderName`] keeps names in
+/// lower case).
+fn reserved(name: &HeaderName) -> Option<&'static str> {
+    let name = name.as_str();
+    RESERVED_HEADERS
+        .iter()
+        .copied()
+        .find(|r| match r.strip_suffix('*') {
+            Some(prefix) => name.starts_with(&prefix.to_ascii_lowercase()),
+            None => name.eq_ignore_ascii_case(r),
+        })
+}
 
 /// `http`: `{"url", "method" (GET), "headers": {…}, "body": JSON or string,
 /// "timeoutMs"}`. 2xx → `{"status", "body"}` (the body parsed as JSON when it
@@ -101,6 +134,13 @@ fn parse(params: &Value) -> Result<Request, String> {
             for (k, v) in map {
                 let name = HeaderName::from_bytes(k.as_bytes())
                     .map_err(|_| format!("http handler: invalid header name {k:?}"))?;
+                if let Some(rule) = reserved(&name) {
+                    return Err(format!(
+                        "http handler: params.headers may not set {k:?}: {rule} is set by \
+                         the client itself (hop-by-hop, framing and Host headers are \
+                         refused; a configuration problem, not retried)"
+                    ));
+                }
                 let value = v
                     .as_str()
                     .and_then(|s| HeaderValue::from_str(s).ok())
@@ -128,6 +168,17 @@ fn parse(params: &Value) -> Result<Request, String> {
         body,
         timeout,
     })
+}
+
+/// The guard's refusal as the execution's error; it names the rule, never
+/// the address a host name resolved to.
+fn refused(refusal: &kairos_netguard::GuardError) -> HandlerOutcome {
+    let message = format!("http handler: {refusal}");
+    if refusal.is_permanent() {
+        HandlerOutcome::PermanentFailure(message)
+    } else {
+        HandlerOutcome::Failure(message)
+    }
 }
 
 /// reqwest's own message is terse ("error sending request"); the cause is
@@ -171,7 +222,7 @@ impl HttpHandler {
         // IP literals here; names when the client resolves them, for the
         // first request and every redirect alike.
         if let Err(refusal) = kairos_netguard::check_target(&url, self.guard) {
-            return HandlerOutcome::failure(format!("http handler: {refusal}"));
+            return refused(&refusal);
         }
         let mut builder = self.client.request(req.method, req.url);
         for (k, v) in req.headers {
@@ -187,7 +238,7 @@ impl HttpHandler {
             Ok(r) => r,
             Err(e) => {
                 if let Some(refusal) = kairos_netguard::refusal_in(&e) {
-                    return HandlerOutcome::failure(format!("http handler: {refusal}"));
+                    return refused(refusal);
                 }
                 return HandlerOutcome::failure(format!(
                     "request to {url} failed: {}",
@@ -217,7 +268,7 @@ impl crate::Handler for HttpHandler {
     async fn run(&self, ctx: JobContext) -> HandlerOutcome {
         let req = match parse(&ctx.params) {
             Ok(r) => r,
-            Err(e) => return HandlerOutcome::Failure(e),
+            Err(e) => return HandlerOutcome::PermanentFailure(e),
         };
         tokio::select! {
             out = self.send(req) => out,
@@ -254,11 +305,15 @@ mod tests {
             "http://169.254.169.254/latest/meta-data/".to_string(),
             "http://[::1]:9/".to_string(),
         ] {
-            let HandlerOutcome::Failure(e) = strict.run(ctx(json!({ "url": url }))).await else {
-                panic!("{url} must be refused");
+            let HandlerOutcome::PermanentFailure(e) = strict.run(ctx(json!({ "url": url }))).await
+            else {
+                panic!("{url} must be refused, not retried");
             };
             assert!(e.starts_with("http handler: refused"), "{e}");
             assert!(e.contains("KAIROS_HTTP_ALLOW_PRIVATE=true"), "{e}");
+            if url.contains("localhost") {
+                assert!(!e.contains("127.0.0.1"), "the DNS answer is not shown: {e}");
+            }
         }
         assert_eq!(server.received_requests().await.unwrap().len(), 0);
         let out = handler().run(ctx(json!({ "url": server.uri() }))).await;
@@ -297,7 +352,9 @@ mod tests {
             json!({ "url": format!("http://public.example:{port}{route}") })
         };
         for route in ["/literal", "/name"] {
-            let HandlerOutcome::Failure(e) = pinned(false).run(ctx(first_hop(route))).await else {
+            let HandlerOutcome::PermanentFailure(e) =
+                pinned(false).run(ctx(first_hop(route))).await
+            else {
                 panic!("{route}: the redirect must be refused");
             };
             assert!(e.starts_with("http handler: refused"), "{e}");
@@ -428,10 +485,50 @@ mod tests {
             ),
         ];
         for (params, want) in cases {
-            let HandlerOutcome::Failure(e) = handler().run(ctx(params.clone())).await else {
-                panic!("{params} must fail");
+            let HandlerOutcome::PermanentFailure(e) = handler().run(ctx(params.clone())).await
+            else {
+                panic!("{params} must fail for good");
             };
             assert!(e.contains(want), "{params}: {e}");
         }
+    }
+
+    #[tokio::test]
+    async fn host_and_hop_by_hop_headers_are_refused_and_nothing_is_sent() {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(200))
+            .mount(&server)
+            .await;
+        for (name, rule) in [
+            ("Host", "Host"),
+            ("host", "Host"),
+            ("Connection", "Connection"),
+            ("keep-alive", "Keep-Alive"),
+            ("Proxy-Authorization", "Proxy-*"),
+            ("proxy-connection", "Proxy-*"),
+            ("TE", "TE"),
+            ("Trailer", "Trailer"),
+            ("Transfer-Encoding", "Transfer-Encoding"),
+            ("Upgrade", "Upgrade"),
+            ("Content-Length", "Content-Length"),
+        ] {
+            let params = json!({"url": server.uri(), "headers": {name: "x"}});
+            let HandlerOutcome::PermanentFailure(e) = handler().run(ctx(params)).await else {
+                panic!("{name} must be refused for good");
+            };
+            assert!(
+                e.starts_with(&format!(
+                    "http handler: params.headers may not set {name:?}"
+                )),
+                "{e}"
+            );
+            assert!(e.contains(&format!("{rule} is set by the client")), "{e}");
+        }
+        assert!(server.received_requests().await.unwrap().is_empty());
+        // Ordinary headers, even ones that start alike, still go out.
+        let params = json!({"url": server.uri(), "headers": {"x-host": "a", "Proxyish": "b"}});
+        let out = handler().run(ctx(params)).await;
+        assert!(matches!(out, HandlerOutcome::Success(_)), "{out:?}");
     }
 }
