@@ -164,6 +164,12 @@ pub struct TenantLimitArgs {
     /// Most scheduled, running or paused jobs the tenant may hold.
     #[arg(long, value_name = "N")]
     pub max_live_jobs: Option<u64>,
+    /// Triggers, resumes and redeliveries per second per key.
+    #[arg(long, value_name = "N")]
+    pub action_rate: Option<f64>,
+    /// Such actions a key may burst before the rate applies.
+    #[arg(long, value_name = "N")]
+    pub action_burst: Option<u32>,
 }
 
 /// `kairos tenants …`.

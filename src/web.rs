@@ -10,13 +10,15 @@ pub fn app(state: AppState) -> axum::Router {
 }
 
 /// Serves [`app`] on `listener` until `shutdown` resolves, then finishes the
-/// requests in flight.
+/// requests in flight. Each request carries its peer address, which the API
+/// counts failed authentications against.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
+    let app = app(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
 }

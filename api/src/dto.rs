@@ -14,8 +14,8 @@ mod worker;
 
 pub use admin::{
     AuditPage, AuditQuery, AuditView, CreateKeyRequest, CreateTenantRequest, CreatedKey,
-    CreatedTenant, KeyList, KeyView, KeysQuery, RotateSecretRequest, RotatedSecret, TenantList,
-    TenantView,
+    CreatedTenant, KeyList, KeyView, KeysQuery, RotateSecretRequest, RotatedSecret,
+    TenantLimitsRequest, TenantList, TenantView,
 };
 pub use batch::{BatchCreateRequest, BatchCreateResponse, BatchItemResult, MAX_BATCH};
 pub use callback::{CallbackAttemptView, CallbackList, CallbackView};

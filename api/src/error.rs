@@ -77,14 +77,28 @@ pub enum ApiError {
     /// 409 `already_exists`: a tenant with that id exists.
     #[error("{0}")]
     AlreadyExists(String),
-    /// 429 `rate_limited`: the key created jobs faster than its tenant's rate;
-    /// `Retry-After` says when to try again.
+    /// 429 `rate_limited`: the key created jobs (or triggered, resumed,
+    /// redelivered) faster than its tenant's rate, or its client address
+    /// failed to authenticate too often; `Retry-After` says when to try again.
     #[error("{message}")]
     RateLimited {
         /// Whole seconds until a create is allowed again (at least 1).
         retry_after_secs: u64,
         /// Explanation.
         message: String,
+    },
+    /// 429 `batch_exceeds_burst`: a batch creates more jobs than the key's
+    /// create burst, so it could never pass; split it into batches of at most
+    /// `burst`. `Retry-After` says when a full bucket is back.
+    #[error(
+        "this batch creates more jobs than this key's create burst of {burst}, so it can \
+         never pass; split it into batches of at most {burst} jobs"
+    )]
+    BatchExceedsBurst {
+        /// The key's create burst: the largest batch that can pass.
+        burst: u32,
+        /// Whole seconds until a batch of `burst` jobs could pass.
+        retry_after_secs: u64,
     },
     /// 429 `live_job_limit`: the tenant holds as many non-terminal jobs as it may.
     #[error("{0}")]
@@ -118,9 +132,9 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::AlreadyExists(_) => StatusCode::CONFLICT,
-            ApiError::RateLimited { .. } | ApiError::LiveJobLimit(_) => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            ApiError::RateLimited { .. }
+            | ApiError::BatchExceedsBurst { .. }
+            | ApiError::LiveJobLimit(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -147,6 +161,7 @@ impl ApiError {
             ApiError::Forbidden(_) => "forbidden",
             ApiError::AlreadyExists(_) => "already_exists",
             ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::BatchExceedsBurst { .. } => "batch_exceeds_burst",
             ApiError::LiveJobLimit(_) => "live_job_limit",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal => "internal",
@@ -163,6 +178,7 @@ impl ApiError {
             ApiError::InvalidCron(_) => Some("cronExpr"),
             ApiError::UnknownTimezone(_) => Some("timezone"),
             ApiError::InvalidUrl(_) => Some("callbackUrl"),
+            ApiError::BatchExceedsBurst { .. } => Some("jobs"),
             _ => None,
         }
     }
@@ -239,6 +255,9 @@ impl IntoResponse for ApiError {
                 );
             }
             ApiError::RateLimited {
+                retry_after_secs, ..
+            }
+            | ApiError::BatchExceedsBurst {
                 retry_after_secs, ..
             } => {
                 res.headers_mut()

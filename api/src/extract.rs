@@ -4,8 +4,9 @@
 
 use crate::AppState;
 use crate::error::ApiError;
+use crate::validate::storable;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, RawPathParams, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
@@ -23,20 +24,40 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         require_json(req.headers())?;
-        // The size limit itself is enforced by the router's `DefaultBodyLimit`
-        // layer, which `Bytes` honours; here it only feeds the message.
-        let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
-            if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge(format!(
-                    "request body exceeds the limit of {} bytes",
-                    state.config.max_body_bytes
-                ))
-            } else {
-                ApiError::InvalidJson(format!("cannot read the request body: {}", rej.body_text()))
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         parse_json(&bytes).map(ApiJson)
     }
+}
+
+/// [`ApiJson`] for a body whose items are each parsed and checked later with
+/// [`parse_json`] (the batch): text the databases cannot store fails the
+/// item holding it, not the whole body.
+#[derive(Debug)]
+pub struct ApiJsonItems<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for ApiJsonItems<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        require_json(req.headers())?;
+        let bytes = read_body(req, state).await?;
+        parse_json_unchecked(&bytes).map(ApiJsonItems)
+    }
+}
+
+async fn read_body(req: Request, state: &AppState) -> Result<Bytes, ApiError> {
+    // The size limit itself is enforced by the router's `DefaultBodyLimit`
+    // layer, which `Bytes` honours; here it only feeds the message.
+    Bytes::from_request(req, state).await.map_err(|rej| {
+        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!(
+                "request body exceeds the limit of {} bytes",
+                state.config.max_body_bytes
+            ))
+        } else {
+            ApiError::InvalidJson(format!("cannot read the request body: {}", rej.body_text()))
+        }
+    })
 }
 
 /// An optional JSON body: `None` when the request has none (only
@@ -51,16 +72,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for MaybeJson<T> {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let headers = req.headers().clone();
-        let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
-            if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge(format!(
-                    "request body exceeds the limit of {} bytes",
-                    state.config.max_body_bytes
-                ))
-            } else {
-                ApiError::InvalidJson(format!("cannot read the request body: {}", rej.body_text()))
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         // JSON `null` is "no body" too: clients that always send a JSON body
         // (kairos-client posts `null` to bodiless routes) keep working.
         let text = String::from_utf8_lossy(&bytes);
@@ -97,8 +109,16 @@ fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-/// Parses `bytes` as one JSON object of type `T`, classifying failures.
+/// Parses `bytes` as one JSON object of type `T`, classifying failures, and
+/// refuses text the databases cannot store (a NUL) wherever it is.
 pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value = parse_json_unchecked(bytes)?;
+    storable::json_document(bytes)?;
+    Ok(value)
+}
+
+/// [`parse_json`] without the check of the text.
+fn parse_json_unchecked<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // serde also builds a struct from a JSON array (fields by position);
     // a body must be an object, so anything else is refused up front.
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
@@ -170,7 +190,7 @@ fn join_path(path: &str, name: &str) -> String {
     }
 }
 
-/// Query parameters; a string that does not decode is a 422.
+/// Query parameters; a string that does not decode (or holds a NUL) is a 422.
 #[derive(Debug)]
 pub struct ApiQuery<T>(pub T);
 
@@ -178,6 +198,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default().as_bytes();
+        for (name, value) in url::form_urlencoded::parse(query) {
+            storable::text(&name, &name)?;
+            storable::text(&name, &value)?;
+        }
         Query::<T>::from_request_parts(parts, state)
             .await
             .map(|Query(v)| ApiQuery(v))
@@ -185,7 +210,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// Path parameters; a segment that does not decode names no resource (404).
+/// Path parameters; a segment that does not decode names no resource (404),
+/// one holding a NUL is a 422 naming the parameter.
 #[derive(Debug)]
 pub struct ApiPath<T>(pub T);
 
@@ -193,6 +219,11 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        if let Ok(raw) = RawPathParams::from_request_parts(parts, state).await {
+            for (name, value) in &raw {
+                storable::text(name, value)?;
+            }
+        }
         match Path::<T>::from_request_parts(parts, state).await {
             Ok(Path(v)) => Ok(ApiPath(v)),
             Err(rej) => {

@@ -38,6 +38,7 @@ use kairos_core::store::Store;
 use kairos_core::time::Millis;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tower_http::trace::TraceLayer;
@@ -58,7 +59,39 @@ pub struct ApiConfig {
     pub max_params_bytes: usize,
     /// Largest request body.
     pub max_body_bytes: usize,
+    /// `KAIROS_API_ACTION_RATE`: actions that make executions or deliveries
+    /// (trigger, resume, redeliver) per second per key, unless the tenant
+    /// overrides it.
+    pub api_action_rate: f64,
+    /// `KAIROS_API_ACTION_BURST`: such actions a key may burst before the
+    /// rate applies, unless the tenant overrides it.
+    pub api_action_burst: u32,
+    /// `KAIROS_API_AUTH_FAIL_LIMIT`: failed authentications one client
+    /// address may make per minute; past it, the address is answered 429
+    /// on every authenticated route until the minute refills. 0: no limit.
+    pub api_auth_fail_limit: u32,
+    /// `KAIROS_API_TRUSTED_PROXIES`: peers whose `X-Forwarded-For` names the
+    /// client (comma-separated IPs). Empty: the peer address is the client.
+    pub api_trusted_proxies: Vec<IpAddr>,
+    /// `KAIROS_API_KEY_NEGATIVE_TTL`: how long an unknown key prefix is
+    /// remembered as unknown, so repeating it costs no database read.
+    pub api_key_negative_ttl: Duration,
+    /// `KAIROS_API_KEY_CACHE_SIZE`: verified keys kept per instance (least
+    /// recently used go first); as many unknown prefixes again are
+    /// remembered, apart, so they never push a valid key out.
+    pub api_key_cache_size: usize,
 }
+
+/// Default of [`ApiConfig::api_action_rate`].
+pub const DEFAULT_API_ACTION_RATE: f64 = 100.0;
+/// Default of [`ApiConfig::api_action_burst`].
+pub const DEFAULT_API_ACTION_BURST: u32 = 200;
+/// Default of [`ApiConfig::api_auth_fail_limit`].
+pub const DEFAULT_API_AUTH_FAIL_LIMIT: u32 = 30;
+/// Default of [`ApiConfig::api_key_negative_ttl`].
+pub const DEFAULT_API_KEY_NEGATIVE_TTL: Duration = Duration::from_secs(60);
+/// Default of [`ApiConfig::api_key_cache_size`].
+pub const DEFAULT_API_KEY_CACHE_SIZE: usize = 10_000;
 
 impl Default for ApiConfig {
     fn default() -> Self {
@@ -69,6 +102,12 @@ impl Default for ApiConfig {
             max_live_jobs: 10_000_000,
             max_params_bytes: 64 * 1024,
             max_body_bytes: 1024 * 1024,
+            api_action_rate: DEFAULT_API_ACTION_RATE,
+            api_action_burst: DEFAULT_API_ACTION_BURST,
+            api_auth_fail_limit: DEFAULT_API_AUTH_FAIL_LIMIT,
+            api_trusted_proxies: Vec::new(),
+            api_key_negative_ttl: DEFAULT_API_KEY_NEGATIVE_TTL,
+            api_key_cache_size: DEFAULT_API_KEY_CACHE_SIZE,
         }
     }
 }
@@ -103,11 +142,11 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, config: ApiConfig) -> Self {
         Self {
             store,
-            config: Arc::new(config),
             ready_checks: Arc::from(Vec::new()),
             prometheus: None,
             notify_due: Arc::new(|_| {}),
-            auth: Arc::default(),
+            auth: Arc::new(auth::AuthState::new(&config)),
+            config: Arc::new(config),
         }
     }
 
@@ -139,6 +178,12 @@ impl AppState {
     /// The configuration in use.
     pub fn config(&self) -> &ApiConfig {
         &self.config
+    }
+
+    /// How many times authentication has read a key from the store: what a
+    /// flood of unknown keys costs the database.
+    pub fn key_store_reads(&self) -> u64 {
+        self.auth.keys.store_reads()
     }
 }
 
@@ -198,7 +243,8 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
 }

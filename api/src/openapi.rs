@@ -39,7 +39,9 @@ const BEARER: &str = "bearer";
 /// Adds what every `/openapi/*` operation shares and no annotation repeats:
 /// the bearer requirement, `401`/`403` (authentication), `500`/`503`, the
 /// body errors of operations that take a body, `422` on operations with
-/// query parameters (an unknown or invalid one), and `429` on job creation.
+/// query or path parameters (an unknown or invalid one, or one holding a
+/// NUL), and `429` (the create limits on job creation; elsewhere the limit
+/// on failed authentications per client address).
 pub(crate) fn finish(mut doc: Document) -> Document {
     let components = doc.components.get_or_insert_with(Default::default);
     components.add_security_scheme(
@@ -110,19 +112,32 @@ fn secure(op: &mut Operation, creates_jobs: bool) {
     if creates_jobs {
         add(
             "429",
-            "`rate_limited` (with `Retry-After`): the key created jobs too fast; \
-             `live_job_limit`: the tenant holds as many unfinished jobs as it may",
+            "`rate_limited` (with `Retry-After`): the key created jobs too fast, or this \
+             client address failed to authenticate too often; `live_job_limit`: the tenant \
+             holds as many unfinished jobs as it may",
         );
     }
-    let has_query = op
-        .parameters
-        .iter()
-        .flatten()
-        .any(|p| matches!(p, RefOr::T(p) if matches!(p.parameter_in, ParameterIn::Query)));
-    if has_query {
+    add(
+        "429",
+        "`rate_limited` (with `Retry-After`): this client address failed to authenticate \
+         too often",
+    );
+    let takes = |place: fn(&ParameterIn) -> bool| {
+        op.parameters
+            .iter()
+            .flatten()
+            .any(|p| matches!(p, RefOr::T(p) if place(&p.parameter_in)))
+    };
+    if takes(|p| matches!(p, ParameterIn::Query)) {
         add(
             "422",
             "`invalid_field`: a query parameter is unknown or invalid",
+        );
+    }
+    if takes(|p| matches!(p, ParameterIn::Path)) {
+        add(
+            "422",
+            "`invalid_field`: a path parameter holds a NUL character",
         );
     }
     if op.request_body.is_some() {

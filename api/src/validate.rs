@@ -3,8 +3,12 @@
 //! into a [`kairos_core::store::JobUpdate`] (in `patch`), and listing
 //! parameters into filters. Every refusal is an [`ApiError`] naming the field.
 
+mod limits;
 mod patch;
 pub(crate) mod schedule;
+pub(crate) mod storable;
+
+pub(crate) use limits::tenant_limits;
 
 pub(crate) use schedule::time_field;
 

@@ -1,6 +1,7 @@
 //! Integration tests of the REST API over a real store, on SQLite and on
 //! MySQL (a fresh database per test; skipped or failed by the testkit policy
-//! when MySQL is not reachable).
+//! when MySQL is not reachable), and for the scenarios whose behaviour the
+//! database could change, on PostgreSQL too.
 
 #[path = "api/bad_input.rs"]
 mod bad_input;
@@ -22,6 +23,8 @@ mod patch;
 mod routing;
 #[path = "api/schedules.rs"]
 mod schedules;
+#[path = "api/security.rs"]
+mod security;
 #[path = "api/support.rs"]
 mod support;
 #[path = "api/tenants.rs"]
@@ -51,6 +54,36 @@ macro_rules! on_both_stores {
             )*
         }
     };
+}
+
+/// One `#[tokio::test]` per scenario on SQLite, MySQL and PostgreSQL, in
+/// module `$group`.
+macro_rules! on_every_store {
+    ($group:ident: $($scenario:path => $name:ident),* $(,)?) => {
+        mod $group {
+            on_both_stores! { $($scenario => $name),* }
+            mod postgres {
+                $(
+                    #[tokio::test]
+                    async fn $name() {
+                        let Some((store, _db)) = crate::support::postgres_store().await else {
+                            return;
+                        };
+                        $scenario(crate::support::spawn_app(store).await).await;
+                    }
+                )*
+            }
+        }
+    };
+}
+
+on_every_store! { every_store:
+    crate::security::batches_cost_a_token_per_job => batches_cost_a_token_per_job,
+    crate::security::triggers_resumes_and_redeliveries_are_rate_limited => triggers_resumes_and_redeliveries_are_rate_limited,
+    crate::security::unknown_keys_cost_one_read_per_prefix => unknown_keys_cost_one_read_per_prefix,
+    crate::security::failed_authentications_are_limited_per_address => failed_authentications_are_limited_per_address,
+    crate::security::a_revoke_evicts_the_key_here_at_once => a_revoke_evicts_the_key_here_at_once,
+    crate::security::nul_is_refused_on_every_database => nul_is_refused_on_every_database,
 }
 
 on_both_stores! {

@@ -57,6 +57,11 @@ pub struct TenantLimits {
     pub create_burst: Option<u32>,
     /// Most non-terminal jobs (`scheduled`, `running`, `paused`) the tenant may hold.
     pub max_live_jobs: Option<u64>,
+    /// Actions that make executions or deliveries (trigger, resume,
+    /// redeliver) per second per key (token bucket refill rate).
+    pub action_rate_per_sec: Option<f64>,
+    /// Token bucket size of those actions: how many a key may burst.
+    pub action_burst: Option<u32>,
 }
 
 /// A tenant: owner of jobs, keys and a callback signing secret.

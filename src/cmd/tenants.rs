@@ -39,13 +39,28 @@ pub(super) async fn audit(store: &dyn TenantStore, tenant: &str, action: &str, t
 }
 
 fn limits(args: TenantLimitArgs) -> Result<TenantLimits> {
-    if args.create_rate.is_some_and(|r| !r.is_finite() || r <= 0.0) {
-        bail!("--create-rate must be a positive number");
+    for (flag, rate) in [
+        ("--create-rate", args.create_rate),
+        ("--action-rate", args.action_rate),
+    ] {
+        if rate.is_some_and(|r| !r.is_finite() || r <= 0.0) {
+            bail!("{flag} must be a positive number");
+        }
+    }
+    for (flag, burst) in [
+        ("--create-burst", args.create_burst),
+        ("--action-burst", args.action_burst),
+    ] {
+        if burst == Some(0) {
+            bail!("{flag} must be at least 1");
+        }
     }
     Ok(TenantLimits {
         create_rate_per_sec: args.create_rate,
         create_burst: args.create_burst,
         max_live_jobs: args.max_live_jobs,
+        action_rate_per_sec: args.action_rate,
+        action_burst: args.action_burst,
     })
 }
 
@@ -95,16 +110,18 @@ pub async fn run(cmd: TenantsCommand, file: &FileSettings) -> Result<()> {
         TenantsCommand::List { db } => {
             let store = store(db, file).await?;
             println!(
-                "{:<24} {:>12} {:>12} {:>14}  created",
-                "tenant", "rate/s", "burst", "max live jobs"
+                "{:<24} {:>12} {:>12} {:>14} {:>12} {:>12}  created",
+                "tenant", "rate/s", "burst", "max live jobs", "actions/s", "act. burst"
             );
             for t in store.tenants_list().await? {
                 println!(
-                    "{:<24} {:>12} {:>12} {:>14}  {}",
+                    "{:<24} {:>12} {:>12} {:>14} {:>12} {:>12}  {}",
                     t.id,
                     show(t.limits.create_rate_per_sec),
                     show(t.limits.create_burst),
                     show(t.limits.max_live_jobs),
+                    show(t.limits.action_rate_per_sec),
+                    show(t.limits.action_burst),
                     to_rfc3339(t.created_at)
                 );
             }

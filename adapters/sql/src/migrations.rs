@@ -61,6 +61,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "dispatch batch",
         include_str!("../migrations/mysql/0009_dispatch_batch.sql"),
     ),
+    (
+        11,
+        "action limits",
+        include_str!("../migrations/mysql/0011_action_limits.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -110,6 +115,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "dispatch batch",
         include_str!("../migrations/postgres/0009_dispatch_batch.sql"),
     ),
+    (
+        11,
+        "action limits",
+        include_str!("../migrations/postgres/0011_action_limits.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -155,6 +165,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         9,
         "dispatch batch",
         include_str!("../migrations/sqlite/0009_dispatch_batch.sql"),
+    ),
+    (
+        11,
+        "action limits",
+        include_str!("../migrations/sqlite/0011_action_limits.sql"),
     ),
 ];
 

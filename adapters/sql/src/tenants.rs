@@ -12,7 +12,7 @@ use kairos_core::store::{Page, StoreResult, TenantStore};
 use kairos_core::tenant::{ApiKey, AuditEntry, Role, Tenant, TenantLimits};
 use kairos_core::time::Millis;
 
-const TENANT_COLS: [&str; 8] = [
+const TENANT_COLS: [&str; 10] = [
     "id",
     "callback_secret",
     "previous_secret",
@@ -20,6 +20,8 @@ const TENANT_COLS: [&str; 8] = [
     "create_rate_per_sec",
     "create_burst",
     "max_live_jobs",
+    "action_rate_per_sec",
+    "action_burst",
     "created_at",
 ];
 const KEY_COLS: [&str; 8] = [
@@ -50,6 +52,10 @@ fn tenant(row: &Row) -> StoreResult<Tenant> {
                 .opt_u64("create_burst")?
                 .map(|b| b.min(u64::from(u32::MAX)) as u32),
             max_live_jobs: r.opt_u64("max_live_jobs")?,
+            action_rate_per_sec: r.opt_f64("action_rate_per_sec")?,
+            action_burst: r
+                .opt_u64("action_burst")?
+                .map(|b| b.min(u64::from(u32::MAX)) as u32),
         },
         created_at: r.time("created_at")?,
     })
@@ -87,7 +93,9 @@ fn audit(row: &Row) -> StoreResult<AuditEntry> {
 fn limit_fields(f: &mut Fields, limits: &TenantLimits) {
     f.set("create_rate_per_sec", limits.create_rate_per_sec)
         .set("create_burst", limits.create_burst)
-        .set("max_live_jobs", limits.max_live_jobs.map(from_u64));
+        .set("max_live_jobs", limits.max_live_jobs.map(from_u64))
+        .set("action_rate_per_sec", limits.action_rate_per_sec)
+        .set("action_burst", limits.action_burst);
 }
 
 /// `SELECT <tenant columns> FROM tenants WHERE id = <id>`.

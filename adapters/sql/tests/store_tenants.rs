@@ -61,6 +61,8 @@ async fn tenants_limits_and_rotation(store: SqlStore) {
         create_rate_per_sec: Some(2.5),
         create_burst: Some(10),
         max_live_jobs: Some(100),
+        action_rate_per_sec: Some(0.5),
+        action_burst: Some(3),
     };
     assert!(
         store

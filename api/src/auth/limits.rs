@@ -1,10 +1,12 @@
-//! Per-tenant limits on creating jobs: a token bucket per key (in memory on
-//! each API instance, so with N instances a key may reach N times its rate),
-//! and a cap on a tenant's non-terminal jobs. The cap reads the stored count
-//! at most once a second per tenant and instance, in the background, and
-//! counts this instance's creates in between, so it costs no query per
-//! create; concurrent creates on several instances may pass it by up to what
-//! they create in that second.
+//! Per-key limits: a token bucket for creating jobs (a batch of N costs N
+//! tokens, and one larger than the bucket is refused outright), another for
+//! actions that make executions or deliveries (trigger, resume, redeliver),
+//! and a cap on a tenant's non-terminal jobs. Buckets live in memory on each
+//! API instance, so with N instances a key may reach N times its rate. The
+//! cap reads the stored count at most once a second per tenant and
+//! instance, in the background, and counts this instance's creates in
+//! between, so it costs no query per create; concurrent creates on several
+//! instances may pass it by up to what they create in that second.
 
 use super::Caller;
 use crate::AppState;
@@ -13,12 +15,54 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-struct Bucket {
+/// A token bucket: `tokens` as of `at`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bucket {
     tokens: f64,
     at: Instant,
 }
 
-/// Token buckets by key prefix.
+impl Bucket {
+    /// A full bucket of `burst` tokens.
+    pub(crate) fn full(burst: f64, now: Instant) -> Self {
+        Bucket {
+            tokens: burst,
+            at: now,
+        }
+    }
+
+    /// Refills at `rate` per second up to `burst`, then takes `need` tokens,
+    /// or says how long until they are there.
+    pub(crate) fn take(
+        &mut self,
+        need: f64,
+        rate: f64,
+        burst: f64,
+        now: Instant,
+    ) -> Result<(), Duration> {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(burst);
+        self.at = now;
+        if self.tokens >= need {
+            self.tokens -= need;
+            Ok(())
+        } else {
+            Err(wait_for(need - self.tokens, rate))
+        }
+    }
+}
+
+/// How long `missing` tokens take to come back at `rate` per second.
+fn wait_for(missing: f64, rate: f64) -> Duration {
+    if rate > 0.0 && (missing / rate).is_finite() {
+        Duration::from_secs_f64((missing / rate).min(3600.0))
+    } else {
+        Duration::from_secs(3600)
+    }
+}
+
+/// Token buckets by key prefix (one map per kind of limit). Only
+/// authenticated keys get one, so the map is as large as the keys in use.
 #[derive(Default)]
 pub(crate) struct Buckets {
     map: Mutex<HashMap<String, Bucket>>,
@@ -27,14 +71,19 @@ pub(crate) struct Buckets {
 impl Buckets {
     /// Takes one token from `key`'s bucket (`rate` per second, at most
     /// `burst`), or says how long until one is there.
-    #[cfg(test)]
-    fn take(&self, key: &str, rate: f64, burst: u32, now: Instant) -> Result<(), Duration> {
+    pub(crate) fn take(
+        &self,
+        key: &str,
+        rate: f64,
+        burst: u32,
+        now: Instant,
+    ) -> Result<(), Duration> {
         self.take_n(key, 1, rate, burst, now)
     }
 
     /// Takes `n` tokens at once (a bulk create), or says how long until they
-    /// are there. More than the burst counts as the whole burst, so a large
-    /// batch needs a full bucket rather than never passing.
+    /// are there. The caller refuses `n` above the burst first: such a
+    /// request would never pass.
     pub(crate) fn take_n(
         &self,
         key: &str,
@@ -43,25 +92,17 @@ impl Buckets {
         burst: u32,
         now: Instant,
     ) -> Result<(), Duration> {
-        let need = f64::from(n.clamp(1, burst.max(1)));
         let burst = f64::from(burst.max(1));
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let b = map.entry(key.to_string()).or_insert(Bucket {
-            tokens: burst,
-            at: now,
-        });
-        let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
-        b.tokens = (b.tokens + elapsed * rate).min(burst);
-        b.at = now;
-        if b.tokens >= need {
-            b.tokens -= need;
-            Ok(())
-        } else if rate <= 0.0 {
-            Err(Duration::from_secs(3600))
-        } else {
-            Err(Duration::from_secs_f64((need - b.tokens) / rate))
-        }
+        map.entry(key.to_string())
+            .or_insert_with(|| Bucket::full(burst, now))
+            .take(f64::from(n), rate, burst, now)
     }
+}
+
+/// Whole seconds to announce in `Retry-After` (at least 1).
+pub(crate) fn retry_secs(wait: Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 /// How long a stored live-jobs count is trusted.
@@ -180,7 +221,9 @@ pub(crate) async fn admit_create(state: &AppState, caller: &Caller) -> Result<()
     admit_creates(state, caller, 1).await
 }
 
-/// [`admit_create`] for `n` jobs at once (`POST /openapi/jobs/batch`).
+/// [`admit_create`] for `n` jobs at once (`POST /openapi/jobs/batch`): they
+/// cost `n` tokens, and more than the burst is `429 batch_exceeds_burst`
+/// (it could never pass; the caller must split it).
 pub(crate) async fn admit_creates(
     state: &AppState,
     caller: &Caller,
@@ -191,15 +234,21 @@ pub(crate) async fn admit_creates(
     let rate = limits
         .create_rate_per_sec
         .unwrap_or(cfg.create_rate_per_sec);
-    let burst = limits.create_burst.unwrap_or(cfg.create_burst);
+    let burst = limits.create_burst.unwrap_or(cfg.create_burst).max(1);
+    if n > burst {
+        return Err(ApiError::BatchExceedsBurst {
+            burst,
+            retry_after_secs: retry_secs(wait_for(f64::from(burst), rate)),
+        });
+    }
     if let Err(wait) = state
         .auth
         .buckets
         .take_n(&caller.prefix, n, rate, burst, Instant::now())
     {
-        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let secs = retry_secs(wait);
         return Err(ApiError::RateLimited {
-            retry_after_secs: secs.max(1),
+            retry_after_secs: secs,
             message: format!(
                 "this key may create {rate} jobs per second (bursts of {burst}); retry in {secs} s"
             ),
@@ -215,6 +264,32 @@ pub(crate) async fn admit_creates(
         )));
     }
     Ok(())
+}
+
+/// Lets an action that makes an execution or a delivery (trigger, resume,
+/// redeliver) through, or refuses it with `429 rate_limited` when the key's
+/// action bucket is empty. Taken before the action is tried, so a refused
+/// or failing action costs a token too: the bucket bounds requests, not
+/// successes.
+pub(crate) fn admit_action(state: &AppState, caller: &Caller) -> Result<(), ApiError> {
+    let limits = &caller.tenant_row.limits;
+    let cfg = &state.config;
+    let rate = limits.action_rate_per_sec.unwrap_or(cfg.api_action_rate);
+    let burst = limits.action_burst.unwrap_or(cfg.api_action_burst).max(1);
+    state
+        .auth
+        .actions
+        .take(&caller.prefix, rate, burst, Instant::now())
+        .map_err(|wait| {
+            let secs = retry_secs(wait);
+            ApiError::RateLimited {
+                retry_after_secs: secs,
+                message: format!(
+                    "this key may trigger, resume or redeliver {rate} times per second \
+                     (bursts of {burst}); retry in {secs} s"
+                ),
+            }
+        })
 }
 
 #[cfg(test)]
@@ -235,13 +310,22 @@ mod tests {
         );
         assert!(b.take("k", 2.0, 3, t0 + Duration::from_millis(500)).is_ok());
         assert!(b.take("other", 2.0, 3, t0).is_ok(), "buckets are per key");
-        // A batch takes as many tokens as it creates, at most the burst.
+        // A batch takes as many tokens as it creates.
         assert!(b.take_n("batch", 3, 2.0, 3, t0).is_ok());
         assert!(b.take_n("batch", 1, 2.0, 3, t0).is_err());
-        assert!(
-            b.take_n("big", 50, 2.0, 3, t0).is_ok(),
-            "capped at the burst"
-        );
+        assert!(b.take_n("big", 2, 2.0, 3, t0).is_ok());
+        let wait = b.take_n("big", 3, 2.0, 3, t0).expect_err("one token left");
+        assert_eq!(wait, Duration::from_secs(1), "two more tokens at 2/s");
+        assert!(b.take_n("big", 3, 2.0, 3, t0 + wait).is_ok());
+    }
+
+    #[test]
+    fn waits_are_bounded_and_rounded_up() {
+        assert_eq!(wait_for(1.0, 0.0), Duration::from_secs(3600));
+        assert_eq!(wait_for(1e9, 1e-9), Duration::from_secs(3600));
+        assert_eq!(retry_secs(Duration::from_millis(1)), 1);
+        assert_eq!(retry_secs(Duration::from_millis(1001)), 2);
+        assert_eq!(retry_secs(Duration::ZERO), 1);
     }
 
     #[test]

@@ -5,9 +5,13 @@
 //!
 //! Verified keys are cached for [`crate::ApiConfig::key_cache_ttl`] (0.5 s by
 //! default), so a key costs one lookup per half second per instance rather
-//! than one per request, and a revocation is seen by every instance within
-//! that time.
+//! than one per request, and a revocation is seen by every other instance
+//! within that time (the revoking one forgets the key at once). Unknown
+//! prefixes are remembered apart (`cache`), and a client address that keeps
+//! failing is refused for a while (`client`).
 
+mod cache;
+mod client;
 pub mod keys;
 pub(crate) mod limits;
 
@@ -19,11 +23,9 @@ use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use kairos_core::store::StoreError;
-use kairos_core::tenant::{ApiKey, AuditEntry, Role, Tenant};
+use kairos_core::tenant::{AuditEntry, Role, Tenant};
 use kairos_core::time::now_ms;
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Who is calling: the verified key's tenant, role and prefix.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,52 +77,21 @@ pub(crate) fn required_role(method: &Method, path: &str) -> Option<Role> {
     })
 }
 
-/// A key with its tenant, as looked up.
-type Found = Option<(ApiKey, Tenant)>;
-
-/// Looked-up keys by prefix, with when they were read (`None`: no such key).
-#[derive(Default)]
-pub(crate) struct KeyCache {
-    entries: Mutex<HashMap<String, (Instant, Found)>>,
-}
-
-/// Cached entries kept at most; the cache is cleared when it grows past this
-/// (unknown prefixes sent in bulk must not grow it without bound).
-const CACHE_MAX: usize = 10_000;
-
-impl KeyCache {
-    fn get(&self, prefix: &str, ttl: Duration) -> Option<Found> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries
-            .get(prefix)
-            .filter(|(at, _)| at.elapsed() < ttl)
-            .map(|(_, v)| v.clone())
-    }
-
-    fn put(&self, prefix: &str, value: Found) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= CACHE_MAX {
-            entries.clear();
-        }
-        entries.insert(prefix.to_string(), (Instant::now(), value));
-    }
-}
-
-async fn lookup(state: &AppState, prefix: &str) -> Result<Found, StoreError> {
-    let ttl = state.config.key_cache_ttl;
-    if let Some(hit) = state.auth.keys.get(prefix, ttl) {
-        return Ok(hit);
-    }
-    let found = match state.store.api_key_get(prefix).await? {
-        Some(key) => state
-            .store
-            .tenant_get(&key.tenant)
-            .await?
-            .map(|tenant| (key, tenant)),
-        None => None,
-    };
-    state.auth.keys.put(prefix, found.clone());
-    Ok(found)
+async fn lookup(state: &AppState, prefix: &str) -> Result<cache::Found, StoreError> {
+    state
+        .auth
+        .keys
+        .lookup(prefix, || async {
+            Ok(match state.store.api_key_get(prefix).await? {
+                Some(key) => state
+                    .store
+                    .tenant_get(&key.tenant)
+                    .await?
+                    .map(|tenant| (key, tenant)),
+                None => None,
+            })
+        })
+        .await
 }
 
 fn unauthorized(msg: &str) -> ApiError {
@@ -128,7 +99,8 @@ fn unauthorized(msg: &str) -> ApiError {
 }
 
 /// Middleware: public paths pass; `/openapi/*` needs a usable key of a role
-/// that allows the request (401 otherwise, 403 for a role too weak).
+/// that allows the request (401 otherwise, 403 for a role too weak, 429 for
+/// a client address that failed too often).
 pub(crate) async fn authenticate(
     State(state): State<AppState>,
     mut req: Request,
@@ -137,24 +109,42 @@ pub(crate) async fn authenticate(
     let Some(needed) = required_role(req.method(), req.uri().path()) else {
         return Ok(next.run(req).await);
     };
-    let header = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| unauthorized("missing `Authorization: Bearer <key>` header"))?;
-    let value = header
-        .to_str()
-        .map_err(|_| unauthorized("the Authorization header is not text"))?;
-    let token = match value.split_once(' ') {
-        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
-        _ => {
-            return Err(unauthorized(
-                "the Authorization header must be `Bearer <key>`",
-            ));
-        }
+    let limit = state.config.api_auth_fail_limit;
+    let client = client::client_of(&req, &state.config.api_trusted_proxies);
+    if let Some(ip) = client
+        && let Some(secs) = state.auth.failures.refused(ip, limit, Instant::now())
+    {
+        return Err(ApiError::RateLimited {
+            retry_after_secs: secs,
+            message: format!(
+                "too many failed authentications from {ip} (at most {limit} a minute); \
+                 retry in {secs} s"
+            ),
+        });
+    }
+    let verified = match bearer_token(&req) {
+        Ok(token) => verify(&state, &token, needed).await,
+        Err(e) => Err(e),
     };
+    match verified {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            Ok(next.run(req).await)
+        }
+        Err(e) => {
+            if let (ApiError::Unauthorized(_), Some(ip)) = (&e, client) {
+                state.auth.failures.failed(ip, limit, Instant::now());
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The caller `token` stands for, if its key is usable and strong enough.
+async fn verify(state: &AppState, token: &str, needed: Role) -> Result<Caller, ApiError> {
     let (prefix, secret) = keys::parse(token)
         .ok_or_else(|| unauthorized("malformed API key: expected kai_<prefix>_<secret>"))?;
-    let (key, tenant) = lookup(&state, prefix)
+    let (key, tenant) = lookup(state, prefix)
         .await?
         .filter(|(key, _)| keys::secret_matches(secret, &key.secret_hash))
         .ok_or_else(|| unauthorized("unknown API key"))?;
@@ -171,13 +161,31 @@ pub(crate) async fn authenticate(
             needed.as_str()
         )));
     }
-    req.extensions_mut().insert(Caller {
+    Ok(Caller {
         tenant: key.tenant.clone(),
         role: key.role,
         prefix: key.prefix.clone(),
         tenant_row: tenant,
-    });
-    Ok(next.run(req).await)
+    })
+}
+
+/// The bearer token of `req` (owned: the request is not held across awaits).
+fn bearer_token(req: &Request) -> Result<String, ApiError> {
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| unauthorized("missing `Authorization: Bearer <key>` header"))?;
+    let value = header
+        .to_str()
+        .map_err(|_| unauthorized("the Authorization header is not text"))?;
+    match value.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => {
+            Ok(token.trim().to_string())
+        }
+        _ => Err(unauthorized(
+            "the Authorization header must be `Bearer <key>`",
+        )),
+    }
 }
 
 impl AppState {
@@ -200,11 +208,30 @@ impl AppState {
 }
 
 /// What authentication and limits keep between requests.
-#[derive(Default)]
 pub(crate) struct AuthState {
-    pub(crate) keys: KeyCache,
+    pub(crate) keys: cache::KeyCache,
+    pub(crate) failures: client::FailedAuths,
+    /// Create buckets by key prefix.
     pub(crate) buckets: limits::Buckets,
+    /// Trigger/resume/redeliver buckets by key prefix.
+    pub(crate) actions: limits::Buckets,
     pub(crate) live: limits::LiveCounts,
+}
+
+impl AuthState {
+    pub(crate) fn new(config: &crate::ApiConfig) -> Self {
+        AuthState {
+            keys: cache::KeyCache::new(
+                config.api_key_cache_size,
+                config.key_cache_ttl,
+                config.api_key_negative_ttl,
+            ),
+            failures: client::FailedAuths::default(),
+            buckets: limits::Buckets::default(),
+            actions: limits::Buckets::default(),
+            live: limits::LiveCounts::default(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,27 @@ pub struct CreateTenantRequest {
     pub create_burst: Option<u32>,
     /// Most scheduled, running or paused jobs the tenant may hold.
     pub max_live_jobs: Option<u64>,
+    /// Triggers, resumes and redeliveries per second per key.
+    pub action_rate_per_sec: Option<f64>,
+    /// Such actions a key may burst before the rate applies.
+    pub action_burst: Option<u32>,
+}
+
+/// Body of `PUT /openapi/tenants/{id}/limits`: the tenant's limits, all
+/// replaced; an absent (or `null`) limit goes back to the server default.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TenantLimitsRequest {
+    /// Job creates per second per key.
+    pub create_rate_per_sec: Option<f64>,
+    /// Creates a key may burst before the rate applies; also the largest batch.
+    pub create_burst: Option<u32>,
+    /// Most scheduled, running or paused jobs the tenant may hold.
+    pub max_live_jobs: Option<u64>,
+    /// Triggers, resumes and redeliveries per second per key.
+    pub action_rate_per_sec: Option<f64>,
+    /// Such actions a key may burst before the rate applies.
+    pub action_burst: Option<u32>,
 }
 
 /// A tenant (its callback secret is shown only when created or rotated).
@@ -36,6 +57,10 @@ pub struct TenantView {
     pub create_burst: Option<u32>,
     /// Live-jobs cap override (`null`: server default).
     pub max_live_jobs: Option<u64>,
+    /// Action rate override (`null`: server default).
+    pub action_rate_per_sec: Option<f64>,
+    /// Action burst override (`null`: server default).
+    pub action_burst: Option<u32>,
     /// End of the current secret rotation's grace period, if one is running.
     pub previous_secret_valid_until: Option<String>,
     /// Creation time.
@@ -49,6 +74,8 @@ impl From<&Tenant> for TenantView {
             create_rate_per_sec: t.limits.create_rate_per_sec,
             create_burst: t.limits.create_burst,
             max_live_jobs: t.limits.max_live_jobs,
+            action_rate_per_sec: t.limits.action_rate_per_sec,
+            action_burst: t.limits.action_burst,
             previous_secret_valid_until: t.previous_valid_until.map(time),
             created_at: time(t.created_at),
         }

@@ -6,7 +6,8 @@ use crate::AppState;
 use crate::auth::{Caller, keys};
 use crate::dto::{
     AuditPage, AuditQuery, CreateKeyRequest, CreateTenantRequest, CreatedKey, CreatedTenant,
-    KeyList, KeyView, KeysQuery, RotateSecretRequest, RotatedSecret, TenantList, TenantView,
+    KeyList, KeyView, KeysQuery, RotateSecretRequest, RotatedSecret, TenantLimitsRequest,
+    TenantList, TenantView,
 };
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
@@ -14,7 +15,7 @@ use crate::validate;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use kairos_core::tenant::{Role, Tenant, TenantLimits, valid_tenant_id};
+use kairos_core::tenant::{Role, Tenant, valid_tenant_id};
 use kairos_core::time::{now_ms, to_rfc3339};
 
 /// Default grace period of a callback secret rotation.
@@ -47,26 +48,20 @@ pub(crate) async fn create_tenant(
             "tenantId must be 1–64 characters of a-z, 0-9, '-' and '_'",
         ));
     }
-    if req
-        .create_rate_per_sec
-        .is_some_and(|r| !r.is_finite() || r <= 0.0)
-    {
-        return Err(ApiError::invalid(
-            "createRatePerSec",
-            "createRatePerSec must be a positive number",
-        ));
-    }
+    let limits = validate::tenant_limits(&TenantLimitsRequest {
+        create_rate_per_sec: req.create_rate_per_sec,
+        create_burst: req.create_burst,
+        max_live_jobs: req.max_live_jobs,
+        action_rate_per_sec: req.action_rate_per_sec,
+        action_burst: req.action_burst,
+    })?;
     let secret = keys::new_callback_secret();
     let tenant = Tenant {
         id: req.tenant_id.clone(),
         callback_secret: Some(secret.clone()),
         previous_secret: None,
         previous_valid_until: None,
-        limits: TenantLimits {
-            create_rate_per_sec: req.create_rate_per_sec,
-            create_burst: req.create_burst,
-            max_live_jobs: req.max_live_jobs,
-        },
+        limits,
         created_at: now_ms(),
     };
     if !state.store.tenant_create(&tenant).await? {
@@ -176,6 +171,8 @@ pub(crate) async fn create_key(
     if !state.store.api_key_create(&issued.key).await? {
         return Err(tenant_not_found(&req.tenant_id));
     }
+    // Its prefix may have been looked up (and remembered unknown) before.
+    state.auth.keys.evict(&issued.key.prefix);
     state
         .audit(&caller, &req.tenant_id, "key.create", &issued.key.prefix)
         .await;
@@ -204,7 +201,8 @@ pub(crate) async fn list_keys(
     }))
 }
 
-/// Revoke an API key; every API instance refuses it within a second.
+/// Revoke an API key: this API instance refuses it at once, every other one
+/// within its key cache time (half a second by default).
 #[utoipa::path(
     delete, path = "/openapi/keys/{prefix}", tag = "admin",
     params(("prefix" = String, Path, description = "Key prefix")),
@@ -223,6 +221,7 @@ pub(crate) async fn revoke_key(
         .api_key_revoke(&prefix, None, now_ms())
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no API key with prefix {prefix:?}")))?;
+    state.auth.keys.evict(&key.prefix);
     state
         .audit(&caller, &key.tenant, "key.revoke", &key.prefix)
         .await;

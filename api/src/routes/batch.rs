@@ -8,7 +8,7 @@ use crate::dto::{
     MAX_BATCH,
 };
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{ApiJson, parse_json};
+use crate::extract::{ApiJsonItems, parse_json};
 use crate::request_trace::RequestTrace;
 use crate::validate;
 use axum::extract::State;
@@ -25,6 +25,10 @@ use kairos_core::time::now_ms;
 /// would have answered: an invalid item or a `clientRequestId` conflict
 /// fails only itself. Items with a `clientRequestId` already used with the
 /// same body answer 200 with the existing job.
+///
+/// The batch costs one create token per valid item; a batch with more valid
+/// items than the key's create burst can never pass and is refused with
+/// `429 batch_exceeds_burst`: split it.
 #[utoipa::path(
     post, path = "/openapi/jobs/batch", tag = "jobs",
     params(
@@ -40,7 +44,7 @@ use kairos_core::time::now_ms;
         (status = 401, description = "Missing or unusable API key", body = ErrorBody),
         (status = 403, description = "The key's role may not create jobs", body = ErrorBody),
         (status = 422, description = "`jobs` missing, empty or longer than 1,000", body = ErrorBody),
-        (status = 429, description = "Create rate or live-job limit reached", body = ErrorBody),
+        (status = 429, description = "Create rate or live-job limit reached (`rate_limited`, `live_job_limit`), or the batch is larger than the key's create burst (`batch_exceeds_burst`: split it); see Retry-After", body = ErrorBody),
         (status = 503, description = "Database unavailable; nothing was created", body = ErrorBody),
     )
 )]
@@ -48,7 +52,7 @@ pub(crate) async fn create_jobs(
     State(state): State<AppState>,
     caller: Caller,
     trace: Option<Extension<RequestTrace>>,
-    ApiJson(req): ApiJson<BatchCreateRequest>,
+    ApiJsonItems(req): ApiJsonItems<BatchCreateRequest>,
 ) -> Result<Json<BatchCreateResponse>, ApiError> {
     // Every job of the batch joins the caller's trace.
     let job_trace = trace.and_then(|t| t.job_trace());

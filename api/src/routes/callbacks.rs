@@ -3,7 +3,7 @@
 
 use super::execution_not_found;
 use crate::AppState;
-use crate::auth::Caller;
+use crate::auth::{Caller, limits};
 use crate::dto::{CallbackList, CallbackView};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::ApiPath;
@@ -51,7 +51,7 @@ pub(crate) async fn list_callbacks(
 ///
 /// Queues a new delivery (new delivery id, same body) of the execution's
 /// latest callback when that one is `delivered` or `dead`; the relay sends it
-/// like any other.
+/// like any other. Counts against the key's action rate.
 #[utoipa::path(
     post, path = "/openapi/executions/{id}/callbacks/redeliver", tag = "callbacks",
     params(("id" = String, Path, description = "Execution id")),
@@ -59,6 +59,7 @@ pub(crate) async fn list_callbacks(
         (status = 202, description = "A new delivery was queued", body = CallbackView),
         (status = 404, description = "No such execution", body = ErrorBody),
         (status = 409, description = "No callback to redeliver, or the latest is still pending", body = ErrorBody),
+        (status = 429, description = "The key's action rate is used up; see Retry-After", body = ErrorBody),
         (status = 503, description = "Database unavailable", body = ErrorBody),
     )
 )]
@@ -67,6 +68,7 @@ pub(crate) async fn redeliver_callback(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<(StatusCode, Json<CallbackView>), ApiError> {
+    limits::admit_action(&state, &caller)?;
     require_execution(&state, &caller.tenant, &id).await?;
     let tenant = &caller.tenant;
     let delivery_id = uuid::Uuid::now_v7().to_string();

@@ -2,7 +2,7 @@
 
 use super::job_not_found;
 use crate::AppState;
-use crate::auth::Caller;
+use crate::auth::{Caller, limits};
 use crate::dto::{JobView, PauseRequest, TriggeredExecution};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiPath, MaybeJson};
@@ -79,7 +79,8 @@ pub(crate) async fn pause_job(
     Ok(Json(job.into()))
 }
 
-/// Resume a paused job; a trigger missed while paused fires once.
+/// Resume a paused job; a trigger missed while paused fires once. Counts
+/// against the key's action rate.
 #[utoipa::path(
     post, path = "/openapi/jobs/{id}/resume", tag = "control",
     params(("id" = String, Path, description = "Job id")),
@@ -87,6 +88,7 @@ pub(crate) async fn pause_job(
         (status = 200, description = "Resumed", body = JobView),
         (status = 404, description = "No such job", body = ErrorBody),
         (status = 409, description = "The job is not paused", body = ErrorBody),
+        (status = 429, description = "The key's action rate is used up; see Retry-After", body = ErrorBody),
         (status = 503, description = "Database unavailable", body = ErrorBody),
     )
 )]
@@ -95,6 +97,9 @@ pub(crate) async fn resume_job(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobView>, ApiError> {
+    // A resume fires a trigger missed while paused: pause/resume in a loop
+    // would make executions like triggers do.
+    limits::admit_action(&state, &caller)?;
     let outcome = state
         .store
         .job_resume(&caller.tenant, &id, now_ms())
@@ -109,7 +114,8 @@ pub(crate) async fn resume_job(
     Ok(Json(job.into()))
 }
 
-/// Run a job once now, outside its schedule.
+/// Run a job once now, outside its schedule. Counts against the key's
+/// action rate.
 #[utoipa::path(
     post, path = "/openapi/jobs/{id}/trigger", tag = "control",
     params(("id" = String, Path, description = "Job id")),
@@ -117,6 +123,7 @@ pub(crate) async fn resume_job(
         (status = 202, description = "An execution due now was added", body = TriggeredExecution),
         (status = 404, description = "No such job", body = ErrorBody),
         (status = 409, description = "The job is paused or finished", body = ErrorBody),
+        (status = 429, description = "The key's action rate is used up; see Retry-After", body = ErrorBody),
         (status = 503, description = "Database unavailable", body = ErrorBody),
     )
 )]
@@ -125,6 +132,7 @@ pub(crate) async fn trigger_job(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<(StatusCode, Json<TriggeredExecution>), ApiError> {
+    limits::admit_action(&state, &caller)?;
     let now = now_ms();
     let execution_id = uuid::Uuid::now_v7().to_string();
     let outcome = state

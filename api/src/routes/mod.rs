@@ -8,6 +8,7 @@ mod control;
 mod executions;
 mod health;
 mod jobs;
+mod limits;
 mod preview;
 mod update;
 mod workers;
@@ -39,6 +40,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(workers::list_workers))
         .routes(routes!(admin::create_tenant, admin::list_tenants))
         .routes(routes!(admin::rotate_secret))
+        .routes(routes!(limits::set_tenant_limits))
         .routes(routes!(admin::create_key, admin::list_keys))
         .routes(routes!(admin::revoke_key))
         .routes(routes!(admin::list_audit))

@@ -490,6 +490,18 @@ pub async fn every_route_answers_as_documented(app: App) {
         )
         .await,
     );
+    let limits = "/openapi/tenants/{id}/limits";
+    for (tenant, body) in [
+        (
+            "acme",
+            json!({"maxLiveJobs": 5, "actionRatePerSec": 5, "actionBurst": 10}),
+        ),
+        ("nope", json!({})),
+        ("acme", json!({"actionBurst": 0})),
+    ] {
+        let uri = format!("/openapi/tenants/{tenant}/limits");
+        c.check("put", limits, &app.put_json(&uri, &body).await);
+    }
     let key = app
         .post_json(
             "/openapi/keys",
@@ -571,6 +583,38 @@ pub async fn every_route_answers_as_documented(app: App) {
         "post",
         "/openapi/jobs",
         &limited.post_json("/openapi/jobs", &one_shot("b")).await,
+    );
+    let too_big = json!({"jobs": [one_shot("c"), one_shot("d")]});
+    c.check(
+        "post",
+        "/openapi/jobs/batch",
+        &limited.post_json("/openapi/jobs/batch", &too_big).await,
+    );
+    let actions = spawn_app_config(
+        app.store.clone(),
+        ApiConfig {
+            api_action_burst: 1,
+            api_action_rate: 0.01,
+            ..ApiConfig::default()
+        },
+        |s| s,
+    )
+    .await;
+    let job = actions.create(&one_shot("t")).await;
+    for _ in 0..2 {
+        let uri = format!("/openapi/jobs/{job}/trigger");
+        c.check(
+            "post",
+            "/openapi/jobs/{id}/trigger",
+            &actions.post(&uri).await,
+        );
+    }
+    c.check(
+        "post",
+        "/openapi/executions/{id}/callbacks/redeliver",
+        &actions
+            .post("/openapi/executions/x/callbacks/redeliver")
+            .await,
     );
 
     // Every documented operation was exercised.

@@ -1,8 +1,10 @@
-//! The harness: an app over a real, freshly migrated store (SQLite file or a
-//! fresh MySQL database), driven in-process with `tower::ServiceExt::oneshot`.
+//! The harness: an app over a real, freshly migrated store (SQLite file, a
+//! fresh MySQL or PostgreSQL database), driven in-process with
+//! `tower::ServiceExt::oneshot`.
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use kairos_api::auth::keys;
 use kairos_api::{ApiConfig, AppState, router};
@@ -13,6 +15,7 @@ use kairos_core::time::{Millis, now_ms};
 use kairos_store_sql::SqlStore;
 use kairos_testkit as testkit;
 use serde_json::Value;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use tower::ServiceExt;
 
@@ -21,6 +24,17 @@ use tower::ServiceExt;
 pub enum Backend {
     Sqlite,
     MySql,
+}
+
+/// A migrated store on a fresh PostgreSQL database, with the database (it
+/// is dropped with it), or `None` when PostgreSQL is not reachable.
+pub async fn postgres_store() -> Option<(SqlStore, testkit::PgDatabase)> {
+    let db = testkit::postgres_fresh_database().await?;
+    let store = SqlStore::connect(db.url())
+        .await
+        .expect("connect to the test database");
+    store.migrate().await.expect("migrate the test database");
+    Some((store, db))
 }
 
 /// A migrated store on `backend`, or `None` when MySQL is not reachable
@@ -46,6 +60,11 @@ pub struct App {
     pub due: Arc<Mutex<Vec<Millis>>>,
     /// Sent as `Authorization: Bearer <token>` on every request, if set.
     pub token: Option<String>,
+    /// The client address requests come from, as a socket server sees it
+    /// (`None`: driven in process, no address).
+    pub peer: Option<SocketAddr>,
+    /// The state the router was built over.
+    pub state: AppState,
 }
 
 /// The app with the default configuration over `store`.
@@ -69,11 +88,14 @@ pub async fn spawn_app_config(
     let seen = due.clone();
     let state = AppState::new(Arc::new(store.clone()), config)
         .with_due_notifier(Arc::new(move |at| seen.lock().unwrap().push(at)));
+    let state = customize(state);
     let mut app = App {
-        router: router(customize(state)),
+        router: router(state.clone()),
         store,
         due,
         token: None,
+        peer: None,
+        state,
     };
     // The store may be closed on purpose (the 503 test): then no key.
     app.token = issue_key(&app.store, DEFAULT_TENANT, Role::Admin).await;
@@ -165,6 +187,14 @@ impl App {
         }
     }
 
+    /// The same app, calling from `peer`.
+    pub fn calling_from(&self, peer: &str) -> App {
+        App {
+            peer: Some(peer.parse().expect("a socket address")),
+            ..self.clone()
+        }
+    }
+
     /// The same app, calling as a new `role` key of `tenant` (created if missing).
     pub async fn as_new_key(&self, tenant: &str, role: Role) -> App {
         let token = issue_key(&self.store, tenant, role)
@@ -208,6 +238,9 @@ impl App {
         if let Some(ct) = content_type {
             req = req.header(header::CONTENT_TYPE, ct);
         }
+        if let Some(peer) = self.peer {
+            req = req.extension(ConnectInfo(peer));
+        }
         self.send(req.body(Body::from(body)).expect("valid request"))
             .await
     }
@@ -229,6 +262,16 @@ impl App {
     pub async fn patch_json(&self, uri: &str, body: &Value) -> Resp {
         self.raw(
             Method::PATCH,
+            uri,
+            Some("application/json"),
+            body.to_string().into_bytes(),
+        )
+        .await
+    }
+
+    pub async fn put_json(&self, uri: &str, body: &Value) -> Resp {
+        self.raw(
+            Method::PUT,
             uri,
             Some("application/json"),
             body.to_string().into_bytes(),

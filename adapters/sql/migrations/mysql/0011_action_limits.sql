@@ -1,0 +1,6 @@
+-- Issue 32: a per-key token bucket for actions that make executions or
+-- deliveries (trigger, resume, redeliver), overridable per tenant like the
+-- create bucket. NULL: the server's default.
+ALTER TABLE tenants
+    ADD COLUMN action_rate_per_sec DOUBLE NULL,
+    ADD COLUMN action_burst BIGINT NULL;
