@@ -5,11 +5,11 @@
 
 mod cli;
 mod cmd;
+mod config;
 #[cfg(feature = "otlp")]
 mod otlp;
-mod settings;
 
-use clap::Parser;
+use clap::FromArgMatches;
 use std::process::ExitCode;
 
 /// mimalloc instead of glibc's allocator: the hot paths allocate many small
@@ -28,7 +28,10 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::from_arg_matches(&config::command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     // Built before the runtime: the OTLP exporter runs on its own thread.
     let exporter = match init_logging(service_name(&cli.command)) {
         Ok(e) => e,

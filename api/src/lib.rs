@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //!
+//! - [`config`]: [`ApiConfig`], the API's settings, defaults and validation.
 //! - [`error`]: [`ApiError`], the one error type, and its JSON shape.
 //! - [`extract`]: extractors whose rejections are [`ApiError`]s.
 //! - [`dto`]: request and response bodies with their OpenAPI schemas.
@@ -18,6 +19,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod auth;
+pub mod config;
 pub mod dto;
 pub mod due;
 pub mod error;
@@ -29,6 +31,7 @@ mod routes;
 pub mod validate;
 mod waiting;
 
+pub use config::ApiConfig;
 pub use error::ApiError;
 
 use async_trait::async_trait;
@@ -39,39 +42,7 @@ use kairos_core::time::Millis;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 use tower_http::trace::TraceLayer;
-
-/// Settings of the API.
-#[derive(Debug, Clone)]
-pub struct ApiConfig {
-    /// How long a looked-up key is trusted before it is read again: the
-    /// longest a revoked key keeps working on this instance.
-    pub key_cache_ttl: Duration,
-    /// Job creates per second per key, unless the tenant overrides it.
-    pub create_rate_per_sec: f64,
-    /// Creates a key may burst before the rate applies, unless overridden.
-    pub create_burst: u32,
-    /// Most non-terminal jobs a tenant may hold, unless overridden.
-    pub max_live_jobs: u64,
-    /// Largest serialized `params` of a job.
-    pub max_params_bytes: usize,
-    /// Largest request body.
-    pub max_body_bytes: usize,
-}
-
-impl Default for ApiConfig {
-    fn default() -> Self {
-        Self {
-            key_cache_ttl: Duration::from_millis(500),
-            create_rate_per_sec: 10_000.0,
-            create_burst: 20_000,
-            max_live_jobs: 10_000_000,
-            max_params_bytes: 64 * 1024,
-            max_body_bytes: 1024 * 1024,
-        }
-    }
-}
 
 /// A dependency `/readyz` checks besides the database (Redis, the broker…).
 #[async_trait]

@@ -18,6 +18,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod builtin;
+mod config;
 mod consume;
 mod execute;
 pub mod handler;
@@ -29,6 +30,7 @@ mod settle;
 mod shared;
 mod stops;
 
+pub use config::WorkerConfig;
 pub use handler::{Handler, HandlerError, HandlerOutcome, JobContext, Typed, typed};
 
 use handler::Registry;
