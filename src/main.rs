@@ -28,9 +28,18 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = match cli::Cli::from_arg_matches(&config::command().get_matches()) {
+    let parsed = config::command()
+        .try_get_matches()
+        .and_then(|m| cli::Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
-        Err(e) => e.exit(),
+        Err(e) => {
+            let _ = e.print();
+            if let Some(var) = config::env_source_of(&e) {
+                eprintln!("(the value comes from {var})");
+            }
+            std::process::exit(e.exit_code());
+        }
     };
     // Built before the runtime: the OTLP exporter runs on its own thread.
     let exporter = match init_logging(service_name(&cli.command)) {

@@ -113,6 +113,26 @@ fn check_file_keys(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// For a clap error about an unparsable value that came from a `KAIROS_*`
+/// variable rather than its flag, that variable (clap names only the flag).
+pub fn env_source_of(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue
+    ) {
+        return None;
+    }
+    let ContextValue::String(arg) = e.get(ContextKind::InvalidArg)? else {
+        return None;
+    };
+    let flag = arg.strip_prefix("--")?.split([' ', '=']).next()?;
+    let var = var_of(&flag.replace('-', "_"));
+    let from_flag =
+        std::env::args().any(|a| a == format!("--{flag}") || a.starts_with(&format!("--{flag}=")));
+    (!from_flag && std::env::var_os(&var).is_some()).then_some(var)
+}
+
 /// A required setting, or an error naming every way to set it.
 pub fn required<'a>(value: &'a Option<String>, key: &str) -> Result<&'a str> {
     match value {
