@@ -51,6 +51,8 @@ use tracing::{info, warn};
 /// The embedded worker's id. Stable across restarts, so work it held when the
 /// previous run stopped can be found and retried.
 pub const WORKER_ID: &str = "dev-worker";
+/// The database `kairos dev` opens unless told otherwise.
+pub const DEV_DATABASE_URL: &str = "sqlite://kairos.db";
 /// Callback secret when none is set (for local use only).
 pub const DEV_SECRET: &str = "kairos-dev-secret";
 
@@ -111,7 +113,7 @@ impl Embedded {
     /// ```
     pub fn new() -> Self {
         Self {
-            database_url: "sqlite://kairos.db".into(),
+            database_url: DEV_DATABASE_URL.into(),
             http_addr: "127.0.0.1:8080".into(),
             worker: Box::new(WorkerBuilder::builtin_handlers),
             callback_secret: DEV_SECRET.into(),
@@ -214,7 +216,7 @@ impl Embedded {
     ///
     /// ```
     /// let mut reaper = kairos_dispatcher::reaper::ReaperConfig::default();
-    /// reaper.default_timeout = std::time::Duration::from_secs(600);
+    /// reaper.default_timeout_ms = 600_000;
     /// let e = kairos::embedded::Embedded::new().reaper_config(reaper);
     /// # let _ = e;
     /// ```
@@ -281,8 +283,8 @@ impl Embedded {
             .coordination(coord.clone())
             .names(names)
             .build()?;
-        let mut relay_cfg = RelayConfig::new(self.callback_secret.into_bytes(), "dev-relay");
-        relay_cfg.allow_private = self.callback_allow_private;
+        let mut relay_cfg = RelayConfig::new(self.callback_secret, "dev-relay");
+        relay_cfg.callback_allow_private = self.callback_allow_private;
         let relay = Relay::new(store.clone(), relay_cfg)
             .map_err(|e| EmbeddedError::Relay(e.to_string()))?;
         let mut state = AppState::new(store.clone(), self.api)

@@ -5,11 +5,11 @@
 
 mod cli;
 mod cmd;
+mod config;
 #[cfg(feature = "otlp")]
 mod otlp;
-mod settings;
 
-use clap::Parser;
+use clap::FromArgMatches;
 use std::process::ExitCode;
 
 /// mimalloc instead of glibc's allocator: the hot paths allocate many small
@@ -28,7 +28,19 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let parsed = config::command()
+        .try_get_matches()
+        .and_then(|m| cli::Cli::from_arg_matches(&m));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            if let Some(var) = config::env_source_of(&e) {
+                eprintln!("(the value comes from {var})");
+            }
+            std::process::exit(e.exit_code());
+        }
+    };
     // Built before the runtime: the OTLP exporter runs on its own thread.
     let exporter = match init_logging(service_name(&cli.command)) {
         Ok(e) => e,

@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //!
+//! - [`config`]: [`ApiConfig`], the API's settings, defaults and validation.
 //! - [`error`]: [`ApiError`], the one error type, and its JSON shape.
 //! - [`extract`]: extractors whose rejections are [`ApiError`]s.
 //! - [`dto`]: request and response bodies with their OpenAPI schemas.
@@ -18,6 +19,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod auth;
+pub mod config;
 pub mod dto;
 pub mod due;
 pub mod error;
@@ -29,6 +31,7 @@ mod routes;
 pub mod validate;
 mod waiting;
 
+pub use config::ApiConfig;
 pub use error::ApiError;
 
 use async_trait::async_trait;
@@ -38,79 +41,9 @@ use kairos_core::store::Store;
 use kairos_core::time::Millis;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tower_http::trace::TraceLayer;
-
-/// Settings of the API.
-#[derive(Debug, Clone)]
-pub struct ApiConfig {
-    /// How long a looked-up key is trusted before it is read again: the
-    /// longest a revoked key keeps working on this instance.
-    pub key_cache_ttl: Duration,
-    /// Job creates per second per key, unless the tenant overrides it.
-    pub create_rate_per_sec: f64,
-    /// Creates a key may burst before the rate applies, unless overridden.
-    pub create_burst: u32,
-    /// Most non-terminal jobs a tenant may hold, unless overridden.
-    pub max_live_jobs: u64,
-    /// Largest serialized `params` of a job.
-    pub max_params_bytes: usize,
-    /// Largest request body.
-    pub max_body_bytes: usize,
-    /// `KAIROS_API_ACTION_RATE`: actions that make executions or deliveries
-    /// (trigger, resume, redeliver) per second per key, unless the tenant
-    /// overrides it.
-    pub api_action_rate: f64,
-    /// `KAIROS_API_ACTION_BURST`: such actions a key may burst before the
-    /// rate applies, unless the tenant overrides it.
-    pub api_action_burst: u32,
-    /// `KAIROS_API_AUTH_FAIL_LIMIT`: failed authentications one client
-    /// address may make per minute; past it, the address is answered 429
-    /// on every authenticated route until the minute refills. 0: no limit.
-    pub api_auth_fail_limit: u32,
-    /// `KAIROS_API_TRUSTED_PROXIES`: peers whose `X-Forwarded-For` names the
-    /// client (comma-separated IPs). Empty: the peer address is the client.
-    pub api_trusted_proxies: Vec<IpAddr>,
-    /// `KAIROS_API_KEY_NEGATIVE_TTL`: how long an unknown key prefix is
-    /// remembered as unknown, so repeating it costs no database read.
-    pub api_key_negative_ttl: Duration,
-    /// `KAIROS_API_KEY_CACHE_SIZE`: verified keys kept per instance (least
-    /// recently used go first); as many unknown prefixes again are
-    /// remembered, apart, so they never push a valid key out.
-    pub api_key_cache_size: usize,
-}
-
-/// Default of [`ApiConfig::api_action_rate`].
-pub const DEFAULT_API_ACTION_RATE: f64 = 100.0;
-/// Default of [`ApiConfig::api_action_burst`].
-pub const DEFAULT_API_ACTION_BURST: u32 = 200;
-/// Default of [`ApiConfig::api_auth_fail_limit`].
-pub const DEFAULT_API_AUTH_FAIL_LIMIT: u32 = 30;
-/// Default of [`ApiConfig::api_key_negative_ttl`].
-pub const DEFAULT_API_KEY_NEGATIVE_TTL: Duration = Duration::from_secs(60);
-/// Default of [`ApiConfig::api_key_cache_size`].
-pub const DEFAULT_API_KEY_CACHE_SIZE: usize = 10_000;
-
-impl Default for ApiConfig {
-    fn default() -> Self {
-        Self {
-            key_cache_ttl: Duration::from_millis(500),
-            create_rate_per_sec: 10_000.0,
-            create_burst: 20_000,
-            max_live_jobs: 10_000_000,
-            max_params_bytes: 64 * 1024,
-            max_body_bytes: 1024 * 1024,
-            api_action_rate: DEFAULT_API_ACTION_RATE,
-            api_action_burst: DEFAULT_API_ACTION_BURST,
-            api_auth_fail_limit: DEFAULT_API_AUTH_FAIL_LIMIT,
-            api_trusted_proxies: Vec::new(),
-            api_key_negative_ttl: DEFAULT_API_KEY_NEGATIVE_TTL,
-            api_key_cache_size: DEFAULT_API_KEY_CACHE_SIZE,
-        }
-    }
-}
 
 /// A dependency `/readyz` checks besides the database (Redis, the broker…).
 #[async_trait]

@@ -40,44 +40,68 @@ impl Default for BackoffPolicy {
     }
 }
 
-/// Everything a [`crate::Relay`] needs besides its store.
-#[derive(Clone)]
+/// Everything a [`crate::Relay`] needs besides its store. The two settings
+/// are named like their `KAIROS_*` variables (the binary reads them by that
+/// name); the `serde(skip)` fields are fixed tuning and the instance id.
+#[derive(Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct RelayConfig {
-    /// HMAC-SHA256 key for `Kairos-Signature` (from [`SECRET_ENV`]).
-    pub secret: Vec<u8>,
+    /// `KAIROS_CALLBACK_SECRET`: HMAC-SHA256 key for `Kairos-Signature`, for
+    /// tenants that store none. Required.
+    pub callback_secret: String,
+    /// `KAIROS_CALLBACK_ALLOW_PRIVATE`: skip the request-forgery guard (tests
+    /// and `kairos dev` deliver to 127.0.0.1).
+    pub callback_allow_private: bool,
     /// Limit for one attempt: address check, connect, request and response head.
+    #[serde(skip)]
     pub request_timeout: Duration,
     /// Retry schedule.
+    #[serde(skip)]
     pub backoff: BackoffPolicy,
-    /// Skip the SSRF guard (tests and `kairos dev` deliver to 127.0.0.1).
-    pub allow_private: bool,
     /// Most callbacks claimed per store round trip.
+    #[serde(skip)]
     pub batch: u32,
     /// How long a claimed callback stays ours; must outlast one attempt so a
     /// live relay never loses a callback to another mid-request.
+    #[serde(skip)]
     pub lease: Duration,
     /// Deliveries in flight at once, so one slow receiver does not hold up others.
+    #[serde(skip)]
     pub concurrency: usize,
     /// Longest sleep without looking at the outbox: the safety net for wake-ups
     /// that cannot reach this process (rows written by another process).
+    #[serde(skip)]
     pub poll_interval: Duration,
     /// This instance's id, the lease owner in the store.
+    #[serde(skip)]
     pub owner: String,
 }
 
-impl RelayConfig {
-    /// The defaults of issue 3 with the given secret and owner.
-    pub fn new(secret: Vec<u8>, owner: impl Into<String>) -> Self {
+/// The defaults of issue 3, with no secret (which [`RelayConfig::validate`]
+/// refuses) and no owner.
+impl Default for RelayConfig {
+    fn default() -> Self {
         Self {
-            secret,
+            callback_secret: String::new(),
+            callback_allow_private: false,
             request_timeout: Duration::from_secs(10),
             backoff: BackoffPolicy::default(),
-            allow_private: false,
             batch: 100,
             lease: Duration::from_secs(60),
             concurrency: 32,
             poll_interval: Duration::from_secs(1),
+            owner: String::new(),
+        }
+    }
+}
+
+impl RelayConfig {
+    /// The defaults of issue 3 with the given secret and owner.
+    pub fn new(secret: impl Into<String>, owner: impl Into<String>) -> Self {
+        Self {
+            callback_secret: secret.into(),
             owner: owner.into(),
+            ..Self::default()
         }
     }
 
@@ -85,17 +109,22 @@ impl RelayConfig {
     /// switch from [`ALLOW_PRIVATE_ENV`].
     pub fn from_env(owner: impl Into<String>) -> Result<Self, RelayError> {
         let secret = std::env::var(SECRET_ENV).unwrap_or_default();
-        let mut cfg = Self::new(secret.into_bytes(), owner);
-        cfg.allow_private = std::env::var(ALLOW_PRIVATE_ENV)
+        let mut cfg = Self::new(secret, owner);
+        cfg.callback_allow_private = std::env::var(ALLOW_PRIVATE_ENV)
             .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "TRUE" | "True" | "yes"));
         cfg.validate()?;
         Ok(cfg)
     }
 
+    /// The signing key's bytes.
+    pub fn secret(&self) -> &[u8] {
+        self.callback_secret.as_bytes()
+    }
+
     /// Refuses settings the relay cannot work with, naming the setting.
     pub fn validate(&self) -> Result<(), RelayError> {
         let bad = |msg: String| Err(RelayError::Config(msg));
-        if self.secret.is_empty() {
+        if self.callback_secret.is_empty() {
             return bad(format!(
                 "the callback secret is empty; set {SECRET_ENV} so receivers can verify callbacks"
             ));
@@ -131,7 +160,7 @@ impl RelayConfig {
     /// The request-forgery guard of callback URLs.
     pub fn guard(&self) -> kairos_netguard::Guard {
         kairos_netguard::Guard {
-            allow_private: self.allow_private,
+            allow_private: self.callback_allow_private,
             setting: ALLOW_PRIVATE_ENV,
         }
     }
@@ -140,10 +169,13 @@ impl RelayConfig {
 impl fmt::Debug for RelayConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RelayConfig")
-            .field("secret", &format_args!("<{} bytes>", self.secret.len()))
+            .field(
+                "callback_secret",
+                &format_args!("<{} bytes>", self.callback_secret.len()),
+            )
             .field("request_timeout", &self.request_timeout)
             .field("backoff", &self.backoff)
-            .field("allow_private", &self.allow_private)
+            .field("callback_allow_private", &self.callback_allow_private)
             .field("batch", &self.batch)
             .field("lease", &self.lease)
             .field("concurrency", &self.concurrency)
@@ -159,16 +191,16 @@ mod tests {
 
     #[test]
     fn defaults_are_valid_and_debug_hides_the_secret() {
-        let cfg = RelayConfig::new(b"s3cret-value".to_vec(), "relay-1");
+        let cfg = RelayConfig::new("s3cret-value", "relay-1");
         cfg.validate().unwrap();
         assert!(!format!("{cfg:?}").contains("s3cret"));
     }
 
     #[test]
     fn unusable_settings_are_refused() {
-        let mut cfg = RelayConfig::new(Vec::new(), "r");
+        let mut cfg = RelayConfig::new("", "r");
         assert!(cfg.validate().is_err());
-        cfg.secret = b"k".to_vec();
+        cfg.callback_secret = "k".into();
         cfg.lease = cfg.request_timeout;
         assert!(cfg.validate().is_err());
         cfg.lease = Duration::from_secs(60);

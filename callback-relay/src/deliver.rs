@@ -304,7 +304,7 @@ mod tests {
 
     fn secrets(cfg: &RelayConfig) -> SigningSecrets {
         SigningSecrets {
-            current: cfg.secret.clone(),
+            current: cfg.secret().to_vec(),
             previous: None,
         }
     }
@@ -331,8 +331,8 @@ mod tests {
     async fn a_silent_receiver_times_out_and_is_retried() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/cb", listener.local_addr().unwrap());
-        let mut cfg = RelayConfig::new(b"k".to_vec(), "r");
-        cfg.allow_private = true;
+        let mut cfg = RelayConfig::new("k", "r");
+        cfg.callback_allow_private = true;
         cfg.backoff.jitter = false;
         let client = client(&cfg).unwrap();
         let before = now_ms();
@@ -350,7 +350,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_address_is_dead_and_says_why() {
-        let cfg = RelayConfig::new(b"k".to_vec(), "r");
+        let cfg = RelayConfig::new("k", "r");
         let client = client(&cfg).unwrap();
         let (record, next) = attempt(
             &client,

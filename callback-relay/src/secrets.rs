@@ -46,9 +46,9 @@ impl TenantSecrets {
             }
         };
         Ok(match row {
-            Some(t) => t.signing_secrets(&cfg.secret, now_ms()),
+            Some(t) => t.signing_secrets(cfg.secret(), now_ms()),
             None => SigningSecrets {
-                current: cfg.secret.clone(),
+                current: cfg.secret().to_vec(),
                 previous: None,
             },
         })

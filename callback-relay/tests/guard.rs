@@ -33,8 +33,8 @@ fn callback(url: String) -> Callback {
 }
 
 fn strict() -> RelayConfig {
-    let mut cfg = RelayConfig::new(b"secret".to_vec(), "guard-test");
-    cfg.allow_private = false;
+    let mut cfg = RelayConfig::new("secret", "guard-test");
+    cfg.callback_allow_private = false;
     cfg.request_timeout = Duration::from_secs(5);
     cfg
 }
@@ -133,7 +133,7 @@ async fn this_hosts_own_addresses_are_refused() {
     // With private addresses allowed the same service answers: the guard,
     // not the network, stopped the attempts above.
     let mut open = strict();
-    open.allow_private = true;
+    open.callback_allow_private = true;
     let client = deliver::client(&open).unwrap();
     let secrets = SigningSecrets {
         current: b"secret".to_vec(),

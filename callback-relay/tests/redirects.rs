@@ -32,8 +32,8 @@ async fn a_redirect_to_loopback_is_not_followed() {
         .mount(&receiver)
         .await;
 
-    let mut cfg = RelayConfig::new(b"secret".to_vec(), "redirect-test");
-    cfg.allow_private = false;
+    let mut cfg = RelayConfig::new("secret", "redirect-test");
+    cfg.callback_allow_private = false;
     cfg.request_timeout = Duration::from_secs(5);
     let client = deliver::client_builder(&cfg)
         .resolve("hooks.example", *receiver.address())

@@ -105,7 +105,7 @@ async fn private_address_is_refused(store: Arc<SqlStore>) {
     let by_name = format!("http://localhost:{}/cb", server.address().port());
     let by_name = finished_execution(&store, &by_name, ResultKind::Failed).await;
     let mut cfg = config(&unique("relay"));
-    cfg.allow_private = false;
+    cfg.callback_allow_private = false;
     let relay = start(store.clone(), cfg);
     for exec in [&by_ip, &by_name] {
         let (cb, attempts) = settled(&store, exec, CallbackState::Dead).await;

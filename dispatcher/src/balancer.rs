@@ -21,8 +21,9 @@ use kairos_core::worker::{Routable, Serves, WorkerInfo, WorkerState};
 use rand::Rng;
 use std::collections::HashMap;
 
-/// Which strategy to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Which strategy to use (`KAIROS_BALANCER`: its name as [`Strategy::name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "&'static str")]
 pub enum Strategy {
     /// Lowest `active*10 + avg_cost_ms/1000 + (100 - cpu_idle)/10`.
     #[default]
@@ -31,6 +32,30 @@ pub enum Strategy {
     RoundRobin,
     /// Uniformly at random among eligible workers.
     Random,
+}
+
+impl Strategy {
+    /// The name `KAIROS_BALANCER` takes for this strategy.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::EqualCost => "equal-cost",
+            Strategy::RoundRobin => "round-robin",
+            Strategy::Random => "random",
+        }
+    }
+}
+
+impl From<Strategy> for &'static str {
+    fn from(s: Strategy) -> Self {
+        s.name()
+    }
+}
+
+impl TryFrom<String> for Strategy {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
 }
 
 impl std::str::FromStr for Strategy {

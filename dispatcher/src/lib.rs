@@ -48,55 +48,106 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-/// Dispatcher settings.
-#[derive(Debug, Clone)]
+/// Default of [`DispatcherConfig::lease_ttl_ms`].
+pub const DEFAULT_LEASE_TTL_MS: u64 = 10_000;
+/// Shorter leases renew so often that a busy box would lose them to latency.
+const MIN_LEASE_TTL_MS: u64 = 500;
+
+/// A setting the dispatcher cannot run with; the message names its variable.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// `ms` refused below `min`, naming the variable.
+pub(crate) fn at_least(ms: u64, min: u64, var: &str) -> Result<(), ConfigError> {
+    if ms < min {
+        return Err(ConfigError(format!(
+            "{var} must be at least {min} ms (got {ms})"
+        )));
+    }
+    Ok(())
+}
+
+/// Dispatcher settings. A field that is a setting is named like its
+/// `KAIROS_*` variable in lower case (so the binary reads it by that name
+/// from flags, the environment and the `--config` file); the `serde(skip)`
+/// ones are fixed timings and what the binary fills in itself.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct DispatcherConfig {
+    /// `KAIROS_BALANCER`: worker selection strategy.
+    pub balancer: Strategy,
+    /// `KAIROS_LEASE_TTL_MS`: the longest a crashed or frozen leader delays
+    /// dispatching; renewed every third of it.
+    pub lease_ttl_ms: u64,
+    /// Dead-worker, timeout and recovery detection.
+    #[serde(flatten)]
+    pub reaper: reaper::ReaperConfig,
+    /// What is kept of execution logs, and for how long.
+    #[serde(flatten)]
+    pub logs: logs::LogConfig,
     /// Lease name shared by the instances of one deployment.
+    #[serde(skip)]
     pub lease_name: String,
-    /// Lease TTL: the longest a crashed leader delays dispatching.
-    pub lease_ttl: Duration,
     /// Longest pause between scans when nothing wakes the loop.
+    #[serde(skip)]
     pub scan_interval: Duration,
     /// How far ahead a scan looks for the next trigger to sleep until.
+    #[serde(skip)]
     pub lookahead: Duration,
     /// How long before its due time a trigger is claimed (it is published at
     /// the due time): covers the claim transaction's latency.
+    #[serde(skip)]
     pub claim_ahead: Duration,
     /// Triggers claimed per transaction.
+    #[serde(skip)]
     pub batch: u32,
-    /// Worker selection strategy.
-    pub strategy: Strategy,
     /// A worker silent for this long receives no new work.
+    #[serde(skip)]
     pub worker_stale_after: Duration,
     /// Publisher confirms awaited concurrently.
+    #[serde(skip)]
     pub max_in_flight: usize,
-    /// Dead-worker and timeout detection.
-    pub reaper: reaper::ReaperConfig,
     /// How often the leader carries new stop requests to workers.
+    #[serde(skip)]
     pub stop_relay_every: Duration,
-    /// Queue and key names (must match the workers').
+    /// Queue and key names (must match the workers'); the binary sets them
+    /// from `KAIROS_NAMESPACE`.
+    #[serde(skip)]
     pub names: Names,
-    /// What is kept of execution logs, and for how long.
-    pub logs: logs::LogConfig,
 }
 
 impl Default for DispatcherConfig {
     fn default() -> Self {
         Self {
+            balancer: Strategy::EqualCost,
+            lease_ttl_ms: DEFAULT_LEASE_TTL_MS,
+            reaper: reaper::ReaperConfig::default(),
+            logs: logs::LogConfig::default(),
             lease_name: "dispatcher".into(),
-            lease_ttl: Duration::from_secs(10),
             scan_interval: Duration::from_millis(100),
             lookahead: Duration::from_secs(2),
             claim_ahead: Duration::from_millis(100),
             batch: 500,
-            strategy: Strategy::EqualCost,
             worker_stale_after: Duration::from_secs(15),
             max_in_flight: 1024,
-            reaper: reaper::ReaperConfig::default(),
             stop_relay_every: Duration::from_millis(250),
             names: Names::default(),
-            logs: logs::LogConfig::default(),
         }
+    }
+}
+
+impl DispatcherConfig {
+    /// Lease time to live.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_millis(self.lease_ttl_ms)
+    }
+
+    /// Refuses values the dispatcher cannot run with, naming the variable.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        at_least(self.lease_ttl_ms, MIN_LEASE_TTL_MS, "KAIROS_LEASE_TTL_MS")?;
+        self.reaper.validate()?;
+        self.logs.validate()
     }
 }
 
@@ -171,7 +222,7 @@ impl Dispatcher {
             consume::run_logs(
                 self.store.clone(),
                 self.broker.clone(),
-                self.cfg.logs.limits,
+                self.cfg.logs.limits(),
                 stop_consuming.clone(),
             ),
         );
@@ -208,7 +259,7 @@ impl Dispatcher {
         );
         let leader_cfg = LeaderConfig {
             name: self.cfg.lease_name.clone(),
-            ttl: self.cfg.lease_ttl,
+            ttl: self.cfg.lease_ttl(),
         };
         let store = self.store.clone();
         let broker = self.broker.clone();
@@ -244,7 +295,7 @@ async fn lead(
     term: Term,
 ) {
     let stale_ms = cfg.worker_stale_after.as_millis() as i64;
-    let balancer = Arc::new(Mutex::new(Balancer::new(cfg.strategy, stale_ms)));
+    let balancer = Arc::new(Mutex::new(Balancer::new(cfg.balancer, stale_ms)));
     let reroute = spawn_critical(
         "reroute",
         reroute::run_reroute(

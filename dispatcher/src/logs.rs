@@ -12,24 +12,66 @@ use tracing::{debug, warn};
 /// Lines deleted per statement round; a larger backlog takes several rounds.
 const PURGE_BATCH: u32 = 5_000;
 
-/// What is kept of execution logs, and for how long.
-#[derive(Debug, Clone)]
+/// Default of [`LogConfig::log_retention_hours`].
+pub const DEFAULT_RETENTION_HOURS: u64 = 72;
+
+/// What is kept of execution logs, and for how long. Setting fields are
+/// named like their `KAIROS_*` variables.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct LogConfig {
-    /// Per-execution bounds (oldest lines dropped first).
-    pub limits: LogLimits,
-    /// Lines older than this are deleted.
-    pub retention: Duration,
+    /// `KAIROS_LOG_RETENTION_HOURS`: lines older than this are deleted.
+    pub log_retention_hours: u64,
+    /// `KAIROS_LOG_MAX_LINES`: lines kept per execution; the oldest go first.
+    pub log_max_lines: u32,
+    /// `KAIROS_LOG_MAX_BYTES`: bytes of log text kept per execution; the
+    /// oldest lines go first.
+    pub log_max_bytes: u64,
     /// How often old lines are looked for.
+    #[serde(skip)]
     pub purge_every: Duration,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
+        let limits = LogLimits::default();
         Self {
-            limits: LogLimits::default(),
-            retention: Duration::from_secs(72 * 3600),
+            log_retention_hours: DEFAULT_RETENTION_HOURS,
+            log_max_lines: limits.max_lines,
+            log_max_bytes: limits.max_bytes,
             purge_every: Duration::from_secs(60),
         }
+    }
+}
+
+impl LogConfig {
+    /// Lines older than this are deleted.
+    pub fn retention(&self) -> Duration {
+        Duration::from_secs(self.log_retention_hours.saturating_mul(3600))
+    }
+
+    /// The per-execution bounds the store enforces.
+    pub fn limits(&self) -> LogLimits {
+        LogLimits {
+            max_lines: self.log_max_lines,
+            max_bytes: self.log_max_bytes,
+            ..LogLimits::default()
+        }
+    }
+
+    /// Refuses values that would keep nothing, naming the variable.
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        let bad = |m: &str| Err(crate::ConfigError(m.into()));
+        if self.log_retention_hours == 0 {
+            return bad("KAIROS_LOG_RETENTION_HOURS must be at least 1");
+        }
+        if self.log_max_lines == 0 {
+            return bad("KAIROS_LOG_MAX_LINES must be at least 1");
+        }
+        if self.log_max_bytes < 1024 {
+            return bad("KAIROS_LOG_MAX_BYTES must be at least 1024");
+        }
+        Ok(())
     }
 }
 
@@ -37,7 +79,7 @@ impl Default for LogConfig {
 /// Several instances may purge at once: each deletes what it found, and a
 /// line deleted twice is simply gone.
 pub async fn run_purge(store: Arc<dyn Store>, cfg: LogConfig, shutdown: CancellationToken) {
-    let retention_ms = i64::try_from(cfg.retention.as_millis()).unwrap_or(i64::MAX);
+    let retention_ms = i64::try_from(cfg.retention().as_millis()).unwrap_or(i64::MAX);
     loop {
         let before = now_ms().saturating_sub(retention_ms);
         loop {

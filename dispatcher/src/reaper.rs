@@ -27,48 +27,89 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-/// Reaper settings.
-#[derive(Debug, Clone)]
+/// Default of [`ReaperConfig::worker_dead_after_ms`].
+pub const DEFAULT_DEAD_AFTER_MS: u64 = 15_000;
+/// Default of [`ReaperConfig::reconcile_grace_ms`].
+pub const DEFAULT_RECONCILE_GRACE_MS: u64 = 30_000;
+/// Default of [`ReaperConfig::default_timeout_ms`]: a day, far beyond any
+/// job that means to run without a `timeoutMs`.
+pub const DEFAULT_EXECUTION_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+/// A shorter threshold would declare healthy workers dead between heartbeats.
+const MIN_DEAD_AFTER_MS: u64 = 1000;
+/// Shorter recovery windows would act on attempts still on their way.
+const MIN_RECOVERY_MS: u64 = 1000;
+
+/// Reaper settings. Setting fields are named like their `KAIROS_*`
+/// variables; the others are fixed timings.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ReaperConfig {
+    /// `KAIROS_WORKER_DEAD_AFTER_MS`: a heartbeat older than this is the
+    /// first sign of death (the second: no consumer on the worker's queue).
+    pub worker_dead_after_ms: u64,
+    /// `KAIROS_RECONCILE_GRACE_MS`: how long a live worker's heartbeats must
+    /// leave out an attempt the database gives it before the attempt is
+    /// recovered (see `kairos_core::reconcile`). Generous by default: a
+    /// result the worker has sent (so no longer lists the attempt) may wait
+    /// unacked in a frozen dispatcher's prefetch, and recovering that
+    /// attempt would run it again.
+    pub reconcile_grace_ms: u64,
+    /// `KAIROS_DEFAULT_TIMEOUT_MS`: the deployment's ceiling on silence: an
+    /// attempt without a time limit of its own that has neither ended this
+    /// long after it started (or was dispatched) is timed out.
+    pub default_timeout_ms: u64,
     /// How often to look.
+    #[serde(skip)]
     pub every: Duration,
-    /// A heartbeat older than this is the first sign of death.
-    pub dead_after: Duration,
     /// Grace beyond an attempt's time limit before the reaper times it out
     /// (the worker normally reports `timed_out` itself).
+    #[serde(skip)]
     pub timeout_margin: Duration,
     /// How long after a worker said `offline` its leftover work is rescued.
     /// Its last results travel on another queue than its last heartbeat and
     /// may be applied after it; rescuing at once could declare lost an
     /// attempt whose success is still on its way, and run it again.
+    #[serde(skip)]
     pub offline_grace: Duration,
-    /// How long a live worker's heartbeats must leave out an attempt the
-    /// database gives it before the attempt is recovered (see
-    /// `kairos_core::reconcile`). Generous by default: a result the worker
-    /// has sent (so no longer lists the attempt) may wait unacked in a
-    /// frozen dispatcher's prefetch, and recovering that attempt would run
-    /// it again.
-    pub reconcile_grace: Duration,
-    /// The deployment's ceiling on silence: an attempt without a time limit
-    /// of its own that has neither ended this long after it started (or was
-    /// dispatched) is timed out (`KAIROS_DEFAULT_TIMEOUT_MS`).
-    pub default_timeout: Duration,
 }
-
-/// Default of [`ReaperConfig::default_timeout`]: a day, far beyond any job
-/// that means to run without a `timeoutMs`.
-pub const DEFAULT_EXECUTION_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 impl Default for ReaperConfig {
     fn default() -> Self {
         Self {
+            worker_dead_after_ms: DEFAULT_DEAD_AFTER_MS,
+            reconcile_grace_ms: DEFAULT_RECONCILE_GRACE_MS,
+            default_timeout_ms: DEFAULT_EXECUTION_TIMEOUT.as_millis() as u64,
             every: Duration::from_secs(2),
-            dead_after: Duration::from_secs(15),
             timeout_margin: Duration::from_secs(5),
             offline_grace: Duration::from_secs(5),
-            reconcile_grace: Duration::from_secs(30),
-            default_timeout: DEFAULT_EXECUTION_TIMEOUT,
         }
+    }
+}
+
+impl ReaperConfig {
+    /// Refuses thresholds that would act on healthy workers or live
+    /// attempts, naming the variable.
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        for (ms, min, var) in [
+            (
+                self.worker_dead_after_ms,
+                MIN_DEAD_AFTER_MS,
+                "KAIROS_WORKER_DEAD_AFTER_MS",
+            ),
+            (
+                self.default_timeout_ms,
+                MIN_RECOVERY_MS,
+                "KAIROS_DEFAULT_TIMEOUT_MS",
+            ),
+            (
+                self.reconcile_grace_ms,
+                MIN_RECOVERY_MS,
+                "KAIROS_RECONCILE_GRACE_MS",
+            ),
+        ] {
+            crate::at_least(ms, min, var)?;
+        }
+        Ok(())
     }
 }
 
@@ -128,7 +169,7 @@ async fn sweep(
     suspects: &mut Suspects,
 ) -> StoreResult<()> {
     let now = now_ms();
-    let dead_after = cfg.dead_after.as_millis() as Millis;
+    let dead_after = Millis::try_from(cfg.worker_dead_after_ms).unwrap_or(Millis::MAX);
     let offline_grace = cfg.offline_grace.as_millis() as Millis;
     for w in store.workers_list().await? {
         let silent_for = now - w.last_heartbeat_at;
@@ -139,7 +180,7 @@ async fn sweep(
         };
         if silent_for <= wait {
             if w.state != WorkerState::Offline {
-                let grace = cfg.reconcile_grace.as_millis() as Millis;
+                let grace = Millis::try_from(cfg.reconcile_grace_ms).unwrap_or(Millis::MAX);
                 if let Err(e) =
                     recover::reconcile_worker(store, broker, attempts, &w.id, grace, suspects).await
                 {
@@ -205,7 +246,7 @@ async fn sweep(
         crate::metrics::reaper("timed_out", count as u64);
         info!(count, "timed out silent attempts");
     }
-    let limit_ms = cfg.default_timeout.as_millis() as i64;
+    let limit_ms = i64::try_from(cfg.default_timeout_ms).unwrap_or(i64::MAX);
     let unbounded = store.executions_find_unbounded(now, limit_ms, 500).await?;
     if !unbounded.is_empty() {
         let applied = store

@@ -6,53 +6,30 @@
 //! and the leader stop and the worker drains (running handlers finish or are
 //! reported for retry); then the result consumers and the relay stop.
 
-use crate::cli::DevArgs;
-use crate::settings::{FileSettings, pick};
+use crate::config::commands::DevCmd;
+use crate::config::required;
 use anyhow::{Context, Result};
-use kairos::embedded::{DEV_SECRET, Embedded, WORKER_ID};
-use kairos_dispatcher::reaper::ReaperConfig;
+use kairos::embedded::{Embedded, WORKER_ID};
 use tracing::info;
 
-pub async fn run(args: DevArgs, file: &FileSettings) -> Result<()> {
-    let db_url = pick(args.db.database_url, file.database_url.clone())
-        .unwrap_or_else(|| "sqlite://kairos.db".into());
-    let addr = pick(args.http.http_addr, file.http_addr.clone())
-        .unwrap_or_else(|| "127.0.0.1:8080".into());
-    let capacity = pick(args.identity.worker_capacity, file.worker_capacity);
-    let attempt_key_ttl = super::attempt_key_ttl(&args.attempt_key, file)?;
-    // Private addresses are allowed in dev: the jobs people try first call
-    // services on their own machine.
-    let allow_http =
-        pick(args.http_guard.http_allow_private, file.http_allow_private).unwrap_or(true);
-    let secret = pick(args.callback.callback_secret, file.callback_secret.clone())
-        .unwrap_or_else(|| DEV_SECRET.into());
-    let allow_private = pick(
-        args.callback.callback_allow_private,
-        file.callback_allow_private,
-    )
-    .unwrap_or(true);
-    let mut reaper = ReaperConfig::default();
-    super::dispatcher::recovery(&mut reaper, &args.recovery, file)?;
+pub async fn run(cfg: DevCmd) -> Result<()> {
+    let db_url = required(&cfg.db.database_url, "database_url")?.to_string();
+    let addr = cfg.http.http_addr;
+    cfg.worker.validate()?;
+    cfg.reaper.validate()?;
+    cfg.logs.validate()?;
+    cfg.api.validate()?;
+    let worker = cfg.worker;
     let shutdown = kairos::signal::shutdown_token();
     let running = Embedded::new()
         .database_url(db_url.clone())
         .http_addr(addr.clone())
-        .worker(move |w| {
-            let w = w.builtin_handlers().http_allow_private(allow_http);
-            let w = match capacity {
-                Some(c) => w.capacity(c),
-                None => w,
-            };
-            match attempt_key_ttl {
-                Some(ttl) => w.attempt_key_ttl(ttl),
-                None => w,
-            }
-        })
-        .callback_secret(secret)
-        .callback_allow_private(allow_private)
-        .log_config(super::log_config(&args.logs, file)?)
-        .reaper_config(reaper)
-        .api_config(super::api_config(&args.limits, file)?)
+        .worker(move |w| w.builtin_handlers().config(worker))
+        .callback_secret(cfg.relay.callback_secret)
+        .callback_allow_private(cfg.relay.callback_allow_private)
+        .log_config(cfg.logs)
+        .reaper_config(cfg.reaper)
+        .api_config(cfg.api)
         .prometheus(kairos::ops::install_prometheus()?)
         .start(shutdown)
         .await

@@ -3,13 +3,13 @@
 
 use super::tenants::{audit, parse_duration, store};
 use crate::cli::KeysCommand;
-use crate::settings::FileSettings;
 use anyhow::{Result, bail};
 use kairos_core::store::TenantStore;
 use kairos_core::tenant::Role;
 use kairos_core::time::{now_ms, parse_rfc3339, to_rfc3339};
+use std::path::Path;
 
-pub async fn run(cmd: KeysCommand, file: &FileSettings) -> Result<()> {
+pub async fn run(cmd: KeysCommand, file: Option<&Path>) -> Result<()> {
     match cmd {
         KeysCommand::Create {
             tenant,

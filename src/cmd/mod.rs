@@ -1,5 +1,6 @@
-//! One module per subcommand; each connects what it needs, runs until a
-//! signal, and shuts down cleanly.
+//! One module per subcommand; each loads its config once
+//! ([`crate::config::load`]), connects what it needs, runs until a signal,
+//! and shuts down cleanly.
 
 mod api;
 mod bench;
@@ -11,65 +12,64 @@ mod relay;
 mod tenants;
 mod worker;
 
-use crate::cli::{Cli, Command, NamespaceArg};
-use crate::settings::{FileSettings, pick};
+use crate::cli::{Cli, Command, ConfigCommand, DatabaseArg, Process};
+use crate::config::commands::{ApiCmd, DatabaseCmd, DevCmd, DispatcherCmd, RelayCmd, WorkerCmd};
+use crate::config::{self, load, render};
 use anyhow::Result;
-use kairos_core::protocol::Names;
+use std::path::Path;
 
 /// Runs the chosen subcommand.
 pub async fn run(cli: Cli) -> Result<()> {
-    let file = FileSettings::load(cli.config.as_deref())?;
+    let file = cli.config.as_deref();
     match cli.command {
-        Command::Migrate(args) => migrate::run(args, &file).await,
-        Command::Api(args) => api::run(args, &file).await,
-        Command::Dispatcher(args) => dispatcher::run(args, &file).await,
-        Command::Worker(args) => worker::run(args, &file).await,
-        Command::CallbackRelay(args) => relay::run(args, &file).await,
-        Command::Dev(args) => dev::run(args, &file).await,
+        Command::Migrate(args) => migrate::run(load(file, &args)?).await,
+        Command::Api(args) => api::run(load(file, &args)?).await,
+        Command::Dispatcher(args) => dispatcher::run(load(file, &args)?).await,
+        Command::Worker(args) => worker::run(load(file, &args)?).await,
+        Command::CallbackRelay(args) => relay::run(load(file, &args)?).await,
+        Command::Dev(args) => dev::run(load(file, &args)?).await,
         Command::Bench(args) => bench::run(args).await,
-        Command::Tenants(cmd) => tenants::run(cmd, &file).await,
-        Command::Keys(cmd) => keys::run(cmd, &file).await,
-    }
-}
-
-/// Queue and key names for the configured namespace.
-fn names(arg: &NamespaceArg, file: &FileSettings) -> Names {
-    Names::new(
-        pick(arg.namespace.clone(), file.namespace.clone()).unwrap_or_else(|| "kairos".into()),
-    )
-}
-
-/// The API configuration from the limit settings.
-fn api_config(
-    args: &crate::cli::ApiLimitsArg,
-    file: &FileSettings,
-) -> Result<kairos_api::ApiConfig> {
-    let mut cfg = kairos_api::ApiConfig::default();
-    if let Some(r) = pick(args.api_create_rate, file.api_create_rate) {
-        if !r.is_finite() || r <= 0.0 {
-            anyhow::bail!("KAIROS_API_CREATE_RATE must be a positive number");
+        Command::Tenants(cmd) => tenants::run(cmd, file).await,
+        Command::Keys(cmd) => keys::run(cmd, file).await,
+        Command::Config(ConfigCommand::Print(process)) => {
+            print!("{}", print(process, file)?);
+            Ok(())
         }
-        cfg.create_rate_per_sec = r;
     }
-    if let Some(b) = pick(args.api_create_burst, file.api_create_burst) {
-        cfg.create_burst = b.max(1);
+}
+
+/// The effective settings of `process`, as `kairos config print` shows them.
+fn print(process: Process, file: Option<&Path>) -> Result<String> {
+    match process {
+        Process::Api(a) => render(&load::<ApiCmd>(file, &a)?),
+        Process::Dispatcher(a) => render(&load::<DispatcherCmd>(file, &a)?),
+        Process::Worker(a) => render(&load::<WorkerCmd>(file, &a)?),
+        Process::CallbackRelay(a) => render(&load::<RelayCmd>(file, &a)?),
+        Process::Dev(a) => render(&load::<DevCmd>(file, &a)?),
     }
-    if let Some(m) = pick(args.api_max_live_jobs, file.api_max_live_jobs) {
-        cfg.max_live_jobs = m;
-    }
-    Ok(cfg)
+}
+
+/// [`print`], for the config tests.
+#[cfg(test)]
+pub(crate) fn print_for_test(process: Process, file: Option<&Path>) -> Result<String> {
+    print(process, file)
+}
+
+/// The database URL of a management command.
+fn database_url(db: &DatabaseArg, file: Option<&Path>) -> Result<String> {
+    let cfg: DatabaseCmd = load(file, db)?;
+    Ok(config::required(&cfg.db.database_url, "database_url")?.to_string())
 }
 
 /// `state` with `/metrics` served: on the API's listener, or on its own at
 /// `KAIROS_METRICS_ADDR` (then the API's `/metrics` is 404).
 async fn with_metrics(
     state: kairos_api::AppState,
-    args: &crate::cli::ApiLimitsArg,
-    file: &FileSettings,
+    metrics_addr: Option<String>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<kairos_api::AppState> {
     let handle = kairos::ops::install_prometheus()?;
-    let Some(addr) = pick(args.metrics_addr.clone(), file.metrics_addr.clone()) else {
+    let Some(addr) = metrics_addr else {
         return Ok(state.with_prometheus(handle));
     };
     let listener = tokio::net::TcpListener::bind(&addr)
@@ -83,53 +83,4 @@ async fn with_metrics(
         }
     });
     Ok(state)
-}
-
-/// `KAIROS_WORKER_ATTEMPT_KEY_TTL_MS`, when set: shorter than a minute would
-/// let a dispatch redelivered while its handler still runs start it again.
-fn attempt_key_ttl(
-    arg: &crate::cli::AttemptKeyArg,
-    file: &FileSettings,
-) -> Result<Option<std::time::Duration>> {
-    pick(
-        arg.worker_attempt_key_ttl_ms,
-        file.worker_attempt_key_ttl_ms,
-    )
-    .map(|ms| at_least(ms, 60_000, "KAIROS_WORKER_ATTEMPT_KEY_TTL_MS"))
-    .transpose()
-}
-
-/// `ms` as a duration, refused below `min` with the setting's name.
-fn at_least(ms: u64, min: u64, var: &str) -> Result<std::time::Duration> {
-    if ms < min {
-        anyhow::bail!("{var} must be at least {min} ms (got {ms})");
-    }
-    Ok(std::time::Duration::from_millis(ms))
-}
-
-/// What is kept of execution logs (`KAIROS_LOG_*`).
-fn log_config(
-    arg: &crate::cli::LogArg,
-    file: &FileSettings,
-) -> Result<kairos_dispatcher::logs::LogConfig> {
-    let mut cfg = kairos_dispatcher::logs::LogConfig::default();
-    if let Some(h) = pick(arg.log_retention_hours, file.log_retention_hours) {
-        if h == 0 {
-            anyhow::bail!("KAIROS_LOG_RETENTION_HOURS must be at least 1");
-        }
-        cfg.retention = std::time::Duration::from_secs(h.saturating_mul(3600));
-    }
-    if let Some(n) = pick(arg.log_max_lines, file.log_max_lines) {
-        if n == 0 {
-            anyhow::bail!("KAIROS_LOG_MAX_LINES must be at least 1");
-        }
-        cfg.limits.max_lines = n;
-    }
-    if let Some(b) = pick(arg.log_max_bytes, file.log_max_bytes) {
-        if b < 1024 {
-            anyhow::bail!("KAIROS_LOG_MAX_BYTES must be at least 1024");
-        }
-        cfg.limits.max_bytes = b;
-    }
-    Ok(cfg)
 }

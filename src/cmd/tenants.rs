@@ -3,23 +3,19 @@
 //! in the audit trail with actor `cli`.
 
 use crate::cli::{DatabaseArg, TenantLimitArgs, TenantsCommand};
-use crate::settings::{FileSettings, require};
 use anyhow::{Result, bail};
 use kairos::connect;
 use kairos_core::store::{Store, TenantStore};
 use kairos_core::tenant::{AuditEntry, Tenant, TenantLimits, valid_tenant_id};
 use kairos_core::time::{Millis, now_ms, to_rfc3339};
+use std::path::Path;
 
 /// Default grace period of a secret rotation.
 const DEFAULT_GRACE_MS: Millis = 86_400_000;
 
 /// The database of a management command, migrated (so a fresh one works).
-pub(super) async fn store(db: DatabaseArg, file: &FileSettings) -> Result<impl Store> {
-    let url = require(
-        db.database_url,
-        file.database_url.clone(),
-        "KAIROS_DATABASE_URL",
-    )?;
+pub(super) async fn store(db: DatabaseArg, file: Option<&Path>) -> Result<impl Store> {
+    let url = super::database_url(&db, file)?;
     Ok(connect::database(&url, true).await?)
 }
 
@@ -84,7 +80,7 @@ fn show(value: Option<impl ToString>) -> String {
     value.map_or_else(|| "default".to_string(), |v| v.to_string())
 }
 
-pub async fn run(cmd: TenantsCommand, file: &FileSettings) -> Result<()> {
+pub async fn run(cmd: TenantsCommand, file: Option<&Path>) -> Result<()> {
     match cmd {
         TenantsCommand::Create { id, limits: l, db } => {
             if !valid_tenant_id(&id) {

@@ -1,7 +1,7 @@
 //! Looked-up API keys, so a key costs one store read per
 //! [`crate::ApiConfig::key_cache_ttl`] per instance rather than one per
 //! request, and an unknown prefix one per
-//! [`crate::ApiConfig::api_key_negative_ttl`].
+//! [`crate::ApiConfig::api_key_negative_ttl_ms`].
 //!
 //! Known keys and unknown prefixes are kept apart, each in a bounded
 //! least-recently-used map: a flood of random prefixes only pushes other

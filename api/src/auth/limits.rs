@@ -231,10 +231,8 @@ pub(crate) async fn admit_creates(
 ) -> Result<(), ApiError> {
     let limits = &caller.tenant_row.limits;
     let cfg = &state.config;
-    let rate = limits
-        .create_rate_per_sec
-        .unwrap_or(cfg.create_rate_per_sec);
-    let burst = limits.create_burst.unwrap_or(cfg.create_burst).max(1);
+    let rate = limits.create_rate_per_sec.unwrap_or(cfg.api_create_rate);
+    let burst = limits.create_burst.unwrap_or(cfg.api_create_burst).max(1);
     if n > burst {
         return Err(ApiError::BatchExceedsBurst {
             burst,
@@ -254,7 +252,7 @@ pub(crate) async fn admit_creates(
             ),
         });
     }
-    let cap = limits.max_live_jobs.unwrap_or(cfg.max_live_jobs);
+    let cap = limits.max_live_jobs.unwrap_or(cfg.api_max_live_jobs);
     let live = live_jobs(state, &caller.tenant).await?;
     if live + u64::from(n) > cap {
         return Err(ApiError::LiveJobLimit(format!(

@@ -224,7 +224,7 @@ impl AuthState {
             keys: cache::KeyCache::new(
                 config.api_key_cache_size,
                 config.key_cache_ttl,
-                config.api_key_negative_ttl,
+                config.key_negative_ttl(),
             ),
             failures: client::FailedAuths::default(),
             buckets: limits::Buckets::default(),

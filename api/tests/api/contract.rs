@@ -567,8 +567,8 @@ pub async fn every_route_answers_as_documented(app: App) {
     let limited = spawn_app_config(
         app.store.clone(),
         ApiConfig {
-            create_burst: 1,
-            create_rate_per_sec: 0.01,
+            api_create_burst: 1,
+            api_create_rate: 0.01,
             ..ApiConfig::default()
         },
         |s| s,

@@ -32,8 +32,8 @@ fn batch(prefix: &str, n: usize) -> Value {
 
 pub async fn batches_cost_a_token_per_job(app: App) {
     let config = ApiConfig {
-        create_rate_per_sec: 1.0,
-        create_burst: 1000,
+        api_create_rate: 1.0,
+        api_create_burst: 1000,
         ..ApiConfig::default()
     };
     let limited = spawn_app_config(app.store.clone(), config, |s| s).await;

@@ -331,8 +331,8 @@ pub async fn admin_api_tenants_keys_and_audit(app: App) {
 
 pub async fn creates_are_rate_limited_per_key(app: App) {
     let config = ApiConfig {
-        create_rate_per_sec: 1.0,
-        create_burst: 2,
+        api_create_rate: 1.0,
+        api_create_burst: 2,
         ..ApiConfig::default()
     };
     let limited = spawn_app_config(app.store.clone(), config, |s| s).await;

@@ -146,8 +146,8 @@ pub async fn settled(
 // ---- relay ----------------------------------------------------------------
 
 pub fn config(owner: &str) -> RelayConfig {
-    let mut cfg = RelayConfig::new(SECRET.to_vec(), owner);
-    cfg.allow_private = true;
+    let mut cfg = RelayConfig::new(std::str::from_utf8(SECRET).unwrap(), owner);
+    cfg.callback_allow_private = true;
     cfg.request_timeout = Duration::from_secs(5);
     cfg.lease = Duration::from_secs(30);
     cfg.poll_interval = Duration::from_millis(100);

@@ -69,7 +69,7 @@ impl Rig {
     ) {
         let mut cfg = DispatcherConfig {
             names: self.names.clone(),
-            lease_ttl: Duration::from_secs(2),
+            lease_ttl_ms: 2_000,
             ..DispatcherConfig::default()
         };
         tweak(&mut cfg);
