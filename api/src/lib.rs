@@ -1,5 +1,6 @@
 //! Kairos REST API: accepts jobs over HTTP, answers status queries and
-//! controls jobs, against the storage port [`kairos_core::store::Store`].
+//! controls jobs, against the roles of the storage port it uses
+//! ([`kairos_core::store::ApiStore`]).
 //!
 //! # Layout
 //!
@@ -37,7 +38,7 @@ pub use error::ApiError;
 use async_trait::async_trait;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use kairos_core::store::Store;
+use kairos_core::store::ApiStore;
 use kairos_core::time::Millis;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
@@ -61,7 +62,7 @@ pub type DueNotifier = Arc<dyn Fn(Millis) + Send + Sync>;
 /// What every handler shares. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn ApiStore>,
     pub(crate) config: Arc<ApiConfig>,
     pub(crate) ready_checks: Arc<[Arc<dyn ReadyCheck>]>,
     pub(crate) prometheus: Option<PrometheusHandle>,
@@ -72,7 +73,7 @@ pub struct AppState {
 impl AppState {
     /// State over `store` with `config`, no extra ready checks, no metrics
     /// exporter and a no-op due notifier.
-    pub fn new(store: Arc<dyn Store>, config: ApiConfig) -> Self {
+    pub fn new(store: Arc<dyn ApiStore>, config: ApiConfig) -> Self {
         Self {
             store,
             ready_checks: Arc::from(Vec::new()),
@@ -104,7 +105,7 @@ impl AppState {
     }
 
     /// The storage port the API serves from (the dashboard reads through it).
-    pub fn store(&self) -> &Arc<dyn Store> {
+    pub fn store(&self) -> &Arc<dyn ApiStore> {
         &self.store
     }
 

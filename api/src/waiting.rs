@@ -5,7 +5,7 @@
 use crate::dto::{ExecutionView, WaitingFor};
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::job::Job;
-use kairos_core::store::{Store, StoreResult};
+use kairos_core::store::{ApiStore, StoreResult};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::worker::{Routable, Serves, WorkerInfo, WorkerState};
 
@@ -13,7 +13,7 @@ use kairos_core::worker::{Routable, Serves, WorkerInfo, WorkerState};
 pub(crate) const WORKER_STALE_MS: Millis = 15_000;
 
 /// What the live workers serve now.
-pub(crate) async fn routable(store: &dyn Store) -> StoreResult<Routable> {
+pub(crate) async fn routable(store: &dyn ApiStore) -> StoreResult<Routable> {
     Ok(live(&store.workers_list().await?, now_ms()))
 }
 

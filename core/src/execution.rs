@@ -200,7 +200,7 @@ pub struct Execution {
     pub finished_at: Option<Millis>,
     /// When the caller (cancel) or the overlap policy (`replace`) asked the
     /// running attempt to stop; workers see it through
-    /// [`crate::store::ExecutionStore::executions_stop_requested`].
+    /// [`crate::store::Maintenance::executions_stop_requested`].
     pub stop_requested_at: Option<Millis>,
     /// Latest progress (0–100) the handler reported, if any.
     pub progress: Option<f64>,

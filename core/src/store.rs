@@ -2,6 +2,12 @@
 //! change is conditional, so a stale caller changes nothing. `kairos-store-sql`
 //! implements it for MySQL/MariaDB, PostgreSQL and SQLite.
 //!
+//! The port is split by role: [`Dispatch`] is the dispatcher's hot path,
+//! [`Maintenance`] the reaper's and recovery's calls, [`History`] the API's
+//! and dashboard's reads of executions. Each process holds only what it uses
+//! ([`DispatcherStore`], [`ApiStore`], [`CallbackStore`] for the relay);
+//! [`Store`] is all of them.
+//!
 //! Methods that write many rows take slices: the hot path is batched (one
 //! transaction and a few multi-row statements per batch, never one per job).
 
@@ -232,7 +238,7 @@ pub struct DispatchedTo {
     pub worker_id: String,
 }
 
-/// An attempt a worker holds (see [`ExecutionStore::executions_in_flight_on`]).
+/// An attempt a worker holds (see [`Maintenance::executions_in_flight_on`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldAttempt {
     /// Execution.
@@ -363,9 +369,10 @@ pub trait JobStore: Send + Sync {
     ) -> StoreResult<UpdateOutcome>;
 }
 
-/// Triggers and executions: the dispatcher's hot path and the API's history.
+/// The dispatcher's hot path: find what is due, claim it, publish it, record
+/// the confirms, and apply what workers report.
 #[async_trait]
-pub trait ExecutionStore: Send + Sync {
+pub trait Dispatch: Send + Sync {
     /// Jobs in a claimable state whose `next_trigger_at <= now`, oldest due
     /// first, read through the `(status, next_trigger_at)` index, leaving out
     /// the jobs named in `except` (a claim in flight holds them).
@@ -434,26 +441,13 @@ pub trait ExecutionStore: Send + Sync {
     /// terminal executions of jobs with a callback URL get their outbox row in
     /// the same transaction.
     async fn results_apply(&self, results: &[ResultMsg], now: Millis) -> StoreResult<Vec<Applied>>;
-    /// Applies a reaper verdict (`Lost`, `TimedOut`) to the named attempts.
-    async fn executions_apply_verdict(
-        &self,
-        targets: &[(String, u32)],
-        verdict: Verdict,
-        reason: &str,
-        now: Millis,
-    ) -> StoreResult<Vec<Applied>>;
-    /// `dispatched → pending` (same attempt, publishable from its `not_before`
-    /// on: at once, unless it was claimed ahead of its due time) for the named
-    /// attempts that never started; others are left alone. Records an event
-    /// with `reason`. Returns how many moved.
-    async fn executions_requeue_unstarted(
-        &self,
-        targets: &[(String, u32)],
-        reason: &str,
-        now: Millis,
-    ) -> StoreResult<u64>;
-    /// `dispatched`/`running` attempts held by a worker.
-    async fn executions_in_flight_on(&self, worker_id: &str) -> StoreResult<Vec<HeldAttempt>>;
+}
+
+/// The reaper's and recovery's calls: attempts past their time limit, what a
+/// worker holds, the verdicts that end or retry them, handing back work that
+/// never started, and the stops workers must be told about.
+#[async_trait]
+pub trait Maintenance: Send + Sync {
     /// `dispatched`/`running` attempts whose time limit (plus `margin_ms`) has
     /// passed by `now`, as `(execution_id, attempt)`.
     async fn executions_find_overdue(
@@ -472,6 +466,39 @@ pub trait ExecutionStore: Send + Sync {
         limit_ms: i64,
         limit: u32,
     ) -> StoreResult<Vec<(String, u32)>>;
+    /// `dispatched`/`running` attempts held by a worker.
+    async fn executions_in_flight_on(&self, worker_id: &str) -> StoreResult<Vec<HeldAttempt>>;
+    /// Applies a reaper verdict (`Lost`, `TimedOut`) to the named attempts.
+    async fn executions_apply_verdict(
+        &self,
+        targets: &[(String, u32)],
+        verdict: Verdict,
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<Vec<Applied>>;
+    /// `dispatched → pending` (same attempt, publishable from its `not_before`
+    /// on: at once, unless it was claimed ahead of its due time) for the named
+    /// attempts that never started; others are left alone. Records an event
+    /// with `reason`. Returns how many moved.
+    async fn executions_requeue_unstarted(
+        &self,
+        targets: &[(String, u32)],
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<u64>;
+    /// Live (`dispatched`/`running`) attempts whose stop was requested at or
+    /// after `since`, oldest request first: what workers must be told to stop.
+    async fn executions_stop_requested(
+        &self,
+        since: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<StopRequest>>;
+}
+
+/// Executions as the API and the dashboard read them: one, a page of them,
+/// their history, and a tenant's figures.
+#[async_trait]
+pub trait History: Send + Sync {
     /// One execution of a tenant.
     async fn execution_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Execution>>;
     /// A job's executions, newest trigger first.
@@ -497,13 +524,6 @@ pub trait ExecutionStore: Send + Sync {
     ) -> StoreResult<crate::overview::Overview>;
     /// Every recorded transition of an execution, oldest first.
     async fn execution_events(&self, tenant: &str, id: &str) -> StoreResult<Vec<ExecEvent>>;
-    /// Live (`dispatched`/`running`) attempts whose stop was requested at or
-    /// after `since`, oldest request first: what workers must be told to stop.
-    async fn executions_stop_requested(
-        &self,
-        since: Millis,
-        limit: u32,
-    ) -> StoreResult<Vec<StopRequest>>;
 }
 
 /// Workers as seen through their heartbeats.
@@ -550,8 +570,8 @@ pub struct CallbackBacklog {
     pub oldest_pending_at: Option<Millis>,
 }
 
-/// The callback outbox. Rows are inserted by [`ExecutionStore::results_apply`]
-/// and [`ExecutionStore::executions_apply_verdict`] in the transaction that
+/// The callback outbox. Rows are inserted by [`Dispatch::results_apply`]
+/// and [`Maintenance::executions_apply_verdict`] in the transaction that
 /// makes an execution terminal.
 #[async_trait]
 pub trait CallbackStore: Send + Sync {
@@ -711,7 +731,7 @@ pub trait LogStore: Send + Sync {
     ) -> StoreResult<()>;
     /// A page of an execution's lines, oldest first. Looked up by execution
     /// id only: callers check the execution belongs to the tenant first
-    /// (see [`ExecutionStore::execution_get`]).
+    /// (see [`History::execution_get`]).
     async fn logs_page(
         &self,
         execution_id: &str,
@@ -729,12 +749,23 @@ pub trait Health: Send + Sync {
     async fn ping(&self) -> StoreResult<()>;
 }
 
-/// The whole storage port.
-pub trait Store:
-    JobStore + ExecutionStore + WorkerStore + CallbackStore + TenantStore + LogStore + Health
+/// What the dispatcher uses: its hot path, maintenance (the reaper and
+/// recovery), workers' heartbeats and logs.
+pub trait DispatcherStore: Dispatch + Maintenance + WorkerStore + LogStore {}
+impl<T> DispatcherStore for T where T: Dispatch + Maintenance + WorkerStore + LogStore {}
+
+/// What the API and the dashboard use: jobs, executions' history, workers,
+/// logs, callbacks, tenants and keys, and the database's liveness.
+pub trait ApiStore:
+    JobStore + History + WorkerStore + LogStore + CallbackStore + TenantStore + Health
 {
 }
-impl<T> Store for T where
-    T: JobStore + ExecutionStore + WorkerStore + CallbackStore + TenantStore + LogStore + Health
+impl<T> ApiStore for T where
+    T: JobStore + History + WorkerStore + LogStore + CallbackStore + TenantStore + Health
 {
 }
+
+/// The whole storage port: every role, as a process running them all
+/// (`kairos dev`) holds it. It coerces to each role's trait object.
+pub trait Store: DispatcherStore + ApiStore {}
+impl<T> Store for T where T: DispatcherStore + ApiStore {}

@@ -60,7 +60,7 @@ impl Serves {
 }
 
 /// What the live workers can run, as a filter for pending work (see
-/// [`crate::store::ExecutionStore::executions_find_unpublished`]).
+/// [`crate::store::Dispatch::executions_find_unpublished`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Routable {
     /// Any work (tests, tools).

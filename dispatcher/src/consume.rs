@@ -12,7 +12,7 @@ use crate::recover;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerResult, Delivery, DeliveryStream};
 use kairos_core::protocol::{HeartbeatMsg, LogMsg, PROTOCOL_VERSION, ResultMsg};
-use kairos_core::store::{LogLimits, Store, StoreResult};
+use kairos_core::store::{DispatcherStore, LogLimits, StoreResult};
 use kairos_core::supervise::{self, Backoff, Subscription};
 use kairos_core::time::now_ms;
 use kairos_core::trace::{Stage, TraceContext};
@@ -45,7 +45,7 @@ trait Sink: Send + Sync {
 }
 
 struct Results {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DispatcherStore>,
     on_applied: Option<Arc<Notify>>,
 }
 
@@ -78,7 +78,7 @@ impl Sink for Results {
 }
 
 struct Heartbeats {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DispatcherStore>,
     attempts: Attempts,
 }
 
@@ -136,7 +136,7 @@ fn trace_applied(msgs: &[ResultMsg], applied: &[kairos_core::store::Applied]) {
 }
 
 struct Logs {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DispatcherStore>,
     limits: LogLimits,
 }
 
@@ -159,7 +159,7 @@ impl Sink for Logs {
 /// batch redelivered after a crash between commit and ack is stored twice:
 /// logs are at-least-once.
 pub async fn run_logs(
-    store: Arc<dyn Store>,
+    store: Arc<dyn DispatcherStore>,
     broker: Arc<dyn Broker>,
     limits: LogLimits,
     shutdown: CancellationToken,
@@ -170,7 +170,7 @@ pub async fn run_logs(
 /// Applies worker results until `shutdown`. `on_applied` is notified when a
 /// batch queued a callback (the in-process callback relay waits on it).
 pub async fn run_results(
-    store: Arc<dyn Store>,
+    store: Arc<dyn DispatcherStore>,
     broker: Arc<dyn Broker>,
     on_applied: Option<Arc<Notify>>,
     shutdown: CancellationToken,
@@ -181,7 +181,7 @@ pub async fn run_results(
 /// Records worker heartbeats until `shutdown`; when a worker id comes back
 /// as a new process, recovers at once what the previous one held.
 pub async fn run_heartbeats(
-    store: Arc<dyn Store>,
+    store: Arc<dyn DispatcherStore>,
     broker: Arc<dyn Broker>,
     attempts: Attempts,
     shutdown: CancellationToken,

@@ -38,7 +38,7 @@ use kairos_core::broker::Broker;
 use kairos_core::coord::{Coordination, LeaseStore};
 use kairos_core::due::DueSignal;
 use kairos_core::protocol::Names;
-use kairos_core::store::Store;
+use kairos_core::store::DispatcherStore;
 use kairos_core::supervise::{self, spawn_critical};
 use leader::{LeaderConfig, Term};
 use publish::Publisher;
@@ -153,7 +153,7 @@ impl DispatcherConfig {
 
 /// A dispatcher instance.
 pub struct Dispatcher {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DispatcherStore>,
     broker: Arc<dyn Broker>,
     coord: Arc<dyn Coordination>,
     cfg: DispatcherConfig,
@@ -165,7 +165,7 @@ impl Dispatcher {
     /// A dispatcher over the given adapters; `coord` holds the leader lease,
     /// the workers' attempt keys and the stop requests.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn DispatcherStore>,
         broker: Arc<dyn Broker>,
         coord: Arc<dyn Coordination>,
         cfg: DispatcherConfig,
@@ -287,7 +287,7 @@ impl Dispatcher {
 
 /// Leader-only work for one term.
 async fn lead(
-    store: Arc<dyn Store>,
+    store: Arc<dyn DispatcherStore>,
     broker: Arc<dyn Broker>,
     attempts: Attempts,
     due: Option<Arc<dyn DueSignal>>,

@@ -11,7 +11,7 @@ use crate::balancer::{Balancer, Want};
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerError};
 use kairos_core::job::Job;
-use kairos_core::store::{Claim, DispatchWork, DispatchedTo, Store};
+use kairos_core::store::{Claim, DispatchWork, DispatchedTo, DispatcherStore};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::trace::{CallerTrace, Stage, TraceContext};
 use std::collections::{HashMap, HashSet};
@@ -56,7 +56,7 @@ struct Routed {
 
 /// Sends work to workers.
 pub struct Publisher {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DispatcherStore>,
     broker: Arc<dyn Broker>,
     balancer: Arc<Mutex<Balancer>>,
     attempts: Attempts,
@@ -66,7 +66,7 @@ pub struct Publisher {
 impl Publisher {
     /// A publisher sharing `balancer` with the rest of the leader.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn DispatcherStore>,
         broker: Arc<dyn Broker>,
         balancer: Arc<Mutex<Balancer>>,
         attempts: Attempts,

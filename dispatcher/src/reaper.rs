@@ -19,7 +19,7 @@ pub use crate::recover::Rescue;
 use kairos_core::broker::Broker;
 use kairos_core::outcome::Verdict;
 use kairos_core::reconcile::Suspects;
-use kairos_core::store::{HeldAttempt, Store, StoreResult};
+use kairos_core::store::{DispatcherStore, HeldAttempt, StoreResult};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::worker::WorkerState;
 use std::sync::Arc;
@@ -118,7 +118,7 @@ impl ReaperConfig {
 /// ones are lost (retried if the job allows, and asked to stop in case the
 /// worker is still running them).
 pub async fn rescue_work_of(
-    store: &dyn Store,
+    store: &dyn DispatcherStore,
     attempts: &Attempts,
     worker_id: &str,
     reason: &str,
@@ -135,7 +135,7 @@ pub async fn rescue_work_of(
 
 /// Runs until `shutdown`.
 pub async fn run(
-    store: Arc<dyn Store>,
+    store: Arc<dyn DispatcherStore>,
     broker: Arc<dyn Broker>,
     attempts: Attempts,
     cfg: ReaperConfig,
@@ -162,7 +162,7 @@ pub async fn run(
 }
 
 async fn sweep(
-    store: &dyn Store,
+    store: &dyn DispatcherStore,
     broker: &dyn Broker,
     attempts: &Attempts,
     cfg: &ReaperConfig,

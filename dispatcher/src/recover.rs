@@ -18,7 +18,7 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::outcome::Verdict;
 use kairos_core::protocol::HeartbeatMsg;
 use kairos_core::reconcile::{self, Suspects};
-use kairos_core::store::{HeldAttempt, Store, StoreResult, WorkerLedger};
+use kairos_core::store::{DispatcherStore, HeldAttempt, StoreResult, WorkerLedger};
 use kairos_core::time::now_ms;
 use kairos_core::worker::WorkerState;
 use std::collections::HashMap;
@@ -41,7 +41,7 @@ pub struct Rescue {
 /// as a duplicate each time it is requeued. Any other process keeps its
 /// key: it may be starting the attempt.
 async fn release_if_gone(
-    store: &dyn Store,
+    store: &dyn DispatcherStore,
     attempts: &Attempts,
     key: &str,
     gone_by_holder: &mut HashMap<String, bool>,
@@ -90,7 +90,7 @@ async fn release_if_gone(
 /// hold on them are given back (an attempt whose key cannot be given back
 /// now waits for a later round), started ones are lost and asked to stop.
 pub async fn rescue(
-    store: &dyn Store,
+    store: &dyn DispatcherStore,
     attempts: &Attempts,
     held: &[&HeldAttempt],
     owners: &[String],
@@ -169,7 +169,7 @@ pub fn all_owners(ledger: Option<&WorkerLedger>, worker_id: &str) -> Vec<String>
 
 /// Recovers at once what replaced processes of `worker_id` held.
 pub async fn recover_replaced(
-    store: &dyn Store,
+    store: &dyn DispatcherStore,
     attempts: &Attempts,
     worker_id: &str,
 ) -> StoreResult<Rescue> {
@@ -184,7 +184,7 @@ pub async fn recover_replaced(
 }
 
 async fn replaced(
-    store: &dyn Store,
+    store: &dyn DispatcherStore,
     attempts: &Attempts,
     ledger: &WorkerLedger,
     inflight: &[HeldAttempt],
@@ -211,7 +211,7 @@ async fn replaced(
 /// only while the worker's queue is empty: until then it may be waiting
 /// there, unknown to the worker yet.
 pub async fn reconcile_worker(
-    store: &dyn Store,
+    store: &dyn DispatcherStore,
     broker: &dyn Broker,
     attempts: &Attempts,
     worker_id: &str,

@@ -32,7 +32,7 @@ use crate::lead::Lead;
 use crate::leader::Term;
 use crate::publish::Publisher;
 use kairos_core::job::Job;
-use kairos_core::store::{DispatchWork, Store, StoreError};
+use kairos_core::store::{DispatchWork, DispatcherStore, StoreError};
 use kairos_core::time::{Millis, now_ms};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,7 +65,7 @@ pub struct ScanConfig {
 /// Everything the loop needs.
 pub struct DispatchLoop {
     /// Storage.
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn DispatcherStore>,
     /// Sends claimed work.
     pub publisher: Arc<Publisher>,
     /// Worker view shared with the publisher.

@@ -13,7 +13,7 @@
 //!   API's validation, role checks, limits, tenant scoping and audit trail
 //!   therefore apply unchanged, and its error messages are the ones shown.
 //! - **Reads** call the storage port directly (the same
-//!   [`kairos_core::store::Store`] the API uses) with the session's tenant,
+//!   [`kairos_core::store::ApiStore`] the API uses) with the session's tenant,
 //!   which every store query names in its `WHERE` clause.
 //!
 //! # Sessions
@@ -40,13 +40,13 @@ use axum::middleware::Next;
 use axum::response::Response;
 use axum::routing::{get, post};
 use kairos_api::AppState;
-use kairos_core::store::Store;
+use kairos_core::store::ApiStore;
 use std::sync::Arc;
 
 /// What every page handler shares. Cheap to clone.
 #[derive(Clone)]
 pub struct UiState {
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn ApiStore>,
     pub(crate) api: api::InProcess,
     pub(crate) sessions: Arc<session::Sessions>,
 }

@@ -2,11 +2,12 @@
 //! conditional update and a token unique to each claim, so two relays never
 //! hold the same row at once.
 
-use super::db::On;
-use super::error::retrying;
-use super::rows::{self, CALLBACK_COLS, R};
-use super::sql::{Fields, Sql, fetch_chunked, from_u64, time};
-use super::{Dialect, SqlStore};
+use crate::db::{On, Tx};
+use crate::dialect::Dialect;
+use crate::inserts;
+use crate::rows::{self, CALLBACK_COLS, R};
+use crate::sql::{Fields, Sql, fetch_chunked, from_u64, time};
+use crate::store::SqlStore;
 use async_trait::async_trait;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::store::{CallbackBacklog, CallbackNext, CallbackStore, StoreResult};
@@ -148,7 +149,8 @@ impl CallbackStore for SqlStore {
         next: CallbackNext,
         now: Millis,
     ) -> StoreResult<bool> {
-        retrying(|| self.try_record_attempt(id, owner, attempt, next, now)).await
+        self.transaction(|tx| record_attempt(tx, id, owner, attempt, next, now))
+            .await
     }
 
     async fn callbacks_next_due(&self) -> StoreResult<Option<Millis>> {
@@ -250,109 +252,108 @@ impl CallbackStore for SqlStore {
         new_id: &str,
         now: Millis,
     ) -> StoreResult<Option<Callback>> {
-        retrying(|| self.try_redeliver(tenant, execution_id, new_id, now)).await
+        self.transaction(|tx| redeliver(tx, tenant, execution_id, new_id, now))
+            .await
     }
 }
 
-impl SqlStore {
-    async fn try_record_attempt(
-        &self,
-        id: &str,
-        owner: &str,
-        attempt: &CallbackAttempt,
-        next: CallbackNext,
-        now: Millis,
-    ) -> StoreResult<bool> {
-        let mut tx = self.begin().await?;
-        let row = Fields::new()
-            .with("callback_id", id)
-            .with("attempt", attempt.attempt)
-            .with("attempted_at", time(attempt.at))
-            .with("status_code", attempt.status_code.map(i64::from))
-            .with("latency_ms", from_u64(attempt.latency_ms))
-            .with("error", attempt.error.as_deref());
-        Sql::new("INSERT INTO callback_attempts")
-            .rows([&row])
-            .execute(&mut tx)
-            .await?;
-        let (state, next_at) = match next {
-            CallbackNext::Delivered => (CallbackState::Delivered, None),
-            CallbackNext::RetryAt(at) => (CallbackState::Pending, Some(at)),
-            CallbackNext::Dead => (CallbackState::Dead, None),
-        };
-        let error = match (&attempt.error, attempt.status_code) {
-            (Some(e), _) => Some(e.clone()),
-            (None, Some(code)) if !(200..300).contains(&code) => Some(format!("HTTP {code}")),
-            _ => None,
-        };
-        let set = Fields::new()
-            .with("state", state.as_str())
-            .with("updated_at", time(now));
-        // A `NULL` next time or error keeps the stored one.
-        let changed = Sql::new(
-            "UPDATE callbacks SET attempts = attempts + 1, lease_owner = NULL, \
-             lease_token = NULL, lease_until = NULL, next_attempt_at = COALESCE(",
-        )
-        .bind(time(next_at))
-        .push(", next_attempt_at), last_error = COALESCE(")
-        .bind(error)
-        .push(", last_error), ")
-        .set(&set)
-        .push(" WHERE id = ")
-        .bind(id)
-        .push(" AND lease_owner = ")
-        .bind(owner)
+/// `callback_record_attempt`'s transaction.
+async fn record_attempt(
+    mut tx: Tx,
+    id: &str,
+    owner: &str,
+    attempt: &CallbackAttempt,
+    next: CallbackNext,
+    now: Millis,
+) -> StoreResult<bool> {
+    let row = Fields::new()
+        .with("callback_id", id)
+        .with("attempt", attempt.attempt)
+        .with("attempted_at", time(attempt.at))
+        .with("status_code", attempt.status_code.map(i64::from))
+        .with("latency_ms", from_u64(attempt.latency_ms))
+        .with("error", attempt.error.as_deref());
+    Sql::new("INSERT INTO callback_attempts")
+        .rows([&row])
         .execute(&mut tx)
         .await?;
-        tx.commit().await?;
-        Ok(changed == 1)
-    }
+    let (state, next_at) = match next {
+        CallbackNext::Delivered => (CallbackState::Delivered, None),
+        CallbackNext::RetryAt(at) => (CallbackState::Pending, Some(at)),
+        CallbackNext::Dead => (CallbackState::Dead, None),
+    };
+    let error = match (&attempt.error, attempt.status_code) {
+        (Some(e), _) => Some(e.clone()),
+        (None, Some(code)) if !(200..300).contains(&code) => Some(format!("HTTP {code}")),
+        _ => None,
+    };
+    let set = Fields::new()
+        .with("state", state.as_str())
+        .with("updated_at", time(now));
+    // A `NULL` next time or error keeps the stored one.
+    let changed = Sql::new(
+        "UPDATE callbacks SET attempts = attempts + 1, lease_owner = NULL, \
+         lease_token = NULL, lease_until = NULL, next_attempt_at = COALESCE(",
+    )
+    .bind(time(next_at))
+    .push(", next_attempt_at), last_error = COALESCE(")
+    .bind(error)
+    .push(", last_error), ")
+    .set(&set)
+    .push(" WHERE id = ")
+    .bind(id)
+    .push(" AND lease_owner = ")
+    .bind(owner)
+    .execute(&mut tx)
+    .await?;
+    tx.commit().await?;
+    Ok(changed == 1)
+}
 
-    async fn try_redeliver(
-        &self,
-        tenant: &str,
-        execution_id: &str,
-        new_id: &str,
-        now: Millis,
-    ) -> StoreResult<Option<Callback>> {
-        let mut tx = self.begin().await?;
-        // Locking the execution serialises redeliveries of one execution, so
-        // two concurrent requests cannot both queue a new delivery.
-        let exists = Sql::new("SELECT id FROM executions WHERE tenant = ")
-            .bind(tenant)
-            .push(" AND id = ")
-            .bind(execution_id)
-            .for_update()
-            .fetch_optional(&mut tx)
-            .await?;
-        if exists.is_none() {
-            return Ok(None);
-        }
-        let latest = callback_select()
-            .push(" WHERE c.tenant = ")
-            .bind(tenant)
-            .push(" AND c.execution_id = ")
-            .bind(execution_id)
-            .push(" ORDER BY c.created_at DESC, c.id DESC LIMIT 1")
-            .fetch_optional(&mut tx)
-            .await?;
-        let Some(latest) = latest.as_ref().map(rows::callback).transpose()? else {
-            return Ok(None);
-        };
-        if latest.state == CallbackState::Pending {
-            return Ok(None);
-        }
-        let fresh = Callback {
-            id: new_id.to_string(),
-            state: CallbackState::Pending,
-            attempts: 0,
-            next_attempt_at: now,
-            last_error: None,
-            created_at: now,
-            ..latest
-        };
-        super::inserts::callbacks(&mut tx, std::slice::from_ref(&fresh)).await?;
-        tx.commit().await?;
-        Ok(Some(fresh))
+/// `callback_redeliver`'s transaction.
+async fn redeliver(
+    mut tx: Tx,
+    tenant: &str,
+    execution_id: &str,
+    new_id: &str,
+    now: Millis,
+) -> StoreResult<Option<Callback>> {
+    // Locking the execution serialises redeliveries of one execution, so
+    // two concurrent requests cannot both queue a new delivery.
+    let exists = Sql::new("SELECT id FROM executions WHERE tenant = ")
+        .bind(tenant)
+        .push(" AND id = ")
+        .bind(execution_id)
+        .for_update()
+        .fetch_optional(&mut tx)
+        .await?;
+    if exists.is_none() {
+        return Ok(None);
     }
+    let latest = callback_select()
+        .push(" WHERE c.tenant = ")
+        .bind(tenant)
+        .push(" AND c.execution_id = ")
+        .bind(execution_id)
+        .push(" ORDER BY c.created_at DESC, c.id DESC LIMIT 1")
+        .fetch_optional(&mut tx)
+        .await?;
+    let Some(latest) = latest.as_ref().map(rows::callback).transpose()? else {
+        return Ok(None);
+    };
+    if latest.state == CallbackState::Pending {
+        return Ok(None);
+    }
+    let fresh = Callback {
+        id: new_id.to_string(),
+        state: CallbackState::Pending,
+        attempts: 0,
+        next_attempt_at: now,
+        last_error: None,
+        created_at: now,
+        ..latest
+    };
+    inserts::callbacks(&mut tx, std::slice::from_ref(&fresh)).await?;
+    tx.commit().await?;
+    Ok(Some(fresh))
 }

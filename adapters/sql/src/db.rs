@@ -6,8 +6,8 @@
 //! a transaction; every `match` over the three drivers lives here or in
 //! `sql.rs`, nowhere else.
 
-use super::Dialect;
-use super::error::{corrupt, db_err};
+use crate::dialect::Dialect;
+use crate::error::{corrupt, db_err};
 use kairos_core::store::StoreResult;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 use sqlx::pool::PoolConnection;

@@ -1,13 +1,8 @@
-//! Maps sqlx errors onto [`StoreError`], and retries transactions that lost a
-//! deadlock or lock-wait race.
+//! Maps sqlx errors onto [`StoreError`]: which failures mean the database is
+//! unavailable, which are a lost lock race worth running again (see
+//! `SqlStore::transaction`), and which rows do not decode.
 
-use kairos_core::store::{StoreError, StoreResult};
-use std::future::Future;
-use std::time::Duration;
-
-/// Attempts in all for a transaction the database rolled back as a deadlock
-/// victim.
-const TX_ATTEMPTS: u32 = 4;
+use kairos_core::store::StoreError;
 
 /// Connection and pool failures become [`StoreError::Unavailable`] (the API
 /// answers 503); everything else is a database error.
@@ -54,28 +49,6 @@ fn is_contention(db: &dyn sqlx::error::DatabaseError) -> bool {
 /// PostgreSQL's SQLSTATEs for a transaction that lost a lock race.
 fn is_pg_contention(sqlstate: &str) -> bool {
     matches!(sqlstate, "40P01" | "40001")
-}
-
-/// Runs `tx` (a whole transaction) again when it lost a deadlock, after a
-/// short exponential backoff with jitter, so two transactions that collided
-/// do not collide again in lock step.
-pub(crate) async fn retrying<T, F, Fut>(tx: F) -> StoreResult<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = StoreResult<T>>,
-{
-    use backon::{ExponentialBuilder, Retryable};
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(2))
-        .with_max_delay(Duration::from_millis(100))
-        .with_max_times(TX_ATTEMPTS as usize - 1)
-        .with_jitter();
-    tx.retry(backoff)
-        .when(|e| matches!(e, StoreError::Contention(_)))
-        .notify(|e, after| {
-            tracing::debug!(error = %e, retry_in = ?after, "transaction lost a lock race; running it again");
-        })
-        .await
 }
 
 /// Whether a statement failed on a unique key.

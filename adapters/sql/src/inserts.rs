@@ -1,8 +1,8 @@
 //! Multi-row inserts shared by the write paths: history events and callback
 //! outbox rows, each written in the transaction of the change they record.
 
-use super::db::Tx;
-use super::sql::{CHUNK, Fields, Sql, json, time};
+use crate::db::Tx;
+use crate::sql::{CHUNK, Fields, Sql, json, time};
 use kairos_core::callback::{Callback, CallbackState, payload};
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::store::StoreResult;

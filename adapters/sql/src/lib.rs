@@ -85,285 +85,45 @@
 //! in ~0.3 s / ~0.1 s; 2 000 final results with outbox rows in ~0.55 s /
 //! ~0.15 s.
 
-mod apply;
-mod apply_job;
-mod apply_rows;
+//!
+//! # Modules
+//!
+//! Each port is implemented directly on [`SqlStore`] by the module of its
+//! aggregate: `jobs` ([`kairos_core::store::JobStore`], with the group
+//! committer in `jobs::create`), `dispatch` (the dispatcher's hot path),
+//! `maintenance` (the reaper's calls), `executions` (the history the API and
+//! dashboard read), `callbacks`, `tenants` (tenants, keys and the audit
+//! trail), `workers` and `logs`. `outcomes` applies results and verdicts for
+//! both `dispatch` and `maintenance`. Below them, and importing none of them:
+//! `store` (the pools, and the one retrying transaction runner), `stop` and
+//! `moves` (execution moves several aggregates make), `inserts` (history and
+//! outbox rows), `rows` and `sched_cols` (decoding and encoding rows),
+//! `rows_update` and `sql` (statements), `db` (the drivers), `error` and
+//! `dialect`.
+
 mod callbacks;
-mod claim;
-mod confirm;
-mod create;
 mod db;
+mod dialect;
 mod dispatch;
 mod error;
-mod history;
+mod executions;
 mod inserts;
 mod jobs;
 mod logs;
+mod maintenance;
 mod migrations;
-mod overview;
+mod moves;
+mod outcomes;
 mod rows;
 mod rows_update;
 mod sched_cols;
 mod sql;
 mod stop;
+mod store;
 mod tenants;
-mod update;
 mod workers;
 
-use async_trait::async_trait;
-use db::Pool;
-use kairos_core::store::{Health, StoreError, StoreResult};
-use sqlx::mysql::MySqlConnectOptions;
-use sqlx::postgres::PgConnectOptions;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use sqlx::{ConnectOptions, Connection, Executor};
-use std::str::FromStr;
-use std::sync::Arc;
-use std::time::Duration;
-
+pub use dialect::Dialect;
 pub use dispatch::due_scan_sql;
 pub use stop::stop_requests_sql;
-
-/// Which database a [`SqlStore`] talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// MySQL or MariaDB (InnoDB).
-    MySql,
-    /// PostgreSQL.
-    Postgres,
-    /// SQLite (WAL mode).
-    Sqlite,
-}
-
-impl Dialect {
-    /// The dialect of a `mysql://`, `mariadb://`, `postgres://`,
-    /// `postgresql://` or `sqlite:` URL.
-    pub fn from_url(url: &str) -> Option<Self> {
-        if url.starts_with("mysql://") || url.starts_with("mariadb://") {
-            Some(Dialect::MySql)
-        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Some(Dialect::Postgres)
-        } else if url.starts_with("sqlite:") {
-            Some(Dialect::Sqlite)
-        } else {
-            None
-        }
-    }
-
-    /// The database's name, for messages.
-    pub fn service(self) -> &'static str {
-        match self {
-            Dialect::MySql => "MySQL",
-            Dialect::Postgres => "PostgreSQL",
-            Dialect::Sqlite => "SQLite",
-        }
-    }
-}
-
-/// MySQL or PostgreSQL connections; the dispatcher, API and reaper share them.
-const SERVER_POOL: u32 = 16;
-/// SQLite reader connections (the writer has its own pool of one).
-const SQLITE_READERS: u32 = 4;
-/// How long a caller waits for a free connection before the store reports
-/// itself unavailable.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
-/// A pooled connection idle for longer than this is pinged before it is
-/// handed out. sqlx pings every connection it hands out by default, and
-/// again as it takes it back: a round trip to the database server before
-/// and after every statement run on the pool. One it took back less than
-/// this ago answered that second ping then, so it is trusted as it is; a
-/// connection that broke since fails its next statement, which the caller
-/// sees as an unavailable store, as if it broke during the statement.
-const TRUST_IDLE: Duration = Duration::from_secs(1);
-
-/// The storage port on MySQL/MariaDB or SQLite. Cloning is cheap (shared pools).
-#[derive(Clone, Debug)]
-pub struct SqlStore {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    dialect: Dialect,
-    read: Pool,
-    write: Pool,
-    /// Writes concurrent `job_create`s together (group commit).
-    creates: create::Committer,
-}
-
-impl SqlStore {
-    /// Connects to `mysql://…` (or `mariadb://…`), `postgres://…` (or
-    /// `postgresql://…`) or `sqlite://…`. A SQLite file
-    /// is created if missing. Every failure is [`StoreError::Unavailable`]
-    /// naming the database and the URL (password masked).
-    pub async fn connect(url: &str) -> StoreResult<SqlStore> {
-        let dialect = Dialect::from_url(url).ok_or_else(|| {
-            StoreError::Unavailable(format!(
-                "unsupported database URL {}: expected mysql://, mariadb://, postgres:// or sqlite://",
-                kairos_core::redact::redact_url(url)
-            ))
-        })?;
-        let unavailable = |e: sqlx::Error| {
-            StoreError::Unavailable(format!(
-                "cannot connect to {} at {}: {e}",
-                dialect.service(),
-                kairos_core::redact::redact_url(url)
-            ))
-        };
-        let (read, write) = match dialect {
-            Dialect::MySql => {
-                let url = url.replacen("mariadb://", "mysql://", 1);
-                let options = MySqlConnectOptions::from_str(&url).map_err(unavailable)?;
-                let pool = server_pool::<sqlx::MySql>(
-                    options,
-                    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
-                )
-                .await
-                .map_err(unavailable)?;
-                (Pool::MySql(pool.clone()), Pool::MySql(pool))
-            }
-            Dialect::Postgres => {
-                let options = PgConnectOptions::from_str(url).map_err(unavailable)?;
-                // `READ COMMITTED` is PostgreSQL's default; set anyway, so a
-                // server configured otherwise does not change how claims and
-                // results lock.
-                let pool = server_pool::<sqlx::Postgres>(
-                    options,
-                    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
-                )
-                .await
-                .map_err(unavailable)?;
-                (Pool::Postgres(pool.clone()), Pool::Postgres(pool))
-            }
-            Dialect::Sqlite => sqlite_pools(url).await.map_err(unavailable)?,
-        };
-        let inner = Arc::new_cyclic(|me| Inner {
-            dialect,
-            read,
-            write,
-            creates: create::Committer::start(me.clone()),
-        });
-        Ok(SqlStore { inner })
-    }
-
-    /// Applies the embedded schema of this store's database (idempotent).
-    pub async fn migrate(&self) -> StoreResult<()> {
-        migrations::run(&self.inner.write).await
-    }
-
-    /// Which database this store talks to.
-    pub fn dialect(&self) -> Dialect {
-        self.inner.dialect
-    }
-
-    /// Closes every connection; later calls fail with [`StoreError::Unavailable`].
-    pub async fn close(&self) {
-        self.inner.write.close().await;
-        self.inner.read.close().await;
-    }
-
-    /// Where reads run (on SQLite, the reader connections).
-    fn read(&self) -> &Pool {
-        &self.inner.read
-    }
-
-    /// Where writes outside a transaction run (on SQLite, the one writer).
-    fn write(&self) -> &Pool {
-        &self.inner.write
-    }
-
-    /// Starts a write transaction; on SQLite it takes the write lock up front.
-    async fn begin(&self) -> StoreResult<db::Tx> {
-        self.inner.write.begin().await
-    }
-}
-
-/// The pool of a database server, every session running `isolation` first.
-async fn server_pool<DB: sqlx::Database>(
-    options: <DB::Connection as Connection>::Options,
-    isolation: &'static str,
-) -> Result<sqlx::Pool<DB>, sqlx::Error>
-where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
-    // The pool retries a refused connection until its acquire timeout and
-    // then reports only that; one direct connection first fails at once
-    // with the real reason.
-    options.connect().await?.close().await.ok();
-    sqlx::pool::PoolOptions::<DB>::new()
-        .max_connections(SERVER_POOL)
-        .acquire_timeout(ACQUIRE_TIMEOUT)
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
-        .after_connect(move |conn, _| {
-            Box::pin(async move { conn.execute(isolation).await.map(|_| ()) })
-        })
-        .connect_with(options)
-        .await
-}
-
-/// SQLite's options: WAL, `synchronous=NORMAL`, a 5 s busy timeout, foreign
-/// keys on; the file is created if missing.
-fn sqlite_options(url: &str) -> Result<SqliteConnectOptions, sqlx::Error> {
-    Ok(SqliteConnectOptions::from_str(url)?
-        .create_if_missing(true)
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-        .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(5))
-        .foreign_keys(true)
-        // Rows travel from SQLite's thread one message each: a buffer that
-        // holds a whole batch lets the thread run a read to its end instead
-        // of waiting for the reader after every 50 rows.
-        .row_buffer_size(1024))
-}
-
-fn sqlite_pool(max: u32) -> SqlitePoolOptions {
-    SqlitePoolOptions::new()
-        .max_connections(max)
-        .acquire_timeout(ACQUIRE_TIMEOUT)
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
-}
-
-/// `before_acquire`: pings a connection only if it sat idle longer than
-/// [`TRUST_IDLE`]; `Ok(true)` hands it out, an error makes the pool close
-/// it and try another.
-async fn ping_if_idle<C: Connection>(
-    conn: &mut C,
-    meta: sqlx::pool::PoolConnectionMetadata,
-) -> Result<bool, sqlx::Error> {
-    if meta.idle_for > TRUST_IDLE {
-        conn.ping().await?;
-    }
-    Ok(true)
-}
-
-/// Read and write pools for a SQLite URL (one shared connection for `:memory:`).
-async fn sqlite_pools(url: &str) -> Result<(Pool, Pool), sqlx::Error> {
-    let options = sqlite_options(url)?;
-    if url.contains(":memory:") || url.contains("mode=memory") {
-        // An in-memory database lives as long as its one connection.
-        let pool = sqlite_pool(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options)
-            .await?;
-        return Ok((Pool::Sqlite(pool.clone()), Pool::Sqlite(pool)));
-    }
-    // The writer is created first and alone, so switching a new file to WAL
-    // (which needs an exclusive lock) never races another connection.
-    let write = sqlite_pool(1).connect_with(options.clone()).await?;
-    let read = sqlite_pool(SQLITE_READERS).connect_with(options).await?;
-    Ok((Pool::Sqlite(read), Pool::Sqlite(write)))
-}
-
-#[async_trait]
-impl Health for SqlStore {
-    async fn ping(&self) -> StoreResult<()> {
-        sql::Sql::new("SELECT 1")
-            .execute(self.read())
-            .await
-            .map(|_| ())
-    }
-}
+pub use store::SqlStore;

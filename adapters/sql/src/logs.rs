@@ -1,10 +1,10 @@
 //! [`LogStore`]: the lines handlers write, bounded per execution (oldest
 //! dropped first), paged by their position, and purged after the retention.
 
-use super::SqlStore;
-use super::db::{Row, Tx};
-use super::rows::R;
-use super::sql::{CHUNK, Fields, Sql, fetch_chunked, time};
+use crate::db::{Row, Tx};
+use crate::rows::R;
+use crate::sql::{CHUNK, Fields, Sql, fetch_chunked, time};
+use crate::store::SqlStore;
 use async_trait::async_trait;
 use kairos_core::protocol::{LogLevel, LogMsg};
 use kairos_core::store::{LogLimits, LogStore, Page, StoreResult, StoredLogLine};
@@ -35,49 +35,47 @@ fn line(row: &Row) -> StoreResult<StoredLogLine> {
     })
 }
 
-impl SqlStore {
-    /// Drops the oldest lines of `execution_id` beyond `limits`.
-    async fn trim(&self, tx: &mut Tx, execution_id: &str, limits: &LogLimits) -> StoreResult<()> {
-        let row = Sql::new("SELECT COUNT(*) AS n, CAST(COALESCE(SUM(bytes), 0) AS ")
-            .int_type()
-            .push(") AS b FROM execution_logs WHERE execution_id = ")
-            .bind(execution_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let r = R::new(&row, "execution_logs");
-        let (mut lines, mut bytes) = (r.i64("n")?, r.i64("b")?);
-        let max_bytes = i64::try_from(limits.max_bytes).unwrap_or(i64::MAX);
-        let max_lines = i64::from(limits.max_lines);
-        if lines <= max_lines && bytes <= max_bytes {
-            return Ok(());
-        }
-        // Oldest first, until what is left fits both limits.
-        let oldest = Sql::new("SELECT id, bytes FROM execution_logs WHERE execution_id = ")
-            .bind(execution_id)
-            .push(" ORDER BY id LIMIT ")
-            .bind(lines)
-            .fetch_all(&mut *tx)
-            .await?;
-        let mut cutoff = None;
-        for row in &oldest {
-            if lines <= max_lines && bytes <= max_bytes {
-                break;
-            }
-            let r = R::new(row, "execution_logs");
-            cutoff = Some(r.i64("id")?);
-            lines -= 1;
-            bytes -= r.i64("bytes")?;
-        }
-        if let Some(cutoff) = cutoff {
-            Sql::new("DELETE FROM execution_logs WHERE execution_id = ")
-                .bind(execution_id)
-                .push(" AND id <= ")
-                .bind(cutoff)
-                .execute(&mut *tx)
-                .await?;
-        }
-        Ok(())
+/// Drops the oldest lines of `execution_id` beyond `limits`.
+async fn trim(tx: &mut Tx, execution_id: &str, limits: &LogLimits) -> StoreResult<()> {
+    let row = Sql::new("SELECT COUNT(*) AS n, CAST(COALESCE(SUM(bytes), 0) AS ")
+        .int_type()
+        .push(") AS b FROM execution_logs WHERE execution_id = ")
+        .bind(execution_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    let r = R::new(&row, "execution_logs");
+    let (mut lines, mut bytes) = (r.i64("n")?, r.i64("b")?);
+    let max_bytes = i64::try_from(limits.max_bytes).unwrap_or(i64::MAX);
+    let max_lines = i64::from(limits.max_lines);
+    if lines <= max_lines && bytes <= max_bytes {
+        return Ok(());
     }
+    // Oldest first, until what is left fits both limits.
+    let oldest = Sql::new("SELECT id, bytes FROM execution_logs WHERE execution_id = ")
+        .bind(execution_id)
+        .push(" ORDER BY id LIMIT ")
+        .bind(lines)
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut cutoff = None;
+    for row in &oldest {
+        if lines <= max_lines && bytes <= max_bytes {
+            break;
+        }
+        let r = R::new(row, "execution_logs");
+        cutoff = Some(r.i64("id")?);
+        lines -= 1;
+        bytes -= r.i64("bytes")?;
+    }
+    if let Some(cutoff) = cutoff {
+        Sql::new("DELETE FROM execution_logs WHERE execution_id = ")
+            .bind(execution_id)
+            .push(" AND id <= ")
+            .bind(cutoff)
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -159,7 +157,7 @@ impl LogStore for SqlStore {
         }
         let touched: HashSet<&str> = lines.iter().map(|(b, _)| b.execution_id.as_str()).collect();
         for id in touched {
-            self.trim(&mut tx, id, limits).await?;
+            trim(&mut tx, id, limits).await?;
         }
         tx.commit().await
     }

@@ -12,9 +12,9 @@
 //! (`the_postgres_schema_is_the_mysql_schema`) compares their tables,
 //! columns, nullability, keys, indexes and foreign keys.
 
-use super::Dialect;
-use super::db::Pool;
-use super::error::{corrupt, db_err};
+use crate::db::Pool;
+use crate::dialect::Dialect;
+use crate::error::{corrupt, db_err};
 use kairos_core::store::{StoreError, StoreResult};
 use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 
@@ -273,7 +273,7 @@ mod tests {
     /// and document reads back exactly, the tables hold the database's own
     /// types, and a job that was due is still found and claimed.
     async fn previous_release_converts_and_its_jobs_still_run(url: String) {
-        use kairos_core::store::{Claim, ExecutionStore};
+        use kairos_core::store::{Claim, Dispatch, History};
         let store = SqlStore::connect(&url).await.expect("connect");
         let seven =
             Migrator::with_migrations(migrations(store.dialect()).into_iter().take(7).collect());

@@ -3,9 +3,9 @@
 //! Selects name each column with an alias (`j.id AS id`), so a row decodes the
 //! same whether it came from one table or a join.
 
-use super::db::Row;
-use super::error::corrupt;
-use super::sql::to_u32;
+use crate::db::Row;
+use crate::error::corrupt;
+use crate::sql::to_u32;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::execution::{ExecEvent, ExecStatus, Execution};
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
@@ -318,6 +318,20 @@ pub(crate) fn worker(row: &Row) -> StoreResult<WorkerInfo> {
             .unwrap_or(1)
             .max(1),
     })
+}
+
+/// Page size when the caller asks for none.
+const DEFAULT_PAGE: u32 = 50;
+/// Largest page served.
+const MAX_PAGE: u32 = 1_000;
+
+/// The page size served for a caller's `limit` (0: the default).
+pub(crate) fn page_size(limit: u32) -> u32 {
+    if limit == 0 {
+        DEFAULT_PAGE
+    } else {
+        limit.min(MAX_PAGE)
+    }
 }
 
 /// A page from `limit + 1` fetched items: the extra one only proves there is

@@ -16,8 +16,8 @@
 //! it changes nothing (a row matched twice is updated once), and each shape
 //! is prepared once.
 
-use super::Dialect;
-use super::sql::{Sql, Value, padded};
+use crate::dialect::Dialect;
+use crate::sql::{Sql, Value, padded};
 
 /// What one of a row's values does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! How a [`Schedule`] is stored in the `jobs` columns, both ways.
 
-use super::error::corrupt;
-use super::rows::R;
-use super::sql::{Fields, from_u64, time};
+use crate::error::corrupt;
+use crate::rows::R;
+use crate::sql::{Fields, from_u64, time};
 use kairos_core::schedule::{MisfirePolicy, OverlapPolicy, Recurrence, Rule, Schedule};
 use kairos_core::store::StoreResult;
 

@@ -11,9 +11,9 @@
 //! built on it) are picked when the statement runs, so a statement is built
 //! without knowing where it will run.
 
-use super::Dialect;
-use super::db::{On, Row};
-use super::error::db_err;
+use crate::db::{On, Row};
+use crate::dialect::Dialect;
+use crate::error::db_err;
 use chrono::DateTime;
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
@@ -272,7 +272,7 @@ impl Sql {
     }
 
     /// The first column of the one row (`col` names it in errors).
-    pub(crate) async fn scalar<'c, T: super::db::Decodable>(
+    pub(crate) async fn scalar<'c, T: crate::db::Decodable>(
         &self,
         on: impl Into<On<'c>>,
         col: &'static str,

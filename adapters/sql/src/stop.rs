@@ -3,13 +3,11 @@
 //! transaction that decided it); one that no worker has yet is cancelled at
 //! once. Workers learn about requests through `executions_stop_requested`.
 
-use super::Dialect;
-use super::SqlStore;
-use super::db::Tx;
-use super::rows::R;
-use super::sql::{CHUNK, Fields, Sql, time};
+use crate::db::Tx;
+use crate::dialect::Dialect;
+use crate::sql::{CHUNK, Fields, Sql, time};
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
-use kairos_core::store::{StopRequest, StoreResult};
+use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
 
 /// States in which a worker may hold the attempt: it has to be told to stop.
@@ -112,7 +110,8 @@ pub fn stop_requests_sql(dialect: Dialect) -> String {
     stop_requests(0, 0).text(dialect)
 }
 
-fn stop_requests(since: Millis, limit: u32) -> Sql {
+/// The workers' poll for stop requests: see [`stop_requests_sql`].
+pub(crate) fn stop_requests(since: Millis, limit: u32) -> Sql {
     let mut s = Sql::new(
         "SELECT id, attempt, worker_id, stop_requested_at FROM executions \
          WHERE stop_requested_at >= ",
@@ -127,26 +126,4 @@ fn stop_requests(since: Millis, limit: u32) -> Sql {
         .push(" ORDER BY stop_requested_at, id LIMIT ")
         .bind(i64::from(limit));
     s
-}
-
-impl SqlStore {
-    pub(crate) async fn stop_requested(
-        &self,
-        since: Millis,
-        limit: u32,
-    ) -> StoreResult<Vec<StopRequest>> {
-        let found = stop_requests(since, limit).fetch_all(self.read()).await?;
-        found
-            .iter()
-            .map(|row| {
-                let r = R::new(row, "executions");
-                Ok(StopRequest {
-                    execution_id: r.string("id")?,
-                    attempt: r.u32("attempt")?,
-                    worker_id: r.opt_string("worker_id")?,
-                    requested_at: r.time("stop_requested_at")?,
-                })
-            })
-            .collect()
-    }
 }

@@ -1,11 +1,11 @@
 //! [`TenantStore`]: tenants and their callback secrets, API keys, the audit
 //! trail, and the count behind the live-jobs cap.
 
-use super::SqlStore;
-use super::db::Row;
-use super::error::is_unique_violation;
-use super::rows::R;
-use super::sql::{Fields, Sql, from_u64, time};
+use crate::db::Row;
+use crate::error::is_unique_violation;
+use crate::rows::R;
+use crate::sql::{Fields, Sql, from_u64, time};
+use crate::store::SqlStore;
 use async_trait::async_trait;
 use kairos_core::job::JobStatus;
 use kairos_core::store::{Page, StoreResult, TenantStore};
@@ -68,7 +68,7 @@ fn api_key(row: &Row) -> StoreResult<ApiKey> {
         prefix: r.string("prefix")?,
         tenant: r.string("tenant")?,
         role: Role::parse(&role)
-            .ok_or_else(|| super::error::corrupt("api_keys", format!("unknown role {role:?}")))?,
+            .ok_or_else(|| crate::error::corrupt("api_keys", format!("unknown role {role:?}")))?,
         secret_hash: r.string("secret_hash")?,
         name: r.opt_string("name")?,
         expires_at: r.opt_time("expires_at")?,

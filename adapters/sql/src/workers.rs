@@ -2,11 +2,10 @@
 //! incarnations (which process of a worker id is the current one, which were
 //! replaced) and the attempts it last said it holds.
 
-use super::SqlStore;
-use super::db::Tx;
-use super::error::retrying;
-use super::rows::{self, R};
-use super::sql::{CHUNK, Fields, Sql, fetch_chunked, json, time};
+use crate::db::Tx;
+use crate::rows::{self, R};
+use crate::sql::{CHUNK, Fields, Sql, fetch_chunked, json, time};
+use crate::store::SqlStore;
 use async_trait::async_trait;
 use kairos_core::protocol::{HeartbeatMsg, HeldRef, incarnation_id};
 use kairos_core::store::{Reincarnation, StoreResult, WorkerLedger, WorkerStore};
@@ -55,7 +54,7 @@ impl WorkerStore for SqlStore {
             return Ok(Vec::new());
         }
         rows.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
-        retrying(|| self.try_record_beats(&rows, now)).await
+        self.transaction(|tx| record_beats(tx, &rows, now)).await
     }
 
     async fn worker_ledger(&self, id: &str) -> StoreResult<Option<WorkerLedger>> {
@@ -75,7 +74,7 @@ impl WorkerStore for SqlStore {
         let held = match r.opt_json_text("held")? {
             Some(text) => Some(
                 serde_json::from_str::<Vec<HeldRef>>(&text)
-                    .map_err(|e| super::error::corrupt("workers", format!("held of {id}: {e}")))?,
+                    .map_err(|e| crate::error::corrupt("workers", format!("held of {id}: {e}")))?,
             ),
             None => None,
         };
@@ -124,124 +123,113 @@ impl WorkerStore for SqlStore {
     }
 }
 
-impl SqlStore {
-    /// One transaction: the workers' rows are locked while their incarnation
-    /// is compared and replaced, so two dispatchers recording beats of one
-    /// worker at once cannot both miss (or undo) a change.
-    async fn try_record_beats(
-        &self,
-        beats: &[&HeartbeatMsg],
-        now: Millis,
-    ) -> StoreResult<Vec<Reincarnation>> {
-        let mut tx = self.begin().await?;
-        let ids: Vec<&str> = beats.iter().map(|b| b.worker_id.as_str()).collect();
-        let stored: HashMap<String, Option<String>> = fetch_chunked(&mut tx, &ids, |chunk| {
-            let mut s = Sql::new("SELECT id, incarnation FROM workers WHERE id IN ");
-            s.list(chunk.iter().copied()).for_update();
-            s
-        })
-        .await?
+/// `workers_record_heartbeats`'s transaction: the workers' rows are locked while their incarnation
+/// is compared and replaced, so two dispatchers recording beats of one
+/// worker at once cannot both miss (or undo) a change.
+async fn record_beats(
+    mut tx: Tx,
+    beats: &[&HeartbeatMsg],
+    now: Millis,
+) -> StoreResult<Vec<Reincarnation>> {
+    let ids: Vec<&str> = beats.iter().map(|b| b.worker_id.as_str()).collect();
+    let stored: HashMap<String, Option<String>> = fetch_chunked(&mut tx, &ids, |chunk| {
+        let mut s = Sql::new("SELECT id, incarnation FROM workers WHERE id IN ");
+        s.list(chunk.iter().copied()).for_update();
+        s
+    })
+    .await?
+    .iter()
+    .map(|row| {
+        let r = R::new(row, "workers");
+        Ok((r.string("id")?, r.opt_string("incarnation")?))
+    })
+    .collect::<StoreResult<_>>()?;
+    let incs: Vec<&str> = beats
         .iter()
-        .map(|row| {
-            let r = R::new(row, "workers");
-            Ok((r.string("id")?, r.opt_string("incarnation")?))
-        })
-        .collect::<StoreResult<_>>()?;
-        let incs: Vec<&str> = beats
-            .iter()
-            .filter_map(|b| incarnation_id(&b.incarnation))
-            .collect();
-        let retired: HashSet<String> = fetch_chunked(&mut tx, &incs, |chunk| {
-            let mut s =
-                Sql::new("SELECT incarnation FROM worker_incarnations WHERE incarnation IN ");
-            s.list(chunk.iter().copied())
-                .push(" AND retired_at IS NOT NULL");
-            s
-        })
-        .await?
-        .iter()
-        .map(|row| R::new(row, "worker_incarnations").string("incarnation"))
-        .collect::<StoreResult<_>>()?;
-        let mut kept = Vec::with_capacity(beats.len());
-        let mut changes = Vec::new();
-        for b in beats {
-            let inc = incarnation_id(&b.incarnation);
-            if inc.is_some_and(|i| retired.contains(i)) {
-                // A late beat of a process a later one replaced: recording it
-                // would make the replaced process current again.
-                continue;
-            }
-            kept.push(*b);
-            let previous = stored.get(&b.worker_id).cloned().flatten();
-            if previous.as_deref() == inc {
-                continue;
-            }
-            self.succeed_incarnation(&mut tx, &b.worker_id, inc, now)
-                .await?;
-            if let (Some(previous), Some(current)) = (previous, inc) {
-                changes.push(Reincarnation {
-                    worker_id: b.worker_id.clone(),
-                    previous,
-                    current: current.to_string(),
-                });
-            }
+        .filter_map(|b| incarnation_id(&b.incarnation))
+        .collect();
+    let retired: HashSet<String> = fetch_chunked(&mut tx, &incs, |chunk| {
+        let mut s = Sql::new("SELECT incarnation FROM worker_incarnations WHERE incarnation IN ");
+        s.list(chunk.iter().copied())
+            .push(" AND retired_at IS NOT NULL");
+        s
+    })
+    .await?
+    .iter()
+    .map(|row| R::new(row, "worker_incarnations").string("incarnation"))
+    .collect::<StoreResult<_>>()?;
+    let mut kept = Vec::with_capacity(beats.len());
+    let mut changes = Vec::new();
+    for b in beats {
+        let inc = incarnation_id(&b.incarnation);
+        if inc.is_some_and(|i| retired.contains(i)) {
+            // A late beat of a process a later one replaced: recording it
+            // would make the replaced process current again.
+            continue;
         }
-        self.upsert_beats(&mut tx, &kept, now).await?;
-        tx.commit().await?;
-        Ok(changes)
+        kept.push(*b);
+        let previous = stored.get(&b.worker_id).cloned().flatten();
+        if previous.as_deref() == inc {
+            continue;
+        }
+        succeed_incarnation(&mut tx, &b.worker_id, inc, now).await?;
+        if let (Some(previous), Some(current)) = (previous, inc) {
+            changes.push(Reincarnation {
+                worker_id: b.worker_id.clone(),
+                previous,
+                current: current.to_string(),
+            });
+        }
     }
+    upsert_beats(&mut tx, &kept, now).await?;
+    tx.commit().await?;
+    Ok(changes)
+}
 
-    /// Makes `current` the worker's incarnation (`None`: a legacy process)
-    /// and retires every other one.
-    async fn succeed_incarnation(
-        &self,
-        tx: &mut Tx,
-        worker_id: &str,
-        current: Option<&str>,
-        now: Millis,
-    ) -> StoreResult<()> {
-        if let Some(inc) = current {
-            let f = Fields::new()
-                .with("worker_id", worker_id)
-                .with("incarnation", inc)
-                .with("seen_at", time(now))
-                .with("retired_at", time(None));
-            Sql::new("")
-                .insert_ignore_into()
-                .push("worker_incarnations")
-                .rows([&f])
-                .on_conflict_ignore()
-                .execute(&mut *tx)
-                .await?;
-        }
-        Sql::new("UPDATE worker_incarnations SET retired_at = ")
-            .bind(time(now))
-            .push(" WHERE worker_id = ")
-            .bind(worker_id)
-            .push(" AND incarnation <> ")
-            .bind(current.unwrap_or(""))
-            .push(" AND retired_at IS NULL")
+/// Makes `current` the worker's incarnation (`None`: a legacy process)
+/// and retires every other one.
+async fn succeed_incarnation(
+    tx: &mut Tx,
+    worker_id: &str,
+    current: Option<&str>,
+    now: Millis,
+) -> StoreResult<()> {
+    if let Some(inc) = current {
+        let f = Fields::new()
+            .with("worker_id", worker_id)
+            .with("incarnation", inc)
+            .with("seen_at", time(now))
+            .with("retired_at", time(None));
+        Sql::new("")
+            .insert_ignore_into()
+            .push("worker_incarnations")
+            .rows([&f])
+            .on_conflict_ignore()
             .execute(&mut *tx)
             .await?;
-        Ok(())
     }
+    Sql::new("UPDATE worker_incarnations SET retired_at = ")
+        .bind(time(now))
+        .push(" WHERE worker_id = ")
+        .bind(worker_id)
+        .push(" AND incarnation <> ")
+        .bind(current.unwrap_or(""))
+        .push(" AND retired_at IS NULL")
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
 
-    async fn upsert_beats(
-        &self,
-        tx: &mut Tx,
-        beats: &[&HeartbeatMsg],
-        now: Millis,
-    ) -> StoreResult<()> {
-        for chunk in beats.chunks(CHUNK) {
-            let rows: Vec<Fields> = chunk.iter().map(|b| beat_fields(b, now)).collect();
-            Sql::new("INSERT INTO workers")
-                .rows(&rows)
-                .upsert("id", &BEAT_COLS)
-                .execute(&mut *tx)
-                .await?;
-        }
-        Ok(())
+async fn upsert_beats(tx: &mut Tx, beats: &[&HeartbeatMsg], now: Millis) -> StoreResult<()> {
+    for chunk in beats.chunks(CHUNK) {
+        let rows: Vec<Fields> = chunk.iter().map(|b| beat_fields(b, now)).collect();
+        Sql::new("INSERT INTO workers")
+            .rows(&rows)
+            .upsert("id", &BEAT_COLS)
+            .execute(&mut *tx)
+            .await?;
     }
+    Ok(())
 }
 
 /// A heartbeat's `workers` row: `id`, `registered_at`, then [`BEAT_COLS`].
@@ -271,7 +259,7 @@ fn beat_fields(b: &HeartbeatMsg, now: Millis) -> Fields {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Dialect;
+    use crate::dialect::Dialect;
 
     #[test]
     fn a_beat_row_names_every_column_the_upsert_overwrites() {

@@ -10,9 +10,7 @@ use kairos_core::callback::{CallbackAttempt, CallbackState};
 use kairos_core::protocol::ResultKind::{Started, Succeeded};
 use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION};
 use kairos_core::store::JobStore;
-use kairos_core::store::{
-    CallbackNext, CallbackStore, ExecutionStore, Health, StoreError, WorkerStore,
-};
+use kairos_core::store::{CallbackNext, CallbackStore, Dispatch, Health, StoreError, WorkerStore};
 use kairos_core::trace::CallerTrace;
 use kairos_core::worker::WorkerState;
 use kairos_store_sql::{Dialect, SqlStore};

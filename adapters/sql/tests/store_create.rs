@@ -2,7 +2,6 @@
 //! per-request idempotency or letting one bad row fail the others.
 
 #[macro_use]
-#[path = "store_support/mod.rs"]
 mod store_support;
 use store_support as support;
 

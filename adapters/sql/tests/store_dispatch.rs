@@ -9,7 +9,7 @@ use store_support as support;
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::JobStatus;
 use kairos_core::store::{
-    Claim, ControlOutcome, DispatchedTo, ExecutionStore, JobStore, StoreError,
+    Claim, ControlOutcome, Dispatch, DispatchedTo, History, JobStore, Maintenance, StoreError,
 };
 use kairos_store_sql::SqlStore;
 use support::{T0, claim, create, id, job_now, one_shot};

@@ -12,7 +12,7 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::job::RetryPolicy;
 use kairos_core::protocol::ResultKind::{Started, Succeeded};
 use kairos_core::protocol::{HeartbeatMsg, HeldRef, PROTOCOL_VERSION};
-use kairos_core::store::{DispatchedTo, ExecutionStore, WorkerStore};
+use kairos_core::store::{Dispatch, DispatchedTo, Maintenance, WorkerStore};
 use kairos_core::worker::WorkerState;
 use kairos_store_sql::SqlStore;
 use support::{T0, claim, create, one_shot, result};

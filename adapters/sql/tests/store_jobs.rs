@@ -8,7 +8,7 @@ use store_support as support;
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{Job, JobStatus};
 use kairos_core::store::{
-    CallbackStore, ControlOutcome, CreateOutcome, ExecutionStore, JobFilter, JobStore,
+    CallbackStore, ControlOutcome, CreateOutcome, Dispatch, History, JobFilter, JobStore,
 };
 use kairos_core::time::Millis;
 use kairos_store_sql::SqlStore;

@@ -10,7 +10,7 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobStatus, RetryPolicy};
 use kairos_core::protocol::ResultKind::{Failed, Started, Succeeded};
 use kairos_core::schedule::{OverlapPolicy, Schedule};
-use kairos_core::store::{CallbackStore, ControlOutcome, ExecutionStore, JobStore};
+use kairos_core::store::{CallbackStore, ControlOutcome, Dispatch, History, JobStore, Maintenance};
 use kairos_store_sql::SqlStore;
 use support::{
     T0, claim, claim_due, create, executions, job_now, one_shot, recurring, result, tweak,

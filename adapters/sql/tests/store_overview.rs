@@ -10,7 +10,7 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::job::{Job, JobStatus, NewJob};
 use kairos_core::overview::{ExecFilter, MinuteCounts};
 use kairos_core::protocol::ResultKind::{Failed, Succeeded};
-use kairos_core::store::{DispatchedTo, ExecutionStore, JobFilter, JobStore};
+use kairos_core::store::{Dispatch, DispatchedTo, History, JobFilter, JobStore};
 use kairos_store_sql::SqlStore;
 use support::{T0, claim, create, one_shot, result};
 

@@ -7,7 +7,7 @@
 mod store_support;
 use store_support as support;
 
-use kairos_core::store::{CallbackStore, Claim, ExecutionStore, JobStore};
+use kairos_core::store::{CallbackStore, Claim, Dispatch, JobStore};
 use kairos_store_sql::SqlStore;
 use sqlx::Connection;
 use std::collections::BTreeSet;

@@ -10,7 +10,9 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobStatus, RetryPolicy};
 use kairos_core::outcome::Verdict;
 use kairos_core::protocol::ResultKind::Started;
-use kairos_core::store::{CallbackStore, DispatchedTo, ExecutionStore, HeldAttempt};
+use kairos_core::store::{
+    CallbackStore, Dispatch, DispatchedTo, HeldAttempt, History, Maintenance,
+};
 use kairos_store_sql::SqlStore;
 use support::{T0, claim, create, job_now, one_shot, result};
 

@@ -9,7 +9,7 @@ use store_support as support;
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobStatus, RetryPolicy};
 use kairos_core::protocol::ResultKind::{Failed, Started, Succeeded, TimedOut};
-use kairos_core::store::{CallbackStore, DispatchedTo, ExecutionStore};
+use kairos_core::store::{CallbackStore, Dispatch, DispatchedTo, History};
 use kairos_store_sql::SqlStore;
 use support::{T0, claim, create, job_now, one_shot, result};
 

@@ -7,7 +7,7 @@ mod store_support;
 use store_support as support;
 
 use kairos_core::protocol::{HeartbeatMsg, LogLevel, LogLine, LogMsg, PROTOCOL_VERSION};
-use kairos_core::store::{ExecutionStore, LogLimits, LogStore, WorkerStore};
+use kairos_core::store::{Dispatch, History, LogLimits, LogStore, WorkerStore};
 use kairos_core::worker::{Routable, Serves, WorkerState};
 use kairos_store_sql::SqlStore;
 use support::{T0, claim, create, one_shot};

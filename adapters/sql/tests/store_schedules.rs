@@ -10,7 +10,7 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::job::JobStatus;
 use kairos_core::protocol::ResultKind::{Failed, Succeeded};
 use kairos_core::schedule::{MisfirePolicy, OverlapPolicy, Schedule};
-use kairos_core::store::{ControlOutcome, ExecutionStore, JobStore};
+use kairos_core::store::{ControlOutcome, Dispatch, JobStore};
 use kairos_store_sql::SqlStore;
 use support::{T0, claim_due, create, executions, id, job_now, one_shot, recurring, result, tweak};
 

@@ -9,7 +9,7 @@ use store_support as support;
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
 use kairos_core::protocol::ResultKind::Succeeded;
 use kairos_core::schedule::{OverlapPolicy, Schedule};
-use kairos_core::store::{ExecutionStore, JobStore, JobUpdate, UpdateOutcome};
+use kairos_core::store::{Dispatch, JobStore, JobUpdate, UpdateOutcome};
 use kairos_store_sql::SqlStore;
 use support::{T0, claim, claim_due, create, job_now, one_shot, recurring, result, tweak};
 

@@ -4,7 +4,7 @@
 use super::support::App;
 use kairos_core::callback::CallbackAttempt;
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
-use kairos_core::store::{CallbackNext, CallbackStore, Claim, ExecutionStore, JobStore};
+use kairos_core::store::{CallbackNext, CallbackStore, Claim, Dispatch, JobStore};
 use kairos_core::time::{now_ms, parse_rfc3339};
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 
 use super::support::App;
 use kairos_core::protocol::{HeartbeatMsg, LogLevel, LogLine, LogMsg, PROTOCOL_VERSION};
-use kairos_core::store::{Claim, ExecutionStore, JobStore, LogLimits, LogStore, WorkerStore};
+use kairos_core::store::{Claim, Dispatch, JobStore, LogLimits, LogStore, WorkerStore};
 use kairos_core::time::now_ms;
 use kairos_core::worker::WorkerState;
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 
 use super::support::App;
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
-use kairos_core::store::{ExecutionStore, JobStore};
+use kairos_core::store::{Dispatch, JobStore};
 use kairos_core::time::{now_ms, parse_rfc3339};
 use serde_json::{Value, json};
 

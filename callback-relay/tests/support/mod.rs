@@ -7,7 +7,7 @@ use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::job::{NewJob, RetryPolicy};
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::schedule::Schedule;
-use kairos_core::store::{CallbackStore, Claim, CreateOutcome, ExecutionStore, JobStore};
+use kairos_core::store::{CallbackStore, Claim, CreateOutcome, Dispatch, JobStore};
 use kairos_core::time::now_ms;
 use kairos_store_sql::SqlStore;
 use kairos_testkit::{mysql_fresh_database, sqlite_temp_url, unique, wait_for};

@@ -7,7 +7,7 @@ use kairos_core::execution::Execution;
 use kairos_core::job::{Job, NewJob, RetryPolicy};
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::schedule::{Recurrence, Schedule};
-use kairos_core::store::{Claim, CreateOutcome, DispatchWork, ExecutionStore, JobStore};
+use kairos_core::store::{Claim, CreateOutcome, Dispatch, DispatchWork, History, JobStore};
 use kairos_core::time::Millis;
 use kairos_store_sql::SqlStore;
 use kairos_testkit as testkit;
@@ -214,7 +214,7 @@ pub async fn terminal_with_callbacks(store: &SqlStore, tenant: &str, n: usize) -
         let w = claim(store, &job, None).await;
         results.push(result(&w, 1, ResultKind::Succeeded, T0 + 1));
     }
-    kairos_core::store::ExecutionStore::results_apply(store, &results, T0 + 1)
+    kairos_core::store::Dispatch::results_apply(store, &results, T0 + 1)
         .await
         .unwrap();
     results.into_iter().map(|r| r.execution_id).collect()

@@ -1,7 +1,7 @@
 //! Results and reaper verdicts: one transaction per batch that locks the
 //! executions and their jobs, asks [`outcome::plan`] what each input does,
 //! applies the plans to the locked rows in memory, and writes them back: the
-//! changed executions in one multi-row statement (see `apply_rows`), job moves,
+//! changed executions in one multi-row statement (see `write_back`), job moves,
 //! history events and, for terminal executions of jobs with a callback URL,
 //! the outbox row.
 //!
@@ -9,20 +9,21 @@
 //! from the read to the commit, so what `plan` decided from them is what the
 //! database holds: no other writer can move an execution in between.
 
-use super::SqlStore;
-use super::apply_job::{JobState, continuation};
-use super::apply_rows::{TouchedExecutions, TouchedJobs};
-use super::db::Tx;
-use super::error::retrying;
-use super::inserts::{self, EventRow};
-use super::rows::{self, EXEC_COLS, R};
-use super::sql::{Sql, fetch_chunked, from_u64};
+mod job_state;
+mod write_back;
+
+use crate::db::Tx;
+use crate::inserts::{self, EventRow};
+use crate::rows::{self, EXEC_COLS, R};
+use crate::sql::{Sql, fetch_chunked, from_u64};
+use job_state::{JobState, continuation, count_live};
 use kairos_core::callback::Callback;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::outcome::{self, Continuation, ExecSnapshot, Origin, Plan, Verdict};
 use kairos_core::store::{Applied, StoreResult};
 use kairos_core::time::Millis;
 use std::collections::{HashMap, HashSet};
+use write_back::{TouchedExecutions, TouchedJobs, write_executions, write_jobs};
 
 /// One thing that happened to an attempt: a worker's result or a verdict.
 pub(crate) struct Input<'a> {
@@ -51,143 +52,125 @@ struct Tail {
     callbacks: Vec<Callback>,
 }
 
-impl SqlStore {
-    /// Applies `inputs` in order in one transaction (retried on deadlock).
-    pub(crate) async fn apply(
-        &self,
-        inputs: &[Input<'_>],
-        now: Millis,
-    ) -> StoreResult<Vec<Applied>> {
-        if inputs.is_empty() {
-            return Ok(Vec::new());
-        }
-        retrying(|| self.try_apply(inputs, now)).await
-    }
-
-    async fn try_apply(&self, inputs: &[Input<'_>], now: Millis) -> StoreResult<Vec<Applied>> {
-        let mut tx = self.begin().await?;
-        let (mut execs, mut jobs) = self.load(&mut tx, inputs).await?;
-        // Only a final outcome can end a job, and only then do its other
-        // live executions matter: a batch of `started` reports counts none.
-        let ending: HashSet<&str> = inputs
-            .iter()
-            .filter(|i| i.verdict != Verdict::Started)
-            .filter_map(|i| execs.get(i.execution_id))
-            .map(|(e, _)| e.job_id.as_str())
-            .collect();
-        self.count_live(&mut tx, &mut jobs, &ending).await?;
-        let retired = self.retired_among(&mut tx, inputs).await?;
-        let mut tail = Tail::default();
-        let mut out = Vec::with_capacity(inputs.len());
-        for input in inputs {
-            let queued_before = tail.callbacks.len();
-            let new_status = match execs.get_mut(input.execution_id) {
-                Some((exec, held_by)) => match jobs.get_mut(&exec.job_id) {
-                    Some(job) => {
-                        let origin = match input.worker_id {
-                            None => Origin::Scheduler,
-                            Some(_) => Origin::Worker {
-                                incarnation: input.incarnation,
-                                retired: input.incarnation.is_some_and(|i| retired.contains(i)),
-                            },
-                        };
-                        apply_one(exec, held_by, job, input, origin, now, &mut tail)
-                    }
-                    None => None,
-                },
-                None => None,
-            };
-            out.push(Applied {
-                execution_id: input.execution_id.to_string(),
-                attempt: input.attempt,
-                new_status,
-                callback_queued: tail.callbacks.len() > queued_before,
-            });
-        }
-        let rows: HashMap<String, Execution> =
-            execs.into_iter().map(|(id, (e, _))| (id, e)).collect();
-        self.write_executions(&mut tx, &rows, &tail.executions, now)
-            .await?;
-        self.write_jobs(&mut tx, &tail.jobs, now).await?;
-        inserts::events(&mut tx, &tail.events).await?;
-        inserts::callbacks(&mut tx, &tail.callbacks).await?;
-        tx.commit().await?;
-        Ok(out)
-    }
-
-    /// Reads (and on MySQL locks) every named execution with its job.
-    async fn load(
-        &self,
-        tx: &mut Tx,
-        inputs: &[Input<'_>],
-    ) -> StoreResult<(Loaded, HashMap<String, JobState>)> {
-        let mut seen = HashSet::new();
-        let ids: Vec<&str> = inputs
-            .iter()
-            .map(|i| i.execution_id)
-            .filter(|id| seen.insert(*id))
-            .collect();
-        let found = fetch_chunked(&mut *tx, &ids, |chunk| {
-            let mut s = Sql::new("SELECT ");
-            s.columns("e", &EXEC_COLS)
-                .push(
-                    ", e.incarnation AS held_by, j.status AS job_status, \
-                     j.schedule_kind AS schedule_kind, j.next_trigger_at AS next_trigger_at, \
-                     j.max_attempts AS max_attempts, j.retry_backoff_ms AS retry_backoff_ms, \
-                     j.timeout_ms AS timeout_ms, j.callback_url AS callback_url, \
-                     j.delay_ms AS delay_ms, j.end_at AS end_at \
-                     FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ",
-                )
-                .list(chunk.iter().copied())
-                .for_update();
-            s
-        })
-        .await?;
-        let mut execs = HashMap::with_capacity(found.len());
-        let mut jobs = HashMap::new();
-        for row in &found {
-            let exec = rows::execution(row)?;
-            let held_by = R::new(row, "executions").opt_string("held_by")?;
-            let r = R::new(row, "jobs");
-            let job = JobState {
-                status: r.job_status("job_status")?,
-                continuation: continuation(&r)?,
-                retry: r.retry()?,
-                timeout_ms: r.opt_u64("timeout_ms")?,
-                callback_url: r.opt_string("callback_url")?,
-                live: 0,
-            };
-            jobs.insert(exec.job_id.clone(), job);
-            execs.insert(exec.id.clone(), (exec, held_by));
-        }
-        Ok((execs, jobs))
-    }
-
-    /// The incarnations among the inputs' that a later process of their
-    /// worker replaced.
-    async fn retired_among(
-        &self,
-        tx: &mut Tx,
-        inputs: &[Input<'_>],
-    ) -> StoreResult<HashSet<String>> {
-        let mut seen = HashSet::new();
-        let incs: Vec<&str> = inputs
-            .iter()
-            .filter_map(|i| i.incarnation)
-            .filter(|i| seen.insert(*i))
-            .collect();
-        fetch_chunked(&mut *tx, &incs, |chunk| {
-            let mut s =
-                Sql::new("SELECT incarnation FROM worker_incarnations WHERE incarnation IN ");
-            s.list(chunk.iter().copied())
-                .push(" AND retired_at IS NOT NULL");
-            s
-        })
-        .await?
+/// Applies `inputs` in order in `tx` and commits it.
+pub(crate) async fn apply(
+    mut tx: Tx,
+    inputs: &[Input<'_>],
+    now: Millis,
+) -> StoreResult<Vec<Applied>> {
+    let (mut execs, mut jobs) = load(&mut tx, inputs).await?;
+    // Only a final outcome can end a job, and only then do its other
+    // live executions matter: a batch of `started` reports counts none.
+    let ending: HashSet<&str> = inputs
         .iter()
-        .map(|row| R::new(row, "worker_incarnations").string("incarnation"))
-        .collect()
+        .filter(|i| i.verdict != Verdict::Started)
+        .filter_map(|i| execs.get(i.execution_id))
+        .map(|(e, _)| e.job_id.as_str())
+        .collect();
+    count_live(&mut tx, &mut jobs, &ending).await?;
+    let retired = retired_among(&mut tx, inputs).await?;
+    let mut tail = Tail::default();
+    let mut out = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let queued_before = tail.callbacks.len();
+        let new_status = match execs.get_mut(input.execution_id) {
+            Some((exec, held_by)) => match jobs.get_mut(&exec.job_id) {
+                Some(job) => {
+                    let origin = match input.worker_id {
+                        None => Origin::Scheduler,
+                        Some(_) => Origin::Worker {
+                            incarnation: input.incarnation,
+                            retired: input.incarnation.is_some_and(|i| retired.contains(i)),
+                        },
+                    };
+                    apply_one(exec, held_by, job, input, origin, now, &mut tail)
+                }
+                None => None,
+            },
+            None => None,
+        };
+        out.push(Applied {
+            execution_id: input.execution_id.to_string(),
+            attempt: input.attempt,
+            new_status,
+            callback_queued: tail.callbacks.len() > queued_before,
+        });
     }
+    let rows: HashMap<String, Execution> = execs.into_iter().map(|(id, (e, _))| (id, e)).collect();
+    write_executions(&mut tx, &rows, &tail.executions, now).await?;
+    write_jobs(&mut tx, &tail.jobs, now).await?;
+    inserts::events(&mut tx, &tail.events).await?;
+    inserts::callbacks(&mut tx, &tail.callbacks).await?;
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// Reads (and on MySQL locks) every named execution with its job.
+async fn load(
+    tx: &mut Tx,
+    inputs: &[Input<'_>],
+) -> StoreResult<(Loaded, HashMap<String, JobState>)> {
+    let mut seen = HashSet::new();
+    let ids: Vec<&str> = inputs
+        .iter()
+        .map(|i| i.execution_id)
+        .filter(|id| seen.insert(*id))
+        .collect();
+    let found = fetch_chunked(&mut *tx, &ids, |chunk| {
+        let mut s = Sql::new("SELECT ");
+        s.columns("e", &EXEC_COLS)
+            .push(
+                ", e.incarnation AS held_by, j.status AS job_status, \
+                 j.schedule_kind AS schedule_kind, j.next_trigger_at AS next_trigger_at, \
+                 j.max_attempts AS max_attempts, j.retry_backoff_ms AS retry_backoff_ms, \
+                 j.timeout_ms AS timeout_ms, j.callback_url AS callback_url, \
+                 j.delay_ms AS delay_ms, j.end_at AS end_at \
+                 FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ",
+            )
+            .list(chunk.iter().copied())
+            .for_update();
+        s
+    })
+    .await?;
+    let mut execs = HashMap::with_capacity(found.len());
+    let mut jobs = HashMap::new();
+    for row in &found {
+        let exec = rows::execution(row)?;
+        let held_by = R::new(row, "executions").opt_string("held_by")?;
+        let r = R::new(row, "jobs");
+        let job = JobState {
+            status: r.job_status("job_status")?,
+            continuation: continuation(&r)?,
+            retry: r.retry()?,
+            timeout_ms: r.opt_u64("timeout_ms")?,
+            callback_url: r.opt_string("callback_url")?,
+            live: 0,
+        };
+        jobs.insert(exec.job_id.clone(), job);
+        execs.insert(exec.id.clone(), (exec, held_by));
+    }
+    Ok((execs, jobs))
+}
+
+/// The incarnations among the inputs' that a later process of their
+/// worker replaced.
+async fn retired_among(tx: &mut Tx, inputs: &[Input<'_>]) -> StoreResult<HashSet<String>> {
+    let mut seen = HashSet::new();
+    let incs: Vec<&str> = inputs
+        .iter()
+        .filter_map(|i| i.incarnation)
+        .filter(|i| seen.insert(*i))
+        .collect();
+    fetch_chunked(&mut *tx, &incs, |chunk| {
+        let mut s = Sql::new("SELECT incarnation FROM worker_incarnations WHERE incarnation IN ");
+        s.list(chunk.iter().copied())
+            .push(" AND retired_at IS NOT NULL");
+        s
+    })
+    .await?
+    .iter()
+    .map(|row| R::new(row, "worker_incarnations").string("incarnation"))
+    .collect()
 }
 
 /// Loaded executions by id, each with the incarnation that started its

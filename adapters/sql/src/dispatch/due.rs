@@ -1,9 +1,10 @@
-//! The dispatcher's hot path reads: the due scan and the scan for
-//! unpublished work (claims are in `claim`).
+//! The dispatcher's hot path reads: the due scan, its count, and the scan
+//! for unpublished work (claims are in `claim`).
 
-use super::rows::{self, JOB_COLS, R};
-use super::sql::{Sql, time};
-use super::{Dialect, SqlStore};
+use crate::db::Row;
+use crate::dialect::Dialect;
+use crate::rows::{JOB_COLS, R};
+use crate::sql::{Sql, time};
 use kairos_core::execution::ExecTransition;
 use kairos_core::job::JobTransition;
 use kairos_core::store::{DispatchWork, StoreResult};
@@ -23,7 +24,7 @@ pub fn due_scan_sql(dialect: Dialect) -> String {
 /// The due-trigger scan, leaving out the jobs in `except`. The dispatcher
 /// names a full batch there (the one its claim holds), so the list's length,
 /// and with it the statement, stays the same from round to round.
-fn due_scan(now: Millis, limit: u32, except: &[&str]) -> Sql {
+pub(super) fn due_scan(now: Millis, limit: u32, except: &[&str]) -> Sql {
     let mut s = Sql::new("SELECT ");
     s.columns("j", &JOB_COLS)
         .push(" FROM jobs j WHERE j.status IN ")
@@ -45,7 +46,7 @@ fn due_scan(now: Millis, limit: u32, except: &[&str]) -> Sql {
 /// The due triggers by `until`, at most `cap` of them, counted: the due
 /// scan's predicate and index, with the limit inside so a million stored
 /// jobs cost no more than `cap` index entries.
-fn due_count(until: Millis, cap: u32) -> Sql {
+pub(super) fn due_count(until: Millis, cap: u32) -> Sql {
     let mut s =
         Sql::new("SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM jobs j WHERE j.status IN ");
     s.list(
@@ -63,7 +64,7 @@ fn due_count(until: Millis, cap: u32) -> Sql {
 }
 
 /// `DispatchWork` from a row carrying the execution and job columns it needs.
-fn work(row: &super::db::Row) -> StoreResult<DispatchWork> {
+pub(super) fn work(row: &Row) -> StoreResult<DispatchWork> {
     let r = R::new(row, "executions");
     Ok(DispatchWork {
         execution_id: r.string("id")?,
@@ -83,7 +84,7 @@ fn work(row: &super::db::Row) -> StoreResult<DispatchWork> {
 /// The announcements that restrict pending work to what some live worker
 /// can run: `Some(empty)` for no restriction, `None` when nothing can run
 /// (no query needed). An announcement of no handlers accepts nothing.
-fn routable_entries(routable: &Routable) -> Option<Vec<&Serves>> {
+pub(super) fn routable_entries(routable: &Routable) -> Option<Vec<&Serves>> {
     let list = match routable {
         Routable::Any => return Some(Vec::new()),
         Routable::Only(list) => list,
@@ -121,52 +122,25 @@ fn routable_filter(s: &mut Sql, entries: &[&Serves]) {
     }
 }
 
-impl SqlStore {
-    pub(crate) async fn find_due(
-        &self,
-        now: Millis,
-        limit: u32,
-        except: &[&str],
-    ) -> StoreResult<Vec<kairos_core::job::Job>> {
-        let found = due_scan(now, limit, except).fetch_all(self.read()).await?;
-        found.iter().map(rows::job).collect()
-    }
-
-    pub(crate) async fn count_due(&self, until: Millis, cap: u32) -> StoreResult<u32> {
-        let n: i64 = due_count(until, cap).scalar(self.read(), "n").await?;
-        Ok(u32::try_from(n).unwrap_or(cap))
-    }
-
-    pub(crate) async fn find_unpublished(
-        &self,
-        now: Millis,
-        limit: u32,
-        routable: &Routable,
-    ) -> StoreResult<Vec<DispatchWork>> {
-        let Some(entries) = routable_entries(routable) else {
-            return Ok(Vec::new());
-        };
-        let mut s = Sql::new(
-            "SELECT e.id AS id, e.job_id AS job_id, e.tenant AS tenant, e.attempt AS attempt, \
-             e.scheduled_at AS scheduled_at, j.handler AS handler, j.params AS params, \
-             j.timeout_ms AS timeout_ms, j.worker_group AS worker_group, \
-             j.trace_context AS trace_context \
-             FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.status IN ",
-        );
-        s.list(
-            ExecTransition::Dispatch
-                .from_states()
-                .iter()
-                .map(|s| s.as_str()),
-        )
-        .push(" AND e.not_before <= ")
-        .bind(time(now));
-        routable_filter(&mut s, &entries);
-        let found = s
-            .push(" ORDER BY e.not_before LIMIT ")
-            .bind(limit)
-            .fetch_all(self.read())
-            .await?;
-        found.iter().map(work).collect()
-    }
+/// The scan for unpublished work that some announcement of `entries` can
+/// run (see [`routable_entries`]), with what its dispatch message needs.
+pub(super) fn unpublished(now: Millis, limit: u32, entries: &[&Serves]) -> Sql {
+    let mut s = Sql::new(
+        "SELECT e.id AS id, e.job_id AS job_id, e.tenant AS tenant, e.attempt AS attempt, \
+         e.scheduled_at AS scheduled_at, j.handler AS handler, j.params AS params, \
+         j.timeout_ms AS timeout_ms, j.worker_group AS worker_group, \
+         j.trace_context AS trace_context \
+         FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.status IN ",
+    );
+    s.list(
+        ExecTransition::Dispatch
+            .from_states()
+            .iter()
+            .map(|s| s.as_str()),
+    )
+    .push(" AND e.not_before <= ")
+    .bind(time(now));
+    routable_filter(&mut s, entries);
+    s.push(" ORDER BY e.not_before LIMIT ").bind(limit);
+    s
 }

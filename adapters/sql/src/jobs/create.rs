@@ -20,16 +20,15 @@
 //! the unique key, or one row is bad), every job is retried on its own, so
 //! one request's error never fails the others.
 
-use super::db::Tx;
-use super::error::{corrupt, is_unique_violation};
-use super::rows::{self, JOB_COLS};
-use super::sched_cols::schedule_columns;
-use super::sql::{Fields, Sql, from_u64, json, time};
-use super::{Inner, SqlStore};
+use crate::db::{Pool, Tx};
+use crate::error::{corrupt, is_unique_violation};
+use crate::rows::{self, JOB_COLS};
+use crate::sched_cols::schedule_columns;
+use crate::sql::{Fields, Sql, from_u64, json, time};
 use kairos_core::job::{Job, JobStatus, NewJob};
 use kairos_core::store::{CreateOutcome, StoreError, StoreResult};
+use kairos_core::supervise::spawn_critical;
 use std::collections::HashMap;
-use std::sync::Weak;
 use tokio::sync::{mpsc, oneshot};
 
 /// The audit action recorded with a job created through the API.
@@ -64,10 +63,13 @@ pub(crate) struct Committer {
 }
 
 impl Committer {
-    /// Starts the committer task; it ends when the store is dropped.
-    pub(crate) fn start(store: Weak<Inner>) -> Self {
+    /// Starts the committer task, writing on `pool` (the store's writer);
+    /// it ends when the store is dropped. A panic in it exits the process
+    /// (`spawn_critical`): a store whose creates all answered "shutting down"
+    /// would otherwise keep reporting itself ready.
+    pub(crate) fn start(pool: Pool) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(store, rx));
+        spawn_critical("job create group committer", run(pool, rx));
         Self { tx }
     }
 
@@ -83,7 +85,7 @@ impl Committer {
     }
 }
 
-async fn run(store: Weak<Inner>, mut rx: mpsc::Receiver<Pending>) {
+async fn run(pool: Pool, mut rx: mpsc::Receiver<Pending>) {
     let max = GROUP_SIZES[GROUP_SIZES.len() - 1];
     // Creates that arrived but did not fit the last group's size.
     let mut carried: Vec<Pending> = Vec::new();
@@ -102,14 +104,10 @@ async fn run(store: Weak<Inner>, mut rx: mpsc::Receiver<Pending>) {
             }
         }
         carried = group.split_off(group_size(group.len()));
-        let Some(inner) = store.upgrade() else {
-            return;
-        };
-        let store = SqlStore { inner };
         let (jobs, replies): (Vec<NewJob>, Vec<_>) =
             group.into_iter().map(|p| (p.job, p.reply)).unzip();
         metrics::histogram!("kairos_store_create_group_size").record(jobs.len() as f64);
-        let outcomes = create_each(&store, jobs).await;
+        let outcomes = create_each(&pool, jobs).await;
         for (reply, outcome) in replies.into_iter().zip(outcomes) {
             let _ = reply.send(outcome);
         }
@@ -128,15 +126,15 @@ fn group_size(waiting: usize) -> usize {
 
 /// Creates `jobs` in one transaction if it can, else one by one; one outcome
 /// per job, in order.
-async fn create_each(store: &SqlStore, jobs: Vec<NewJob>) -> Vec<StoreResult<CreateOutcome>> {
+async fn create_each(pool: &Pool, jobs: Vec<NewJob>) -> Vec<StoreResult<CreateOutcome>> {
     if jobs.len() == 1 {
-        let job = jobs.into_iter().next().map(|j| create_alone(store, j));
+        let job = jobs.into_iter().next().map(|j| create_alone(pool, j));
         return match job {
             Some(one) => vec![one.await],
             None => Vec::new(),
         };
     }
-    match create_together(store, jobs.clone()).await {
+    match together(pool, jobs.clone()).await {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
         Err(StoreError::Unavailable(why)) => jobs
             .iter()
@@ -146,20 +144,25 @@ async fn create_each(store: &SqlStore, jobs: Vec<NewJob>) -> Vec<StoreResult<Cre
             tracing::debug!(error = %e, rows = jobs.len(), "group commit failed; creating one by one");
             let mut out = Vec::with_capacity(jobs.len());
             for job in jobs {
-                out.push(create_alone(store, job).await);
+                out.push(create_alone(pool, job).await);
             }
             out
         }
     }
 }
 
-/// Creates every job in one transaction (the group commit and the bulk
+/// [`create_together`] in a transaction of its own on `pool`, not run again
+/// if it loses a lock race: the committer then creates its jobs one by one.
+async fn together(pool: &Pool, jobs: Vec<NewJob>) -> StoreResult<Vec<CreateOutcome>> {
+    create_together(pool.begin().await?, jobs).await
+}
+
+/// Creates every job in `tx` and commits it (the group commit and the bulk
 /// endpoint). Fails whole: nothing is written if anything fails.
 pub(crate) async fn create_together(
-    store: &SqlStore,
+    mut tx: Tx,
     jobs: Vec<NewJob>,
 ) -> StoreResult<Vec<CreateOutcome>> {
-    let mut tx = store.begin().await?;
     let existing = existing_by_key(&mut tx, &jobs).await?;
     // Which job answers for each (tenant, key): a stored one, or the first
     // of this batch to use it.
@@ -234,18 +237,18 @@ async fn insert_audit(tx: &mut Tx, fresh: &[&NewJob]) -> StoreResult<()> {
 
 /// Creates one job on its own: with its audit row in one transaction when
 /// it has one, else in a single statement.
-async fn create_alone(store: &SqlStore, job: NewJob) -> StoreResult<CreateOutcome> {
+async fn create_alone(pool: &Pool, job: NewJob) -> StoreResult<CreateOutcome> {
     if job.created_by.is_none() {
-        return create_one(store, job).await;
+        return create_one(pool, job).await;
     }
-    match create_together(store, vec![job.clone()]).await {
+    match together(pool, vec![job.clone()]).await {
         Ok(mut outcomes) => outcomes
             .pop()
             .ok_or_else(|| corrupt("jobs", "a create answered nothing")),
         Err(e @ StoreError::Unavailable(_)) => Err(e),
         // A concurrent create took its key: answered `Existing` from the row
         // that won (a job that exists already is not audited again).
-        Err(_) => create_one(store, job).await,
+        Err(_) => create_one(pool, job).await,
     }
 }
 
@@ -293,10 +296,10 @@ async fn existing_by_key(
 
 /// Creates one job in a statement of its own: the path of a lone create and
 /// the fallback of a failed group.
-pub(crate) async fn create_one(store: &SqlStore, job: NewJob) -> StoreResult<CreateOutcome> {
+async fn create_one(pool: &Pool, job: NewJob) -> StoreResult<CreateOutcome> {
     let inserted = Sql::new("INSERT INTO jobs")
         .rows([&job_fields(&job)])
-        .execute(store.write())
+        .execute(pool)
         .await;
     match inserted {
         Ok(_) => Ok(CreateOutcome::Created(created_job(job))),
@@ -310,7 +313,7 @@ pub(crate) async fn create_one(store: &SqlStore, job: NewJob) -> StoreResult<Cre
                 .bind(job.tenant.as_str())
                 .push(" AND j.client_request_id = ")
                 .bind(key)
-                .fetch_optional(store.write())
+                .fetch_optional(pool)
                 .await?;
             match row {
                 Some(row) => Ok(CreateOutcome::Existing(rows::job(&row)?)),

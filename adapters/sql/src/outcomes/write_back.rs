@@ -4,10 +4,9 @@
 //! version, are written in one multi-row update per chunk (see
 //! `rows_update`), instead of one statement per result.
 
-use super::SqlStore;
-use super::db::Tx;
-use super::rows_update::{Col, RowsUpdate, rows_per_statement};
-use super::sql::{Value, json, time};
+use crate::db::Tx;
+use crate::rows_update::{Col, RowsUpdate, rows_per_statement};
+use crate::sql::{Value, json, time};
 use kairos_core::execution::Execution;
 use kairos_core::job::JobStatus;
 use kairos_core::store::StoreResult;
@@ -101,44 +100,36 @@ impl TouchedJobs {
     }
 }
 
-impl SqlStore {
-    /// Writes the final state of every touched execution.
-    pub(super) async fn write_executions(
-        &self,
-        tx: &mut Tx,
-        execs: &HashMap<String, Execution>,
-        touched: &TouchedExecutions,
-        now: Millis,
-    ) -> StoreResult<()> {
-        let rows: Vec<&Execution> = touched
-            .order
-            .iter()
-            .filter_map(|id| execs.get(id))
-            .collect();
-        let dialect = tx.dialect();
-        for chunk in rows.chunks(rows_per_statement(dialect)) {
-            if let Some(sql) = executions_update(chunk, touched, now).sql(dialect) {
-                sql.execute(&mut *tx).await?;
-            }
+/// Writes the final state of every touched execution.
+pub(super) async fn write_executions(
+    tx: &mut Tx,
+    execs: &HashMap<String, Execution>,
+    touched: &TouchedExecutions,
+    now: Millis,
+) -> StoreResult<()> {
+    let rows: Vec<&Execution> = touched
+        .order
+        .iter()
+        .filter_map(|id| execs.get(id))
+        .collect();
+    let dialect = tx.dialect();
+    for chunk in rows.chunks(rows_per_statement(dialect)) {
+        if let Some(sql) = executions_update(chunk, touched, now).sql(dialect) {
+            sql.execute(&mut *tx).await?;
         }
-        Ok(())
     }
+    Ok(())
+}
 
-    /// Writes every touched job's new status, next trigger and version.
-    pub(super) async fn write_jobs(
-        &self,
-        tx: &mut Tx,
-        touched: &TouchedJobs,
-        now: Millis,
-    ) -> StoreResult<()> {
-        let dialect = tx.dialect();
-        for chunk in touched.order.chunks(rows_per_statement(dialect)) {
-            if let Some(sql) = jobs_update(touched, chunk, now).sql(dialect) {
-                sql.execute(&mut *tx).await?;
-            }
+/// Writes every touched job's new status, next trigger and version.
+pub(super) async fn write_jobs(tx: &mut Tx, touched: &TouchedJobs, now: Millis) -> StoreResult<()> {
+    let dialect = tx.dialect();
+    for chunk in touched.order.chunks(rows_per_statement(dialect)) {
+        if let Some(sql) = jobs_update(touched, chunk, now).sql(dialect) {
+            sql.execute(&mut *tx).await?;
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// The update of the executions in `chunk`: every column of
@@ -196,7 +187,7 @@ fn jobs_update(touched: &TouchedJobs, chunk: &[String], now: Millis) -> RowsUpda
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Dialect;
+    use crate::dialect::Dialect;
 
     #[test]
     fn jobs_are_written_back_with_joined_values() {

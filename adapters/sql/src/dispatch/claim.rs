@@ -1,0 +1,425 @@
+//! The claim transaction: fencing check, the claimed jobs' versions read
+//! once (the jobs themselves come with the claims, as the dispatcher read
+//! them), their live executions read once (only for jobs whose overlap policy
+//! needs it), one version-checked update per job, one multi-row execution
+//! insert, and the history and outbox rows — whatever the batch size. A
+//! claim that names its worker inserts its execution already `dispatched`:
+//! the dispatch is recorded with the claim, not in a write of its own.
+
+use crate::db::Tx;
+use crate::dialect::Dialect;
+use crate::inserts::{self, EventRow};
+use crate::rows::{self, EXEC_COLS, R};
+use crate::rows_update::{Col, RowsUpdate, rows_per_statement};
+use crate::sql::{self, CHUNK, Fields, Sql, from_u64, time};
+use crate::stop;
+use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
+use kairos_core::job::{Job, JobStatus, JobTransition};
+use kairos_core::schedule::OverlapPolicy;
+use kairos_core::store::{Claim, DispatchWork, StoreError, StoreResult};
+use kairos_core::time::Millis;
+use kairos_core::trigger::{self, Fate, JobMove, Resolution};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// Name of the dispatcher lease in `leader_fences`.
+const DISPATCH_FENCE: &str = "dispatcher";
+
+/// Error recorded on a pending execution cancelled by a newer trigger.
+const REPLACED: &str = "cancelled: replaced by a newer trigger (overlapPolicy replace)";
+
+/// A job whose claims won, with what they become.
+struct Won<'a> {
+    job: Arc<Job>,
+    claims: Vec<&'a Claim>,
+    res: Resolution,
+}
+
+/// One execution row to insert.
+struct NewExec<'a> {
+    claim: &'a Claim,
+    /// The claimed job (the one the version check passed).
+    job: &'a Job,
+    status: ExecStatus,
+    error: Option<&'static str>,
+}
+
+/// Raises the stored dispatcher fence to ours (never lowers it) and
+/// fails if a newer leader's is already there.
+async fn check_fence(tx: &mut Tx, fence: u64) -> StoreResult<()> {
+    let ours = from_u64(fence);
+    let row = Fields::new()
+        .with("name", DISPATCH_FENCE)
+        .with("fence", ours);
+    let mut upsert = Sql::new("INSERT INTO leader_fences");
+    upsert.rows([&row]).dialect(
+        " ON DUPLICATE KEY UPDATE fence = GREATEST(fence, VALUES(fence))",
+        " ON CONFLICT(name) DO UPDATE SET \
+         fence = GREATEST(leader_fences.fence, excluded.fence)",
+        " ON CONFLICT(name) DO UPDATE SET fence = MAX(fence, excluded.fence)",
+    );
+    // Every claim round pays this on the serial path: where the upsert
+    // can return the stored fence, one statement does.
+    let current: i64 = if tx.dialect() == Dialect::MySql {
+        upsert.execute(&mut *tx).await?;
+        Sql::new("SELECT fence FROM leader_fences WHERE name = ")
+            .bind(DISPATCH_FENCE)
+            .scalar(&mut *tx, "fence")
+            .await?
+    } else {
+        upsert
+            .push(" RETURNING fence")
+            .scalar(&mut *tx, "fence")
+            .await?
+    };
+    if current > ours {
+        return Err(StoreError::Fenced {
+            ours: fence,
+            current: u64::try_from(current).unwrap_or_default(),
+        });
+    }
+    Ok(())
+}
+
+/// `triggers_claim`'s transaction.
+pub(super) async fn claim(
+    mut tx: Tx,
+    fence: u64,
+    claims: &[Claim],
+    now: Millis,
+) -> StoreResult<Vec<DispatchWork>> {
+    check_fence(&mut tx, fence).await?;
+
+    // Claims grouped per job, due times ascending. A BTreeMap keeps the
+    // jobs in id order, so two claimers lock them in one order.
+    let mut groups: BTreeMap<&str, Vec<&Claim>> = BTreeMap::new();
+    for c in claims {
+        groups.entry(c.job.id.as_str()).or_default().push(c);
+    }
+    for g in groups.values_mut() {
+        g.sort_by_key(|c| c.scheduled_at);
+    }
+    let ids: Vec<&str> = groups.keys().copied().collect();
+    let stored = read_versions(&mut tx, &ids).await?;
+
+    // The jobs are locked from this read to the commit (`FOR UPDATE` on
+    // MySQL and PostgreSQL, the single writer on SQLite), so the version
+    // check here is the one that decides. A job whose version is the one
+    // the dispatcher read is, field for field, the job it read.
+    let t = JobTransition::Claim;
+    let candidates: Vec<(Arc<Job>, Vec<&Claim>)> = groups
+        .into_iter()
+        .filter_map(|(id, g)| {
+            let (version, status) = stored.get(id)?;
+            let job = &g[0].job;
+            (job.version == *version && t.allowed_from(*status)).then(|| (job.clone(), g))
+        })
+        .collect();
+    // Live executions matter to the overlap policy, and to a recurring
+    // job whose window closes now: it ends at once only if none is live.
+    let watched: Vec<&str> = candidates
+        .iter()
+        .filter(|(j, g)| {
+            j.schedule.recurrence().is_some_and(|r| {
+                r.overlap != OverlapPolicy::Allow
+                    || g.last().is_some_and(|c| c.next_trigger_at.is_none())
+            })
+        })
+        .map(|(j, _)| j.id.as_str())
+        .collect();
+    let lock = candidates.iter().any(|(j, _)| {
+        j.schedule
+            .recurrence()
+            .is_some_and(|r| r.overlap == OverlapPolicy::Replace)
+    });
+    let live = live_executions(&mut tx, &watched, lock).await?;
+
+    let mut won = Vec::with_capacity(candidates.len());
+    let mut moves = Vec::with_capacity(candidates.len());
+    for (job, claims) in candidates {
+        let due: Vec<Millis> = claims.iter().map(|c| c.scheduled_at).collect();
+        let next = claims.last().and_then(|c| c.next_trigger_at);
+        let live_before = live.get(&job.id).is_some_and(|v| !v.is_empty());
+        let res = trigger::resolve(&job.schedule, &due, live_before, next.is_some(), now);
+        let status = match res.job {
+            JobMove::Run => t.to_state(),
+            JobMove::Keep => job.status,
+            JobMove::Complete => JobTransition::Complete.to_state(),
+        };
+        moves.push(ClaimedJob {
+            id: job.id.clone(),
+            version: job.version,
+            next,
+            status,
+        });
+        won.push(Won { job, claims, res });
+    }
+    update_claimed(&mut tx, &moves, now).await?;
+
+    let mut events = Vec::new();
+    let mut callbacks = Vec::new();
+    let mut rows = Vec::new();
+    for w in &won {
+        for (c, fate) in w.claims.iter().zip(&w.res.fates) {
+            let (status, error) = match fate {
+                // A claim that chose a worker is its dispatch record too.
+                Fate::Dispatch if c.worker_id.is_some() => {
+                    (ExecTransition::Dispatch.to_state(), None)
+                }
+                Fate::Dispatch => (ExecStatus::Pending, None),
+                Fate::Skipped(reason) => (ExecTransition::Skip.to_state(), Some(*reason)),
+                Fate::Dropped => continue,
+            };
+            rows.push(NewExec {
+                claim: c,
+                job: &w.job,
+                status,
+                error,
+            });
+        }
+    }
+    let present = insert_executions(&mut tx, &rows, now).await?;
+    let mut out = Vec::new();
+    for r in rows.iter().filter(|r| {
+        present
+            .as_ref()
+            .is_none_or(|p| p.contains(&r.claim.execution_id))
+    }) {
+        let job = r.job;
+        events.push(EventRow {
+            error: r.error.map(str::to_string),
+            worker_id: r.worker_id().map(str::to_string),
+            ..EventRow::plain(&r.claim.execution_id, 1, r.status, now)
+        });
+        if !r.status.is_terminal() {
+            out.push(DispatchWork {
+                execution_id: r.claim.execution_id.clone(),
+                job_id: job.id.clone(),
+                tenant: job.tenant.clone(),
+                attempt: 1,
+                handler: job.handler.clone(),
+                params: job.params.clone(),
+                scheduled_at: r.claim.scheduled_at,
+                timeout_ms: job.timeout_ms,
+                worker_group: job.worker_group.clone(),
+                trace: job.trace.clone(),
+                worker_id: r.worker_id().map(str::to_string),
+            });
+        } else if let Some(url) = &job.callback_url {
+            callbacks.push(inserts::new_callback(&skipped(r, now), url, now));
+        }
+    }
+
+    for w in won.iter().filter(|w| w.res.stop_live) {
+        let Some(execs) = live.get(&w.job.id) else {
+            continue;
+        };
+        let cancelled = stop::replace(&mut tx, execs, REPLACED, now).await?;
+        for e in cancelled {
+            events.push(EventRow {
+                error: e.error.clone(),
+                ..EventRow::plain(&e.id, e.attempt, e.status, now)
+            });
+            if let Some(url) = &w.job.callback_url {
+                callbacks.push(inserts::new_callback(&e, url, now));
+            }
+        }
+    }
+    inserts::events(&mut tx, &events).await?;
+    inserts::callbacks(&mut tx, &callbacks).await?;
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// The named jobs' stored versions and states, by id, locked.
+async fn read_versions(
+    tx: &mut Tx,
+    ids: &[&str],
+) -> StoreResult<HashMap<String, (i64, JobStatus)>> {
+    // PostgreSQL passes over jobs another transaction holds (an API
+    // update, a result): their claims lose this round and come back in
+    // the next scan, instead of the whole claim waiting on them.
+    let found = sql::fetch_chunked(&mut *tx, ids, |chunk| {
+        let mut s = Sql::new("SELECT id, version, status FROM jobs WHERE id IN ");
+        s.list(chunk.iter().copied()).for_claim();
+        s
+    })
+    .await?;
+    let mut stored = HashMap::with_capacity(found.len());
+    for row in &found {
+        let r = R::new(row, "jobs");
+        stored.insert(
+            r.string("id")?,
+            (r.i64("version")?, r.job_status("status")?),
+        );
+    }
+    Ok(stored)
+}
+
+/// Live executions of the named jobs (locked on MySQL when `lock`), by job.
+async fn live_executions(
+    tx: &mut Tx,
+    job_ids: &[&str],
+    lock: bool,
+) -> StoreResult<HashMap<String, Vec<Execution>>> {
+    let mut live: HashMap<String, Vec<Execution>> = HashMap::new();
+    let found = sql::fetch_chunked(&mut *tx, job_ids, |chunk| {
+        let mut s = Sql::new("SELECT ");
+        s.columns("e", &EXEC_COLS)
+            .push(" FROM executions e WHERE e.job_id IN ")
+            .list(chunk.iter().copied())
+            .push(" AND e.status IN ")
+            .list(ExecStatus::LIVE.iter().map(|s| s.as_str()));
+        if lock {
+            s.for_update();
+        }
+        s
+    })
+    .await?;
+    for row in &found {
+        let e = rows::execution(row)?;
+        live.entry(e.job_id.clone()).or_default().push(e);
+    }
+    Ok(live)
+}
+
+/// Moves every claimed job (next trigger, status, version + 1) in one
+/// statement per chunk. The rows are locked and their versions checked,
+/// so every one of them moves; each row's version stays in the
+/// condition, and a count that differs is an error.
+async fn update_claimed(tx: &mut Tx, moves: &[ClaimedJob], now: Millis) -> StoreResult<()> {
+    let dialect = tx.dialect();
+    for chunk in moves.chunks(rows_per_statement(dialect)) {
+        let n = chunk.len();
+        let mut u = RowsUpdate::new(
+            "jobs",
+            "id",
+            &[
+                Col::Set("next_trigger_at"),
+                Col::Set("status"),
+                Col::Check("version"),
+            ],
+        );
+        for m in chunk {
+            u.row(
+                m.id.as_str(),
+                vec![
+                    Some(time(m.next)),
+                    Some(m.status.as_str().into()),
+                    Some(m.version.into()),
+                ],
+            );
+        }
+        u.increment("version").same("updated_at", time(now));
+        let Some(sql) = u.sql(dialect) else { continue };
+        let moved = sql.execute(&mut *tx).await?;
+        if moved != n as u64 {
+            // Unreachable unless something writes jobs without locking
+            // them; the round is rolled back and retried.
+            return Err(StoreError::Corrupt {
+                table: "jobs",
+                reason: format!("a claim moved {moved} of {n} locked jobs"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Inserts the rows, skipping triggers that already have an execution
+/// (unique `(job_id, scheduled_at)`). `None` if every row went in,
+/// otherwise the ids that are present.
+async fn insert_executions(
+    tx: &mut Tx,
+    rows: &[NewExec<'_>],
+    now: Millis,
+) -> StoreResult<Option<HashSet<String>>> {
+    let mut inserted = 0u64;
+    for chunk in rows.chunks(CHUNK) {
+        let fields: Vec<Fields> = chunk.iter().map(|r| r.fields(now)).collect();
+        inserted += Sql::new("")
+            .insert_ignore_into()
+            .push("executions")
+            .rows(&fields)
+            .on_conflict_ignore()
+            .execute(&mut *tx)
+            .await?;
+    }
+    if inserted == rows.len() as u64 {
+        return Ok(None);
+    }
+    let wanted: Vec<&str> = rows.iter().map(|r| r.claim.execution_id.as_str()).collect();
+    let found = sql::fetch_chunked(&mut *tx, &wanted, |chunk| {
+        let mut s = Sql::new("SELECT id FROM executions WHERE id IN ");
+        s.list(chunk.iter().copied());
+        s
+    })
+    .await?;
+    let mut ids = HashSet::with_capacity(found.len());
+    for row in &found {
+        ids.insert(R::new(row, "executions").string("id")?);
+    }
+    Ok(Some(ids))
+}
+
+/// A claimed job's move, decided on its locked row.
+struct ClaimedJob {
+    id: String,
+    version: i64,
+    next: Option<Millis>,
+    status: kairos_core::job::JobStatus,
+}
+
+impl NewExec<'_> {
+    /// The worker the row is dispatched to, if its claim chose one.
+    fn worker_id(&self) -> Option<&str> {
+        match self.status {
+            ExecStatus::Dispatched => self.claim.worker_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The row's `executions` columns (first attempt, due at its trigger; a
+    /// dispatched row goes out at its due time, or now if that is later).
+    fn fields(&self, now: Millis) -> Fields {
+        let dispatched_at = self.worker_id().map(|_| self.claim.scheduled_at.max(now));
+        Fields::new()
+            .with("id", self.claim.execution_id.as_str())
+            .with("job_id", self.job.id.as_str())
+            .with("tenant", self.job.tenant.as_str())
+            .with("scheduled_at", time(self.claim.scheduled_at))
+            .with("attempt", 1_i64)
+            .with("status", self.status.as_str())
+            .with("worker_id", self.worker_id())
+            .with("dispatched_at", time(dispatched_at))
+            .with("not_before", time(self.claim.scheduled_at))
+            .with(
+                "finished_at",
+                time(self.status.is_terminal().then_some(now)),
+            )
+            .with("error", self.error)
+            .with("created_at", time(now))
+            .with("updated_at", time(now))
+    }
+}
+
+/// The execution a skipped trigger became, for its callback.
+fn skipped(r: &NewExec<'_>, now: Millis) -> Execution {
+    Execution {
+        id: r.claim.execution_id.clone(),
+        job_id: r.job.id.clone(),
+        tenant: r.job.tenant.clone(),
+        scheduled_at: r.claim.scheduled_at,
+        attempt: 1,
+        status: r.status,
+        worker_id: None,
+        output: None,
+        error: r.error.map(str::to_string),
+        not_before: r.claim.scheduled_at,
+        dispatched_at: None,
+        started_at: None,
+        finished_at: Some(now),
+        stop_requested_at: None,
+        created_at: now,
+        progress: None,
+    }
+}

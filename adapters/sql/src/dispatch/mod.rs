@@ -1,0 +1,115 @@
+//! [`Dispatch`]: the dispatcher's hot path — the due scan and its count, the
+//! claim transaction (`claim`), the scan for unpublished work, publisher
+//! confirms and reroutes (`confirm`), and worker results (through
+//! `crate::outcomes`).
+
+mod claim;
+mod confirm;
+mod due;
+
+pub use due::due_scan_sql;
+
+use crate::outcomes::{self, Input};
+use crate::rows;
+use crate::store::SqlStore;
+use async_trait::async_trait;
+use kairos_core::job::Job;
+use kairos_core::outcome::Verdict;
+use kairos_core::protocol::{ResultMsg, incarnation_id};
+use kairos_core::store::{
+    Applied, Claim, Dispatch, DispatchWork, DispatchedTo, Marked, StoreResult,
+};
+use kairos_core::time::Millis;
+use kairos_core::worker::Routable;
+
+#[async_trait]
+impl Dispatch for SqlStore {
+    async fn jobs_find_due(
+        &self,
+        now: Millis,
+        limit: u32,
+        except: &[&str],
+    ) -> StoreResult<Vec<Job>> {
+        let found = due::due_scan(now, limit, except)
+            .fetch_all(self.read())
+            .await?;
+        found.iter().map(rows::job).collect()
+    }
+
+    async fn jobs_count_due(&self, until: Millis, cap: u32) -> StoreResult<u32> {
+        let n: i64 = due::due_count(until, cap).scalar(self.read(), "n").await?;
+        Ok(u32::try_from(n).unwrap_or(cap))
+    }
+
+    async fn triggers_claim(
+        &self,
+        fence: u64,
+        claims: &[Claim],
+        now: Millis,
+    ) -> StoreResult<Vec<DispatchWork>> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.transaction(|tx| claim::claim(tx, fence, claims, now))
+            .await
+    }
+
+    async fn executions_find_unpublished(
+        &self,
+        now: Millis,
+        limit: u32,
+        routable: &Routable,
+    ) -> StoreResult<Vec<DispatchWork>> {
+        let Some(entries) = due::routable_entries(routable) else {
+            return Ok(Vec::new());
+        };
+        let found = due::unpublished(now, limit, &entries)
+            .fetch_all(self.read())
+            .await?;
+        found.iter().map(due::work).collect()
+    }
+
+    async fn executions_mark_dispatched(
+        &self,
+        sent: &[DispatchedTo],
+        now: Millis,
+    ) -> StoreResult<Marked> {
+        if sent.is_empty() {
+            return Ok(Marked::default());
+        }
+        self.transaction(|tx| confirm::mark_dispatched(tx, sent, now))
+            .await
+    }
+
+    async fn execution_mark_rerouted(
+        &self,
+        sent: &DispatchedTo,
+        reason: &str,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        self.transaction(|tx| confirm::mark_rerouted(tx, sent, reason, now))
+            .await
+    }
+
+    async fn results_apply(&self, results: &[ResultMsg], now: Millis) -> StoreResult<Vec<Applied>> {
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inputs: Vec<Input<'_>> = results
+            .iter()
+            .map(|r| Input {
+                execution_id: &r.execution_id,
+                attempt: r.attempt,
+                verdict: Verdict::of_result(r),
+                worker_id: Some(&r.worker_id),
+                incarnation: incarnation_id(&r.incarnation),
+                started_at: r.started_at,
+                output: r.output.as_ref(),
+                error: r.error.as_deref(),
+                at: r.at,
+            })
+            .collect();
+        self.transaction(|tx| outcomes::apply(tx, &inputs, now))
+            .await
+    }
+}

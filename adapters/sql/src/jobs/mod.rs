@@ -1,0 +1,162 @@
+//! [`JobStore`]: create (idempotent per tenant and `client_request_id`, in
+//! group commits: `create`), read, list with keyset paging, the caller's
+//! control operations (`control`) and changes (`update`).
+
+mod control;
+pub(crate) mod create;
+mod update;
+
+use crate::db::On;
+use crate::rows::{self, JOB_COLS, page_size};
+use crate::sql::{Sql, time};
+use crate::store::SqlStore;
+use async_trait::async_trait;
+use kairos_core::job::{Job, JobTransition, NewJob};
+use kairos_core::store::{
+    ControlOutcome, CreateOutcome, JobFilter, JobStore, JobUpdate, Page, StoreResult, UpdateOutcome,
+};
+use kairos_core::time::Millis;
+
+/// `%text%` for `LIKE … ESCAPE '!'`, lower-cased, with the wildcards of
+/// `text` escaped so they match themselves.
+fn like_pattern(text: &str) -> String {
+    let mut p = String::from("%");
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '!') {
+            p.push('!');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+/// `SELECT <every job column> FROM jobs j`, for a `WHERE` to follow.
+fn job_select() -> Sql {
+    let mut s = Sql::new("SELECT ");
+    s.columns("j", &JOB_COLS).push(" FROM jobs j");
+    s
+}
+
+/// One job of a tenant, read on `on` (row-locked where the database has row
+/// locks, when `lock`).
+async fn get_job(
+    on: impl Into<On<'_>>,
+    tenant: &str,
+    id: &str,
+    lock: bool,
+) -> StoreResult<Option<Job>> {
+    let mut s = job_select();
+    s.push(" WHERE j.tenant = ")
+        .bind(tenant)
+        .push(" AND j.id = ")
+        .bind(id);
+    if lock {
+        s.for_update();
+    }
+    let row = s.fetch_optional(on).await?;
+    row.as_ref().map(rows::job).transpose()
+}
+
+#[async_trait]
+impl JobStore for SqlStore {
+    async fn job_create(&self, job: NewJob) -> StoreResult<CreateOutcome> {
+        self.creates().submit(job).await
+    }
+
+    async fn jobs_create_many(&self, jobs: Vec<NewJob>) -> StoreResult<Vec<CreateOutcome>> {
+        self.transaction(|tx| create::create_together(tx, jobs.clone()))
+            .await
+    }
+
+    async fn job_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Job>> {
+        get_job(self.read(), tenant, id, false).await
+    }
+
+    async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>> {
+        let limit = page_size(filter.limit);
+        let after = match rows::page_start(filter.cursor.as_deref()) {
+            Ok(after) => after,
+            Err(empty) => return Ok(empty),
+        };
+        let mut s = job_select();
+        s.push(" WHERE j.tenant = ").bind(tenant);
+        if let Some(status) = filter.status {
+            s.push(" AND j.status = ").bind(status.as_str());
+        }
+        if let Some(h) = &filter.handler {
+            s.push(" AND j.handler = ").bind(h);
+        }
+        // `!` escapes: the one LIKE escape every database reads the same way.
+        // LOWER on both sides: MySQL's binary collation would otherwise make
+        // the search case-sensitive there and not on SQLite.
+        if let Some(p) = filter.name_contains.as_deref().map(like_pattern) {
+            s.push(" AND LOWER(j.name) LIKE ")
+                .bind(p)
+                .push(" ESCAPE '!'");
+        }
+        if let Some((at, id)) = &after {
+            s.push(" AND (j.created_at < ")
+                .bind(time(*at))
+                .push(" OR (j.created_at = ")
+                .bind(time(*at))
+                .push(" AND j.id < ")
+                .bind(id)
+                .push("))");
+        }
+        let found = s
+            .push(" ORDER BY j.created_at DESC, j.id DESC LIMIT ")
+            .bind(i64::from(limit) + 1)
+            .fetch_all(self.read())
+            .await?;
+        let items = found
+            .iter()
+            .map(rows::job)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(rows::page(items, limit, |j| (j.created_at, j.id.as_str())))
+    }
+
+    async fn job_pause(
+        &self,
+        tenant: &str,
+        id: &str,
+        reason: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome> {
+        self.transaction(|tx| control::control(tx, tenant, id, JobTransition::Pause, reason, now))
+            .await
+    }
+
+    async fn job_resume(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
+        self.transaction(|tx| control::control(tx, tenant, id, JobTransition::Resume, None, now))
+            .await
+    }
+
+    async fn job_cancel(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
+        self.transaction(|tx| control::control(tx, tenant, id, JobTransition::Cancel, None, now))
+            .await
+    }
+
+    async fn job_trigger_now(
+        &self,
+        tenant: &str,
+        id: &str,
+        execution_id: &str,
+        now: Millis,
+    ) -> StoreResult<ControlOutcome> {
+        self.transaction(|tx| control::trigger_now(tx, tenant, id, execution_id, now))
+            .await
+    }
+
+    async fn job_update(
+        &self,
+        tenant: &str,
+        id: &str,
+        expected_version: i64,
+        update: &JobUpdate,
+        now: Millis,
+    ) -> StoreResult<UpdateOutcome> {
+        self.transaction(|tx| update::update(tx, tenant, id, expected_version, update, now))
+            .await
+    }
+}
