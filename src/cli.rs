@@ -213,7 +213,8 @@ pub enum KeysCommand {
         /// Tenant the key acts for.
         #[arg(long, value_name = "TENANT")]
         tenant: String,
-        /// admin, write or read.
+        /// operator (every tenant, the tenants and the workers), admin (this
+        /// tenant's keys, callback secret and audit trail), write or read.
         #[arg(long, value_name = "ROLE")]
         role: String,
         /// Expiry: an RFC 3339 time or a duration from now (90m, 12h, 30d).

@@ -26,10 +26,12 @@ mod observe;
 mod openapi;
 mod request_trace;
 mod routes;
+mod ui_cookie;
 pub mod validate;
 mod waiting;
 
 pub use error::ApiError;
+pub use ui_cookie::{BadCookieSecure, CookieSecure, DEFAULT_UI_COOKIE_SECURE};
 
 use async_trait::async_trait;
 use axum::Router;
@@ -58,6 +60,10 @@ pub struct ApiConfig {
     pub max_params_bytes: usize,
     /// Largest request body.
     pub max_body_bytes: usize,
+    /// When the dashboard's (`/ui`) session and login cookies are `Secure`:
+    /// `auto` when the request came over HTTPS (a proxy's
+    /// `X-Forwarded-Proto: https`), `true` always, `false` never.
+    pub ui_cookie_secure: CookieSecure,
 }
 
 impl Default for ApiConfig {
@@ -69,6 +75,7 @@ impl Default for ApiConfig {
             max_live_jobs: 10_000_000,
             max_params_bytes: 64 * 1024,
             max_body_bytes: 1024 * 1024,
+            ui_cookie_secure: DEFAULT_UI_COOKIE_SECURE,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! Integration tests of the REST API over a real store, on SQLite and on
-//! MySQL (a fresh database per test; skipped or failed by the testkit policy
-//! when MySQL is not reachable).
+//! MySQL, and the admin routes on PostgreSQL too (a fresh database per test;
+//! skipped or failed by the testkit policy when a server is not reachable).
 
+#[path = "api/admin_roles.rs"]
+mod admin_roles;
 #[path = "api/bad_input.rs"]
 mod bad_input;
 #[path = "api/batch.rs"]
@@ -84,4 +86,33 @@ on_both_stores! {
     crate::tenants::creates_are_rate_limited_per_key => creates_are_rate_limited_per_key,
     crate::routing::worker_groups_and_waiting_executions => worker_groups_and_waiting_executions,
     crate::routing::execution_logs_are_paged_and_progress_is_shown => execution_logs_are_paged_and_progress_is_shown,
+}
+
+/// One `#[tokio::test]` per scenario and backend, PostgreSQL included.
+macro_rules! on_every_store {
+    ($module:ident: $($scenario:path => $name:ident),* $(,)?) => {
+        mod $module {
+            on_both_stores! { $($scenario => $name),* }
+            mod postgres {
+                $(
+                    #[tokio::test]
+                    async fn $name() {
+                        let Some((store, _db)) = crate::support::postgres_store().await else {
+                            return;
+                        };
+                        $scenario(crate::support::spawn_app(store).await).await;
+                    }
+                )*
+            }
+        }
+    };
+}
+
+on_every_store! { admin:
+    crate::admin_roles::operator_only_routes => operator_only_routes,
+    crate::admin_roles::callback_secret_by_role => callback_secret_by_role,
+    crate::admin_roles::key_creation_by_role => key_creation_by_role,
+    crate::admin_roles::key_listing_by_role => key_listing_by_role,
+    crate::admin_roles::key_revocation_by_role => key_revocation_by_role,
+    crate::admin_roles::audit_by_role => audit_by_role,
 }
