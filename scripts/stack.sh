@@ -4,7 +4,7 @@
 # this machine, the way docker-compose.yml wires it; used to measure with
 # `kairos bench --url`. Each process logs to $KAIROS_STACK_DIR/<name>.log.
 #
-#   scripts/stack.sh up      # prints the URL and an admin key
+#   scripts/stack.sh up      # prints the URL and an operator key
 #   scripts/stack.sh down
 #   scripts/stack.sh purge   # after down: drops the namespace's Redis keys
 #                            # (attempt keys live 24 h: a run of benchmarks
