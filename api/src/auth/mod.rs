@@ -173,9 +173,9 @@ pub(crate) async fn authenticate(
     }
     if !key.role.allows(needed) {
         return Err(ApiError::Forbidden(format!(
-            "a {} key may not do this; it needs a {} key",
-            key.role.as_str(),
-            needed.as_str()
+            "{} key may not do this; it needs {} key",
+            scope::a(key.role),
+            scope::a(needed)
         )));
     }
     req.extensions_mut().insert(Caller {

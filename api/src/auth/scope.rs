@@ -8,6 +8,16 @@ use super::Caller;
 use crate::error::ApiError;
 use kairos_core::tenant::Role;
 
+/// The role's name with its article, for messages: "an admin", "a read".
+pub(crate) fn a(role: Role) -> &'static str {
+    match role {
+        Role::Read => "a read",
+        Role::Write => "a write",
+        Role::Admin => "an admin",
+        Role::Operator => "an operator",
+    }
+}
+
 impl Caller {
     /// Whether this key may manage `tenant`'s keys, secret and audit trail.
     pub(crate) fn manages(&self, tenant: &str) -> bool {
@@ -37,8 +47,8 @@ impl Caller {
             Ok(())
         } else {
             Err(ApiError::Forbidden(format!(
-                "an {} key may not manage {} keys",
-                self.role.as_str(),
+                "{} key may not manage {} keys",
+                a(self.role),
                 role.as_str()
             )))
         }
