@@ -4,7 +4,7 @@
 # this machine, the way docker-compose.yml wires it; used to measure with
 # `kairos bench --url`. Each process logs to $KAIROS_STACK_DIR/<name>.log.
 #
-#   scripts/stack.sh up      # prints the URL and an admin key
+#   scripts/stack.sh up      # prints the URL and an operator key
 #   scripts/stack.sh down
 #   scripts/stack.sh purge   # after down: drops the namespace's Redis keys
 #                            # (attempt keys live 24 h: a run of benchmarks
@@ -47,7 +47,7 @@ up)
     mysql --protocol=TCP -h127.0.0.1 -uroot -e "CREATE DATABASE IF NOT EXISTS \`$db\`" ;;
   esac
   "$bin" migrate >"$dir/migrate.log" 2>&1
-  key=$("$bin" keys create --tenant default --role admin | grep -Eo 'kai_[A-Za-z0-9_]+' | head -1)
+  key=$("$bin" keys create --tenant default --role operator | grep -Eo 'kai_[A-Za-z0-9_]+' | head -1)
   KAIROS_HTTP_ADDR=$http start api 9190 "$bin" api
   start dispatcher-1 9191 "$bin" dispatcher
   start dispatcher-2 9192 "$bin" dispatcher

@@ -253,7 +253,8 @@ pub enum KeysCommand {
         /// Tenant the key acts for.
         #[arg(long, value_name = "TENANT")]
         tenant: String,
-        /// admin, write or read.
+        /// operator (every tenant, the tenants and the workers), admin (this
+        /// tenant's keys, callback secret and audit trail), write or read.
         #[arg(long, value_name = "ROLE")]
         role: String,
         /// Expiry: an RFC 3339 time or a duration from now (90m, 12h, 30d).
@@ -478,6 +479,11 @@ pub struct ApiLimitsArg {
     #[arg(long, env = "KAIROS_API_KEY_CACHE_SIZE", value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_cache_size: Option<usize>,
+    /// When the dashboard's cookies are `Secure`: auto (when a proxy says
+    /// the request came over HTTPS), true or false.
+    #[arg(long, env = "KAIROS_UI_COOKIE_SECURE", value_name = "WHEN")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ui_cookie_secure: Option<kairos_api::CookieSecure>,
 }
 
 /// How dispatchers recover work nothing else ends (`dispatcher` and `dev`).

@@ -1,6 +1,8 @@
-//! The admin key of `kairos dev`: created on first start for the `default`
-//! tenant, kept in a file beside the SQLite database (`kairos.db.key`, mode
-//! 0600) so a restart prints the same working key. The database holds only
+//! The operator key of `kairos dev`: created on first start for the
+//! `default` tenant, kept in a file beside the SQLite database
+//! (`kairos.db.key`, mode 0600) so a restart prints the same working key. It
+//! is an operator's so that it may do everything: every tenant, their keys,
+//! the workers, and the `default` tenant's jobs. The database holds only
 //! the key's hash, so the file is the one place its secret is kept; delete
 //! the file (or revoke the key) to get a new one on the next start.
 
@@ -24,7 +26,7 @@ pub fn key_path(db_url: &str) -> PathBuf {
     }
 }
 
-/// The dev admin key: the one in the key file if the database still accepts
+/// The dev operator key: the one in the key file if the database still accepts
 /// it, otherwise a new one (written to the file): the key, the file, and
 /// whether it was created now.
 pub async fn ensure(store: &dyn TenantStore, db_url: &str) -> Result<(String, PathBuf, bool)> {
@@ -41,7 +43,7 @@ pub async fn ensure(store: &dyn TenantStore, db_url: &str) -> Result<(String, Pa
     }
     let issued = kairos_api::auth::keys::issue(
         DEFAULT_TENANT,
-        Role::Admin,
+        Role::Operator,
         Some("kairos dev".into()),
         None,
         now_ms(),

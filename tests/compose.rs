@@ -254,7 +254,9 @@ async fn services_compose_services_run_natively_as_a_cluster() {
     // The API needs a key: an operator makes one with the CLI against the
     // database the stack uses (the migrate service's environment has it).
     let key = Command::new(env!("CARGO_BIN_EXE_kairos"))
-        .args(["keys", "create", "--tenant", "default", "--role", "admin"])
+        .args([
+            "keys", "create", "--tenant", "default", "--role", "operator",
+        ])
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .envs(&migrate.env)

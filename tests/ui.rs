@@ -323,7 +323,16 @@ async fn dashboard_in_a_browser() {
     assert!(write_key.as_str().is_some_and(|k| k.starts_with("kai_")));
     b.goto(&format!("{ui}/admin/keys")).await;
     b.check_page("keys").await;
-    no_rival(&b, &rival_job).await;
+    // The dev key is an operator's: it sees every tenant and, when it picks
+    // one, that tenant's keys (an admin key sees only its own tenant).
+    assert_eq!(b.find_all("tr[data-tenant='rival']").await.len(), 1);
+    b.goto(&format!("{ui}/admin/keys?tenant=rival")).await;
+    let rival_prefix = &rival_key[4..16];
+    b.wait_text(rival_prefix, Duration::from_secs(5)).await;
+    assert!(
+        !b.source().await.contains(&rival_job),
+        "keys, not jobs, of the other tenant"
+    );
     b.goto(&format!("{ui}/admin/audit")).await;
     b.wait_text("job.pause", Duration::from_secs(5)).await;
     b.check_page("audit").await;

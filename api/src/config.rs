@@ -4,6 +4,7 @@
 //! reads it from flags, the environment and the `--config` file by that name.
 //! Fields marked `serde(skip)` are tuning knobs no deployment sets.
 
+use crate::ui_cookie::{CookieSecure, DEFAULT_UI_COOKIE_SECURE};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -60,6 +61,10 @@ pub struct ApiConfig {
     /// recently used go first); as many unknown prefixes again are
     /// remembered, apart, so they never push a valid key out.
     pub api_key_cache_size: usize,
+    /// `KAIROS_UI_COOKIE_SECURE`: when the dashboard's (`/ui`) session and
+    /// login cookies are `Secure`: `auto` when the request came over HTTPS
+    /// (a proxy's `X-Forwarded-Proto: https`), `true` always, `false` never.
+    pub ui_cookie_secure: CookieSecure,
     /// How long a looked-up key is trusted before it is read again: the
     /// longest a revoked key keeps working on this instance.
     #[serde(skip)]
@@ -84,6 +89,7 @@ impl Default for ApiConfig {
             api_trusted_proxies: Vec::new(),
             api_key_negative_ttl_ms: DEFAULT_API_KEY_NEGATIVE_TTL_MS,
             api_key_cache_size: DEFAULT_API_KEY_CACHE_SIZE,
+            ui_cookie_secure: DEFAULT_UI_COOKIE_SECURE,
             key_cache_ttl: Duration::from_millis(500),
             max_params_bytes: 64 * 1024,
             max_body_bytes: 1024 * 1024,

@@ -29,11 +29,13 @@ mod observe;
 mod openapi;
 mod request_trace;
 mod routes;
+mod ui_cookie;
 pub mod validate;
 mod waiting;
 
 pub use config::ApiConfig;
 pub use error::ApiError;
+pub use ui_cookie::{BadCookieSecure, CookieSecure, DEFAULT_UI_COOKIE_SECURE};
 
 use async_trait::async_trait;
 use axum::Router;

@@ -21,8 +21,8 @@ jobs, follow their executions, and control them. Every `/openapi/*` route needs 
         (name = "control", description = "Pause, resume, trigger, change and cancel jobs"),
         (name = "executions", description = "Triggers of jobs and their history"),
         (name = "callbacks", description = "Deliveries of execution outcomes to callback URLs"),
-        (name = "workers", description = "Workers and their load (admin keys)"),
-        (name = "admin", description = "Tenants, API keys and the audit trail (admin keys)"),
+        (name = "workers", description = "Workers and their load (operator keys)"),
+        (name = "admin", description = "Tenants (operator keys); API keys, callback secrets and the audit trail (admin keys: their own tenant; operator keys: every tenant)"),
         (name = "operations", description = "Health, readiness and metrics")
     )
 )]

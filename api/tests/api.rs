@@ -3,6 +3,8 @@
 //! when MySQL is not reachable), and for the scenarios whose behaviour the
 //! database could change, on PostgreSQL too.
 
+#[path = "api/admin_roles.rs"]
+mod admin_roles;
 #[path = "api/bad_input.rs"]
 mod bad_input;
 #[path = "api/batch.rs"]
@@ -117,4 +119,13 @@ on_both_stores! {
     crate::tenants::creates_are_rate_limited_per_key => creates_are_rate_limited_per_key,
     crate::routing::worker_groups_and_waiting_executions => worker_groups_and_waiting_executions,
     crate::routing::execution_logs_are_paged_and_progress_is_shown => execution_logs_are_paged_and_progress_is_shown,
+}
+
+on_every_store! { admin:
+    crate::admin_roles::operator_only_routes => operator_only_routes,
+    crate::admin_roles::callback_secret_by_role => callback_secret_by_role,
+    crate::admin_roles::key_creation_by_role => key_creation_by_role,
+    crate::admin_roles::key_listing_by_role => key_listing_by_role,
+    crate::admin_roles::key_revocation_by_role => key_revocation_by_role,
+    crate::admin_roles::audit_by_role => audit_by_role,
 }

@@ -10,7 +10,13 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_TENANT: &str = "default";
 
 /// What a key may do. Each role includes the ones below it:
-/// `admin` ⊇ `write` ⊇ `read`.
+/// `operator` ⊇ `admin` ⊇ `write` ⊇ `read`.
+///
+/// Every key, an operator's too, belongs to one tenant: its jobs are the
+/// ones the key reads and changes. Only the admin routes look past it, and
+/// only for operators: an `admin` manages its own tenant's keys, callback
+/// secret and audit trail; an `operator` manages every tenant, and the
+/// tenants and workers themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -18,8 +24,10 @@ pub enum Role {
     Read,
     /// Read, plus create, control and edit its tenant's jobs.
     Write,
-    /// Write, plus tenants, keys, workers and the audit trail.
+    /// Write, plus its own tenant's keys, callback secret and audit trail.
     Admin,
+    /// Admin of every tenant, plus creating and listing tenants and the workers.
+    Operator,
 }
 
 impl Role {
@@ -29,6 +37,7 @@ impl Role {
             Role::Read => "read",
             Role::Write => "write",
             Role::Admin => "admin",
+            Role::Operator => "operator",
         }
     }
 
@@ -38,6 +47,7 @@ impl Role {
             "read" => Some(Role::Read),
             "write" => Some(Role::Write),
             "admin" => Some(Role::Admin),
+            "operator" => Some(Role::Operator),
             _ => None,
         }
     }
@@ -46,6 +56,9 @@ impl Role {
     pub fn allows(self, needed: Role) -> bool {
         self >= needed
     }
+
+    /// Every role, weakest first.
+    pub const ALL: [Role; 4] = [Role::Read, Role::Write, Role::Admin, Role::Operator];
 }
 
 /// Per-tenant overrides of the API's limits; `None` takes the server default.
@@ -199,7 +212,8 @@ mod tests {
     fn roles_include_the_weaker_ones() {
         assert!(Role::Admin.allows(Role::Write) && Role::Write.allows(Role::Read));
         assert!(!Role::Read.allows(Role::Write) && !Role::Write.allows(Role::Admin));
-        for r in [Role::Read, Role::Write, Role::Admin] {
+        assert!(Role::Operator.allows(Role::Admin) && !Role::Admin.allows(Role::Operator));
+        for r in Role::ALL {
             assert_eq!(Role::parse(r.as_str()), Some(r));
         }
         assert!(valid_tenant_id("acme-1_x") && !valid_tenant_id("Acme") && !valid_tenant_id(""));

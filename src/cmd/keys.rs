@@ -19,7 +19,7 @@ pub async fn run(cmd: KeysCommand, file: Option<&Path>) -> Result<()> {
             db,
         } => {
             let Some(role) = Role::parse(&role) else {
-                bail!("--role must be admin, write or read, not {role:?}");
+                bail!("--role must be operator, admin, write or read, not {role:?}");
             };
             let now = now_ms();
             let expires_at = match expires.as_deref() {
@@ -47,12 +47,12 @@ pub async fn run(cmd: KeysCommand, file: Option<&Path>) -> Result<()> {
         KeysCommand::List { tenant, db } => {
             let store = store(db, file).await?;
             println!(
-                "{:<14} {:<20} {:<6} {:<26} {:<26} name",
+                "{:<14} {:<20} {:<8} {:<26} {:<26} name",
                 "prefix", "tenant", "role", "expires", "revoked"
             );
             for k in store.api_keys_list(tenant.as_deref()).await? {
                 println!(
-                    "{:<14} {:<20} {:<6} {:<26} {:<26} {}",
+                    "{:<14} {:<20} {:<8} {:<26} {:<26} {}",
                     k.prefix,
                     k.tenant,
                     k.role.as_str(),

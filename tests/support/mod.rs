@@ -271,7 +271,9 @@ impl Cluster {
     /// A new admin key of the `default` tenant made with `kairos keys create`.
     fn admin_key_from_cli(&self) -> String {
         let out = self
-            .command(&["keys", "create", "--tenant", "default", "--role", "admin"])
+            .command(&[
+                "keys", "create", "--tenant", "default", "--role", "operator",
+            ])
             .output()
             .expect("run kairos keys create");
         assert!(out.status.success(), "kairos keys create failed: {out:?}");

@@ -18,10 +18,11 @@
 //!
 //! # Sessions
 //!
-//! Logging in with an API key creates a server-side session ([`session`]):
-//! the browser holds only a random id in an `HttpOnly`, `SameSite=Strict`
-//! cookie; the key stays in this process's memory (a restart logs everyone
-//! out). Every change carries the session's CSRF token. Every response
+//! Logging in with an API key ([`login`]: same-origin posts only, with a
+//! login token) creates a server-side session ([`session`]): the browser
+//! holds only a random id in an `HttpOnly`, `SameSite=Strict` cookie
+//! (`Secure` over HTTPS); the key stays in this process's memory (a restart
+//! logs everyone out). Every change carries the session's CSRF token. Every response
 //! carries a strict Content-Security-Policy: scripts and styles only from
 //! `/ui/assets`, nothing inline.
 #![warn(missing_docs, unreachable_pub)]
@@ -29,6 +30,7 @@
 mod api;
 mod assets;
 mod forms;
+pub mod login;
 mod pages;
 pub mod session;
 mod view;
@@ -49,6 +51,8 @@ pub struct UiState {
     pub(crate) store: Arc<dyn ApiStore>,
     pub(crate) api: api::InProcess,
     pub(crate) sessions: Arc<session::Sessions>,
+    /// When cookies get `Secure` ([`kairos_api::ApiConfig::ui_cookie_secure`]).
+    pub(crate) cookie_secure: kairos_api::CookieSecure,
 }
 
 /// The Content-Security-Policy of every page: nothing inline, nothing from
@@ -60,6 +64,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 /// into the API's router.
 pub fn router(state: AppState) -> Router {
     let ui = UiState {
+        cookie_secure: state.config().ui_cookie_secure,
         store: state.store().clone(),
         api: api::InProcess::new(kairos_api::router(state)),
         sessions: Arc::default(),
@@ -68,7 +73,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ui", get(pages::home))
         .route("/ui/", get(pages::home))
         .route("/ui/assets/{file}", get(assets::serve))
-        .route("/ui/login", get(session::login_page).post(session::login))
+        .route("/ui/login", get(login::login_page).post(login::login))
         .route("/ui/logout", post(session::logout))
         .route("/ui/overview", get(pages::overview::page))
         .route("/ui/overview/live", get(pages::overview::live_region))

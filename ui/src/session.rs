@@ -1,8 +1,9 @@
-//! Login with an API key, the server-side sessions it creates, the cookie
+//! The server-side sessions a login ([`crate::login`]) creates, the cookie
 //! that names one, and the CSRF token every change must carry.
 //!
 //! The browser only ever holds a random session id (`HttpOnly`,
-//! `SameSite=Strict`, path `/ui`); the key itself stays in this process. On
+//! `SameSite=Strict`, path `/ui`, `Secure` as configured); the key itself
+//! stays in this process. On
 //! every request the key is read again from the store, so a revoked or
 //! expired key ends its sessions at once, not when the cookie expires.
 
@@ -13,7 +14,6 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use kairos_api::auth::keys;
 use kairos_core::tenant::Role;
 use kairos_core::time::{Millis, now_ms};
 use maud::html;
@@ -24,7 +24,7 @@ use std::sync::Mutex;
 /// Name of the session cookie.
 pub const COOKIE: &str = "kairos_session";
 /// How long a session lasts after login.
-const SESSION_MS: Millis = 12 * 3_600_000;
+pub(crate) const SESSION_MS: Millis = 12 * 3_600_000;
 /// Most sessions kept; the oldest go first beyond it.
 const MAX_SESSIONS: usize = 10_000;
 
@@ -41,7 +41,7 @@ pub(crate) struct Session {
     pub(crate) role: Role,
     /// Token every change must echo.
     pub(crate) csrf: String,
-    expires_at: Millis,
+    pub(crate) expires_at: Millis,
 }
 
 /// Sessions by id.
@@ -56,7 +56,7 @@ impl Sessions {
         map.get(id).filter(|s| s.expires_at > now).cloned()
     }
 
-    fn insert(&self, session: Session, now: Millis) -> String {
+    pub(crate) fn insert(&self, session: Session, now: Millis) -> String {
         let id = random_hex(32);
         let mut map = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, s| s.expires_at > now);
@@ -78,23 +78,28 @@ impl Sessions {
     }
 }
 
-fn random_hex(bytes: usize) -> String {
+pub(crate) fn random_hex(bytes: usize) -> String {
     use rand::RngCore;
     let mut buf = vec![0u8; bytes];
     rand::rng().fill_bytes(&mut buf);
     hex::encode(buf)
 }
 
-/// The session id in the request's cookies.
-fn session_id(headers: &HeaderMap) -> Option<String> {
+/// The value of cookie `name` in the request's cookies.
+pub(crate) fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|c| c.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_string())
+}
+
+/// The session id in the request's cookies.
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    cookie_value(headers, COOKIE)
 }
 
 /// A refused change: the page that says why (boxed, as responses are large).
@@ -121,8 +126,20 @@ impl Ctx {
         self.session.role.allows(Role::Write)
     }
 
+    /// Whether the key manages its tenant's keys and audit trail.
     pub(crate) fn is_admin(&self) -> bool {
         self.session.role.allows(Role::Admin)
+    }
+
+    /// Whether the key may manage `tenant`'s keys and audit trail (the API
+    /// decides the same way).
+    pub(crate) fn manages(&self, tenant: &str) -> bool {
+        self.is_operator() || (self.is_admin() && tenant == self.tenant())
+    }
+
+    /// Whether the key manages every tenant, and sees the workers.
+    pub(crate) fn is_operator(&self) -> bool {
+        self.session.role.allows(Role::Operator)
     }
 
     /// Refuses a change whose CSRF token is not this session's.
@@ -147,7 +164,7 @@ impl Ctx {
         if self.can_write() {
             Ok(())
         } else {
-            Err(Box::new(forbidden("a write or admin key")))
+            Err(Box::new(forbidden("a write, admin or operator key")))
         }
     }
 
@@ -155,7 +172,15 @@ impl Ctx {
         if self.is_admin() {
             Ok(())
         } else {
-            Err(Box::new(forbidden("an admin key")))
+            Err(Box::new(forbidden("an admin or operator key")))
+        }
+    }
+
+    pub(crate) fn require_operator(&self) -> Result<(), Refused> {
+        if self.is_operator() {
+            Ok(())
+        } else {
+            Err(Box::new(forbidden("an operator key")))
         }
     }
 }
@@ -171,7 +196,7 @@ fn forbidden(needs: &str) -> Response {
         .into_response()
 }
 
-fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -211,83 +236,6 @@ impl FromRequestParts<UiState> for Ctx {
     }
 }
 
-/// `GET /ui/login`.
-pub(crate) async fn login_page() -> Response {
-    login_form(None, StatusCode::OK)
-}
-
-fn login_form(error: Option<&str>, status: StatusCode) -> Response {
-    let body = html! {
-        div.login {
-            h1 { span.brand-mark aria-hidden="true" { "◷" } " Kairos" }
-            p { "Log in with an API key. The key stays on the server; your browser keeps only a session cookie." }
-            form method="post" action="/ui/login" {
-                label for="key" { "API key" }
-                input id="key" type="password" name="key" autocomplete="off" required
-                    placeholder="kai_…" aria-describedby=[error.map(|_| "login-error")]
-                    aria-invalid=[error.map(|_| "true")];
-                @if let Some(e) = error {
-                    p.field-error id="login-error" role="alert" { (e) }
-                }
-                button.primary type="submit" { "Log in" }
-            }
-        }
-    };
-    (status, view::bare_page("Log in", body)).into_response()
-}
-
-/// The login form's body.
-#[derive(Deserialize)]
-pub(crate) struct LoginForm {
-    key: String,
-}
-
-/// `POST /ui/login`: checks the key as the API does and opens a session.
-pub(crate) async fn login(State(state): State<UiState>, Form(form): Form<LoginForm>) -> Response {
-    let token = form.key.trim();
-    let now = now_ms();
-    let Some((prefix, secret)) = keys::parse(token) else {
-        return login_form(
-            Some("That is not an API key: expected kai_<prefix>_<secret>."),
-            StatusCode::UNAUTHORIZED,
-        );
-    };
-    let key = match state.store.api_key_get(prefix).await {
-        Ok(key) => key.filter(|k| keys::secret_matches(secret, &k.secret_hash)),
-        Err(e) => return view::store_error(e),
-    };
-    let key = match key {
-        None => return login_form(Some("Unknown API key."), StatusCode::UNAUTHORIZED),
-        Some(k) if k.revoked_at.is_some() => {
-            return login_form(Some("This API key was revoked."), StatusCode::UNAUTHORIZED);
-        }
-        Some(k) if !k.usable_at(now) => {
-            return login_form(Some("This API key has expired."), StatusCode::UNAUTHORIZED);
-        }
-        Some(k) => k,
-    };
-    let id = state.sessions.insert(
-        Session {
-            key: token.to_string(),
-            prefix: key.prefix,
-            tenant: key.tenant,
-            role: key.role,
-            csrf: random_hex(32),
-            expires_at: now + SESSION_MS,
-        },
-        now,
-    );
-    let cookie = format!(
-        "{COOKIE}={id}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
-        SESSION_MS / 1000
-    );
-    let mut res = Redirect::to("/ui/overview").into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        res.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    res
-}
-
 /// The logout form's body.
 #[derive(Deserialize)]
 pub(crate) struct CsrfForm {
@@ -308,10 +256,10 @@ pub(crate) async fn logout(
         state.sessions.remove(&id);
     }
     let mut res = Redirect::to("/ui/login").into_response();
-    res.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("kairos_session=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0"),
-    );
+    let secure = crate::login::secure(state.cookie_secure, &headers);
+    if let Some(v) = crate::login::cookie(COOKIE, "", "/ui", Some(0), secure) {
+        res.headers_mut().insert(header::SET_COOKIE, v);
+    }
     res
 }
 

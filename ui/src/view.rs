@@ -76,8 +76,8 @@ pub(crate) fn page(ctx: &Ctx, title: &str, active: Nav, body: Markup) -> Markup 
                             (link(Nav::Jobs, "/ui/jobs", "Jobs"))
                             @if ctx.can_write() { (link(Nav::NewJob, "/ui/jobs/new", "New job")) }
                             (link(Nav::Executions, "/ui/executions", "Executions"))
+                            @if ctx.is_operator() { (link(Nav::Workers, "/ui/workers", "Workers")) }
                             @if ctx.is_admin() {
-                                (link(Nav::Workers, "/ui/workers", "Workers"))
                                 (link(Nav::Keys, "/ui/admin/keys", "API keys"))
                                 (link(Nav::Audit, "/ui/admin/audit", "Audit"))
                             }

@@ -62,6 +62,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         include_str!("../migrations/mysql/0009_dispatch_batch.sql"),
     ),
     (
+        10,
+        "operator role",
+        include_str!("../migrations/mysql/0010_operator_role.sql"),
+    ),
+    (
         11,
         "action limits",
         include_str!("../migrations/mysql/0011_action_limits.sql"),
@@ -116,6 +121,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         include_str!("../migrations/postgres/0009_dispatch_batch.sql"),
     ),
     (
+        10,
+        "operator role",
+        include_str!("../migrations/postgres/0010_operator_role.sql"),
+    ),
+    (
         11,
         "action limits",
         include_str!("../migrations/postgres/0011_action_limits.sql"),
@@ -165,6 +175,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         9,
         "dispatch batch",
         include_str!("../migrations/sqlite/0009_dispatch_batch.sql"),
+    ),
+    (
+        10,
+        "operator role",
+        include_str!("../migrations/sqlite/0010_operator_role.sql"),
     ),
     (
         11,
@@ -377,6 +392,57 @@ mod tests {
             .unwrap()
             .expect("new execution");
         assert_eq!(exec.scheduled_at, 1_767_225_600_123);
+    }
+
+    /// Admin keys made before 0010 governed every tenant: they become
+    /// operators, and the other roles stay as they were.
+    async fn admin_keys_become_operators(url: String) {
+        use kairos_core::tenant::{ApiKey, DEFAULT_TENANT, Role};
+        let store = SqlStore::connect(&url).await.expect("connect");
+        let before: Vec<Migration> = migrations(store.dialect())
+            .into_iter()
+            .filter(|m| m.version < 10)
+            .collect();
+        apply(Migrator::with_migrations(before), store.write())
+            .await
+            .expect("schema 9");
+        let key = |prefix: &str, role| ApiKey {
+            prefix: prefix.into(),
+            tenant: DEFAULT_TENANT.into(),
+            role,
+            secret_hash: "0".repeat(64),
+            name: None,
+            expires_at: None,
+            revoked_at: None,
+            created_at: 1_767_225_600_000,
+        };
+        for (prefix, role) in [("a", Role::Admin), ("w", Role::Write), ("r", Role::Read)] {
+            assert!(store.api_key_create(&key(prefix, role)).await.unwrap());
+        }
+        store.migrate().await.expect("0010");
+        for (prefix, role) in [("a", Role::Operator), ("w", Role::Write), ("r", Role::Read)] {
+            let got = store.api_key_get(prefix).await.unwrap().expect("the key");
+            assert_eq!(got.role, role, "key {prefix}");
+        }
+    }
+
+    #[tokio::test]
+    async fn sqlite_admin_keys_become_operators() {
+        admin_keys_become_operators(testkit::sqlite_temp_url()).await;
+    }
+
+    #[tokio::test]
+    async fn mysql_admin_keys_become_operators() {
+        if let Some(url) = testkit::mysql_fresh_database().await {
+            admin_keys_become_operators(url).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn postgres_admin_keys_become_operators() {
+        if let Some(db) = testkit::postgres_fresh_database().await {
+            admin_keys_become_operators(db.url().to_string()).await;
+        }
     }
 
     #[tokio::test]

@@ -14,6 +14,7 @@ mod cache;
 mod client;
 pub mod keys;
 pub(crate) mod limits;
+mod scope;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -52,29 +53,35 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// Paths only admin keys may use (whatever the method).
-const ADMIN_PATHS: [&str; 4] = [
-    "/openapi/workers",
-    "/openapi/tenants",
-    "/openapi/keys",
-    "/openapi/audit",
-];
+/// Paths only operator keys may use (whatever the method): they span tenants.
+const OPERATOR_PATHS: [&str; 2] = ["/openapi/workers", "/openapi/tenants"];
+/// Paths admin keys may use, each handler scoping them to the key's own
+/// tenant unless the key is an operator's ([`Caller::manages`]).
+const ADMIN_PATHS: [&str; 2] = ["/openapi/keys", "/openapi/audit"];
+
+/// Whether `path` is `base` or below it.
+fn under(path: &str, base: &str) -> bool {
+    path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'))
+}
 
 /// The role a request needs; `None` for public paths.
 pub(crate) fn required_role(method: &Method, path: &str) -> Option<Role> {
     if !path.starts_with("/openapi/") {
         return None;
     }
-    let admin = ADMIN_PATHS
-        .iter()
-        .any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')));
-    Some(if admin {
-        Role::Admin
-    } else if method == Method::GET || method == Method::HEAD {
-        Role::Read
-    } else {
-        Role::Write
-    })
+    // A tenant's callback secret is its admin's to rotate.
+    let tenant_secret = path.starts_with("/openapi/tenants/") && path.ends_with("/callback-secret");
+    Some(
+        if tenant_secret || ADMIN_PATHS.iter().any(|p| under(path, p)) {
+            Role::Admin
+        } else if OPERATOR_PATHS.iter().any(|p| under(path, p)) {
+            Role::Operator
+        } else if method == Method::GET || method == Method::HEAD {
+            Role::Read
+        } else {
+            Role::Write
+        },
+    )
 }
 
 async fn lookup(state: &AppState, prefix: &str) -> Result<cache::Found, StoreError> {
@@ -156,9 +163,9 @@ async fn verify(state: &AppState, token: &str, needed: Role) -> Result<Caller, A
     }
     if !key.role.allows(needed) {
         return Err(ApiError::Forbidden(format!(
-            "a {} key may not do this; it needs a {} key",
-            key.role.as_str(),
-            needed.as_str()
+            "{} key may not do this; it needs {} key",
+            scope::a(key.role),
+            scope::a(needed)
         )));
     }
     Ok(Caller {
@@ -251,13 +258,36 @@ mod tests {
             required_role(&Method::DELETE, "/openapi/jobs/x"),
             Some(Role::Write)
         );
-        assert_eq!(required_role(&get, "/openapi/workers"), Some(Role::Admin));
+        assert_eq!(
+            required_role(&get, "/openapi/workers"),
+            Some(Role::Operator)
+        );
+        assert_eq!(
+            required_role(&get, "/openapi/tenants"),
+            Some(Role::Operator)
+        );
+        assert_eq!(
+            required_role(&post, "/openapi/tenants"),
+            Some(Role::Operator)
+        );
+        assert_eq!(
+            required_role(&Method::PATCH, "/openapi/tenants/a"),
+            Some(Role::Operator)
+        );
         assert_eq!(required_role(&post, "/openapi/keys"), Some(Role::Admin));
+        assert_eq!(
+            required_role(&Method::DELETE, "/openapi/keys/abc"),
+            Some(Role::Admin)
+        );
         assert_eq!(required_role(&get, "/openapi/keysx"), Some(Role::Read));
         assert_eq!(required_role(&get, "/openapi/audit"), Some(Role::Admin));
         assert_eq!(
-            required_role(&post, "/openapi/tenants/a/callback-secret/rotate"),
+            required_role(&post, "/openapi/tenants/a/callback-secret"),
             Some(Role::Admin)
+        );
+        assert_eq!(
+            required_role(&post, "/openapi/tenants/a/callback-secretx"),
+            Some(Role::Operator)
         );
     }
 }

@@ -128,7 +128,7 @@ pub struct RotatedSecret {
 pub struct CreateKeyRequest {
     /// Tenant the key acts for.
     pub tenant_id: String,
-    /// `admin`, `write` or `read`.
+    /// `operator`, `admin`, `write` or `read`; at most the caller's own role.
     #[schema(example = "write")]
     pub role: String,
     /// Free text for humans.
@@ -146,7 +146,7 @@ pub struct KeyView {
     pub prefix: String,
     /// Tenant.
     pub tenant_id: String,
-    /// `admin`, `write` or `read`.
+    /// `operator`, `admin`, `write` or `read`.
     pub role: String,
     /// Free text.
     pub name: Option<String>,
@@ -195,7 +195,7 @@ pub struct KeyList {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct KeysQuery {
-    /// Only this tenant's keys.
+    /// Only this tenant's keys (an admin key: its own tenant, the default).
     pub tenant: Option<String>,
 }
 
@@ -204,7 +204,7 @@ pub struct KeysQuery {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct AuditQuery {
-    /// Only this tenant's entries.
+    /// Only this tenant's entries (an admin key: its own tenant, the default).
     pub tenant: Option<String>,
     /// Page size, 1–500 (default 50).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]

@@ -1,6 +1,8 @@
-//! The admin API (admin keys only, enforced by the auth middleware):
-//! tenants and their callback secrets, API keys, and the audit trail.
-//! Admin keys are operator keys: they manage every tenant, not only their own.
+//! The admin API: tenants and their callback secrets, API keys, and the
+//! audit trail. The auth middleware lets only operator keys create and list
+//! tenants, and admin keys (and operators) reach the rest; here an admin is
+//! narrowed to its own tenant, another tenant answering 404 as an unknown
+//! one does ([`Caller::manages`]).
 
 use crate::AppState;
 use crate::auth::{Caller, keys};
@@ -107,7 +109,7 @@ pub(crate) async fn list_tenants(
     request_body(content = RotateSecretRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "Rotated; the new secret is shown this once", body = RotatedSecret),
-        (status = 404, description = "No such tenant", body = ErrorBody),
+        (status = 404, description = "No such tenant, or (admin key) not the key's own", body = ErrorBody),
         (status = 422, description = "Grace period out of range", body = ErrorBody),
     )
 )]
@@ -117,6 +119,9 @@ pub(crate) async fn rotate_secret(
     ApiPath(id): ApiPath<String>,
     ApiJson(req): ApiJson<RotateSecretRequest>,
 ) -> Result<Json<RotatedSecret>, ApiError> {
+    if !caller.manages(&id) {
+        return Err(tenant_not_found(&id));
+    }
     let grace = req.grace_seconds.unwrap_or(DEFAULT_GRACE_SECS);
     if grace > MAX_GRACE_SECS {
         return Err(ApiError::invalid(
@@ -148,7 +153,8 @@ pub(crate) async fn rotate_secret(
     request_body(content = CreateKeyRequest, content_type = "application/json"),
     responses(
         (status = 201, description = "Created; `keyToken` is shown this once", body = CreatedKey),
-        (status = 404, description = "No such tenant", body = ErrorBody),
+        (status = 403, description = "A role stronger than the caller's own", body = ErrorBody),
+        (status = 404, description = "No such tenant, or (admin key) not the key's own", body = ErrorBody),
         (status = 422, description = "Invalid role or expiry", body = ErrorBody),
     )
 )]
@@ -158,7 +164,11 @@ pub(crate) async fn create_key(
     ApiJson(req): ApiJson<CreateKeyRequest>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
     let role = Role::parse(&req.role)
-        .ok_or_else(|| ApiError::invalid("role", "role must be admin, write or read"))?;
+        .ok_or_else(|| ApiError::invalid("role", "role must be operator, admin, write or read"))?;
+    if !caller.manages(&req.tenant_id) {
+        return Err(tenant_not_found(&req.tenant_id));
+    }
+    caller.may_handle_role(role)?;
     let now = now_ms();
     let expires_at = validate::time_field("expiresAt", req.expires_at.as_deref())?;
     if expires_at.is_some_and(|e| e <= now) {
@@ -185,17 +195,23 @@ pub(crate) async fn create_key(
     ))
 }
 
-/// List API keys (never their secrets).
+/// List API keys (never their secrets): an operator's of every tenant or
+/// of `tenant`, an admin's of its own tenant.
 #[utoipa::path(
     get, path = "/openapi/keys", tag = "admin",
     params(KeysQuery),
-    responses((status = 200, description = "Keys, newest first", body = KeyList))
+    responses(
+        (status = 200, description = "Keys, newest first", body = KeyList),
+        (status = 404, description = "(admin key) `tenant` is not the key's own", body = ErrorBody),
+    )
 )]
 pub(crate) async fn list_keys(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(q): ApiQuery<KeysQuery>,
 ) -> Result<Json<KeyList>, ApiError> {
-    let keys = state.store.api_keys_list(q.tenant.as_deref()).await?;
+    let tenant = caller.managed_scope(q.tenant.as_deref(), tenant_not_found)?;
+    let keys = state.store.api_keys_list(tenant.as_deref()).await?;
     Ok(Json(KeyList {
         items: keys.iter().map(KeyView::from).collect(),
     }))
@@ -208,7 +224,8 @@ pub(crate) async fn list_keys(
     params(("prefix" = String, Path, description = "Key prefix")),
     responses(
         (status = 200, description = "Revoked (or already revoked)", body = KeyView),
-        (status = 404, description = "No such key", body = ErrorBody),
+        (status = 403, description = "(admin key) an operator key", body = ErrorBody),
+        (status = 404, description = "No such key, or (admin key) another tenant's", body = ErrorBody),
     )
 )]
 pub(crate) async fn revoke_key(
@@ -216,11 +233,21 @@ pub(crate) async fn revoke_key(
     caller: Caller,
     ApiPath(prefix): ApiPath<String>,
 ) -> Result<Json<KeyView>, ApiError> {
+    let key_not_found = || ApiError::NotFound(format!("no API key with prefix {prefix:?}"));
+    let scope = caller.managed_scope(None, |_| key_not_found())?;
+    // An admin may not revoke its tenant's operator key: read it first.
+    if scope.is_some() {
+        let stored = state.store.api_key_get(&prefix).await?;
+        match stored {
+            Some(k) if caller.manages(&k.tenant) => caller.may_handle_role(k.role)?,
+            _ => return Err(key_not_found()),
+        }
+    }
     let key = state
         .store
-        .api_key_revoke(&prefix, None, now_ms())
+        .api_key_revoke(&prefix, scope.as_deref(), now_ms())
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no API key with prefix {prefix:?}")))?;
+        .ok_or_else(key_not_found)?;
     state.auth.keys.evict(&key.prefix);
     state
         .audit(&caller, &key.tenant, "key.revoke", &key.prefix)
@@ -228,24 +255,28 @@ pub(crate) async fn revoke_key(
     Ok(Json(KeyView::from(&key)))
 }
 
-/// The audit trail: every control action, newest first.
+/// The audit trail, newest first: an operator's of every tenant or of
+/// `tenant`, an admin's of its own tenant.
 #[utoipa::path(
     get, path = "/openapi/audit", tag = "admin",
     params(AuditQuery),
     responses(
         (status = 200, description = "A page of entries", body = AuditPage),
+        (status = 404, description = "(admin key) `tenant` is not the key's own", body = ErrorBody),
         (status = 422, description = "Bad limit", body = ErrorBody),
     )
 )]
 pub(crate) async fn list_audit(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<AuditPage>, ApiError> {
     let limit = validate::page_limit(q.limit.as_deref())?;
     let cursor = q.cursor.as_deref().filter(|c| !c.is_empty());
+    let tenant = caller.managed_scope(q.tenant.as_deref(), tenant_not_found)?;
     let page = state
         .store
-        .audit_list(q.tenant.as_deref(), limit, cursor)
+        .audit_list(tenant.as_deref(), limit, cursor)
         .await?;
     Ok(Json(AuditPage {
         items: page.items.into_iter().map(Into::into).collect(),

@@ -26,17 +26,6 @@ pub enum Backend {
     MySql,
 }
 
-/// A migrated store on a fresh PostgreSQL database, with the database (it
-/// is dropped with it), or `None` when PostgreSQL is not reachable.
-pub async fn postgres_store() -> Option<(SqlStore, testkit::PgDatabase)> {
-    let db = testkit::postgres_fresh_database().await?;
-    let store = SqlStore::connect(db.url())
-        .await
-        .expect("connect to the test database");
-    store.migrate().await.expect("migrate the test database");
-    Some((store, db))
-}
-
 /// A migrated store on `backend`, or `None` when MySQL is not reachable
 /// (the testkit's skip-or-fail policy has then been applied).
 pub async fn store(backend: Backend) -> Option<SqlStore> {
@@ -44,11 +33,23 @@ pub async fn store(backend: Backend) -> Option<SqlStore> {
         Backend::Sqlite => testkit::sqlite_temp_url(),
         Backend::MySql => testkit::mysql_fresh_database().await?,
     };
-    let store = SqlStore::connect(&url)
+    Some(migrated(&url).await)
+}
+
+/// A migrated store on a fresh PostgreSQL database, with the guard that
+/// drops the database (keep it until the test ends), or `None` when
+/// PostgreSQL is not reachable (after the testkit's skip-or-fail policy).
+pub async fn postgres_store() -> Option<(SqlStore, testkit::PgDatabase)> {
+    let db = testkit::postgres_fresh_database().await?;
+    Some((migrated(db.url()).await, db))
+}
+
+async fn migrated(url: &str) -> SqlStore {
+    let store = SqlStore::connect(url)
         .await
         .expect("connect to the test database");
     store.migrate().await.expect("migrate the test database");
-    Some(store)
+    store
 }
 
 /// The app under test and what it was built over.
@@ -73,12 +74,12 @@ pub async fn spawn_app(store: SqlStore) -> App {
 }
 
 /// The app over `store`, with `customize` applied to its state, calling as
-/// an admin key of the `default` tenant.
+/// an operator key of the `default` tenant.
 pub async fn spawn_app_with(store: SqlStore, customize: impl FnOnce(AppState) -> AppState) -> App {
     spawn_app_config(store, ApiConfig::default(), customize).await
 }
 
-/// The app over `store` with `config`, calling as an admin key of `default`.
+/// The app over `store` with `config`, calling as an operator key of `default`.
 pub async fn spawn_app_config(
     store: SqlStore,
     config: ApiConfig,
@@ -98,7 +99,7 @@ pub async fn spawn_app_config(
         state,
     };
     // The store may be closed on purpose (the 503 test): then no key.
-    app.token = issue_key(&app.store, DEFAULT_TENANT, Role::Admin).await;
+    app.token = issue_key(&app.store, DEFAULT_TENANT, Role::Operator).await;
     app
 }
 

@@ -1,5 +1,7 @@
-//! Admin pages (admin keys): the tenant's API keys — create (the token is
-//! shown once), list by prefix, revoke — and its audit trail.
+//! Admin pages: API keys — create (the token is shown once), list by
+//! prefix, revoke — and the audit trail. An admin key sees its own tenant;
+//! an operator key sees every tenant, picks one (`?tenant=`, its own by
+//! default), and may create operator keys.
 
 use super::query;
 use crate::UiState;
@@ -23,6 +25,53 @@ pub(crate) struct AdminQuery {
     error: String,
     #[serde(default)]
     cursor: String,
+    /// The tenant shown (operators only; an admin always sees its own).
+    #[serde(default)]
+    tenant: String,
+}
+
+/// The tenant a page shows: the one asked for if the key may manage it,
+/// otherwise the key's own.
+fn scope<'a>(ctx: &'a Ctx, asked: &'a str) -> &'a str {
+    if !asked.is_empty() && ctx.manages(asked) {
+        asked
+    } else {
+        ctx.tenant()
+    }
+}
+
+/// Operators: every tenant, each linking to its keys and audit trail.
+async fn tenants_table(state: &UiState, ctx: &Ctx, shown: &str) -> Result<Markup, Response> {
+    if !ctx.is_operator() {
+        return Ok(html! {});
+    }
+    let tenants = state
+        .store
+        .tenants_list()
+        .await
+        .map_err(view::store_error)?;
+    Ok(html! {
+        h2 { "Tenants" }
+        div.scroll tabindex="0" role="region" aria-label="Tenants (scrolls sideways on narrow screens)" {
+            table.data.tenants {
+                caption.sr-only { "Every tenant" }
+                thead { tr { th scope="col" { "Tenant" } th scope="col" { "Created" } th scope="col" { span.sr-only { "Pages" } } } }
+                tbody {
+                    @for t in &tenants {
+                        tr data-tenant=(t.id) {
+                            th scope="row" { code { (t.id) } @if t.id == shown { " " span.muted { "(shown)" } } }
+                            td { (view::time(Some(t.created_at))) }
+                            td {
+                                a href={ "/ui/admin/keys?" (query(&[("tenant", &t.id)])) } { "Keys" span.sr-only { " of " (t.id) } }
+                                " · "
+                                a href={ "/ui/admin/audit?" (query(&[("tenant", &t.id)])) } { "Audit" span.sr-only { " of " (t.id) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    })
 }
 
 fn keys_table(ctx: &Ctx, keys: &[ApiKey]) -> Markup {
@@ -49,10 +98,11 @@ fn keys_table(ctx: &Ctx, keys: &[ApiKey]) -> Markup {
                                 @else { (view::badge("online")) " active" }
                             }
                             td {
-                                @if k.revoked_at.is_none() {
+                                @if k.revoked_at.is_none() && ctx.session.role.allows(k.role) {
                                     form method="post" action="/ui/admin/keys/revoke" {
                                         (view::csrf(ctx))
                                         input type="hidden" name="prefix" value=(k.prefix);
+                                        input type="hidden" name="tenant" value=(k.tenant);
                                         button.small.danger type="submit" { "Revoke…" span.sr-only { " key " (k.prefix) } }
                                     }
                                 }
@@ -65,20 +115,24 @@ fn keys_table(ctx: &Ctx, keys: &[ApiKey]) -> Markup {
     }
 }
 
-async fn tenant_keys(state: &UiState, ctx: &Ctx) -> Result<Vec<ApiKey>, Response> {
+async fn tenant_keys(state: &UiState, tenant: &str) -> Result<Vec<ApiKey>, Response> {
     state
         .store
-        .api_keys_list(Some(ctx.tenant()))
+        .api_keys_list(Some(tenant))
         .await
         .map_err(view::store_error)
 }
 
-fn create_form(ctx: &Ctx) -> Markup {
+fn create_form(ctx: &Ctx, tenant: &str) -> Markup {
     html! {
-        form.filters method="post" action="/ui/admin/keys" aria-label="Create a key" {
+        form.filters method="post" action="/ui/admin/keys" aria-label={ "Create a key for tenant " (tenant) } {
             (view::csrf(ctx))
+            input type="hidden" name="tenant" value=(tenant);
             label { "Role "
-                select name="role" { option value="read" { "read" } option value="write" selected { "write" } option value="admin" { "admin" } }
+                select name="role" {
+                    option value="read" { "read" } option value="write" selected { "write" } option value="admin" { "admin" }
+                    @if ctx.is_operator() { option value="operator" { "operator" } }
+                }
             }
             label { "Name " input type="text" name="name" maxlength="100" placeholder="e.g. ci"; }
             label { "Expires (RFC 3339, optional) " input type="text" name="expiresAt" placeholder="2027-01-01T00:00:00Z"; }
@@ -96,15 +150,21 @@ pub(crate) async fn keys(
     if let Err(r) = ctx.require_admin() {
         return *r;
     }
-    let keys = match tenant_keys(&state, &ctx).await {
-        Ok(k) => k,
-        Err(r) => return r,
+    let tenant = scope(&ctx, &q.tenant);
+    let (keys, tenants) = match (
+        tenant_keys(&state, tenant).await,
+        tenants_table(&state, &ctx, tenant).await,
+    ) {
+        (Ok(k), Ok(t)) => (k, t),
+        (Err(r), _) | (_, Err(r)) => return r,
     };
     view::page(&ctx, "API keys", Nav::Keys, html! {
         (view::flash(Some(q.notice.as_str()).filter(|s| !s.is_empty()), Some(q.error.as_str()).filter(|s| !s.is_empty())))
-        p.muted { "Keys of tenant " strong { (ctx.tenant()) } ". A key's secret is shown once, when it is created; only its prefix is kept in view." }
-        (create_form(&ctx))
+        p.muted { "Keys of tenant " strong { (tenant) } ". A key's secret is shown once, when it is created; only its prefix is kept in view."
+            @if !ctx.is_operator() { " An admin key manages its own tenant only." } }
+        (create_form(&ctx, tenant))
         (keys_table(&ctx, &keys))
+        (tenants)
     }).into_response()
 }
 
@@ -113,7 +173,8 @@ pub(crate) async fn create_key(State(state): State<UiState>, ctx: Ctx, form: Fie
     if let Err(r) = ctx.check_csrf(form.get("csrf")).and(ctx.require_admin()) {
         return *r;
     }
-    let mut body = json!({"tenantId": ctx.tenant(), "role": form.get("role")});
+    let tenant = scope(&ctx, form.get("tenant")).to_string();
+    let mut body = json!({"tenantId": tenant, "role": form.get("role")});
     if let Some(n) = form.opt("name") {
         body["name"] = json!(n);
     }
@@ -133,32 +194,40 @@ pub(crate) async fn create_key(State(state): State<UiState>, ctx: Ctx, form: Fie
                     label for="new-key" { "The new key" }
                     input id="new-key" type="text" readonly value=(token) data-select-on-focus="" size="90";
                 }
-                p { a href="/ui/admin/keys" { "Back to the keys" } }
+                p { a href={ "/ui/admin/keys?" (query(&[("tenant", &tenant)])) } { "Back to the keys" } }
             }).into_response()
         }
         Err(e) => Redirect::to(&format!(
             "/ui/admin/keys?{}",
-            query(&[("error", &e.message)])
+            query(&[("tenant", &tenant), ("error", &e.message)])
         ))
         .into_response(),
     }
 }
 
-/// `POST /ui/admin/keys/revoke`: after a confirmation, revokes one of this
-/// tenant's keys (another tenant's prefix is refused as unknown).
+/// `POST /ui/admin/keys/revoke`: after a confirmation, revokes a key of a
+/// tenant the session manages (another tenant's prefix is refused as
+/// unknown, a stronger key than the session's is not offered).
 pub(crate) async fn revoke_key(State(state): State<UiState>, ctx: Ctx, form: Fields) -> Response {
     if let Err(r) = ctx.check_csrf(form.get("csrf")).and(ctx.require_admin()) {
         return *r;
     }
     let prefix = form.get("prefix");
-    let keys = match tenant_keys(&state, &ctx).await {
+    let tenant = scope(&ctx, form.get("tenant")).to_string();
+    let keys = match tenant_keys(&state, &tenant).await {
         Ok(k) => k,
         Err(r) => return r,
     };
-    let Some(key) = keys.iter().find(|k| k.prefix == prefix) else {
+    let Some(key) = keys
+        .iter()
+        .find(|k| k.prefix == prefix && ctx.session.role.allows(k.role))
+    else {
         return Redirect::to(&format!(
             "/ui/admin/keys?{}",
-            query(&[("error", "No such key in this tenant.")])
+            query(&[
+                ("tenant", &tenant),
+                ("error", "No such key in this tenant.")
+            ])
         ))
         .into_response();
     };
@@ -170,9 +239,10 @@ pub(crate) async fn revoke_key(State(state): State<UiState>, ctx: Ctx, form: Fie
             form.toolbar method="post" action="/ui/admin/keys/revoke" {
                 (view::csrf(&ctx))
                 input type="hidden" name="prefix" value=(key.prefix);
+                input type="hidden" name="tenant" value=(tenant);
                 input type="hidden" name="confirm" value="yes";
                 button.primary.danger type="submit" { "Yes, revoke it" }
-                a href="/ui/admin/keys" { "No, keep it" }
+                a href={ "/ui/admin/keys?" (query(&[("tenant", &tenant)])) } { "No, keep it" }
             }
         }).into_response();
     }
@@ -186,13 +256,16 @@ pub(crate) async fn revoke_key(State(state): State<UiState>, ctx: Ctx, form: Fie
         )
         .await
     {
-        Ok(_) => query(&[("notice", &format!("Key {prefix} revoked."))]),
-        Err(e) => query(&[("error", &e.message)]),
+        Ok(_) => query(&[
+            ("tenant", &tenant),
+            ("notice", &format!("Key {prefix} revoked.")),
+        ]),
+        Err(e) => query(&[("tenant", &tenant), ("error", &e.message)]),
     };
     Redirect::to(&format!("/ui/admin/keys?{q}")).into_response()
 }
 
-/// `GET /ui/admin/audit`: the tenant's audit trail, newest first.
+/// `GET /ui/admin/audit`: a tenant's audit trail, newest first.
 pub(crate) async fn audit(
     State(state): State<UiState>,
     ctx: Ctx,
@@ -202,12 +275,13 @@ pub(crate) async fn audit(
         return *r;
     }
     let cursor = Some(q.cursor.as_str()).filter(|c| !c.is_empty());
-    let page = match state.store.audit_list(Some(ctx.tenant()), 50, cursor).await {
+    let tenant = scope(&ctx, &q.tenant);
+    let page = match state.store.audit_list(Some(tenant), 50, cursor).await {
         Ok(p) => p,
         Err(e) => return view::store_error(e),
     };
     view::page(&ctx, "Audit trail", Nav::Audit, html! {
-        p.muted { "Operator actions on tenant " strong { (ctx.tenant()) } ", newest first. The actor is the acting key's prefix (" code { "cli" } " for the command line)." }
+        p.muted { "Control actions on tenant " strong { (tenant) } ", newest first. The actor is the acting key's prefix (" code { "cli" } " for the command line)." }
         @if page.items.is_empty() { p.muted { "Nothing recorded yet." } } @else {
             div.scroll tabindex="0" role="region" aria-label="Table (scrolls sideways on narrow screens)" {
                 table.data {
@@ -230,8 +304,8 @@ pub(crate) async fn audit(
             }
         }
         nav.pager aria-label="Pages" {
-            @if cursor.is_some() { a href="/ui/admin/audit" { "← Newest" } }
-            @if let Some(c) = &page.next_cursor { a href={ "/ui/admin/audit?" (query(&[("cursor", c)])) } rel="next" { "Older →" } }
+            @if cursor.is_some() { a href={ "/ui/admin/audit?" (query(&[("tenant", tenant)])) } { "← Newest" } }
+            @if let Some(c) = &page.next_cursor { a href={ "/ui/admin/audit?" (query(&[("tenant", tenant), ("cursor", c)])) } rel="next" { "Older →" } }
         }
     }).into_response()
 }

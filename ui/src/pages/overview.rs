@@ -46,7 +46,7 @@ async fn fragment(state: &UiState, ctx: &Ctx) -> Result<Markup, Response> {
         .tenant_overview(ctx.tenant(), since)
         .await
         .map_err(view::store_error)?;
-    let workers = if ctx.is_admin() {
+    let workers = if ctx.is_operator() {
         Some(
             state
                 .store

@@ -1,4 +1,4 @@
-//! Workers (admin keys): state, capacity, active handlers, average cost,
+//! Workers (operator keys): state, capacity, active handlers, average cost,
 //! CPU idle, the balancer's equal-cost score and heartbeat age; live.
 
 use super::live;
@@ -13,7 +13,7 @@ use maud::{Markup, html};
 
 /// `GET /ui/workers`.
 pub(crate) async fn page(State(state): State<UiState>, ctx: Ctx) -> Response {
-    if let Err(refused) = ctx.require_admin() {
+    if let Err(refused) = ctx.require_operator() {
         return *refused;
     }
     match state.store.workers_list().await {
@@ -33,7 +33,7 @@ pub(crate) async fn page(State(state): State<UiState>, ctx: Ctx) -> Response {
 
 /// `GET /ui/workers/live`.
 pub(crate) async fn live_region(State(state): State<UiState>, ctx: Ctx) -> Response {
-    if let Err(refused) = ctx.require_admin() {
+    if let Err(refused) = ctx.require_operator() {
         return *refused;
     }
     match state.store.workers_list().await {
