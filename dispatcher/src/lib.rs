@@ -39,7 +39,7 @@ use kairos_core::coord::{Coordination, LeaseStore};
 use kairos_core::due::DueSignal;
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
-use kairos_core::supervise::{self, spawn_critical};
+use kairos_core::supervise::{self, CriticalTasks, spawn_critical};
 use leader::{LeaderConfig, Term};
 use publish::Publisher;
 use scan::{DispatchLoop, ScanConfig};
@@ -108,6 +108,7 @@ pub struct Dispatcher {
     cfg: DispatcherConfig,
     due: Option<Arc<dyn DueSignal>>,
     on_callbacks: Option<Arc<Notify>>,
+    tasks: CriticalTasks,
 }
 
 impl Dispatcher {
@@ -126,6 +127,7 @@ impl Dispatcher {
             cfg,
             due: None,
             on_callbacks: None,
+            tasks: CriticalTasks::new(),
         }
     }
 
@@ -139,6 +141,14 @@ impl Dispatcher {
     /// Notified whenever applied results queued a callback (the in-process relay's wake-up).
     pub fn notify_callbacks(mut self, n: Arc<Notify>) -> Self {
         self.on_callbacks = Some(n);
+        self
+    }
+
+    /// Watches the dispatcher's long-lived tasks (the consumers, the reaper,
+    /// the log purge) in `tasks`, so the process's `/readyz` reports one that
+    /// ended. Leader-only tasks end with each term and are not watched.
+    pub fn critical_tasks(mut self, tasks: CriticalTasks) -> Self {
+        self.tasks = tasks;
         self
     }
 
@@ -157,7 +167,7 @@ impl Dispatcher {
         stop_consuming: CancellationToken,
     ) {
         metrics::register();
-        let results = spawn_critical(
+        let results = self.tasks.spawn(
             "results consumer",
             consume::run_results(
                 self.store.clone(),
@@ -166,7 +176,7 @@ impl Dispatcher {
                 stop_consuming.clone(),
             ),
         );
-        let log_lines = spawn_critical(
+        let log_lines = self.tasks.spawn(
             "logs consumer",
             consume::run_logs(
                 self.store.clone(),
@@ -175,7 +185,7 @@ impl Dispatcher {
                 stop_consuming.clone(),
             ),
         );
-        let log_purge = spawn_critical(
+        let log_purge = self.tasks.spawn(
             "log purge",
             logs::run_purge(
                 self.store.clone(),
@@ -187,7 +197,7 @@ impl Dispatcher {
             coord: self.coord.clone(),
             names: self.cfg.names.clone(),
         };
-        let heartbeats = spawn_critical(
+        let heartbeats = self.tasks.spawn(
             "heartbeats consumer",
             consume::run_heartbeats(
                 self.store.clone(),
@@ -196,7 +206,7 @@ impl Dispatcher {
                 stop_consuming.clone(),
             ),
         );
-        let reaper = spawn_critical(
+        let reaper = self.tasks.spawn(
             "reaper",
             reaper::run(
                 self.store.clone(),

@@ -5,9 +5,10 @@ use crate::cli::{DispatcherArgs, RecoveryArgs};
 use crate::settings::{FileSettings, pick, require};
 use anyhow::{Result, anyhow};
 use kairos::connect;
-use kairos::ops::{self, BrokerCheck, CoordCheck, StoreCheck};
+use kairos::ops::{self, BrokerCheck, CoordCheck, StoreCheck, TasksCheck};
 use kairos_api::ReadyCheck;
 use kairos_coord_redis::RedisDue;
+use kairos_core::supervise::CriticalTasks;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig};
 use std::sync::Arc;
 use tracing::info;
@@ -60,10 +61,12 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
     let broker = Arc::new(broker);
     let coord = Arc::new(coord);
     let shutdown = kairos::signal::shutdown_token();
+    let tasks = CriticalTasks::new();
     let checks: Vec<Arc<dyn ReadyCheck>> = vec![
         Arc::new(StoreCheck(store.clone())),
         Arc::new(BrokerCheck(broker.clone())),
         Arc::new(CoordCheck(coord.clone())),
+        Arc::new(TasksCheck(tasks.clone())),
     ];
     let metrics_addr = pick(args.metrics.metrics_addr, file.metrics_addr.clone());
     ops::serve(
@@ -75,6 +78,7 @@ pub async fn run(args: DispatcherArgs, file: &FileSettings) -> Result<()> {
     .await?;
     Dispatcher::new(store, broker, coord, cfg)
         .due_signal(Arc::new(due))
+        .critical_tasks(tasks)
         .run(shutdown)
         .await;
     info!("dispatcher stopped");

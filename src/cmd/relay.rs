@@ -4,9 +4,10 @@ use crate::cli::RelayArgs;
 use crate::settings::{FileSettings, pick, require};
 use anyhow::Result;
 use kairos::connect;
-use kairos::ops::{self, StoreCheck};
+use kairos::ops::{self, StoreCheck, TasksCheck};
 use kairos_api::ReadyCheck;
 use kairos_callback_relay::{Relay, RelayConfig};
+use kairos_core::supervise::CriticalTasks;
 use std::sync::Arc;
 use tokio::sync::Notify;
 use tracing::info;
@@ -24,7 +25,11 @@ pub async fn run(args: RelayArgs, file: &FileSettings) -> Result<()> {
     )?;
     let store = Arc::new(connect::database(&db_url, false).await?);
     let shutdown = kairos::signal::shutdown_token();
-    let checks: Vec<Arc<dyn ReadyCheck>> = vec![Arc::new(StoreCheck(store.clone()))];
+    let tasks = CriticalTasks::new();
+    let checks: Vec<Arc<dyn ReadyCheck>> = vec![
+        Arc::new(StoreCheck(store.clone())),
+        Arc::new(TasksCheck(tasks.clone())),
+    ];
     let metrics_addr = pick(args.metrics.metrics_addr, file.metrics_addr.clone());
     ops::serve(
         metrics_addr,
@@ -43,6 +48,7 @@ pub async fn run(args: RelayArgs, file: &FileSettings) -> Result<()> {
     info!(allow_private = cfg.allow_private, "callback relay starting");
     // Across processes the relay is woken by its poll; the notifier stays idle.
     Relay::new(store, cfg)?
+        .critical_tasks(tasks)
         .run(shutdown, Arc::new(Notify::new()))
         .await?;
     info!("callback relay stopped");
