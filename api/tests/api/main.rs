@@ -2,29 +2,17 @@
 //! MySQL (a fresh database per test; skipped or failed by the testkit policy
 //! when MySQL is not reachable).
 
-#[path = "api/bad_input.rs"]
 mod bad_input;
-#[path = "api/batch.rs"]
 mod batch;
-#[path = "api/callbacks.rs"]
 mod callbacks;
-#[path = "api/contract.rs"]
 mod contract;
-#[path = "api/control.rs"]
 mod control;
-#[path = "api/jobs.rs"]
 mod jobs;
-#[path = "api/ops.rs"]
 mod ops;
-#[path = "api/patch.rs"]
 mod patch;
-#[path = "api/routing.rs"]
 mod routing;
-#[path = "api/schedules.rs"]
 mod schedules;
-#[path = "api/support.rs"]
 mod support;
-#[path = "api/tenants.rs"]
 mod tenants;
 
 /// One `#[tokio::test]` per scenario and backend.
