@@ -10,8 +10,7 @@
 //!
 //! A benchmark, not a test: it asserts nothing and prints figures.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use kairos_testkit::cluster as support;
 
 use futures::StreamExt;
 use kairos_core::time::parse_rfc3339;

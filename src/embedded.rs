@@ -36,7 +36,7 @@ use kairos_api::{ApiConfig, AppState};
 use kairos_callback_relay::{Relay, RelayConfig};
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
-use kairos_core::supervise::spawn_critical;
+use kairos_core::supervise::{CriticalTasks, spawn_critical};
 use kairos_dispatcher::logs::LogConfig;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig, reaper};
 use kairos_inproc::{MemoryBroker, MemoryCoord, MemoryDue};
@@ -264,6 +264,8 @@ impl Embedded {
         let broker = Arc::new(MemoryBroker::new(names.clone()));
         let relay_wake = Arc::new(Notify::new());
         let due = Arc::new(MemoryDue::new());
+        // The dispatcher's and relay's long-lived tasks, for the API's /readyz.
+        let tasks = CriticalTasks::new();
         let dispatcher = Dispatcher::new(
             store.clone(),
             broker.clone(),
@@ -276,7 +278,8 @@ impl Embedded {
             },
         )
         .notify_callbacks(relay_wake.clone())
-        .due_signal(due.clone());
+        .due_signal(due.clone())
+        .critical_tasks(tasks.clone());
         let worker = (self.worker)(Worker::builder())
             .id(WORKER_ID)
             .broker(broker.clone())
@@ -286,10 +289,12 @@ impl Embedded {
         let mut relay_cfg = RelayConfig::new(self.callback_secret, "dev-relay");
         relay_cfg.callback_allow_private = self.callback_allow_private;
         let relay = Relay::new(store.clone(), relay_cfg)
-            .map_err(|e| EmbeddedError::Relay(e.to_string()))?;
+            .map_err(|e| EmbeddedError::Relay(e.to_string()))?
+            .critical_tasks(tasks.clone());
         let mut state = AppState::new(store.clone(), self.api)
             .with_ready_check(Arc::new(crate::ops::BrokerCheck(broker.clone())))
-            .with_ready_check(Arc::new(crate::ops::CoordCheck(coord.clone())));
+            .with_ready_check(Arc::new(crate::ops::CoordCheck(coord.clone())))
+            .with_ready_check(Arc::new(crate::ops::TasksCheck(tasks)));
         if let Some(p) = self.prometheus {
             state = state.with_prometheus(p);
         }

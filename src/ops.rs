@@ -17,6 +17,7 @@ use kairos_api::ReadyCheck;
 use kairos_core::broker::Broker;
 use kairos_core::coord::OnceGuard;
 use kairos_core::store::Health;
+use kairos_core::supervise::{CriticalTasks, spawn_critical};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,7 +43,7 @@ pub fn install_prometheus() -> Result<PrometheusHandle> {
         .and_then(|b| b.install_recorder())
         .map_err(|e| anyhow::anyhow!("cannot set up metrics: {e}"))?;
     let upkeep = handle.clone();
-    tokio::spawn(async move {
+    spawn_critical("metrics upkeep", async move {
         loop {
             tokio::time::sleep(Duration::from_secs(5)).await;
             upkeep.run_upkeep();
@@ -98,6 +99,19 @@ impl ReadyCheck for CoordCheck {
     }
 }
 
+/// The process's long-lived tasks, for `/readyz`: unready once one ended.
+pub struct TasksCheck(pub CriticalTasks);
+
+#[async_trait]
+impl ReadyCheck for TasksCheck {
+    fn name(&self) -> &str {
+        "tasks"
+    }
+    async fn check(&self) -> Result<(), String> {
+        self.0.check()
+    }
+}
+
 #[derive(Clone)]
 struct Ops {
     prometheus: PrometheusHandle,
@@ -123,7 +137,7 @@ pub async fn serve(
         prometheus,
         checks: checks.into(),
     });
-    tokio::spawn(async move {
+    spawn_critical("operations endpoint", async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown.cancelled_owned())
             .await;
@@ -185,4 +199,47 @@ async fn readyz(State(ops): State<Ops>) -> Response {
         "error": {"code": "unavailable", "message": format!("not ready: {}", failing.join(", "))},
     });
     (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serves the endpoint with `checks` on a free port; its address.
+    async fn serving(checks: Vec<Arc<dyn ReadyCheck>>) -> std::net::SocketAddr {
+        let prometheus = PrometheusBuilder::new().build_recorder().handle();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = router(Ops {
+            prometheus,
+            checks: checks.into(),
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    }
+
+    async fn readyz(addr: std::net::SocketAddr) -> (u16, serde_json::Value) {
+        let res = reqwest::get(format!("http://{addr}/readyz")).await.unwrap();
+        (res.status().as_u16(), res.json().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn readyz_goes_unready_when_a_critical_task_returns() {
+        let tasks = CriticalTasks::new();
+        let stop = CancellationToken::new();
+        let _lasting = tasks.spawn("results consumer", stop.clone().cancelled_owned());
+        let addr = serving(vec![Arc::new(TasksCheck(tasks.clone()))]).await;
+        let (status, body) = readyz(addr).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["checks"]["tasks"], "ok");
+
+        // A loop that returns while the process runs on, as after a bug.
+        tasks.spawn("reaper", async {}).await.unwrap();
+        let (status, body) = readyz(addr).await;
+        assert_eq!(status, 503, "{body}");
+        let why = body["checks"]["tasks"].as_str().unwrap();
+        assert!(why.contains("reaper"), "{body}");
+        assert!(!why.contains("results consumer"), "{body}");
+        stop.cancel();
+    }
 }

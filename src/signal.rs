@@ -8,7 +8,7 @@ use tracing::info;
 pub fn shutdown_token() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
-    tokio::spawn(async move {
+    kairos_core::supervise::spawn_critical("signal watch", async move {
         wait_for_signal().await;
         info!("shutting down (signal received)");
         t.cancel();

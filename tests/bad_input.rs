@@ -1,7 +1,7 @@
 //! End-to-end: bad requests to a running API each get a 4xx JSON error, the
 //! API stays up, and nothing already stored changes.
 
-mod support;
+use kairos_testkit::cluster as support;
 
 use serde_json::{Value, json};
 use support::{Cluster, Stack};

@@ -2,7 +2,7 @@
 //! to the caller exactly once, signed, with one delivery id across retries —
 //! also when the relay is killed with SIGKILL mid-run and started again.
 
-mod support;
+use kairos_testkit::cluster as support;
 
 use axum::Router;
 use axum::body::Bytes;

@@ -2,7 +2,7 @@
 //! process (against the services stack, and in the embedded system), and
 //! execution logs read back through the typed client.
 
-mod support;
+use kairos_testkit::cluster as support;
 
 use futures::StreamExt;
 use kairos::embedded::Embedded;

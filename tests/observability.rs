@@ -4,10 +4,9 @@
 //! execution's `traceparent`, `/readyz` follows each process's dependencies,
 //! and the pipeline runs on quorum queues.
 
-mod support;
+use kairos_testkit::cluster as support;
 
-#[path = "faults/proxy.rs"]
-mod proxy;
+use kairos_testkit::proxy;
 
 use axum::Router;
 use axum::extract::State;

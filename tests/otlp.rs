@@ -5,7 +5,7 @@
 //! flushed when a process shuts down.
 #![cfg(feature = "otlp")]
 
-mod support;
+use kairos_testkit::cluster as support;
 
 use axum::Router;
 use axum::extract::State;

@@ -4,7 +4,7 @@
 //! (`services_*`) or PostgreSQL (`postgres_*`), Redis and RabbitMQ. Embedded
 //! stack: one `kairos dev` process.
 
-mod support;
+use kairos_testkit::cluster as support;
 
 use serde_json::json;
 use std::collections::HashSet;

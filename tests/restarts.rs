@@ -6,13 +6,14 @@
 //! heartbeats and consumes, so it is never declared dead).
 
 #[macro_use]
-mod support;
+extern crate kairos_testkit;
 
-#[allow(dead_code)]
-#[path = "faults/check.rs"]
-mod check;
+use kairos_testkit::cluster as support;
 
-use check::{create_jobs, detail, events_with, last_executions, one_execution_each, poll};
+use kairos_testkit::cluster::check;
+
+use check::{LONG, create_jobs, detail, events_with, last_executions, one_execution_each};
+use kairos_testkit::wait_for;
 use serde_json::json;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -51,7 +52,7 @@ async fn a_worker_restarted_under_its_own_id_gives_up_what_it_held(stack: Stack)
         cluster.wait_workers(1).await;
     }
     let ids = create_jobs(&cluster, 4, |i| sleep_job(format!("restart-{i}"))).await;
-    let started: HashSet<String> = poll("two jobs to run", || async {
+    let started: HashSet<String> = wait_for("two jobs to run", LONG, || async {
         let last = last_executions(&cluster, &ids).await;
         let running: HashSet<String> = last
             .iter()
@@ -80,7 +81,7 @@ async fn a_worker_restarted_under_its_own_id_gives_up_what_it_held(stack: Stack)
         Stack::Services | Stack::ServicesPg => cluster.spawn_worker_with(process, WORKER),
         Stack::Embedded => {
             cluster.spawn(process, &["dev"]);
-            poll("the restarted process to be ready", || async {
+            wait_for("the restarted process to be ready", LONG, || async {
                 cluster.try_get("/openapi/workers").await.map(|_| ())
             })
             .await;
@@ -90,7 +91,7 @@ async fn a_worker_restarted_under_its_own_id_gives_up_what_it_held(stack: Stack)
     // 4 s handlers: the killed attempts are retried and the waiting ones run
     // right after the restart, two at a time — well within 20 s, while the
     // reaper's dead-worker rule never fires for a worker that heartbeats.
-    poll("every job to succeed", || async {
+    wait_for("every job to succeed", LONG, || async {
         let last = last_executions(&cluster, &ids).await;
         last.values()
             .all(|e| e["status"] == "succeeded")

@@ -5,7 +5,9 @@
 //! (`replace` and stopping are in `stops.rs`.)
 
 #[macro_use]
-mod support;
+extern crate kairos_testkit;
+
+use kairos_testkit::cluster as support;
 
 use kairos_core::time::{Millis, now_ms, parse_rfc3339, to_rfc3339};
 use kairos_testkit::wait_for;

@@ -4,7 +4,9 @@
 //! request-forgery guard and header rules in a real worker.
 
 #[macro_use]
-mod support;
+extern crate kairos_testkit;
+
+use kairos_testkit::cluster as support;
 
 use serde_json::{Value, json};
 use std::net::IpAddr;

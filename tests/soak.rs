@@ -18,15 +18,11 @@
 //! shared ones behind switchable proxies (a cut is, to the clients, a
 //! restart), so tests running beside it are not disturbed.
 
-#[macro_use]
-mod support;
+use kairos_testkit::cluster as support;
 
+use kairos_testkit::cluster::check;
 #[allow(dead_code)]
-#[path = "faults/check.rs"]
-mod check;
-#[allow(dead_code)]
-#[path = "faults/proxy.rs"]
-mod proxy;
+use kairos_testkit::proxy;
 
 use axum::Router;
 use axum::extract::State;

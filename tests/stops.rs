@@ -4,7 +4,9 @@
 //! handlers sleep for ten minutes, so only a stop can end them in time.
 
 #[macro_use]
-mod support;
+extern crate kairos_testkit;
+
+use kairos_testkit::cluster as support;
 
 use kairos_testkit::wait_for;
 use serde_json::{Value, json};

@@ -5,7 +5,9 @@
 //! one (or with an invalid one), each execution keeps its own trace.
 
 #[macro_use]
-mod support;
+extern crate kairos_testkit;
+
+use kairos_testkit::cluster as support;
 
 use axum::Router;
 use axum::extract::State;

@@ -10,7 +10,7 @@
 //! for serious or critical accessibility violations.
 
 mod browser;
-mod support;
+use kairos_testkit::cluster as support;
 
 use browser::helpers::{
     SECRET_NAME, callback_receiver, job_status, login, logout, no_rival, post_form, rival_tenant,

@@ -12,6 +12,7 @@
 
 use crate::DueNotifier;
 use kairos_core::due::DueSignal;
+use kairos_core::supervise::spawn_critical;
 use kairos_core::time::{Millis, now_ms};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -71,7 +72,12 @@ pub fn merging_notifier(signal: Arc<dyn DueSignal>) -> DueNotifier {
         w.add(at, now_ms());
         if !w.sending {
             w.sending = true;
-            tokio::spawn(send_waiting(waiting.clone(), signal.clone()));
+            // A panic here would leave `sending` set and silence the signal
+            // for good: it stops the process instead.
+            spawn_critical(
+                "due signal sender",
+                send_waiting(waiting.clone(), signal.clone()),
+            );
         }
     })
 }

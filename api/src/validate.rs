@@ -312,9 +312,7 @@ pub fn job_status(raw: Option<&str>) -> Result<Option<JobStatus>, ApiError> {
 }
 
 #[cfg(test)]
-#[path = "validate_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "validate/create_tests.rs"]
 mod create_tests;

@@ -42,6 +42,7 @@ pub use signature::{sign, sign_all, verify};
 
 use kairos_core::callback::Callback;
 use kairos_core::store::{CallbackNext, CallbackStore, StoreError};
+use kairos_core::supervise::CriticalTasks;
 use kairos_core::time::{Millis, now_ms};
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +71,7 @@ pub struct Relay {
     cfg: Arc<RelayConfig>,
     client: reqwest::Client,
     tenants: Arc<secrets::TenantSecrets>,
+    tasks: CriticalTasks,
 }
 
 impl Relay {
@@ -82,7 +84,15 @@ impl Relay {
             cfg: Arc::new(cfg),
             client,
             tenants: Arc::default(),
+            tasks: CriticalTasks::new(),
         })
+    }
+
+    /// Watches the relay's background task (the backlog gauge) in `tasks`,
+    /// so the process's `/readyz` reports it if it ends.
+    pub fn critical_tasks(mut self, tasks: CriticalTasks) -> Self {
+        self.tasks = tasks;
+        self
     }
 
     /// Delivers callbacks until `shutdown` is cancelled, then lets attempts in
@@ -94,10 +104,10 @@ impl Relay {
         wake: Arc<Notify>,
     ) -> Result<(), RelayError> {
         metrics::register();
-        let backlog = tokio::spawn(metrics::watch_backlog(
-            Arc::clone(&self.store),
-            shutdown.clone(),
-        ));
+        let backlog = self.tasks.spawn(
+            "callback backlog gauge",
+            metrics::watch_backlog(Arc::clone(&self.store), shutdown.clone()),
+        );
         let slots = Arc::new(Semaphore::new(self.cfg.concurrency));
         let mut in_flight = JoinSet::new();
         let lease_ms = i64::try_from(self.cfg.lease.as_millis()).unwrap_or(i64::MAX);

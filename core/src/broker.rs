@@ -1,7 +1,8 @@
 //! The message broker port: per-worker dispatch queues, the shared result and
 //! heartbeat queues, and the reroute queue behind the workers' dead-letter
-//! exchange. [`crate::amqp`] (RabbitMQ) and [`crate::memory_broker`] implement it
-//! with the same semantics: persistent messages, publisher confirms, manual
+//! exchange. `AmqpBroker` (RabbitMQ, crate `kairos-broker-rabbitmq`) and
+//! `MemoryBroker` (in-process, crate `kairos-inproc`) implement it with the
+//! same semantics: persistent messages, publisher confirms, manual
 //! acks, reject-without-requeue → reroute, redelivery when a consumer goes away.
 
 use async_trait::async_trait;

@@ -1,7 +1,8 @@
 //! Coordination ports: the dispatcher's leader lease, the worker's
 //! once-per-attempt guard, and the board where dispatchers post requests to
-//! stop an attempt. [`crate::redis_coord`] and [`crate::memory_coord`]
-//! implement them all, so a process holds one [`Coordination`] handle.
+//! stop an attempt. `RedisCoord` (crate `kairos-coord-redis`) and
+//! `MemoryCoord` (in-process, crate `kairos-inproc`) implement them all, so a
+//! process holds one [`Coordination`] handle.
 
 use async_trait::async_trait;
 use std::time::Duration;

@@ -10,12 +10,18 @@
 //! running, healthy-looking, without consuming results. [`spawn_critical`]
 //! turns that into an exit with [`EXIT_TASK_PANICKED`], so a supervisor
 //! (systemd, Kubernetes, compose) restarts a process that is whole.
+//!
+//! A task that *returns* while its process should still run is as bad and
+//! cannot be turned into an exit as bluntly (it may be the shutdown that
+//! ended it). [`CriticalTasks`] remembers which of a process's tasks have
+//! ended, so its `/readyz` stops answering ready.
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::{FutureExt, Stream, StreamExt};
 use std::fmt::Display;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -41,6 +47,75 @@ where
             }
         }
     })
+}
+
+/// The long-lived tasks of one process, for its readiness: each is spawned
+/// as [`spawn_critical`] spawns it, and its name is remembered once it ends
+/// (returned, or was dropped unfinished). A process whose tasks have not
+/// all ended is ready as far as they go; one that lost a task is not, and
+/// says which. During shutdown every task ends, and unready is then what a
+/// load balancer should see anyway. Cheap to clone; clones share the set.
+#[derive(Debug, Clone, Default)]
+pub struct CriticalTasks {
+    ended: Arc<Mutex<Vec<&'static str>>>,
+}
+
+impl CriticalTasks {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Spawns `task` with [`spawn_critical`] and watches it.
+    pub fn spawn<F>(&self, name: &'static str, task: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        // Dropped when the task returns or is dropped unfinished (aborted,
+        // runtime shut down); a panic exits the process before it matters.
+        let watch = EndWatch {
+            name,
+            ended: self.ended.clone(),
+        };
+        spawn_critical(name, async move {
+            let _watch = watch;
+            task.await
+        })
+    }
+
+    /// The names of the tasks that have ended, in the order they did.
+    pub fn ended(&self) -> Vec<&'static str> {
+        self.ended.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `Ok` while every watched task runs; otherwise which ones ended, as a
+    /// readiness check reports it.
+    pub fn check(&self) -> Result<(), String> {
+        let ended = self.ended();
+        if ended.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "long-lived task(s) ended: {}; restart the process",
+            ended.join(", ")
+        ))
+    }
+}
+
+/// Records its task's end in a [`CriticalTasks`] when dropped.
+struct EndWatch {
+    name: &'static str,
+    ended: Arc<Mutex<Vec<&'static str>>>,
+}
+
+impl Drop for EndWatch {
+    fn drop(&mut self) {
+        self.ended
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(self.name);
+    }
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -205,6 +280,34 @@ mod tests {
     #[tokio::test]
     async fn a_critical_task_returns_its_output() {
         assert_eq!(spawn_critical("t", async { 7 }).await.unwrap(), 7);
+    }
+
+    #[tokio::test]
+    async fn a_watched_task_that_returns_makes_the_set_unready() {
+        let tasks = CriticalTasks::new();
+        let stop = CancellationToken::new();
+        let lasting = tasks.spawn("lasting", stop.clone().cancelled_owned());
+        let brief = tasks.spawn("brief", async { 7 });
+        assert_eq!(brief.await.unwrap(), 7);
+        assert_eq!(tasks.ended(), ["brief"]);
+        let why = tasks.check().unwrap_err();
+        assert!(why.contains("brief") && !why.contains("lasting"), "{why}");
+        stop.cancel();
+        lasting.await.unwrap();
+        assert_eq!(tasks.clone().ended(), ["brief", "lasting"]);
+    }
+
+    #[tokio::test]
+    async fn a_set_whose_tasks_all_run_is_ready() {
+        let tasks = CriticalTasks::new();
+        assert_eq!(tasks.check(), Ok(()));
+        let running = tasks.spawn("loop", std::future::pending::<()>());
+        tokio::task::yield_now().await;
+        assert_eq!(tasks.check(), Ok(()));
+        // An aborted task has ended too.
+        running.abort();
+        assert!(running.await.unwrap_err().is_cancelled());
+        assert_eq!(tasks.ended(), ["loop"]);
     }
 
     #[test]

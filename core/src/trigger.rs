@@ -232,5 +232,4 @@ pub fn rescheduled(
 }
 
 #[cfg(test)]
-#[path = "trigger_tests.rs"]
 mod tests;

@@ -4,7 +4,9 @@
 //! # Layout
 //!
 //! - [`attempts`]: attempt keys given back and stop requests posted on the coordination service.
-//! - [`leader`]: the Redis (or in-process) lease; leader-only work runs inside a [`leader::Term`].
+//! - [`lease`]: the Redis (or in-process) lease, its renewal and fencing; leader-only work runs inside a [`lease::Term`].
+//! - `leading`: what runs while leading, for one term (dispatch loop, reroute, stop relay, due signals).
+//! - `claim_lead`: how long before their due time triggers are claimed (more ahead of a burst).
 //! - [`scan`]: the leader's loop — due triggers → batched claim → publish; sweeps `pending` work.
 //! - [`publish`]: worker choice per execution, confirms kept in flight, batched bookkeeping.
 //! - [`balancer`]: equal-cost / round-robin / random worker selection.
@@ -20,9 +22,10 @@
 
 pub mod attempts;
 pub mod balancer;
+mod claim_lead;
 pub mod consume;
-mod lead;
-pub mod leader;
+mod leading;
+pub mod lease;
 pub mod logs;
 mod metrics;
 pub mod publish;
@@ -33,19 +36,17 @@ pub mod scan;
 pub mod stops;
 
 use attempts::Attempts;
-use balancer::{Balancer, Strategy};
+use balancer::Strategy;
 use kairos_core::broker::Broker;
 use kairos_core::coord::{Coordination, LeaseStore};
 use kairos_core::due::DueSignal;
 use kairos_core::protocol::Names;
 use kairos_core::store::DispatcherStore;
-use kairos_core::supervise::{self, spawn_critical};
-use leader::{LeaderConfig, Term};
-use publish::Publisher;
-use scan::{DispatchLoop, ScanConfig};
-use std::sync::{Arc, Mutex};
+use kairos_core::supervise::CriticalTasks;
+use lease::{LeaseConfig, Term};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// Default of [`DispatcherConfig::lease_ttl_ms`].
@@ -159,6 +160,7 @@ pub struct Dispatcher {
     cfg: DispatcherConfig,
     due: Option<Arc<dyn DueSignal>>,
     on_callbacks: Option<Arc<Notify>>,
+    tasks: CriticalTasks,
 }
 
 impl Dispatcher {
@@ -177,6 +179,7 @@ impl Dispatcher {
             cfg,
             due: None,
             on_callbacks: None,
+            tasks: CriticalTasks::new(),
         }
     }
 
@@ -190,6 +193,14 @@ impl Dispatcher {
     /// Notified whenever applied results queued a callback (the in-process relay's wake-up).
     pub fn notify_callbacks(mut self, n: Arc<Notify>) -> Self {
         self.on_callbacks = Some(n);
+        self
+    }
+
+    /// Watches the dispatcher's long-lived tasks (the consumers, the reaper,
+    /// the log purge) in `tasks`, so the process's `/readyz` reports one that
+    /// ended. Leader-only tasks end with each term and are not watched.
+    pub fn critical_tasks(mut self, tasks: CriticalTasks) -> Self {
+        self.tasks = tasks;
         self
     }
 
@@ -208,7 +219,7 @@ impl Dispatcher {
         stop_consuming: CancellationToken,
     ) {
         metrics::register();
-        let results = spawn_critical(
+        let results = self.tasks.spawn(
             "results consumer",
             consume::run_results(
                 self.store.clone(),
@@ -217,7 +228,7 @@ impl Dispatcher {
                 stop_consuming.clone(),
             ),
         );
-        let log_lines = spawn_critical(
+        let log_lines = self.tasks.spawn(
             "logs consumer",
             consume::run_logs(
                 self.store.clone(),
@@ -226,7 +237,7 @@ impl Dispatcher {
                 stop_consuming.clone(),
             ),
         );
-        let log_purge = spawn_critical(
+        let log_purge = self.tasks.spawn(
             "log purge",
             logs::run_purge(
                 self.store.clone(),
@@ -238,7 +249,7 @@ impl Dispatcher {
             coord: self.coord.clone(),
             names: self.cfg.names.clone(),
         };
-        let heartbeats = spawn_critical(
+        let heartbeats = self.tasks.spawn(
             "heartbeats consumer",
             consume::run_heartbeats(
                 self.store.clone(),
@@ -247,7 +258,7 @@ impl Dispatcher {
                 stop_consuming.clone(),
             ),
         );
-        let reaper = spawn_critical(
+        let reaper = self.tasks.spawn(
             "reaper",
             reaper::run(
                 self.store.clone(),
@@ -257,7 +268,7 @@ impl Dispatcher {
                 stop_consuming.clone(),
             ),
         );
-        let leader_cfg = LeaderConfig {
+        let lease_cfg = LeaseConfig {
             name: self.cfg.lease_name.clone(),
             ttl: self.cfg.lease_ttl(),
         };
@@ -266,8 +277,8 @@ impl Dispatcher {
         let due = self.due.clone();
         let cfg = self.cfg.clone();
         let lock: Arc<dyn LeaseStore> = self.coord.clone();
-        leader::campaign(lock, leader_cfg, stop_leading, move |term: Term| {
-            lead(
+        lease::campaign(lock, lease_cfg, stop_leading, move |term: Term| {
+            leading::run_term(
                 store.clone(),
                 broker.clone(),
                 attempts.clone(),
@@ -282,107 +293,5 @@ impl Dispatcher {
         let _ = log_lines.await;
         let _ = log_purge.await;
         let _ = reaper.await;
-    }
-}
-
-/// Leader-only work for one term.
-async fn lead(
-    store: Arc<dyn DispatcherStore>,
-    broker: Arc<dyn Broker>,
-    attempts: Attempts,
-    due: Option<Arc<dyn DueSignal>>,
-    cfg: DispatcherConfig,
-    term: Term,
-) {
-    let stale_ms = cfg.worker_stale_after.as_millis() as i64;
-    let balancer = Arc::new(Mutex::new(Balancer::new(cfg.balancer, stale_ms)));
-    let reroute = spawn_critical(
-        "reroute",
-        reroute::run_reroute(
-            broker.clone(),
-            store.clone(),
-            balancer.clone(),
-            term.token.clone(),
-        ),
-    );
-    let stop_relay = spawn_critical(
-        "stop relay",
-        stops::run(
-            store.clone(),
-            attempts.clone(),
-            cfg.stop_relay_every,
-            term.token.clone(),
-        ),
-    );
-    let (due_tx, due_rx) = mpsc::channel(1024);
-    let listener = due.map(|d| {
-        spawn_critical(
-            "due signal listener",
-            listen_for_due(d, due_tx, term.token.clone()),
-        )
-    });
-    let dispatch = DispatchLoop {
-        store: store.clone(),
-        publisher: Arc::new(Publisher::new(
-            store,
-            broker,
-            balancer.clone(),
-            attempts,
-            cfg.max_in_flight,
-        )),
-        balancer,
-        due: due_rx,
-        cfg: ScanConfig {
-            interval: cfg.scan_interval,
-            lookahead: cfg.lookahead,
-            claim_ahead: cfg.claim_ahead,
-            batch: cfg.batch,
-            sweep_every: Duration::from_secs(1),
-            workers_every: Duration::from_millis(500),
-            publishers: 16,
-        },
-    };
-    dispatch.run(term.clone()).await;
-    term.token.cancel();
-    let _ = reroute.await;
-    let _ = stop_relay.await;
-    if let Some(l) = listener {
-        let _ = l.await;
-    }
-}
-
-/// Forwards due signals to the dispatch loop for the length of a term,
-/// subscribing again whenever the subscription drops. Signals only save
-/// latency (the scan is the safety net), so an outage is logged at debug.
-async fn listen_for_due(
-    due: Arc<dyn DueSignal>,
-    tx: mpsc::Sender<kairos_core::time::Millis>,
-    token: CancellationToken,
-) {
-    let backoff = supervise::Backoff {
-        min: Duration::from_millis(500),
-        max: Duration::from_secs(5),
-    };
-    supervise::consume("due signals", DueListener { due, tx }, backoff, &token).await
-}
-
-/// The due-signal subscription and where its signals go.
-struct DueListener {
-    due: Arc<dyn DueSignal>,
-    tx: mpsc::Sender<kairos_core::time::Millis>,
-}
-
-impl supervise::Subscription for DueListener {
-    type Item = kairos_core::time::Millis;
-    type Stream = futures::stream::BoxStream<'static, kairos_core::time::Millis>;
-    type Error = kairos_core::coord::CoordError;
-
-    async fn open(&mut self) -> Result<Self::Stream, Self::Error> {
-        self.due.subscribe().await
-    }
-
-    async fn handle(&mut self, at: kairos_core::time::Millis) {
-        // A full channel means the loop is busy scanning anyway.
-        let _ = self.tx.try_send(at);
     }
 }

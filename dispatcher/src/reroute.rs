@@ -15,10 +15,11 @@
 //! as the broker can carry it.
 
 use crate::balancer::{Balancer, Want};
+use backon::{ExponentialBuilder, Retryable};
 use kairos_core::broker::{Broker, BrokerError, Delivery, DeliveryStream};
 use kairos_core::protocol::{DispatchMsg, decode_dispatches};
-use kairos_core::store::{DispatchedTo, DispatcherStore};
-use kairos_core::supervise::{self, Backoff, Subscription};
+use kairos_core::store::{DispatchedTo, DispatcherStore, StoreError};
+use kairos_core::supervise::{self, Backoff, Subscription, spawn_critical};
 use kairos_core::time::now_ms;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,9 +29,9 @@ use tracing::{debug, warn};
 
 /// How long to wait before trying again when no other worker can take a message.
 const HOLD: Duration = Duration::from_millis(250);
-/// Tries at recording a rerouted dispatch's new worker, and the first pause
-/// between them (doubling): about 1.5 s in all.
-const RECORD_TRIES: u32 = 5;
+/// Retries at recording a rerouted dispatch's new worker, and the first
+/// pause between tries (doubling, with jitter): about 1.5 s in all.
+const RECORD_RETRIES: usize = 4;
 const RECORD_FIRST_RETRY: Duration = Duration::from_millis(50);
 /// A message back within this long of its last reroute is bouncing.
 const BOUNCE_WINDOW: Duration = Duration::from_secs(2);
@@ -195,24 +196,42 @@ fn record(store: Arc<dyn DispatcherStore>, msg: &DispatchMsg, worker: &str, from
         Some(from) => format!("rerouted: worker {from} was full"),
         None => "rerouted".to_string(),
     };
-    tokio::spawn(async move {
-        let mut pause = RECORD_FIRST_RETRY;
-        for _ in 0..RECORD_TRIES {
+    // Jitter: a burst of reroutes must not come back to the database in step.
+    let pauses = ExponentialBuilder::default()
+        .with_min_delay(RECORD_FIRST_RETRY)
+        .with_max_times(RECORD_RETRIES)
+        .with_jitter();
+    spawn_critical("reroute record", async move {
+        let recorded = (|| async {
             match store
                 .execution_mark_rerouted(&sent, &reason, now_ms())
                 .await
             {
-                Ok(true) => return,
+                Ok(true) => Ok(()),
                 // Not `dispatched` (yet): the publisher's record may follow.
-                Ok(false) => {}
-                Err(e) => {
-                    warn!(execution = %sent.execution_id, error = %e, "cannot record the rerouted dispatch's new worker")
-                }
+                Ok(false) => Err(Unrecorded::NotYet),
+                Err(e) => Err(Unrecorded::Store(e)),
             }
-            tokio::time::sleep(pause).await;
-            pause *= 2;
+        })
+        .retry(pauses)
+        .notify(|e, _| {
+            if let Unrecorded::Store(e) = e {
+                warn!(execution = %sent.execution_id, error = %e, "cannot record the rerouted dispatch's new worker");
+            }
+        })
+        .await;
+        if recorded.is_err() {
+            debug!(execution = %sent.execution_id, "gave up recording the rerouted dispatch's new worker");
         }
     });
+}
+
+/// Why a try at recording a reroute changed nothing.
+enum Unrecorded {
+    /// The row is not `dispatched` yet.
+    NotYet,
+    /// The store failed.
+    Store(StoreError),
 }
 
 async fn hold(token: &CancellationToken) {

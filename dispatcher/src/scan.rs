@@ -9,7 +9,7 @@
 //! so the claim transaction is paid while waiting, and its publishing task
 //! sleeps until exactly the due time and publishes then. A burst seen coming
 //! (a full page of triggers not yet due) is claimed further ahead, by what
-//! claiming it takes (see `lead`). Each scan also looks
+//! claiming it takes (see `claim_lead`). Each scan also looks
 //! further ahead, and the loop sleeps until the next trigger's claim time. A
 //! due signal from the API (a job created, triggered or resumed) cuts the
 //! sleep short when it names an earlier time. A full batch starts the next
@@ -28,8 +28,8 @@
 //! regularly, and at once after a publish left some behind.
 
 use crate::balancer::Balancer;
-use crate::lead::Lead;
-use crate::leader::Term;
+use crate::claim_lead::ClaimLead;
+use crate::lease::Term;
 use crate::publish::Publisher;
 use kairos_core::job::Job;
 use kairos_core::store::{DispatchWork, DispatcherStore, StoreError};
@@ -92,7 +92,7 @@ type Ahead = AbortOnDropHandle<Result<Vec<Job>, StoreError>>;
 
 /// Claimed work this term has not finished publishing, so the sweep leaves
 /// it alone, and the publishing tasks' shared limits.
-struct Outbox {
+struct Unpublished {
     held: Mutex<HashSet<String>>,
     /// One permit per batch being published.
     permits: Arc<Semaphore>,
@@ -103,7 +103,7 @@ struct Outbox {
     tasks: TaskTracker,
 }
 
-impl Outbox {
+impl Unpublished {
     fn new(publishers: usize) -> Self {
         Self {
             held: Mutex::new(HashSet::new()),
@@ -139,22 +139,22 @@ impl Outbox {
 impl DispatchLoop {
     /// Runs until the term ends, then waits for its publishing tasks.
     pub async fn run(mut self, term: Term) {
-        let outbox = Arc::new(Outbox::new(self.cfg.publishers));
+        let unpublished = Arc::new(Unpublished::new(self.cfg.publishers));
         let mut last_sweep = Instant::now() - self.cfg.sweep_every;
         let mut last_workers = Instant::now() - self.cfg.workers_every;
         let mut ahead = None;
-        let mut lead = Lead::new(self.cfg.claim_ahead, self.cfg.lookahead);
+        let mut lead = ClaimLead::new(self.cfg.claim_ahead, self.cfg.lookahead);
         crate::metrics::claim_lead(lead.current());
         while term.is_valid() {
             // Work left behind usually means the worker view is out of date
             // (a worker just started): reload it and sweep now, not later.
-            let left_behind = outbox.left_behind.swap(false, Ordering::AcqRel);
+            let left_behind = unpublished.left_behind.swap(false, Ordering::AcqRel);
             if left_behind || last_workers.elapsed() >= self.cfg.workers_every {
                 self.refresh_workers().await;
                 last_workers = Instant::now();
             }
             let mut round = match self
-                .claim_round(&term, &outbox, &mut ahead, &mut lead)
+                .claim_round(&term, &unpublished, &mut ahead, &mut lead)
                 .await
             {
                 Ok(round) => round,
@@ -171,13 +171,13 @@ impl DispatchLoop {
                     ahead = None;
                     warn!(error = %e, "dispatch round failed; retrying");
                     let pause = self.cfg.interval.max(Duration::from_millis(500));
-                    self.sleep_until(&term, &outbox, now_ms() + pause.as_millis() as Millis)
+                    self.sleep_until(&term, &unpublished, now_ms() + pause.as_millis() as Millis)
                         .await;
                     continue;
                 }
             };
             if (left_behind || last_sweep.elapsed() >= self.cfg.sweep_every) && term.is_valid() {
-                round.more_due |= self.sweep(&term, &outbox).await;
+                round.more_due |= self.sweep(&term, &unpublished).await;
                 last_sweep = Instant::now();
             }
             if !round.more_due {
@@ -186,11 +186,11 @@ impl DispatchLoop {
                 let wake_at = round
                     .next_due
                     .map_or(safety_net, |t| (t - lead.current()).min(safety_net));
-                self.sleep_until(&term, &outbox, wake_at).await;
+                self.sleep_until(&term, &unpublished, wake_at).await;
             }
         }
-        outbox.tasks.close();
-        outbox.tasks.wait().await;
+        unpublished.tasks.close();
+        unpublished.tasks.wait().await;
         debug!("dispatch loop ended with the term");
     }
 
@@ -201,7 +201,7 @@ impl DispatchLoop {
     /// Before sleeping: if the scan saw a full page of triggers ahead, counts
     /// those due with the next one and sets the lead to claim them in time;
     /// otherwise the usual lead will do.
-    async fn plan_lead(&self, lead: &mut Lead, round: &Round) {
+    async fn plan_lead(&self, lead: &mut ClaimLead, round: &Round) {
         let was = lead.current();
         match round.next_due.filter(|_| round.crowded) {
             None => lead.relax(),
@@ -222,7 +222,7 @@ impl DispatchLoop {
 
     /// Sleeps until `wake_at` (ms UTC), the end of the term, a due signal
     /// whose claim time is before `wake_at`, or a publish that left work behind.
-    async fn sleep_until(&mut self, term: &Term, outbox: &Outbox, wake_at: Millis) {
+    async fn sleep_until(&mut self, term: &Term, unpublished: &Unpublished, wake_at: Millis) {
         let ahead = self.claim_ahead_ms();
         loop {
             let left = Duration::from_millis((wake_at - now_ms()).max(0) as u64);
@@ -232,7 +232,7 @@ impl DispatchLoop {
             tokio::select! {
                 _ = term.token.cancelled() => return,
                 _ = tokio::time::sleep(left) => return,
-                _ = outbox.wake.notified() => return,
+                _ = unpublished.wake.notified() => return,
                 signal = self.due.recv() => match signal {
                     Some(at) if at - ahead < wake_at => return,
                     Some(_) => continue,
@@ -263,9 +263,9 @@ impl DispatchLoop {
     async fn claim_round(
         &mut self,
         term: &Term,
-        outbox: &Arc<Outbox>,
+        unpublished: &Arc<Unpublished>,
         ahead: &mut Option<Ahead>,
-        lead: &mut Lead,
+        lead: &mut ClaimLead,
     ) -> Result<Round, StoreError> {
         let now = now_ms();
         let claim_by = now + lead.current();
@@ -332,7 +332,7 @@ impl DispatchLoop {
         // A leader frozen between claim and publish must not publish on waking:
         // the claimed rows go back to `pending` for the current leader's sweep.
         if term.is_valid() {
-            self.send(work, term, outbox).await;
+            self.send(work, term, unpublished).await;
         } else {
             self.publisher.hand_back(&work, NOT_PUBLISHED).await;
         }
@@ -368,8 +368,8 @@ impl DispatchLoop {
     /// Hands `work` to publishing tasks, one per due time; each publishes at
     /// its due time. Waits for a free publisher only for work due now, so a
     /// backlog slows claiming down instead of piling up tasks.
-    async fn send(&self, work: Vec<DispatchWork>, term: &Term, outbox: &Arc<Outbox>) {
-        outbox.hold(&work);
+    async fn send(&self, work: Vec<DispatchWork>, term: &Term, unpublished: &Arc<Unpublished>) {
+        unpublished.hold(&work);
         let now = now_ms();
         let mut by_time: BTreeMap<Millis, Vec<DispatchWork>> = BTreeMap::new();
         for w in work {
@@ -383,10 +383,10 @@ impl DispatchLoop {
                         let unsent: Vec<DispatchWork> =
                             batch.into_iter().chain(batches.flat_map(|(_, b)| b)).collect();
                         self.publisher.hand_back(&unsent, NOT_PUBLISHED).await;
-                        outbox.release(&ids_of(&unsent));
+                        unpublished.release(&ids_of(&unsent));
                         return;
                     }
-                    p = outbox.permits.clone().acquire_owned() => p,
+                    p = unpublished.permits.clone().acquire_owned() => p,
                 };
                 // The semaphore is never closed.
                 permit.ok()
@@ -398,15 +398,15 @@ impl DispatchLoop {
                 batch,
                 permit,
                 self.publisher.clone(),
-                outbox.clone(),
+                unpublished.clone(),
                 term.clone(),
             );
-            outbox.tasks.spawn(task);
+            unpublished.tasks.spawn(task);
         }
     }
 
     /// Publishes executions left `pending`; `true` if there may be more.
-    async fn sweep(&self, term: &Term, outbox: &Outbox) -> bool {
+    async fn sweep(&self, term: &Term, unpublished: &Unpublished) -> bool {
         let now = now_ms();
         // Only what some live worker can run: work waiting for a handler no
         // worker serves stays pending (and visible as waiting) without
@@ -425,7 +425,7 @@ impl DispatchLoop {
             Ok(work) => {
                 let full = work.len() as u32 >= self.cfg.batch;
                 let work: Vec<DispatchWork> = {
-                    let held = outbox.lock();
+                    let held = unpublished.lock();
                     work.into_iter()
                         .filter(|w| !held.contains(&w.execution_id))
                         .collect()
@@ -436,7 +436,7 @@ impl DispatchLoop {
                 let report = self.publisher.publish(work).await;
                 if report.no_worker > 0 || report.failed > 0 {
                     // Retried on the next round, not at once: no spinning.
-                    outbox.left_behind.store(true, Ordering::Release);
+                    unpublished.left_behind.store(true, Ordering::Release);
                 }
                 if report.dispatched > 0 {
                     info!(?report, "published pending executions");
@@ -471,7 +471,7 @@ async fn publish_at(
     batch: Vec<DispatchWork>,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
     publisher: Arc<Publisher>,
-    outbox: Arc<Outbox>,
+    unpublished: Arc<Unpublished>,
     term: Term,
 ) {
     let ids = ids_of(&batch);
@@ -485,7 +485,7 @@ async fn publish_at(
         (true, Some(p)) => Some(p),
         (true, None) => tokio::select! {
             _ = term.token.cancelled() => None,
-            p = outbox.permits.clone().acquire_owned() => p.ok(),
+            p = unpublished.permits.clone().acquire_owned() => p.ok(),
         },
     };
     // Unpublished work is (or goes back to) `pending`: this term's sweep
@@ -493,7 +493,7 @@ async fn publish_at(
     if permit.is_some() && term.is_valid() {
         let report = publisher.publish(batch).await;
         if report.no_worker > 0 || report.failed > 0 {
-            outbox.leave_behind();
+            unpublished.leave_behind();
         }
         if report.dispatched > 0 {
             debug!(?report, "dispatched");
@@ -501,7 +501,7 @@ async fn publish_at(
     } else {
         publisher.hand_back(&batch, NOT_PUBLISHED).await;
     }
-    outbox.release(&ids);
+    unpublished.release(&ids);
 }
 
 /// Why work claimed as dispatched went back to `pending` unpublished.

@@ -4,9 +4,10 @@ use crate::config::commands::DispatcherCmd;
 use crate::config::required;
 use anyhow::Result;
 use kairos::connect;
-use kairos::ops::{self, BrokerCheck, CoordCheck, StoreCheck};
+use kairos::ops::{self, BrokerCheck, CoordCheck, StoreCheck, TasksCheck};
 use kairos_api::ReadyCheck;
 use kairos_coord_redis::RedisDue;
+use kairos_core::supervise::CriticalTasks;
 use kairos_dispatcher::Dispatcher;
 use std::sync::Arc;
 use tracing::info;
@@ -36,10 +37,12 @@ pub async fn run(cfg: DispatcherCmd) -> Result<()> {
     let broker = Arc::new(broker);
     let coord = Arc::new(coord);
     let shutdown = kairos::signal::shutdown_token();
+    let tasks = CriticalTasks::new();
     let checks: Vec<Arc<dyn ReadyCheck>> = vec![
         Arc::new(StoreCheck(store.clone())),
         Arc::new(BrokerCheck(broker.clone())),
         Arc::new(CoordCheck(coord.clone())),
+        Arc::new(TasksCheck(tasks.clone())),
     ];
     ops::serve(
         cfg.metrics.metrics_addr,
@@ -50,6 +53,7 @@ pub async fn run(cfg: DispatcherCmd) -> Result<()> {
     .await?;
     Dispatcher::new(store, broker, coord, dcfg)
         .due_signal(Arc::new(due))
+        .critical_tasks(tasks)
         .run(shutdown)
         .await;
     info!("dispatcher stopped");

@@ -76,11 +76,13 @@ async fn with_metrics(
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (KAIROS_METRICS_ADDR): {e}"))?;
     tracing::info!(addr = %listener.local_addr()?, "metrics listening");
-    tokio::spawn(async move {
+    // The API's /readyz reports a metrics listener that stopped early.
+    let tasks = kairos_core::supervise::CriticalTasks::new();
+    tasks.spawn("metrics listener", async move {
         let stopped = shutdown.cancelled_owned();
         if let Err(e) = kairos_api::serve_metrics(listener, handle, stopped).await {
             tracing::warn!(error = %e, "metrics listener stopped");
         }
     });
-    Ok(state)
+    Ok(state.with_ready_check(std::sync::Arc::new(kairos::ops::TasksCheck(tasks))))
 }

@@ -4,9 +4,10 @@ use crate::config::commands::RelayCmd;
 use crate::config::{missing, required};
 use anyhow::Result;
 use kairos::connect;
-use kairos::ops::{self, StoreCheck};
+use kairos::ops::{self, StoreCheck, TasksCheck};
 use kairos_api::ReadyCheck;
 use kairos_callback_relay::Relay;
+use kairos_core::supervise::CriticalTasks;
 use std::sync::Arc;
 use tokio::sync::Notify;
 use tracing::info;
@@ -18,7 +19,11 @@ pub async fn run(cfg: RelayCmd) -> Result<()> {
     }
     let store = Arc::new(connect::database(db_url, false).await?);
     let shutdown = kairos::signal::shutdown_token();
-    let checks: Vec<Arc<dyn ReadyCheck>> = vec![Arc::new(StoreCheck(store.clone()))];
+    let tasks = CriticalTasks::new();
+    let checks: Vec<Arc<dyn ReadyCheck>> = vec![
+        Arc::new(StoreCheck(store.clone())),
+        Arc::new(TasksCheck(tasks.clone())),
+    ];
     ops::serve(
         cfg.metrics.metrics_addr,
         ops::install_prometheus()?,
@@ -34,6 +39,7 @@ pub async fn run(cfg: RelayCmd) -> Result<()> {
     );
     // Across processes the relay is woken by its poll; the notifier stays idle.
     Relay::new(store, relay)?
+        .critical_tasks(tasks)
         .run(shutdown, Arc::new(Notify::new()))
         .await?;
     info!("callback relay stopped");

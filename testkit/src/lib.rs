@@ -1,7 +1,9 @@
 //! Test support for suites that run against the real services: a fresh MySQL
 //! database per test (feature `mysql`), a fresh PostgreSQL database per test
-//! (feature `postgres`), unique namespaces for RabbitMQ/Redis names, and one
-//! policy for a missing service. A dev-dependency only.
+//! (feature `postgres`), unique namespaces for RabbitMQ/Redis names, one
+//! policy for a missing service, the one way tests wait ([`wait_for`]), a TCP
+//! [`proxy`] a test can cut, and the end-to-end harness that runs `kairos`
+//! processes ([`cluster`], feature `cluster`). A dev-dependency only.
 //!
 //! The policy: with `KAIROS_REQUIRE_SERVICES=1` (set by `.ci/run`) a missing
 //! service fails the test; otherwise the test prints a notice and returns, so
@@ -15,6 +17,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+#[cfg(feature = "cluster")]
+pub mod cluster;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "mysql")]
@@ -23,6 +27,7 @@ pub use mysql::mysql_fresh_database;
 mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgDatabase, postgres_fresh_database};
+pub mod proxy;
 
 /// `url` naming database `db` instead of its own (query string kept).
 #[cfg(any(feature = "mysql", feature = "postgres"))]
@@ -163,14 +168,20 @@ pub fn sqlite_temp_url() -> String {
     format!("sqlite://{}?mode=rwc", path.display())
 }
 
-/// Polls `check` every 20 ms until it returns `Some`, or panics after `deadline`
-/// naming `what`. Tests wait on conditions, never on fixed sleeps.
+/// Polls `check` until it returns `Some`, or panics after `deadline` naming
+/// `what`: the one way tests wait on a condition, never on fixed sleeps.
+/// Polls every 20 ms at first, then less often (at most every 250 ms), so a
+/// long wait on a check that costs many requests does not flood the system
+/// under test.
 pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
+    const FIRST: Duration = Duration::from_millis(20);
+    const MAX: Duration = Duration::from_millis(250);
     let start = tokio::time::Instant::now();
+    let mut pause = FIRST;
     loop {
         if let Some(v) = check().await {
             return v;
@@ -178,7 +189,8 @@ where
         if start.elapsed() > deadline {
             panic!("timed out after {deadline:?} waiting for {what}");
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 3 / 2).min(MAX);
     }
 }
 

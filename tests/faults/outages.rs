@@ -3,11 +3,12 @@
 //! database unreachable for a while.
 
 use crate::check::{
-    LONG, count_in, create_jobs, last_executions, leader, noop_job, one_execution_each, poll,
-    sleep_job, wait_count, wait_leader,
+    LONG, count_in, create_jobs, last_executions, leader, noop_job, one_execution_each, sleep_job,
+    wait_count, wait_leader,
 };
 use crate::support::{Cluster, Stack, TestDb};
 use crate::{inject, proxy};
+use kairos_testkit::wait_for;
 
 /// RabbitMQ closes the processes' connections, Redis kills their clients,
 /// the database kills their connections, one after the other while jobs run: every
@@ -88,14 +89,14 @@ async fn readyz_is_unready_while_the_database_is_unreachable(stack: Stack) {
     };
     cluster.wait_workers(1).await;
     let early = cluster.create_job(sleep_job("early".into(), 3000, 1)).await;
-    poll("the early job to start", || async {
+    wait_for("the early job to start", LONG, || async {
         let last = last_executions(&cluster, std::slice::from_ref(&early)).await;
         (last[&early]["status"] == "running").then_some(())
     })
     .await;
 
     db_proxy.down();
-    let body = poll("/readyz to report the database down", || async {
+    let body = wait_for("/readyz to report the database down", LONG, || async {
         let (status, body) = cluster.get_status("/readyz").await;
         (status == 503).then_some(body)
     })
@@ -103,7 +104,7 @@ async fn readyz_is_unready_while_the_database_is_unreachable(stack: Stack) {
     assert_ne!(body["checks"]["database"], "ok", "{body}");
 
     db_proxy.up();
-    poll("/readyz to recover", || async {
+    wait_for("/readyz to recover", LONG, || async {
         (cluster.get_status("/readyz").await.0 == 200).then_some(())
     })
     .await;

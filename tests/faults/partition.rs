@@ -3,11 +3,10 @@
 //! back it finds the stop request for the lost attempt and stops the handler,
 //! whose late result the database refuses anyway.
 
-use crate::check::{
-    FAST, LONG, detail, events_with, in_state_on, one_execution_each, poll, sleep_job,
-};
+use crate::check::{FAST, LONG, detail, events_with, in_state_on, one_execution_each, sleep_job};
 use crate::proxy::Proxy;
 use crate::support::{Cluster, Stack};
+use kairos_testkit::wait_for;
 
 /// `url` with its port replaced by a forwarder's, and the forwarder.
 async fn through_proxy(url: &str) -> (String, Proxy) {
@@ -42,7 +41,7 @@ async fn a_worker_back_from_a_partition_stops_the_attempt_declared_lost(stack: S
         .create_job(sleep_job("cut-off".into(), 30_000, 2))
         .await;
     let ids = [id.clone()];
-    poll("the job running on worker-0", || async {
+    wait_for("the job running on worker-0", LONG, || async {
         (!in_state_on(&cluster, &ids, "running", "worker-0")
             .await
             .is_empty())
@@ -53,7 +52,7 @@ async fn a_worker_back_from_a_partition_stops_the_attempt_declared_lost(stack: S
 
     amqp_proxy.down();
     redis_proxy.down();
-    poll("attempt 2 running on worker-1", || async {
+    wait_for("attempt 2 running on worker-1", LONG, || async {
         (!in_state_on(&cluster, &ids, "running", "worker-1")
             .await
             .is_empty())
@@ -62,7 +61,7 @@ async fn a_worker_back_from_a_partition_stops_the_attempt_declared_lost(stack: S
     .await;
     amqp_proxy.up();
     redis_proxy.up();
-    poll("worker-0 to stop the lost attempt", || async {
+    wait_for("worker-0 to stop the lost attempt", LONG, || async {
         cluster
             .log("worker-0")
             .contains("stopping an attempt at the scheduler's request")

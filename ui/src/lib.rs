@@ -9,7 +9,7 @@
 //!
 //! - **Changes** (create, edit, pause, resume, cancel, trigger, redeliver,
 //!   keys, schedule preview) go through the REST API's own router, called
-//!   in process with the session's key as its bearer token ([`api`]). The
+//!   in process with the session's key as its bearer token (module `api`). The
 //!   API's validation, role checks, limits, tenant scoping and audit trail
 //!   therefore apply unchanged, and its error messages are the ones shown.
 //! - **Reads** call the storage port directly (the same

@@ -163,5 +163,4 @@ fn timing(s: &Schedule) -> Schedule {
 }
 
 #[cfg(test)]
-#[path = "patch_tests.rs"]
 mod tests;

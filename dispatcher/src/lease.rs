@@ -1,5 +1,6 @@
-//! Leader election: holds the dispatcher lease and runs the leader's work only
-//! while it is held.
+//! The dispatcher lease (Redis, or in-process under `kairos dev`): campaigns
+//! for it, renews it, fences the holder's writes, and runs the work of each
+//! term of leadership (see `leading`) only while it is held.
 //!
 //! The lease is renewed every third of its TTL. The moment a renewal fails or
 //! errors, the term is cancelled: a leader that cannot prove it still holds
@@ -65,14 +66,14 @@ impl Term {
 
 /// Lease settings.
 #[derive(Debug, Clone)]
-pub struct LeaderConfig {
+pub struct LeaseConfig {
     /// Lease name shared by all dispatchers of one deployment.
     pub name: String,
     /// Lease time to live; a successor takes over at most this long after a crash.
     pub ttl: Duration,
 }
 
-impl LeaderConfig {
+impl LeaseConfig {
     /// How long a renewal is trusted: the TTL minus a margin for clock drift
     /// between this process and the lock service.
     fn trusted_for(&self) -> Duration {
@@ -95,11 +96,11 @@ impl LeaderConfig {
 const CAMPAIGN_MAX_PAUSE: Duration = Duration::from_secs(1);
 
 /// Campaigns for the lease until `shutdown`; while it is held, runs
-/// `lead(term)` and cancels the term as soon as the lease is lost. On shutdown
+/// `lead(term)` (the leader-only work) and cancels the term as soon as the lease is lost. On shutdown
 /// the lease is released at once so a successor need not wait for the TTL.
 pub async fn campaign<F, Fut>(
     lock: Arc<dyn LeaseStore>,
-    cfg: LeaderConfig,
+    cfg: LeaseConfig,
     shutdown: CancellationToken,
     lead: F,
 ) where
@@ -123,7 +124,7 @@ pub async fn campaign<F, Fut>(
 
 async fn hold<F, Fut>(
     lock: &Arc<dyn LeaseStore>,
-    cfg: &LeaderConfig,
+    cfg: &LeaseConfig,
     shutdown: &CancellationToken,
     lease: Lease,
     lead: &F,
@@ -220,7 +221,7 @@ mod tests {
     /// lease was given up, not left to expire.
     async fn two_terms(first: impl Fn(&Term) + Send + Sync + 'static) -> Vec<u64> {
         let lock: Arc<dyn LeaseStore> = Arc::new(MemoryCoord::new());
-        let cfg = LeaderConfig {
+        let cfg = LeaseConfig {
             name: "t".into(),
             ttl: Duration::from_secs(600),
         };

@@ -2,8 +2,8 @@
 //! creation, the "every trigger ran once" check through the API, and who the
 //! leader is, read from the dispatchers' logs.
 
-use crate::support::Cluster;
-use kairos_testkit as testkit;
+use super::Cluster;
+use crate as testkit;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -40,7 +40,7 @@ pub async fn count_in(cluster: &Cluster, ids: &[String], status: &str) -> usize 
 
 /// Waits until at least `n` of `ids` have reached `status`.
 pub async fn wait_count(cluster: &Cluster, ids: &[String], status: &str, n: usize) {
-    poll(&format!("{n} jobs {status}"), || async {
+    testkit::wait_for(&format!("{n} jobs {status}"), LONG, || async {
         (count_in(cluster, ids, status).await >= n).then_some(())
     })
     .await
@@ -136,26 +136,6 @@ pub async fn in_state_on(
         .collect();
     found.sort();
     found
-}
-
-/// Polls `check` every quarter second (each poll may cost many requests)
-/// until it returns `Some`, or panics after [`LONG`] naming `what`.
-pub async fn poll<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < LONG,
-            "timed out after {LONG:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// The fence of each log line containing `what` (`… what … fence=N`).

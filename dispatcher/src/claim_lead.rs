@@ -1,6 +1,6 @@
-//! How long before their due time the leader claims triggers: `claim_ahead`
-//! normally, and more when many are due at once, so a burst is claimed by
-//! the time it is due instead of for seconds after.
+//! The claim lead: how long before their due time the leader claims
+//! triggers. `claim_ahead` normally, and more when many are due at once, so a
+//! burst is claimed by the time it is due instead of for seconds after.
 //!
 //! Claims are serial (one transaction per batch on the leader), so a burst
 //! of N triggers due at one instant takes N times the claim cost per trigger
@@ -26,14 +26,14 @@ const MARGIN: f64 = 1.5;
 
 /// The leader's claim lead, adjusted to what is due.
 #[derive(Debug, Clone)]
-pub(crate) struct Lead {
+pub(crate) struct ClaimLead {
     base: Millis,
     max: Millis,
     cost_us: f64,
     current: Millis,
 }
 
-impl Lead {
+impl ClaimLead {
     /// `base` is the usual lead (`claim_ahead`); `max` bounds it (the look-ahead).
     pub(crate) fn new(base: Duration, max: Duration) -> Self {
         let base = millis(base);
@@ -87,13 +87,13 @@ fn millis(d: Duration) -> Millis {
 mod tests {
     use super::*;
 
-    fn lead() -> Lead {
-        Lead::new(Duration::from_millis(100), Duration::from_secs(5))
+    fn claim_lead() -> ClaimLead {
+        ClaimLead::new(Duration::from_millis(100), Duration::from_secs(5))
     }
 
     #[test]
     fn a_burst_is_claimed_ahead_by_its_measured_cost_with_a_margin() {
-        let mut l = lead();
+        let mut l = claim_lead();
         for _ in 0..100 {
             // 500 triggers in 20 ms: 40 µs each.
             l.measured(500, Duration::from_millis(20));
@@ -107,19 +107,19 @@ mod tests {
 
     #[test]
     fn the_lead_never_exceeds_what_the_leader_can_see() {
-        let mut l = lead();
+        let mut l = claim_lead();
         l.plan(u32::MAX);
         assert_eq!(l.current(), 5_000);
         // With 100 µs a trigger, 4.9 s of extra lead is 32,667 triggers.
         assert_eq!(l.count_cap(), 32_667);
-        let mut tiny = Lead::new(Duration::from_secs(60), Duration::from_secs(2));
+        let mut tiny = ClaimLead::new(Duration::from_secs(60), Duration::from_secs(2));
         tiny.plan(1_000_000);
         assert_eq!(tiny.current(), 60_000, "a base above the window is kept");
     }
 
     #[test]
     fn small_rounds_do_not_teach_the_cost() {
-        let mut l = lead();
+        let mut l = claim_lead();
         l.measured(3, Duration::from_millis(30));
         l.plan(1_000);
         assert_eq!(l.current(), 100 + 150);

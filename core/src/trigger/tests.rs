@@ -1,3 +1,5 @@
+//! Unit tests of what a due trigger becomes: claims, misfires and overlaps.
+
 use super::*;
 use crate::job::{JobStatus, RetryPolicy};
 use crate::schedule::{Recurrence, Rule};

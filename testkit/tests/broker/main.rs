@@ -3,7 +3,6 @@
 //! `testkit`). Every test has its own namespace, so queues never collide, and
 //! deletes what it declared on RabbitMQ when it ends, even by panic.
 
-#[path = "broker/support.rs"]
 mod support;
 
 use futures::{FutureExt, StreamExt};
@@ -399,5 +398,4 @@ on_both!(
     log_batches_round_trip_and_consumers_compete,
 );
 
-#[path = "broker/rabbit_only.rs"]
 mod rabbit_only;

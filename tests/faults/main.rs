@@ -9,23 +9,21 @@
 //! shared services keep running for the tests beside it.
 
 #[macro_use]
-mod support;
+extern crate kairos_testkit;
 
-#[path = "faults/check.rs"]
-mod check;
-#[path = "faults/inject.rs"]
+use kairos_testkit::cluster as support;
+
+use kairos_testkit::cluster::check;
 mod inject;
-#[path = "faults/outages.rs"]
 mod outages;
-#[path = "faults/partition.rs"]
 mod partition;
-#[path = "faults/proxy.rs"]
-mod proxy;
+use kairos_testkit::proxy;
 
 use check::{
     FAST, LONG, create_jobs, detail, events_with, in_state_on, last_executions, noop_job,
-    one_execution_each, poll, sleep_job, wait_leader, wait_leader_within, wait_stepped_down,
+    one_execution_each, sleep_job, wait_leader, wait_leader_within, wait_stepped_down,
 };
+use kairos_testkit::wait_for;
 use serde_json::json;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -41,7 +39,7 @@ async fn killing_a_worker_and_the_leader_mid_run_loses_nothing(stack: Stack) {
     cluster.wait_workers(2).await;
     let (leader, _) = wait_leader(&cluster, 0).await;
     let ids = create_jobs(&cluster, 40, |i| sleep_job(format!("dw-{i}"), 3000, 3)).await;
-    let doomed = poll("worker-0 to run several jobs", || async {
+    let doomed = wait_for("worker-0 to run several jobs", LONG, || async {
         let running = in_state_on(&cluster, &ids, "running", "worker-0").await;
         (running.len() >= 3).then_some(running)
     })
@@ -104,7 +102,7 @@ async fn a_frozen_leader_is_replaced_and_steps_down_when_it_wakes(stack: Stack) 
     let during = create_jobs(&cluster, 10, |i| sleep_job(format!("during-{i}"), 200, 1)).await;
     // The successor dispatches them while the old leader is still frozen
     // (their results may wait in the frozen instance's prefetch until it wakes).
-    poll("the successor to dispatch", || async {
+    wait_for("the successor to dispatch", LONG, || async {
         let last = last_executions(&cluster, &during).await;
         last.values()
             .all(|e| {
@@ -245,7 +243,7 @@ async fn a_worker_killed_mid_job_has_started_work_retried_and_the_rest_requeued(
     );
     cluster.wait_workers(1).await;
     let ids = create_jobs(&cluster, 8, |i| sleep_job(format!("held-{i}"), 5000, 3)).await;
-    let (running, waiting) = poll("worker-0 to run two jobs and hold more", || async {
+    let (running, waiting) = wait_for("worker-0 to run two jobs and hold more", LONG, || async {
         let running = in_state_on(&cluster, &ids, "running", "worker-0").await;
         let waiting = in_state_on(&cluster, &ids, "dispatched", "worker-0").await;
         (running.len() == 2 && !waiting.is_empty()).then_some((running, waiting))

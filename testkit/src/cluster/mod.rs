@@ -1,5 +1,6 @@
-//! End-to-end harness: starts real `kairos` processes (the binary cargo built
-//! for this test run) on either stack and talks to them over HTTP.
+//! End-to-end harness (feature `cluster`): starts real `kairos` processes
+//! (the binary cargo built for this test run, see [`binary`]) on either stack
+//! and talks to them over HTTP.
 //!
 //! - [`Stack::Services`]: `kairos migrate`, `api`, N `dispatcher`s and N
 //!   `worker`s on MySQL, Redis and RabbitMQ, in a fresh database and a unique
@@ -11,15 +12,14 @@
 //! Every child is killed when the [`Cluster`] is dropped. Each child's stderr
 //! goes to the terminal as before and also to `<log_dir>/<name>.log`, so a
 //! test can read what a process logged ([`Cluster::log`]).
-#![allow(dead_code)]
-
+pub mod check;
 mod logs;
 pub mod prom;
 pub mod receiver;
 
+use crate as testkit;
 use kairos_broker_rabbitmq::AmqpBroker;
 use kairos_core::broker::Broker;
-use kairos_testkit as testkit;
 use logs::{strip_ansi, tee};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -30,14 +30,14 @@ use std::time::Duration;
 /// Which stack a cluster runs on.
 /// One test per case and stack: `services::<case>` and `embedded::<case>`,
 /// each calling `<case>(stack)` from the including file.
-#[allow(unused_macros)]
+#[macro_export]
 macro_rules! on_both_stacks {
     ($($case:ident),* $(,)?) => {
         mod services {
             $(
                 #[tokio::test(flavor = "multi_thread")]
                 async fn $case() {
-                    super::$case(crate::support::Stack::Services).await;
+                    super::$case($crate::cluster::Stack::Services).await;
                 }
             )*
         }
@@ -45,7 +45,7 @@ macro_rules! on_both_stacks {
             $(
                 #[tokio::test(flavor = "multi_thread")]
                 async fn $case() {
-                    super::$case(crate::support::Stack::Embedded).await;
+                    super::$case($crate::cluster::Stack::Embedded).await;
                 }
             )*
         }
@@ -54,24 +54,24 @@ macro_rules! on_both_stacks {
 
 /// Like [`on_both_stacks`], plus the services stack on PostgreSQL
 /// (`postgres::<case>`).
-#[allow(unused_macros)]
+#[macro_export]
 macro_rules! on_all_stacks {
     ($($case:ident),* $(,)?) => {
-        on_both_stacks!($($case),*);
-        on_server_stacks!(@postgres $($case),*);
+        $crate::on_both_stacks!($($case),*);
+        $crate::on_server_stacks!(@postgres $($case),*);
     };
 }
 
 /// One test per case on each database server: `mariadb::<case>` (the
 /// services stack on MySQL/MariaDB) and `postgres::<case>`.
-#[allow(unused_macros)]
+#[macro_export]
 macro_rules! on_server_stacks {
     (@postgres $($case:ident),* $(,)?) => {
         mod postgres {
             $(
                 #[tokio::test(flavor = "multi_thread")]
                 async fn $case() {
-                    super::$case(crate::support::Stack::ServicesPg).await;
+                    super::$case($crate::cluster::Stack::ServicesPg).await;
                 }
             )*
         }
@@ -81,11 +81,11 @@ macro_rules! on_server_stacks {
             $(
                 #[tokio::test(flavor = "multi_thread")]
                 async fn $case() {
-                    super::$case(crate::support::Stack::Services).await;
+                    super::$case($crate::cluster::Stack::Services).await;
                 }
             )*
         }
-        on_server_stacks!(@postgres $($case),*);
+        $crate::on_server_stacks!(@postgres $($case),*);
     };
 }
 
@@ -155,8 +155,26 @@ pub struct Cluster {
     worker_ids: Vec<String>,
 }
 
-fn binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_kairos"))
+/// The `kairos` binary to start: `KAIROS_BIN` when set, else the one cargo
+/// built beside the running test (`target/<profile>/kairos`; cargo builds a
+/// package's binaries before its integration tests and benchmarks).
+pub fn binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("KAIROS_BIN").filter(|b| !b.is_empty()) {
+        return PathBuf::from(bin);
+    }
+    let exe = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test>-<hash>: the binary is two levels up.
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test runs from target/<profile>/deps");
+    let bin = profile_dir.join(format!("kairos{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "no kairos binary at {} (build it, or set KAIROS_BIN)",
+        bin.display()
+    );
+    bin
 }
 
 impl Cluster {

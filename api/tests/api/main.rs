@@ -3,33 +3,19 @@
 //! when MySQL is not reachable), and for the scenarios whose behaviour the
 //! database could change, on PostgreSQL too.
 
-#[path = "api/admin_roles.rs"]
 mod admin_roles;
-#[path = "api/bad_input.rs"]
 mod bad_input;
-#[path = "api/batch.rs"]
 mod batch;
-#[path = "api/callbacks.rs"]
 mod callbacks;
-#[path = "api/contract.rs"]
 mod contract;
-#[path = "api/control.rs"]
 mod control;
-#[path = "api/jobs.rs"]
 mod jobs;
-#[path = "api/ops.rs"]
 mod ops;
-#[path = "api/patch.rs"]
 mod patch;
-#[path = "api/routing.rs"]
 mod routing;
-#[path = "api/schedules.rs"]
 mod schedules;
-#[path = "api/security.rs"]
 mod security;
-#[path = "api/support.rs"]
 mod support;
-#[path = "api/tenants.rs"]
 mod tenants;
 
 /// One `#[tokio::test]` per scenario and backend.

@@ -1,0 +1,121 @@
+//! The work a dispatcher does while it leads, for one term of the lease (see
+//! [`crate::lease`]): the dispatch loop ([`crate::scan`]), the reroute
+//! consumer, the stop relay and the due-signal listener. Everything here
+//! ends with the term; the next term starts it afresh.
+
+use crate::attempts::Attempts;
+use crate::balancer::Balancer;
+use crate::lease::Term;
+use crate::publish::Publisher;
+use crate::scan::{DispatchLoop, ScanConfig};
+use crate::{DispatcherConfig, reroute, stops};
+use kairos_core::broker::Broker;
+use kairos_core::due::DueSignal;
+use kairos_core::store::DispatcherStore;
+use kairos_core::supervise::{self, spawn_critical};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Runs the leader-only work of one term until it ends.
+pub(crate) async fn run_term(
+    store: Arc<dyn DispatcherStore>,
+    broker: Arc<dyn Broker>,
+    attempts: Attempts,
+    due: Option<Arc<dyn DueSignal>>,
+    cfg: DispatcherConfig,
+    term: Term,
+) {
+    let stale_ms = cfg.worker_stale_after.as_millis() as i64;
+    let balancer = Arc::new(Mutex::new(Balancer::new(cfg.balancer, stale_ms)));
+    let reroute = spawn_critical(
+        "reroute",
+        reroute::run_reroute(
+            broker.clone(),
+            store.clone(),
+            balancer.clone(),
+            term.token.clone(),
+        ),
+    );
+    let stop_relay = spawn_critical(
+        "stop relay",
+        stops::run(
+            store.clone(),
+            attempts.clone(),
+            cfg.stop_relay_every,
+            term.token.clone(),
+        ),
+    );
+    let (due_tx, due_rx) = mpsc::channel(1024);
+    let listener = due.map(|d| {
+        spawn_critical(
+            "due signal listener",
+            listen_for_due(d, due_tx, term.token.clone()),
+        )
+    });
+    let dispatch = DispatchLoop {
+        store: store.clone(),
+        publisher: Arc::new(Publisher::new(
+            store,
+            broker,
+            balancer.clone(),
+            attempts,
+            cfg.max_in_flight,
+        )),
+        balancer,
+        due: due_rx,
+        cfg: ScanConfig {
+            interval: cfg.scan_interval,
+            lookahead: cfg.lookahead,
+            claim_ahead: cfg.claim_ahead,
+            batch: cfg.batch,
+            sweep_every: Duration::from_secs(1),
+            workers_every: Duration::from_millis(500),
+            publishers: 16,
+        },
+    };
+    dispatch.run(term.clone()).await;
+    term.token.cancel();
+    let _ = reroute.await;
+    let _ = stop_relay.await;
+    if let Some(l) = listener {
+        let _ = l.await;
+    }
+}
+
+/// Forwards due signals to the dispatch loop for the length of a term,
+/// subscribing again whenever the subscription drops. Signals only save
+/// latency (the scan is the safety net), so an outage is logged at debug.
+async fn listen_for_due(
+    due: Arc<dyn DueSignal>,
+    tx: mpsc::Sender<kairos_core::time::Millis>,
+    token: CancellationToken,
+) {
+    let backoff = supervise::Backoff {
+        min: Duration::from_millis(500),
+        max: Duration::from_secs(5),
+    };
+    supervise::consume("due signals", DueListener { due, tx }, backoff, &token).await
+}
+
+/// The due-signal subscription and where its signals go.
+struct DueListener {
+    due: Arc<dyn DueSignal>,
+    tx: mpsc::Sender<kairos_core::time::Millis>,
+}
+
+impl supervise::Subscription for DueListener {
+    type Item = kairos_core::time::Millis;
+    type Stream = futures::stream::BoxStream<'static, kairos_core::time::Millis>;
+    type Error = kairos_core::coord::CoordError;
+
+    async fn open(&mut self) -> Result<Self::Stream, Self::Error> {
+        self.due.subscribe().await
+    }
+
+    async fn handle(&mut self, at: kairos_core::time::Millis) {
+        // A full channel means the loop is busy scanning anyway.
+        let _ = self.tx.try_send(at);
+    }
+}
