@@ -30,7 +30,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
 }
 
 /// [`ApiJson`] for a body whose items are each parsed and checked later with
-/// [`parse_json`] (the batch): text the databases cannot store fails the
+/// `parse_json` (the batch): text the databases cannot store fails the
 /// item holding it, not the whole body.
 #[derive(Debug)]
 pub struct ApiJsonItems<T>(pub T);

@@ -3,9 +3,9 @@
 //! of the IPv6 address space IANA keeps outside global unicast.
 //!
 //! Sources, as last checked (registry update dates in brackets):
-//! - IANA IPv4 Special-Purpose Address Registry (RFC 6890, RFC 8190) [2024]:
+//! - IANA IPv4 Special-Purpose Address Registry (RFC 6890, RFC 8190) (2024):
 //!   <https://www.iana.org/assignments/iana-ipv4-special-registry>
-//! - IANA IPv6 Special-Purpose Address Registry (RFC 6890, RFC 8190) [2025]:
+//! - IANA IPv6 Special-Purpose Address Registry (RFC 6890, RFC 8190) (2025):
 //!   <https://www.iana.org/assignments/iana-ipv6-special-registry>
 //! - IANA IPv4 Multicast Address Space (224.0.0.0/4, RFC 5771).
 //! - IANA IPv6 Address Space: everything outside 2000::/3 is reserved by the

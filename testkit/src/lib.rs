@@ -3,7 +3,7 @@
 //! (feature `postgres`), unique namespaces for RabbitMQ/Redis names, one
 //! policy for a missing service, the one way tests wait ([`wait_for`]), a TCP
 //! [`proxy`] a test can cut, and the end-to-end harness that runs `kairos`
-//! processes ([`cluster`], feature `cluster`). A dev-dependency only.
+//! processes (`cluster`, behind the feature of that name). A dev-dependency only.
 //!
 //! The policy: with `KAIROS_REQUIRE_SERVICES=1` (set by `.ci/run`) a missing
 //! service fails the test; otherwise the test prints a notice and returns, so

@@ -6,9 +6,9 @@
 //!
 //! # Statements and types
 //!
-//! Every statement is built with [`sql::Sql`] from `&'static str` fragments,
+//! Every statement is built with `sql::Sql` from `&'static str` fragments,
 //! with each value bound where it is used (a row's values by column name,
-//! through [`sql::Fields`]); it becomes a sqlx `QueryBuilder` for the
+//! through `sql::Fields`); it becomes a sqlx `QueryBuilder` for the
 //! database it runs on, which numbers PostgreSQL's `$1, $2, …`. No SQL is
 //! assembled with `format!`. The few fragments that differ (`INSERT IGNORE`
 //! / `INSERT OR IGNORE` / `ON CONFLICT DO NOTHING`, upserts, `FOR UPDATE`,
