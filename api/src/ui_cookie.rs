@@ -59,25 +59,6 @@ impl FromStr for CookieSecure {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_what_it_prints() {
-        for v in [
-            CookieSecure::Auto,
-            CookieSecure::Always,
-            CookieSecure::Never,
-        ] {
-            assert_eq!(v.as_str().parse::<CookieSecure>(), Ok(v));
-        }
-        assert_eq!("TRUE".parse::<CookieSecure>(), Ok(CookieSecure::Always));
-        assert!("yes".parse::<CookieSecure>().is_err());
-        assert_eq!(CookieSecure::default(), DEFAULT_UI_COOKIE_SECURE);
-    }
-}
-
 /// `auto`, `true` or `false`; a config file may also write the booleans
 /// unquoted (`ui_cookie_secure = true`).
 impl<'de> Deserialize<'de> for CookieSecure {
@@ -99,5 +80,24 @@ impl<'de> Deserialize<'de> for CookieSecure {
 impl Serialize for CookieSecure {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         ser.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_it_prints() {
+        for v in [
+            CookieSecure::Auto,
+            CookieSecure::Always,
+            CookieSecure::Never,
+        ] {
+            assert_eq!(v.as_str().parse::<CookieSecure>(), Ok(v));
+        }
+        assert_eq!("TRUE".parse::<CookieSecure>(), Ok(CookieSecure::Always));
+        assert!("yes".parse::<CookieSecure>().is_err());
+        assert_eq!(CookieSecure::default(), DEFAULT_UI_COOKIE_SECURE);
     }
 }
