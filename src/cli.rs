@@ -1,12 +1,14 @@
-//! Command-line interface: subcommands and the settings each one reads. Every
-//! setting can come from a flag, its `KAIROS_*` environment variable, or the
-//! TOML file given with `--config` (in that order of precedence); the flag
-//! groups serialize only what was given, and [`crate::config::load`] lays
-//! them over the file and the defaults. Defaults shown in `--help` are
-//! added from the configs themselves ([`crate::config::command`]).
+//! Command-line interface: the subcommands. A process's settings are its
+//! config struct ([`crate::config::commands`]), whose fields declare their
+//! flags and `KAIROS_*` variables; a setting can come from a flag, its
+//! variable or the TOML file given with `--config` (in that order of
+//! precedence), which [`crate::config::load`] lays over the defaults. The
+//! defaults shown in `--help` are the configs' own
+//! ([`crate::config::command`]).
 
+use crate::config::commands::{ApiCmd, DatabaseCmd, DevCmd, DispatcherCmd, RelayCmd, WorkerCmd};
+use crate::config::conn::Database;
 use clap::{Args, Parser, Subcommand};
-use serde::Serialize;
 use std::path::PathBuf;
 
 /// Kairos: a distributed job scheduler for systems that submit work over HTTP.
@@ -37,7 +39,7 @@ pub enum Command {
     /// Apply the database schema (MySQL, PostgreSQL or SQLite), then exit.
     ///
     /// Reads KAIROS_DATABASE_URL.
-    Migrate(MigrateArgs),
+    Migrate(DatabaseCmd),
     /// Serve the REST API. Writes jobs to the database; never talks to workers.
     ///
     /// Reads KAIROS_DATABASE_URL and KAIROS_HTTP_ADDR; with KAIROS_REDIS_URL
@@ -46,7 +48,7 @@ pub enum Command {
     /// KAIROS_API_CREATE_RATE, KAIROS_API_CREATE_BURST and
     /// KAIROS_API_MAX_LIVE_JOBS set the default limits; KAIROS_METRICS_ADDR
     /// moves /metrics to its own listener.
-    Api(ApiArgs),
+    Api(ApiCmd),
     /// Run a dispatcher. Any number may run; the one holding the Redis lease
     /// dispatches, every one records results and heartbeats.
     ///
@@ -54,7 +56,7 @@ pub enum Command {
     /// KAIROS_AMQP_QUEUE_TYPE, KAIROS_NAMESPACE, KAIROS_BALANCER,
     /// KAIROS_LEASE_TTL_MS, KAIROS_WORKER_DEAD_AFTER_MS, KAIROS_DEFAULT_TIMEOUT_MS,
     /// KAIROS_RECONCILE_GRACE_MS, KAIROS_LOG_* and KAIROS_METRICS_ADDR.
-    Dispatcher(DispatcherArgs),
+    Dispatcher(DispatcherCmd),
     /// Run a worker with the built-in handlers (noop, sleep, fail, http).
     ///
     /// Reads KAIROS_REDIS_URL, KAIROS_AMQP_URL, KAIROS_AMQP_QUEUE_TYPE,
@@ -63,12 +65,12 @@ pub enum Command {
     /// KAIROS_WORKER_HEARTBEAT_MS, KAIROS_WORKER_GRACE_MS,
     /// KAIROS_WORKER_ATTEMPT_KEY_TTL_MS, KAIROS_WORKER_HANDLERS,
     /// KAIROS_WORKER_GROUP, KAIROS_METRICS_ADDR and KAIROS_HTTP_ALLOW_PRIVATE.
-    Worker(WorkerArgs),
+    Worker(WorkerCmd),
     /// Deliver callbacks from the outbox with signatures and retries.
     ///
     /// Reads KAIROS_DATABASE_URL, KAIROS_CALLBACK_SECRET,
     /// KAIROS_CALLBACK_ALLOW_PRIVATE and KAIROS_METRICS_ADDR.
-    CallbackRelay(RelayArgs),
+    CallbackRelay(RelayCmd),
     /// Run everything in one process on embedded defaults: SQLite file,
     /// in-process broker and lease, one worker. Needs no external service.
     ///
@@ -76,7 +78,7 @@ pub enum Command {
     /// and relay's settings and the API's limits.
     /// Creates the `default` tenant's admin key on first start and keeps it
     /// beside the database (`kairos.db.key`).
-    Dev(DevArgs),
+    Dev(DevCmd),
     /// Measure a deployment, like pgbench or redis-benchmark: jobs per second
     /// and latency percentiles, from the server's own timestamps.
     ///
@@ -115,15 +117,15 @@ pub enum ConfigCommand {
 #[derive(Debug, Subcommand)]
 pub enum Process {
     /// `kairos api`.
-    Api(ApiArgs),
+    Api(ApiCmd),
     /// `kairos dispatcher`.
-    Dispatcher(DispatcherArgs),
+    Dispatcher(DispatcherCmd),
     /// `kairos worker`.
-    Worker(WorkerArgs),
+    Worker(WorkerCmd),
     /// `kairos callback-relay`.
-    CallbackRelay(RelayArgs),
+    CallbackRelay(RelayCmd),
     /// `kairos dev`.
-    Dev(DevArgs),
+    Dev(DevCmd),
 }
 
 /// What `kairos bench` measures and against what.
@@ -216,12 +218,12 @@ pub enum TenantsCommand {
         #[command(flatten)]
         limits: TenantLimitArgs,
         #[command(flatten)]
-        db: DatabaseArg,
+        db: Database,
     },
     /// List tenants and their limits.
     List {
         #[command(flatten)]
-        db: DatabaseArg,
+        db: Database,
     },
     /// Replace a tenant's limits (a limit not given goes back to the default).
     SetLimits {
@@ -230,7 +232,7 @@ pub enum TenantsCommand {
         #[command(flatten)]
         limits: TenantLimitArgs,
         #[command(flatten)]
-        db: DatabaseArg,
+        db: Database,
     },
     /// Make a new callback secret and print it; the old one keeps signing
     /// beside it for the grace period.
@@ -241,7 +243,7 @@ pub enum TenantsCommand {
         #[arg(long, value_name = "DURATION")]
         grace: Option<String>,
         #[command(flatten)]
-        db: DatabaseArg,
+        db: Database,
     },
 }
 
@@ -264,7 +266,7 @@ pub enum KeysCommand {
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
         #[command(flatten)]
-        db: DatabaseArg,
+        db: Database,
     },
     /// List keys (never their secrets).
     List {
@@ -272,372 +274,13 @@ pub enum KeysCommand {
         #[arg(long, value_name = "TENANT")]
         tenant: Option<String>,
         #[command(flatten)]
-        db: DatabaseArg,
+        db: Database,
     },
     /// Revoke a key by its prefix; every API instance refuses it within a second.
     Revoke {
         /// The key's prefix (the 12 hex digits after `kai_`), or the whole key.
         prefix: String,
         #[command(flatten)]
-        db: DatabaseArg,
+        db: Database,
     },
-}
-
-/// The database.
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct DatabaseArg {
-    /// Database URL: mysql://user:pass@host:3306/db, postgres://user:pass@host:5432/db
-    /// or sqlite://path.db.
-    #[arg(long, env = "KAIROS_DATABASE_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub database_url: Option<String>,
-}
-
-/// Redis.
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct RedisArg {
-    /// Redis URL for the leader lease and once-per-attempt keys; a db number is
-    /// honoured (redis://host:6379/2).
-    #[arg(long, env = "KAIROS_REDIS_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub redis_url: Option<String>,
-}
-
-/// RabbitMQ.
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct AmqpArg {
-    /// RabbitMQ URL; a vhost is honoured (amqp://user:pass@host:5672/vhost).
-    #[arg(long, env = "KAIROS_AMQP_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub amqp_url: Option<String>,
-    /// Type of the shared queues (results, reroute, heartbeats): classic or
-    /// quorum (replicated; for a RabbitMQ cluster). Every process of a
-    /// deployment must use the same.
-    #[arg(long, env = "KAIROS_AMQP_QUEUE_TYPE", value_name = "TYPE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub amqp_queue_type: Option<String>,
-}
-
-/// Names of queues and keys.
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct NamespaceArg {
-    /// Prefix of every queue, exchange and Redis key.
-    #[arg(long, env = "KAIROS_NAMESPACE", value_name = "NAME")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-}
-
-/// HTTP listener.
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct HttpArg {
-    /// Address the API listens on.
-    #[arg(long, env = "KAIROS_HTTP_ADDR", value_name = "HOST:PORT")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub http_addr: Option<String>,
-}
-
-/// The operations endpoint.
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct MetricsArg {
-    /// Address serving /metrics, /healthz and /readyz (dispatcher, worker,
-    /// relay: not served without it); for the API, serve /metrics here
-    /// instead of on the API's address.
-    #[arg(long, env = "KAIROS_METRICS_ADDR", value_name = "HOST:PORT")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metrics_addr: Option<String>,
-}
-
-/// A worker's settings (`kairos worker` and the worker of `kairos dev`).
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct WorkerArg {
-    /// Stable worker id (without it: hostname plus a random suffix; `dev`'s
-    /// worker is always dev-worker).
-    #[arg(long, env = "KAIROS_WORKER_ID", value_name = "ID")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_id: Option<String>,
-    /// Handlers run in parallel.
-    #[arg(long, env = "KAIROS_WORKER_CAPACITY", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_capacity: Option<u32>,
-    /// Dispatches that may wait for a free handler slot; beyond capacity +
-    /// buffer the worker refuses dispatches so they are rerouted (without
-    /// it: the capacity).
-    #[arg(long, env = "KAIROS_WORKER_BUFFER", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_buffer: Option<u32>,
-    /// Most dispatches the worker takes in one message (1–256); what does
-    /// not fit the free places waits beyond the buffer. 1 asks for one
-    /// dispatch per message (without it: the buffer, 1–64).
-    #[arg(long, env = "KAIROS_WORKER_DISPATCH_BATCH", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_dispatch_batch: Option<u32>,
-    /// Heartbeat period in milliseconds.
-    #[arg(long, env = "KAIROS_WORKER_HEARTBEAT_MS", value_name = "MS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_heartbeat_ms: Option<u64>,
-    /// Time running handlers get to finish after SIGTERM, in milliseconds;
-    /// what is still running then is reported failed and retried.
-    #[arg(long, env = "KAIROS_WORKER_GRACE_MS", value_name = "MS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_grace_ms: Option<u64>,
-    /// How long each attempt's once-only key is kept, in milliseconds: a
-    /// copy of a dispatch delivered later than this runs again. Redis holds
-    /// about 260 bytes a job for this long (at least 60000; the default is
-    /// KAIROS_DEFAULT_TIMEOUT_MS's).
-    #[arg(long, env = "KAIROS_WORKER_ATTEMPT_KEY_TTL_MS", value_name = "MS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_attempt_key_ttl_ms: Option<u64>,
-    /// Worker group: jobs with this `workerGroup` run only on workers of
-    /// the group (without it: none).
-    #[arg(long, env = "KAIROS_WORKER_GROUP", value_name = "GROUP")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_group: Option<String>,
-    /// Let `http` jobs reach loopback, private and link-local addresses.
-    #[arg(long, env = "KAIROS_HTTP_ALLOW_PRIVATE", value_name = "BOOL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub http_allow_private: Option<bool>,
-}
-
-/// What is kept of execution logs.
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct LogArg {
-    /// Hours execution log lines are kept.
-    #[arg(long, env = "KAIROS_LOG_RETENTION_HOURS", value_name = "HOURS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub log_retention_hours: Option<u64>,
-    /// Log lines kept per execution; the oldest go first.
-    #[arg(long, env = "KAIROS_LOG_MAX_LINES", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub log_max_lines: Option<u32>,
-    /// Bytes of log text kept per execution; the oldest lines go first
-    /// (at least 1024).
-    #[arg(long, env = "KAIROS_LOG_MAX_BYTES", value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub log_max_bytes: Option<u64>,
-}
-
-/// Callback delivery.
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct CallbackArg {
-    /// Secret for the Kairos-Signature HMAC.
-    #[arg(
-        long,
-        env = "KAIROS_CALLBACK_SECRET",
-        value_name = "SECRET",
-        hide_env_values = true
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub callback_secret: Option<String>,
-    /// Allow callbacks to loopback and private addresses (tests, local setups).
-    #[arg(long, env = "KAIROS_CALLBACK_ALLOW_PRIVATE", value_name = "BOOL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub callback_allow_private: Option<bool>,
-}
-
-/// The API's default limits (a tenant may override them).
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct ApiLimitsArg {
-    /// Job creates per second per key.
-    #[arg(long, env = "KAIROS_API_CREATE_RATE", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_create_rate: Option<f64>,
-    /// Creates a key may burst before the rate applies.
-    #[arg(long, env = "KAIROS_API_CREATE_BURST", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_create_burst: Option<u32>,
-    /// Most scheduled, running or paused jobs per tenant.
-    #[arg(long, env = "KAIROS_API_MAX_LIVE_JOBS", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_max_live_jobs: Option<u64>,
-    /// Triggers, resumes and redeliveries per second per key.
-    #[arg(long, env = "KAIROS_API_ACTION_RATE", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_action_rate: Option<f64>,
-    /// Such actions a key may burst before the rate applies.
-    #[arg(long, env = "KAIROS_API_ACTION_BURST", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_action_burst: Option<u32>,
-    /// Failed authentications per client address and minute before 429
-    /// (0: no limit).
-    #[arg(long, env = "KAIROS_API_AUTH_FAIL_LIMIT", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_auth_fail_limit: Option<u32>,
-    /// Comma-separated proxy IPs whose `X-Forwarded-For` names the client.
-    #[arg(
-        long,
-        env = "KAIROS_API_TRUSTED_PROXIES",
-        value_name = "IPS",
-        value_delimiter = ','
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_trusted_proxies: Option<Vec<std::net::IpAddr>>,
-    /// How long an unknown key prefix is remembered as unknown, in ms.
-    #[arg(long, env = "KAIROS_API_KEY_NEGATIVE_TTL_MS", value_name = "MS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_key_negative_ttl_ms: Option<u64>,
-    /// API keys cached per instance (and as many unknown prefixes).
-    #[arg(long, env = "KAIROS_API_KEY_CACHE_SIZE", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_key_cache_size: Option<usize>,
-    /// When the dashboard's cookies are `Secure`: auto (when a proxy says
-    /// the request came over HTTPS), true or false.
-    #[arg(long, env = "KAIROS_UI_COOKIE_SECURE", value_name = "WHEN")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ui_cookie_secure: Option<kairos_api::CookieSecure>,
-}
-
-/// How dispatchers recover work nothing else ends (`dispatcher` and `dev`).
-#[derive(Debug, Clone, Default, Args, Serialize)]
-pub struct RecoveryArgs {
-    /// A worker whose last heartbeat is older than this many milliseconds,
-    /// and whose queue has no consumer, is declared dead and its work rescued
-    /// (at least 1000, and well above the workers' heartbeat period).
-    #[arg(long, env = "KAIROS_WORKER_DEAD_AFTER_MS", value_name = "MS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_dead_after_ms: Option<u64>,
-    /// Ceiling on silence: an attempt of a job without `timeoutMs` that has
-    /// not ended this many milliseconds after it started (or, never started,
-    /// after it was dispatched) is timed out (at least 1000).
-    #[arg(long, env = "KAIROS_DEFAULT_TIMEOUT_MS", value_name = "MS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_timeout_ms: Option<u64>,
-    /// How long a live worker's heartbeats must leave out an attempt the
-    /// database gives it before the attempt is recovered (at least 1000, and
-    /// at least two of the workers' heartbeat periods).
-    #[arg(long, env = "KAIROS_RECONCILE_GRACE_MS", value_name = "MS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reconcile_grace_ms: Option<u64>,
-}
-
-/// `kairos migrate`.
-#[derive(Debug, Args, Serialize)]
-pub struct MigrateArgs {
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub db: DatabaseArg,
-}
-
-/// `kairos api`.
-#[derive(Debug, Args, Serialize)]
-pub struct ApiArgs {
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub db: DatabaseArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub http: HttpArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub redis: RedisArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub ns: NamespaceArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub limits: ApiLimitsArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub metrics: MetricsArg,
-}
-
-/// `kairos dispatcher`.
-#[derive(Debug, Args, Serialize)]
-pub struct DispatcherArgs {
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub metrics: MetricsArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub db: DatabaseArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub redis: RedisArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub amqp: AmqpArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub ns: NamespaceArg,
-    /// Worker selection: equal-cost, round-robin or random.
-    #[arg(long, env = "KAIROS_BALANCER", value_name = "STRATEGY")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub balancer: Option<String>,
-    /// Leader lease time to live in milliseconds: the longest a crashed or
-    /// frozen leader delays dispatching; renewed every third of it (at
-    /// least 500).
-    #[arg(long, env = "KAIROS_LEASE_TTL_MS", value_name = "MS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lease_ttl_ms: Option<u64>,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub logs: LogArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub recovery: RecoveryArgs,
-}
-
-/// `kairos worker`.
-#[derive(Debug, Args, Serialize)]
-pub struct WorkerArgs {
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub metrics: MetricsArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub redis: RedisArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub amqp: AmqpArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub ns: NamespaceArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub worker: WorkerArg,
-    /// Comma-separated built-in handlers to serve, e.g. `noop,sleep`
-    /// (keep `http` off workers in a sensitive network; without it: all of
-    /// noop, sleep, fail, http).
-    #[arg(long, env = "KAIROS_WORKER_HANDLERS", value_name = "LIST")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_handlers: Option<String>,
-}
-
-/// `kairos callback-relay`.
-#[derive(Debug, Args, Serialize)]
-pub struct RelayArgs {
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub metrics: MetricsArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub db: DatabaseArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub callback: CallbackArg,
-}
-
-/// `kairos dev`.
-#[derive(Debug, Args, Serialize)]
-pub struct DevArgs {
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub db: DatabaseArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub http: HttpArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub worker: WorkerArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub callback: CallbackArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub logs: LogArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub recovery: RecoveryArgs,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub limits: ApiLimitsArg,
 }

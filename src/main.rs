@@ -28,11 +28,12 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let parsed = config::command()
-        .try_get_matches()
-        .and_then(|m| cli::Cli::from_arg_matches(&m));
-    let cli = match parsed {
-        Ok(cli) => cli,
+    let parsed = config::command().try_get_matches().and_then(|m| {
+        let given = config::Given::from_matches(&m);
+        cli::Cli::from_arg_matches(&m).map(|cli| (cli, given))
+    });
+    let (cli, given) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let _ = e.print();
             if let Some(var) = config::env_source_of(&e) {
@@ -49,7 +50,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = run(cli);
+    let code = run(cli, given);
     // Spans still buffered are sent before the process ends.
     #[cfg(feature = "otlp")]
     if let Some(exporter) = exporter {
@@ -72,7 +73,7 @@ fn service_name(command: &cli::Command) -> &'static str {
     }
 }
 
-fn run(cli: cli::Cli) -> ExitCode {
+fn run(cli: cli::Cli, given: config::Given) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -83,7 +84,7 @@ fn run(cli: cli::Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cmd::run(cli)) {
+    match runtime.block_on(cmd::run(cli, given)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kairos: {e:#}");

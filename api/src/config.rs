@@ -3,6 +3,10 @@
 //! `api_create_rate`) and takes its default from a constant here; the binary
 //! reads it from flags, the environment and the `--config` file by that name.
 //! Fields marked `serde(skip)` are tuning knobs no deployment sets.
+//!
+//! The struct is also the command line's argument group (`clap::Args`):
+//! each setting's flag, variable and help are declared here, once, and the
+//! binary shows the defaults of [`ApiConfig::default`] in `--help`.
 
 use crate::ui_cookie::{CookieSecure, DEFAULT_UI_COOKIE_SECURE};
 use serde::{Deserialize, Serialize};
@@ -28,52 +32,70 @@ pub const DEFAULT_API_KEY_NEGATIVE_TTL_MS: u64 = 60_000;
 pub const DEFAULT_API_KEY_CACHE_SIZE: usize = 10_000;
 
 /// Settings of the API.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
 pub struct ApiConfig {
     /// `KAIROS_API_CREATE_RATE`: job creates per second per key, unless the
     /// tenant overrides it.
+    #[arg(long, env = "KAIROS_API_CREATE_RATE", value_name = "N")]
     pub api_create_rate: f64,
     /// `KAIROS_API_CREATE_BURST`: creates a key may burst before the rate
     /// applies, unless the tenant overrides it.
+    #[arg(long, env = "KAIROS_API_CREATE_BURST", value_name = "N")]
     pub api_create_burst: u32,
     /// `KAIROS_API_MAX_LIVE_JOBS`: most scheduled, running or paused jobs a
     /// tenant may hold, unless the tenant overrides it.
+    #[arg(long, env = "KAIROS_API_MAX_LIVE_JOBS", value_name = "N")]
     pub api_max_live_jobs: u64,
     /// `KAIROS_API_ACTION_RATE`: actions that make executions or deliveries
     /// (trigger, resume, redeliver) per second per key, unless the tenant
     /// overrides it.
+    #[arg(long, env = "KAIROS_API_ACTION_RATE", value_name = "N")]
     pub api_action_rate: f64,
     /// `KAIROS_API_ACTION_BURST`: such actions a key may burst before the
     /// rate applies, unless the tenant overrides it.
+    #[arg(long, env = "KAIROS_API_ACTION_BURST", value_name = "N")]
     pub api_action_burst: u32,
     /// `KAIROS_API_AUTH_FAIL_LIMIT`: failed authentications one client
     /// address may make per minute; past it, the address is answered 429
     /// on every authenticated route until the minute refills. 0: no limit.
+    #[arg(long, env = "KAIROS_API_AUTH_FAIL_LIMIT", value_name = "N")]
     pub api_auth_fail_limit: u32,
     /// `KAIROS_API_TRUSTED_PROXIES`: peers whose `X-Forwarded-For` names the
     /// client (comma-separated IPs). Empty: the peer address is the client.
+    #[arg(
+        long,
+        env = "KAIROS_API_TRUSTED_PROXIES",
+        value_name = "IPS",
+        value_delimiter = ','
+    )]
     pub api_trusted_proxies: Vec<IpAddr>,
     /// `KAIROS_API_KEY_NEGATIVE_TTL_MS`: how long an unknown key prefix is
     /// remembered as unknown, so repeating it costs no database read.
+    #[arg(long, env = "KAIROS_API_KEY_NEGATIVE_TTL_MS", value_name = "MS")]
     pub api_key_negative_ttl_ms: u64,
     /// `KAIROS_API_KEY_CACHE_SIZE`: verified keys kept per instance (least
     /// recently used go first); as many unknown prefixes again are
     /// remembered, apart, so they never push a valid key out.
+    #[arg(long, env = "KAIROS_API_KEY_CACHE_SIZE", value_name = "N")]
     pub api_key_cache_size: usize,
     /// `KAIROS_UI_COOKIE_SECURE`: when the dashboard's (`/ui`) session and
     /// login cookies are `Secure`: `auto` when the request came over HTTPS
     /// (a proxy's `X-Forwarded-Proto: https`), `true` always, `false` never.
+    #[arg(long, env = "KAIROS_UI_COOKIE_SECURE", value_name = "WHEN")]
     pub ui_cookie_secure: CookieSecure,
     /// How long a looked-up key is trusted before it is read again: the
     /// longest a revoked key keeps working on this instance.
     #[serde(skip)]
+    #[arg(skip)]
     pub key_cache_ttl: Duration,
     /// Largest serialized `params` of a job.
     #[serde(skip)]
+    #[arg(skip)]
     pub max_params_bytes: usize,
     /// Largest request body.
     #[serde(skip)]
+    #[arg(skip)]
     pub max_body_bytes: usize,
 }
 

@@ -43,37 +43,56 @@ impl Default for BackoffPolicy {
 /// Everything a [`crate::Relay`] needs besides its store. The two settings
 /// are named like their `KAIROS_*` variables (the binary reads them by that
 /// name); the `serde(skip)` fields are fixed tuning and the instance id.
-#[derive(Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
 #[serde(default)]
 pub struct RelayConfig {
     /// `KAIROS_CALLBACK_SECRET`: HMAC-SHA256 key for `Kairos-Signature`, for
     /// tenants that store none. Required.
+    #[arg(
+        long,
+        env = "KAIROS_CALLBACK_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
     pub callback_secret: String,
     /// `KAIROS_CALLBACK_ALLOW_PRIVATE`: skip the request-forgery guard (tests
     /// and `kairos dev` deliver to 127.0.0.1).
+    #[arg(
+        long,
+        env = "KAIROS_CALLBACK_ALLOW_PRIVATE",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set
+    )]
     pub callback_allow_private: bool,
     /// Limit for one attempt: address check, connect, request and response head.
     #[serde(skip)]
+    #[arg(skip)]
     pub request_timeout: Duration,
     /// Retry schedule.
     #[serde(skip)]
+    #[arg(skip)]
     pub backoff: BackoffPolicy,
     /// Most callbacks claimed per store round trip.
     #[serde(skip)]
+    #[arg(skip)]
     pub batch: u32,
     /// How long a claimed callback stays ours; must outlast one attempt so a
     /// live relay never loses a callback to another mid-request.
     #[serde(skip)]
+    #[arg(skip)]
     pub lease: Duration,
     /// Deliveries in flight at once, so one slow receiver does not hold up others.
     #[serde(skip)]
+    #[arg(skip)]
     pub concurrency: usize,
     /// Longest sleep without looking at the outbox: the safety net for wake-ups
     /// that cannot reach this process (rows written by another process).
     #[serde(skip)]
+    #[arg(skip)]
     pub poll_interval: Duration,
     /// This instance's id, the lease owner in the store.
     #[serde(skip)]
+    #[arg(skip)]
     pub owner: String,
 }
 

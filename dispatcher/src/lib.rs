@@ -73,48 +73,61 @@ pub(crate) fn at_least(ms: u64, min: u64, var: &str) -> Result<(), ConfigError> 
 /// `KAIROS_*` variable in lower case (so the binary reads it by that name
 /// from flags, the environment and the `--config` file); the `serde(skip)`
 /// ones are fixed timings and what the binary fills in itself.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
 #[serde(default)]
 pub struct DispatcherConfig {
     /// `KAIROS_BALANCER`: worker selection strategy.
+    #[arg(long, env = "KAIROS_BALANCER", value_name = "STRATEGY")]
     pub balancer: Strategy,
     /// `KAIROS_LEASE_TTL_MS`: the longest a crashed or frozen leader delays
     /// dispatching; renewed every third of it.
+    #[arg(long, env = "KAIROS_LEASE_TTL_MS", value_name = "MS")]
     pub lease_ttl_ms: u64,
     /// Dead-worker, timeout and recovery detection.
     #[serde(flatten)]
+    #[command(flatten)]
     pub reaper: reaper::ReaperConfig,
     /// What is kept of execution logs, and for how long.
     #[serde(flatten)]
+    #[command(flatten)]
     pub logs: logs::LogConfig,
     /// Lease name shared by the instances of one deployment.
     #[serde(skip)]
+    #[arg(skip)]
     pub lease_name: String,
     /// Longest pause between scans when nothing wakes the loop.
     #[serde(skip)]
+    #[arg(skip)]
     pub scan_interval: Duration,
     /// How far ahead a scan looks for the next trigger to sleep until.
     #[serde(skip)]
+    #[arg(skip)]
     pub lookahead: Duration,
     /// How long before its due time a trigger is claimed (it is published at
     /// the due time): covers the claim transaction's latency.
     #[serde(skip)]
+    #[arg(skip)]
     pub claim_ahead: Duration,
     /// Triggers claimed per transaction.
     #[serde(skip)]
+    #[arg(skip)]
     pub batch: u32,
     /// A worker silent for this long receives no new work.
     #[serde(skip)]
+    #[arg(skip)]
     pub worker_stale_after: Duration,
     /// Publisher confirms awaited concurrently.
     #[serde(skip)]
+    #[arg(skip)]
     pub max_in_flight: usize,
     /// How often the leader carries new stop requests to workers.
     #[serde(skip)]
+    #[arg(skip)]
     pub stop_relay_every: Duration,
     /// Queue and key names (must match the workers'); the binary sets them
     /// from `KAIROS_NAMESPACE`.
     #[serde(skip)]
+    #[arg(skip)]
     pub names: Names,
 }
 

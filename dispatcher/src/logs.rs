@@ -17,18 +17,22 @@ pub const DEFAULT_RETENTION_HOURS: u64 = 72;
 
 /// What is kept of execution logs, and for how long. Setting fields are
 /// named like their `KAIROS_*` variables.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
 #[serde(default)]
 pub struct LogConfig {
     /// `KAIROS_LOG_RETENTION_HOURS`: lines older than this are deleted.
+    #[arg(long, env = "KAIROS_LOG_RETENTION_HOURS", value_name = "HOURS")]
     pub log_retention_hours: u64,
     /// `KAIROS_LOG_MAX_LINES`: lines kept per execution; the oldest go first.
+    #[arg(long, env = "KAIROS_LOG_MAX_LINES", value_name = "N")]
     pub log_max_lines: u32,
     /// `KAIROS_LOG_MAX_BYTES`: bytes of log text kept per execution; the
     /// oldest lines go first.
+    #[arg(long, env = "KAIROS_LOG_MAX_BYTES", value_name = "BYTES")]
     pub log_max_bytes: u64,
     /// How often old lines are looked for.
     #[serde(skip)]
+    #[arg(skip)]
     pub purge_every: Duration,
 }
 

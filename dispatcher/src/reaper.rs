@@ -41,11 +41,12 @@ const MIN_RECOVERY_MS: u64 = 1000;
 
 /// Reaper settings. Setting fields are named like their `KAIROS_*`
 /// variables; the others are fixed timings.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
 #[serde(default)]
 pub struct ReaperConfig {
     /// `KAIROS_WORKER_DEAD_AFTER_MS`: a heartbeat older than this is the
     /// first sign of death (the second: no consumer on the worker's queue).
+    #[arg(long, env = "KAIROS_WORKER_DEAD_AFTER_MS", value_name = "MS")]
     pub worker_dead_after_ms: u64,
     /// `KAIROS_RECONCILE_GRACE_MS`: how long a live worker's heartbeats must
     /// leave out an attempt the database gives it before the attempt is
@@ -53,23 +54,28 @@ pub struct ReaperConfig {
     /// result the worker has sent (so no longer lists the attempt) may wait
     /// unacked in a frozen dispatcher's prefetch, and recovering that
     /// attempt would run it again.
+    #[arg(long, env = "KAIROS_RECONCILE_GRACE_MS", value_name = "MS")]
     pub reconcile_grace_ms: u64,
     /// `KAIROS_DEFAULT_TIMEOUT_MS`: the deployment's ceiling on silence: an
     /// attempt without a time limit of its own that has neither ended this
     /// long after it started (or was dispatched) is timed out.
+    #[arg(long, env = "KAIROS_DEFAULT_TIMEOUT_MS", value_name = "MS")]
     pub default_timeout_ms: u64,
     /// How often to look.
     #[serde(skip)]
+    #[arg(skip)]
     pub every: Duration,
     /// Grace beyond an attempt's time limit before the reaper times it out
     /// (the worker normally reports `timed_out` itself).
     #[serde(skip)]
+    #[arg(skip)]
     pub timeout_margin: Duration,
     /// How long after a worker said `offline` its leftover work is rescued.
     /// Its last results travel on another queue than its last heartbeat and
     /// may be applied after it; rescuing at once could declare lost an
     /// attempt whose success is still on its way, and run it again.
     #[serde(skip)]
+    #[arg(skip)]
     pub offline_grace: Duration,
 }
 

@@ -3,13 +3,14 @@
 
 use super::tenants::{audit, parse_duration, store};
 use crate::cli::KeysCommand;
+use crate::config::Given;
 use anyhow::{Result, bail};
 use kairos_core::store::TenantStore;
 use kairos_core::tenant::Role;
 use kairos_core::time::{now_ms, parse_rfc3339, to_rfc3339};
 use std::path::Path;
 
-pub async fn run(cmd: KeysCommand, file: Option<&Path>) -> Result<()> {
+pub async fn run(cmd: KeysCommand, file: Option<&Path>, given: &Given) -> Result<()> {
     match cmd {
         KeysCommand::Create {
             tenant,
@@ -29,7 +30,7 @@ pub async fn run(cmd: KeysCommand, file: Option<&Path>) -> Result<()> {
                     Err(_) => now + parse_duration(s)?,
                 }),
             };
-            let store = store(db, file).await?;
+            let store = store(db, file, given).await?;
             let issued = kairos_api::auth::keys::issue(&tenant, role, name, expires_at, now);
             if !store.api_key_create(&issued.key).await? {
                 bail!(
@@ -45,7 +46,7 @@ pub async fn run(cmd: KeysCommand, file: Option<&Path>) -> Result<()> {
             println!("{}", issued.token);
         }
         KeysCommand::List { tenant, db } => {
-            let store = store(db, file).await?;
+            let store = store(db, file, given).await?;
             println!(
                 "{:<14} {:<20} {:<8} {:<26} {:<26} name",
                 "prefix", "tenant", "role", "expires", "revoked"
@@ -69,7 +70,7 @@ pub async fn run(cmd: KeysCommand, file: Option<&Path>) -> Result<()> {
             let prefix = kairos_api::auth::keys::parse(&prefix)
                 .map(|(p, _)| p.to_string())
                 .unwrap_or(prefix);
-            let store = store(db, file).await?;
+            let store = store(db, file, given).await?;
             let Some(key) = store.api_key_revoke(&prefix, None, now_ms()).await? else {
                 bail!("no API key with prefix {prefix:?}");
             };

@@ -12,52 +12,67 @@ mod relay;
 mod tenants;
 mod worker;
 
-use crate::cli::{Cli, Command, ConfigCommand, DatabaseArg, Process};
-use crate::config::commands::{ApiCmd, DatabaseCmd, DevCmd, DispatcherCmd, RelayCmd, WorkerCmd};
-use crate::config::{self, load, render};
+use crate::cli::{Cli, Command, ConfigCommand, Process};
+use crate::config::commands::DatabaseCmd;
+use crate::config::conn::Database;
+use crate::config::{self, Given, load, render};
 use anyhow::Result;
 use std::path::Path;
 
-/// Runs the chosen subcommand.
-pub async fn run(cli: Cli) -> Result<()> {
+/// Runs the chosen subcommand; `given` says which settings came from a flag
+/// or a variable, to lay over the `--config` file.
+pub async fn run(cli: Cli, given: Given) -> Result<()> {
     let file = cli.config.as_deref();
+    let g = &given;
     match cli.command {
-        Command::Migrate(args) => migrate::run(load(file, &args)?).await,
-        Command::Api(args) => api::run(load(file, &args)?).await,
-        Command::Dispatcher(args) => dispatcher::run(load(file, &args)?).await,
-        Command::Worker(args) => worker::run(load(file, &args)?).await,
-        Command::CallbackRelay(args) => relay::run(load(file, &args)?).await,
-        Command::Dev(args) => dev::run(load(file, &args)?).await,
+        Command::Migrate(args) => migrate::run(load(file, &g.of(&args)?)?).await,
+        Command::Api(args) => api::run(load(file, &g.of(&args)?)?).await,
+        Command::Dispatcher(args) => dispatcher::run(load(file, &g.of(&args)?)?).await,
+        Command::Worker(args) => worker::run(load(file, &g.of(&args)?)?).await,
+        Command::CallbackRelay(args) => relay::run(load(file, &g.of(&args)?)?).await,
+        Command::Dev(args) => dev::run(load(file, &g.of(&args)?)?).await,
         Command::Bench(args) => bench::run(args).await,
-        Command::Tenants(cmd) => tenants::run(cmd, file).await,
-        Command::Keys(cmd) => keys::run(cmd, file).await,
+        Command::Tenants(cmd) => tenants::run(cmd, file, g).await,
+        Command::Keys(cmd) => keys::run(cmd, file, g).await,
         Command::Config(ConfigCommand::Print(process)) => {
-            print!("{}", print(process, file)?);
+            print!("{}", print(process, file, g)?);
             Ok(())
         }
     }
 }
 
 /// The effective settings of `process`, as `kairos config print` shows them.
-fn print(process: Process, file: Option<&Path>) -> Result<String> {
+fn print(process: Process, file: Option<&Path>, given: &Given) -> Result<String> {
     match process {
-        Process::Api(a) => render(&load::<ApiCmd>(file, &a)?),
-        Process::Dispatcher(a) => render(&load::<DispatcherCmd>(file, &a)?),
-        Process::Worker(a) => render(&load::<WorkerCmd>(file, &a)?),
-        Process::CallbackRelay(a) => render(&load::<RelayCmd>(file, &a)?),
-        Process::Dev(a) => render(&load::<DevCmd>(file, &a)?),
+        Process::Api(a) => render(&loaded(file, given, &a)?),
+        Process::Dispatcher(a) => render(&loaded(file, given, &a)?),
+        Process::Worker(a) => render(&loaded(file, given, &a)?),
+        Process::CallbackRelay(a) => render(&loaded(file, given, &a)?),
+        Process::Dev(a) => render(&loaded(file, given, &a)?),
     }
+}
+
+/// `parsed`'s type loaded: its defaults, the file, then what was given.
+fn loaded<C>(file: Option<&Path>, given: &Given, parsed: &C) -> Result<C>
+where
+    C: Default + serde::Serialize + serde::de::DeserializeOwned,
+{
+    load(file, &given.of(parsed)?)
 }
 
 /// [`print`], for the config tests.
 #[cfg(test)]
-pub(crate) fn print_for_test(process: Process, file: Option<&Path>) -> Result<String> {
-    print(process, file)
+pub(crate) fn print_for_test(
+    process: Process,
+    file: Option<&Path>,
+    given: &Given,
+) -> Result<String> {
+    print(process, file, given)
 }
 
 /// The database URL of a management command.
-fn database_url(db: &DatabaseArg, file: Option<&Path>) -> Result<String> {
-    let cfg: DatabaseCmd = load(file, db)?;
+fn database_url(db: &Database, file: Option<&Path>, given: &Given) -> Result<String> {
+    let cfg: DatabaseCmd = load(file, &given.of(db)?)?;
     Ok(config::required(&cfg.db.database_url, "database_url")?.to_string())
 }
 

@@ -2,7 +2,9 @@
 //! straight on the database (the same operations as the admin API), recorded
 //! in the audit trail with actor `cli`.
 
-use crate::cli::{DatabaseArg, TenantLimitArgs, TenantsCommand};
+use crate::cli::{TenantLimitArgs, TenantsCommand};
+use crate::config::Given;
+use crate::config::conn::Database;
 use anyhow::{Result, bail};
 use kairos::connect;
 use kairos_core::store::{Store, TenantStore};
@@ -14,8 +16,8 @@ use std::path::Path;
 const DEFAULT_GRACE_MS: Millis = 86_400_000;
 
 /// The database of a management command, migrated (so a fresh one works).
-pub(super) async fn store(db: DatabaseArg, file: Option<&Path>) -> Result<impl Store> {
-    let url = super::database_url(&db, file)?;
+pub(super) async fn store(db: Database, file: Option<&Path>, given: &Given) -> Result<impl Store> {
+    let url = super::database_url(&db, file, given)?;
     Ok(connect::database(&url, true).await?)
 }
 
@@ -80,13 +82,13 @@ fn show(value: Option<impl ToString>) -> String {
     value.map_or_else(|| "default".to_string(), |v| v.to_string())
 }
 
-pub async fn run(cmd: TenantsCommand, file: Option<&Path>) -> Result<()> {
+pub async fn run(cmd: TenantsCommand, file: Option<&Path>, given: &Given) -> Result<()> {
     match cmd {
         TenantsCommand::Create { id, limits: l, db } => {
             if !valid_tenant_id(&id) {
                 bail!("tenant id {id:?} must be 1–64 characters of a-z, 0-9, '-' and '_'");
             }
-            let store = store(db, file).await?;
+            let store = store(db, file, given).await?;
             let secret = kairos_api::auth::keys::new_callback_secret();
             let tenant = Tenant {
                 id: id.clone(),
@@ -104,7 +106,7 @@ pub async fn run(cmd: TenantsCommand, file: Option<&Path>) -> Result<()> {
             println!("callback secret (shown once): {secret}");
         }
         TenantsCommand::List { db } => {
-            let store = store(db, file).await?;
+            let store = store(db, file, given).await?;
             println!(
                 "{:<24} {:>12} {:>12} {:>14} {:>12} {:>12}  created",
                 "tenant", "rate/s", "burst", "max live jobs", "actions/s", "act. burst"
@@ -123,7 +125,7 @@ pub async fn run(cmd: TenantsCommand, file: Option<&Path>) -> Result<()> {
             }
         }
         TenantsCommand::SetLimits { id, limits: l, db } => {
-            let store = store(db, file).await?;
+            let store = store(db, file, given).await?;
             if !store.tenant_set_limits(&id, &limits(l)?, now_ms()).await? {
                 bail!("no tenant with id {id:?}");
             }
@@ -136,7 +138,7 @@ pub async fn run(cmd: TenantsCommand, file: Option<&Path>) -> Result<()> {
                 .map(parse_duration)
                 .transpose()?
                 .unwrap_or(DEFAULT_GRACE_MS);
-            let store = store(db, file).await?;
+            let store = store(db, file, given).await?;
             let secret = kairos_api::auth::keys::new_callback_secret();
             let until = now_ms() + grace_ms;
             if store

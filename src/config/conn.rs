@@ -1,7 +1,9 @@
 //! Connection settings only the binary uses (it alone connects): one small
 //! struct per concern, flattened into each command's config. Field names are
-//! the `KAIROS_*` variables in lower case.
+//! the `KAIROS_*` variables in lower case, and each struct is also the
+//! command line's argument group for its settings.
 
+use clap::Args;
 use serde::{Deserialize, Serialize};
 
 /// Default of [`Http::http_addr`].
@@ -12,29 +14,37 @@ pub const DEFAULT_NAMESPACE: &str = "kairos";
 pub const DEFAULT_QUEUE_TYPE: &str = "classic";
 
 /// `KAIROS_DATABASE_URL`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Args)]
 #[serde(default)]
 pub struct Database {
-    /// mysql://…, postgres://… or sqlite://…; required by every command
-    /// but `dev`.
+    /// Database URL: mysql://user:pass@host:3306/db,
+    /// postgres://user:pass@host:5432/db or sqlite://path.db; required by
+    /// every command but `dev`.
+    #[arg(long, env = "KAIROS_DATABASE_URL", value_name = "URL")]
     pub database_url: Option<String>,
 }
 
 /// `KAIROS_REDIS_URL`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Args)]
 #[serde(default)]
 pub struct Redis {
-    /// Redis for the leader lease and once-per-attempt keys.
+    /// Redis URL for the leader lease and once-per-attempt keys; a db
+    /// number is honoured (redis://host:6379/2).
+    #[arg(long, env = "KAIROS_REDIS_URL", value_name = "URL")]
     pub redis_url: Option<String>,
 }
 
 /// `KAIROS_AMQP_URL` and `KAIROS_AMQP_QUEUE_TYPE`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Args)]
 #[serde(default)]
 pub struct Amqp {
-    /// RabbitMQ.
+    /// RabbitMQ URL; a vhost is honoured (amqp://user:pass@host:5672/vhost).
+    #[arg(long, env = "KAIROS_AMQP_URL", value_name = "URL")]
     pub amqp_url: Option<String>,
-    /// `classic` or `quorum`, the same on every process.
+    /// Type of the shared queues (results, reroute, heartbeats): classic or
+    /// quorum (replicated; for a RabbitMQ cluster). Every process of a
+    /// deployment must use the same.
+    #[arg(long, env = "KAIROS_AMQP_QUEUE_TYPE", value_name = "TYPE")]
     pub amqp_queue_type: String,
 }
 
@@ -48,10 +58,11 @@ impl Default for Amqp {
 }
 
 /// `KAIROS_NAMESPACE`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Args)]
 #[serde(default)]
 pub struct Namespace {
     /// Prefix of every queue, exchange and Redis key.
+    #[arg(long, env = "KAIROS_NAMESPACE", value_name = "NAME")]
     pub namespace: String,
 }
 
@@ -71,10 +82,11 @@ impl Namespace {
 }
 
 /// `KAIROS_HTTP_ADDR`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Args)]
 #[serde(default)]
 pub struct Http {
     /// Address the API listens on.
+    #[arg(long, env = "KAIROS_HTTP_ADDR", value_name = "HOST:PORT")]
     pub http_addr: String,
 }
 
@@ -87,10 +99,12 @@ impl Default for Http {
 }
 
 /// `KAIROS_METRICS_ADDR`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Args)]
 #[serde(default)]
 pub struct Metrics {
-    /// Address of the operations endpoint; none: not served (the API's own
-    /// address for the API).
+    /// Address serving /metrics, /healthz and /readyz (dispatcher, worker,
+    /// relay: not served without it); for the API, serve /metrics here
+    /// instead of on the API's address.
+    #[arg(long, env = "KAIROS_METRICS_ADDR", value_name = "HOST:PORT")]
     pub metrics_addr: Option<String>,
 }

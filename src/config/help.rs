@@ -1,5 +1,7 @@
-//! The clap command with each setting's default added to its help, taken
-//! from the command's config (so `--help` cannot drift from the code).
+//! The clap command with each setting's default taken from the command's
+//! config (so `--help` cannot drift from the code, and `kairos dev` shows
+//! its own defaults), and the help text of each setting taken from its
+//! field's doc comment without the leading `` `KAIROS_…`: ``.
 
 use super::{SECRET_KEYS, commands};
 use clap::CommandFactory;
@@ -28,7 +30,10 @@ pub fn command() -> clap::Command {
     cmd
 }
 
-/// `cmd` (and its subcommands) with `[default: …]` after each setting's help.
+/// `cmd` (and its subcommands) with each setting's default set from
+/// `defaults` and its help cleaned. A setting with a default is never
+/// required: the derive marks non-optional fields required, since the
+/// defaults live in the configs' `Default` impls, not in attributes.
 fn with_defaults(
     mut cmd: clap::Command,
     defaults: &serde_json::Map<String, serde_json::Value>,
@@ -41,18 +46,15 @@ fn with_defaults(
         let Some(value) = defaults.get(&id) else {
             continue;
         };
-        if SECRET_KEYS.contains(&id.as_str()) {
-            continue;
-        }
-        let Some(shown) = super::display(value) else {
-            continue;
-        };
+        let shown = super::display(value);
+        let secret = SECRET_KEYS.contains(&id.as_str());
         cmd = cmd.mut_arg(&id, |a| {
-            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
-            let long = a.get_long_help().map(|h| h.to_string());
-            let a = a.help(format!("{help} [default: {shown}]"));
-            match long {
-                Some(l) => a.long_help(format!("{l}\n\n[default: {shown}]")),
+            let a = clean_help(a);
+            match &shown {
+                Some(shown) => a
+                    .required(false)
+                    .default_value(shown.clone())
+                    .hide_default_value(secret),
                 None => a,
             }
         });
@@ -65,4 +67,33 @@ fn with_defaults(
         cmd = cmd.mut_subcommand(sub, |s| with_defaults(s, defaults));
     }
     cmd
+}
+
+/// `arg` without the `` `KAIROS_…`: `` its doc comment starts with (clap
+/// prints the variable itself), the rest capitalized.
+fn clean_help(arg: clap::Arg) -> clap::Arg {
+    fn clean(text: String) -> String {
+        let rest = match text.strip_prefix("`KAIROS_") {
+            Some(rest) => match rest.split_once("`: ") {
+                Some((_, rest)) => rest,
+                None => return text,
+            },
+            None => return text,
+        };
+        let mut chars = rest.chars();
+        match chars.next() {
+            Some(first) => first.to_uppercase().chain(chars).collect(),
+            None => String::new(),
+        }
+    }
+    let help = arg.get_help().map(|h| clean(h.to_string()));
+    let long = arg.get_long_help().map(|h| clean(h.to_string()));
+    let arg = match help {
+        Some(h) => arg.help(h),
+        None => arg,
+    };
+    match long {
+        Some(l) => arg.long_help(l),
+        None => arg,
+    }
 }

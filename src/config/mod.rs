@@ -3,6 +3,10 @@
 //! then the flags and `KAIROS_*` variables clap read (a flag wins over its
 //! variable). Keys are the variables in lower case without `KAIROS_`.
 //!
+//! The configs are clap's argument groups too, so clap parses every
+//! setting; [`Given`] keeps only the values that came from a flag or a
+//! variable (clap's value sources), which figment lays over the file.
+//!
 //! The file may hold keys of any process (one file can serve a whole
 //! deployment), but an unknown key is refused. Missing required settings and
 //! unparsable values are errors naming the variable.
@@ -14,6 +18,8 @@ mod help;
 pub use help::command;
 
 use anyhow::{Context, Result, anyhow, bail};
+use clap::ArgMatches;
+use clap::parser::ValueSource;
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::Serialize;
@@ -52,8 +58,45 @@ pub fn var_of(key: &str) -> String {
     format!("KAIROS_{}", key.to_ascii_uppercase())
 }
 
+/// The settings the user gave on the command line or in the environment,
+/// by key: what overrides the `--config` file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Given(BTreeSet<String>);
+
+impl Given {
+    /// The arguments of `matches` (and of its subcommands) that came from a
+    /// flag or a `KAIROS_*` variable, not from a default.
+    pub fn from_matches(matches: &ArgMatches) -> Self {
+        let mut keys = BTreeSet::new();
+        let mut level = Some(matches);
+        while let Some(m) = level {
+            for id in m.ids() {
+                if matches!(
+                    m.value_source(id.as_str()),
+                    Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+                ) {
+                    keys.insert(id.to_string());
+                }
+            }
+            level = m.subcommand().map(|(_, sub)| sub);
+        }
+        Self(keys)
+    }
+
+    /// The given settings among `parsed`'s fields, as a table to lay over
+    /// the file.
+    pub fn of<T: Serialize>(&self, parsed: &T) -> Result<serde_json::Value> {
+        let mut table = match serde_json::to_value(parsed)? {
+            serde_json::Value::Object(map) => map,
+            _ => bail!("a config is a table"),
+        };
+        table.retain(|key, _| self.0.contains(key));
+        Ok(serde_json::Value::Object(table))
+    }
+}
+
 /// `C`'s defaults, overridden by the file and then by `given` (the flags and
-/// variables clap read; absent ones serialize to nothing).
+/// variables the user set, as [`Given::of`] gives them).
 pub fn load<C>(file: Option<&Path>, given: &impl Serialize) -> Result<C>
 where
     C: Default + Serialize + DeserializeOwned,

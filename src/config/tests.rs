@@ -30,17 +30,25 @@ mod tempfile_path {
     }
 }
 
-fn parse(args: &[&str]) -> Cli {
+fn parse(args: &[&str]) -> (Cli, Given) {
     let matches = command().try_get_matches_from(args).unwrap();
-    Cli::from_arg_matches(&matches).unwrap()
+    let cli = Cli::from_arg_matches(&matches).unwrap();
+    (cli, Given::from_matches(&matches))
 }
 
-fn worker_args(args: &[&str]) -> crate::cli::WorkerArgs {
+/// What `kairos worker ARGS` lays over the file.
+fn worker_args(args: &[&str]) -> serde_json::Value {
     let mut all = vec!["kairos", "worker"];
     all.extend_from_slice(args);
-    match parse(&all).command {
-        Command::Worker(a) => a,
-        other => panic!("{other:?}"),
+    match parse(&all) {
+        (
+            Cli {
+                command: Command::Worker(a),
+                ..
+            },
+            given,
+        ) => given.of(&a).unwrap(),
+        (other, _) => panic!("{other:?}"),
     }
 }
 
@@ -118,7 +126,7 @@ fn config_print_shows_merged_values_and_hides_secrets() {
     let f = file(
         "amqp_url = 'amqp://guest:hunter2@mq:5672/%2f'\nworker_capacity = 5\ncallback_secret = 'top-secret'",
     );
-    let cli = parse(&[
+    let (cli, given) = parse(&[
         "kairos",
         "config",
         "print",
@@ -129,7 +137,7 @@ fn config_print_shows_merged_values_and_hides_secrets() {
     let Command::Config(crate::cli::ConfigCommand::Print(process)) = cli.command else {
         panic!("not config print");
     };
-    let out = crate::cmd::print_for_test(process, Some(&f.0)).unwrap();
+    let out = crate::cmd::print_for_test(process, Some(&f.0), &given).unwrap();
     assert!(out.contains("worker_capacity = 5"), "{out}");
     assert!(out.contains("worker_grace_ms = 9"), "{out}");
     assert!(out.contains("amqp_queue_type = \"classic\""), "{out}");
@@ -255,4 +263,56 @@ fn help_shows_defaults_from_the_code() {
         .to_string();
     assert!(dev.contains("[default: sqlite://kairos.db]"), "{dev}");
     assert!(!dev.contains(kairos::embedded::DEV_SECRET), "{dev}");
+}
+
+/// A setting is declared once, on its config's field: every key a command
+/// reads is a flag and a variable of that command, named from the key, and
+/// the command takes no setting that is not a key of its config.
+#[test]
+fn a_new_field_is_a_flag_a_variable_and_a_file_key() {
+    let cmd = command();
+    for (name, defaults) in defaults_by_command() {
+        let sub = cmd.find_subcommand(name).unwrap();
+        let keys: BTreeSet<&String> = defaults.as_object().unwrap().keys().collect();
+        let args: BTreeSet<String> = sub
+            .get_arguments()
+            .filter(|a| !a.is_global_set() && a.get_id() != "help")
+            .map(|a| a.get_id().to_string())
+            .collect();
+        for key in &keys {
+            let arg = sub
+                .get_arguments()
+                .find(|a| a.get_id() == key.as_str())
+                .unwrap_or_else(|| panic!("`kairos {name}` has no argument for `{key}`"));
+            assert_eq!(
+                arg.get_long(),
+                Some(key.replace('_', "-").as_str()),
+                "{name}: {key}"
+            );
+            assert_eq!(
+                arg.get_env().and_then(|v| v.to_str()),
+                Some(var_of(key).as_str()),
+                "{name}: {key}"
+            );
+            assert!(!arg.is_required_set(), "{name}: {key} must not be required");
+        }
+        for id in &args {
+            assert!(keys.contains(id), "`kairos {name} --{id}` is no config key");
+        }
+    }
+}
+
+#[test]
+fn a_flag_wins_and_an_unset_flag_leaves_the_file_alone() {
+    let f = file("worker_capacity = 4\nworker_buffer = 2");
+    let (cli, given) = parse(&["kairos", "dev", "--worker-buffer", "9"]);
+    let Command::Dev(args) = cli.command else {
+        panic!("not dev");
+    };
+    let dev: DevCmd = load(Some(&f.0), &given.of(&args).unwrap()).unwrap();
+    assert_eq!(dev.worker.worker_capacity, 4);
+    assert_eq!(dev.worker.worker_buffer, Some(9));
+    // Dev's own defaults hold where nothing was given.
+    assert!(dev.worker.http_allow_private);
+    assert_eq!(dev.db.database_url.as_deref(), Some("sqlite://kairos.db"));
 }

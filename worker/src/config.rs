@@ -64,47 +64,82 @@ pub enum WorkerError {
 /// let builder = kairos_worker::Worker::builder().config(cfg);
 /// # let _ = builder;
 /// ```
+///
+/// With the `cli` feature it is also a command line argument group: each
+/// setting's flag and variable are declared on its field.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 #[serde(default)]
 pub struct WorkerConfig {
     /// `KAIROS_WORKER_ID`: stable worker id. It names the worker's queue, so
     /// 1–200 letters, digits, `-`, `_` and `.`. Unset: the hostname plus `-`
     /// and 6 random hex digits, fresh for every process.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, env = "KAIROS_WORKER_ID", value_name = "ID")
+    )]
     pub worker_id: Option<String>,
-    /// `KAIROS_WORKER_CAPACITY`: handlers run at once (default
-    /// [`DEFAULT_CAPACITY`]); at least 1.
+    /// `KAIROS_WORKER_CAPACITY`: handlers run at once (at least 1).
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, env = "KAIROS_WORKER_CAPACITY", value_name = "N")
+    )]
     pub worker_capacity: u32,
     /// `KAIROS_WORKER_BUFFER`: accepted dispatches that may wait for a free
     /// place in the pool (unset: the capacity). Beyond capacity + buffer,
     /// dispatches are refused for reroute; capacity + buffer is at most
     /// 65535. A waiting dispatch stays unacked until its handler starts, so
     /// for jobs that run longer than RabbitMQ's `consumer_timeout` set 0.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, env = "KAIROS_WORKER_BUFFER", value_name = "N")
+    )]
     pub worker_buffer: Option<u32>,
     /// `KAIROS_WORKER_DISPATCH_BATCH`: most dispatches this worker takes in
     /// one message, 1–256 (unset: the buffer, kept within 1 and
-    /// [`DEFAULT_DISPATCH_BATCH_MAX`]). A batch is taken whole once a place
+    /// 64). A batch is taken whole once a place
     /// is free, or refused whole for reroute; 1 asks for one dispatch per
     /// message.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, env = "KAIROS_WORKER_DISPATCH_BATCH", value_name = "N")
+    )]
     pub worker_dispatch_batch: Option<u32>,
-    /// `KAIROS_WORKER_HEARTBEAT_MS`: heartbeat period in ms (default 3000);
-    /// positive.
+    /// `KAIROS_WORKER_HEARTBEAT_MS`: heartbeat period in ms (positive).
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, env = "KAIROS_WORKER_HEARTBEAT_MS", value_name = "MS")
+    )]
     pub worker_heartbeat_ms: u64,
     /// `KAIROS_WORKER_GRACE_MS`: time running handlers get to finish on
-    /// shutdown, in ms (default 30000); those still running then are stopped
+    /// shutdown, in ms; those still running then are stopped
     /// and reported failed, so they are retried.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, env = "KAIROS_WORKER_GRACE_MS", value_name = "MS")
+    )]
     pub worker_grace_ms: u64,
     /// `KAIROS_WORKER_ATTEMPT_KEY_TTL_MS`: how long the key that lets an
-    /// attempt run once is kept, in ms (default 86400000, one day; at least
-    /// 60000). A copy of a dispatch delivered after its key expired runs
+    /// attempt run once is kept, in ms (at
+    /// least 60000). A copy of a dispatch delivered after its key expired runs
     /// again, so keep it longer than a dispatch can wait in a queue and its
     /// handler can run; shorter saves Redis memory.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, env = "KAIROS_WORKER_ATTEMPT_KEY_TTL_MS", value_name = "MS")
+    )]
     pub worker_attempt_key_ttl_ms: u64,
     /// `KAIROS_WORKER_GROUP`: worker group, 1–255 characters (unset: none).
     /// Jobs that name a `workerGroup` run only on workers of that group;
     /// jobs without one run on any worker serving their handler.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, env = "KAIROS_WORKER_GROUP", value_name = "GROUP")
+    )]
     pub worker_group: Option<String>,
     /// `KAIROS_HTTP_ALLOW_PRIVATE`: whether the built-in `http` handler may
-    /// reach loopback and private addresses (default false: refused).
+    /// reach loopback and private addresses.
+    #[cfg_attr(feature = "cli", arg(long, env = "KAIROS_HTTP_ALLOW_PRIVATE", value_name = "BOOL", action = clap::ArgAction::Set))]
     pub http_allow_private: bool,
 }
 
