@@ -397,7 +397,7 @@ mod tests {
     /// Admin keys made before 0010 governed every tenant: they become
     /// operators, and the other roles stay as they were.
     async fn admin_keys_become_operators(url: String) {
-        use kairos_core::tenant::{ApiKey, DEFAULT_TENANT, Role};
+        use kairos_core::tenant::{DEFAULT_TENANT, Role};
         let store = SqlStore::connect(&url).await.expect("connect");
         let before: Vec<Migration> = migrations(store.dialect())
             .into_iter()
@@ -406,18 +406,21 @@ mod tests {
         apply(Migrator::with_migrations(before), store.write())
             .await
             .expect("schema 9");
-        let key = |prefix: &str, role| ApiKey {
-            prefix: prefix.into(),
-            tenant: DEFAULT_TENANT.into(),
-            role,
-            secret_hash: "0".repeat(64),
-            name: None,
-            expires_at: None,
-            revoked_at: None,
-            created_at: 1_767_225_600_000,
-        };
+        // Written as schema 9 had them: the store's own calls read columns
+        // of later migrations.
         for (prefix, role) in [("a", Role::Admin), ("w", Role::Write), ("r", Role::Read)] {
-            assert!(store.api_key_create(&key(prefix, role)).await.unwrap());
+            let created_at: kairos_core::time::Millis = 1_767_225_600_000;
+            let f = crate::sql::Fields::new()
+                .with("prefix", prefix)
+                .with("tenant", DEFAULT_TENANT)
+                .with("role", role.as_str())
+                .with("secret_hash", "0".repeat(64))
+                .with("created_at", crate::sql::time(created_at));
+            crate::sql::Sql::new("INSERT INTO api_keys")
+                .rows([&f])
+                .execute(store.write())
+                .await
+                .expect("a schema-9 key");
         }
         store.migrate().await.expect("0010");
         for (prefix, role) in [("a", Role::Operator), ("w", Role::Write), ("r", Role::Read)] {
