@@ -90,7 +90,7 @@
 //!
 //! Each port is implemented directly on [`SqlStore`] by the module of its
 //! aggregate: `jobs` ([`kairos_core::store::JobStore`], with the group
-//! committer in `jobs::create`), `dispatch` (the dispatcher's hot path),
+//! committer in `create`), `dispatch` (the dispatcher's hot path),
 //! `maintenance` (the reaper's calls), `executions` (the history the API and
 //! dashboard read), `callbacks`, `tenants` (tenants, keys and the audit
 //! trail), `workers` and `logs`. `outcomes` applies results and verdicts for
@@ -102,6 +102,7 @@
 //! `dialect`.
 
 mod callbacks;
+mod create;
 mod db;
 mod dialect;
 mod dispatch;

@@ -2,9 +2,9 @@
 //! and configured), where reads and writes run, and the one place write
 //! transactions are begun and, when they lose a lock race, run again.
 
+use crate::create::Committer;
 use crate::db::{Pool, Tx};
 use crate::dialect::Dialect;
-use crate::jobs::create::Committer;
 use crate::migrations;
 use crate::sql::Sql;
 use async_trait::async_trait;

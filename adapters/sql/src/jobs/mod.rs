@@ -1,9 +1,8 @@
 //! [`JobStore`]: create (idempotent per tenant and `client_request_id`, in
-//! group commits: `create`), read, list with keyset paging, the caller's
+//! group commits: `crate::create`), read, list with keyset paging, the caller's
 //! control operations (`control`) and changes (`update`).
 
 mod control;
-pub(crate) mod create;
 mod update;
 
 use crate::db::On;
@@ -65,7 +64,7 @@ impl JobStore for SqlStore {
     }
 
     async fn jobs_create_many(&self, jobs: Vec<NewJob>) -> StoreResult<Vec<CreateOutcome>> {
-        self.transaction(|tx| create::create_together(tx, jobs.clone()))
+        self.transaction(|tx| crate::create::create_together(tx, jobs.clone()))
             .await
     }
 
