@@ -1,6 +1,7 @@
 //! The dashboard's login against login CSRF, its cookies' `Secure` flag as
-//! configured, and what an operator and an admin key are shown, over a real
-//! SQLite store and the API's own router.
+//! configured, and what an operator and an admin key are shown, over the
+//! API's own router and a real store: each test runs on SQLite, MariaDB and
+//! PostgreSQL.
 
 use axum::Router;
 use axum::body::Body;
@@ -17,19 +18,44 @@ use tower::ServiceExt;
 struct Ui {
     router: Router,
     store: SqlStore,
+    /// Dropped with the test: the PostgreSQL database goes with it.
+    _pg: Option<kairos_testkit::PgDatabase>,
 }
 
-async fn ui(secure: CookieSecure) -> Ui {
-    let store = SqlStore::connect(&kairos_testkit::sqlite_temp_url())
-        .await
-        .expect("connect");
+/// The databases every test runs on.
+#[derive(Debug, Clone, Copy)]
+enum Db {
+    Sqlite,
+    Mysql,
+    Postgres,
+}
+
+const EVERY_DB: [Db; 3] = [Db::Sqlite, Db::Mysql, Db::Postgres];
+
+/// The dashboard over a fresh database of kind `db`; `None` when that
+/// service is not configured (testkit skips, or fails the test when
+/// services are required).
+async fn ui(db: Db, secure: CookieSecure) -> Option<Ui> {
+    let (url, pg) = match db {
+        Db::Sqlite => (kairos_testkit::sqlite_temp_url(), None),
+        Db::Mysql => (kairos_testkit::mysql_fresh_database().await?, None),
+        Db::Postgres => {
+            let pg = kairos_testkit::postgres_fresh_database().await?;
+            (pg.url().to_string(), Some(pg))
+        }
+    };
+    let store = SqlStore::connect(&url).await.expect("connect");
     store.migrate().await.expect("migrate");
     let config = ApiConfig {
         ui_cookie_secure: secure,
         ..ApiConfig::default()
     };
     let router = kairos_ui::router(AppState::new(Arc::new(store.clone()), config));
-    Ui { router, store }
+    Some(Ui {
+        router,
+        store,
+        _pg: pg,
+    })
 }
 
 impl Ui {
@@ -121,7 +147,15 @@ fn session_of(cookies: &[String]) -> Option<String> {
 
 #[tokio::test]
 async fn a_cross_site_login_is_refused_and_a_same_origin_one_logs_in() {
-    let ui = ui(CookieSecure::Auto).await;
+    for db in EVERY_DB {
+        a_cross_site_login_is_refused_and_a_same_origin_one_logs_in_on(db).await;
+    }
+}
+
+async fn a_cross_site_login_is_refused_and_a_same_origin_one_logs_in_on(db: Db) {
+    let Some(ui) = ui(db, CookieSecure::Auto).await else {
+        return;
+    };
     let key = ui.key("acme", Role::Write).await;
     let (token, cookies) = ui.login_page(&[]).await;
     assert!(cookies[0].starts_with(&format!("kairos_login_csrf={token};")));
@@ -171,6 +205,12 @@ async fn a_cross_site_login_is_refused_and_a_same_origin_one_logs_in() {
 
 #[tokio::test]
 async fn cookies_are_secure_as_configured() {
+    for db in EVERY_DB {
+        cookies_are_secure_as_configured_on(db).await;
+    }
+}
+
+async fn cookies_are_secure_as_configured_on(db: Db) {
     let https = [("x-forwarded-proto", "https")];
     for (setting, headers, secure) in [
         (CookieSecure::Auto, &[][..], false),
@@ -178,7 +218,9 @@ async fn cookies_are_secure_as_configured() {
         (CookieSecure::Always, &[][..], true),
         (CookieSecure::Never, &https[..], false),
     ] {
-        let ui = ui(setting).await;
+        let Some(ui) = ui(db, setting).await else {
+            return;
+        };
         let key = ui.key("acme", Role::Read).await;
         let (token, cookies) = ui.login_page(headers).await;
         assert_eq!(
@@ -209,7 +251,15 @@ async fn session(ui: &Ui, key: &str) -> String {
 
 #[tokio::test]
 async fn operators_see_every_tenant_admins_their_own() {
-    let ui = ui(CookieSecure::Auto).await;
+    for db in EVERY_DB {
+        operators_see_every_tenant_admins_their_own_on(db).await;
+    }
+}
+
+async fn operators_see_every_tenant_admins_their_own_on(db: Db) {
+    let Some(ui) = ui(db, CookieSecure::Auto).await else {
+        return;
+    };
     let op = session(&ui, &ui.key("default", Role::Operator).await).await;
     let admin = session(&ui, &ui.key("acme", Role::Admin).await).await;
     let bravo_key = ui.key("bravo", Role::Write).await;
