@@ -33,6 +33,7 @@ mod forms;
 pub mod login;
 mod pages;
 pub mod session;
+mod shown;
 mod view;
 
 use axum::Router;
@@ -40,7 +41,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use kairos_api::AppState;
 use kairos_core::store::ApiStore;
 use std::sync::Arc;
@@ -50,7 +51,9 @@ use std::sync::Arc;
 pub struct UiState {
     pub(crate) store: Arc<dyn ApiStore>,
     pub(crate) api: api::InProcess,
-    pub(crate) sessions: Arc<session::Sessions>,
+    /// The key names whose params values are masked
+    /// ([`kairos_api::ApiConfig::api_sensitive_params`]).
+    pub(crate) sensitive: Arc<kairos_core::sensitive::SensitiveKeys>,
     /// When cookies get `Secure` ([`kairos_api::ApiConfig::ui_cookie_secure`]).
     pub(crate) cookie_secure: kairos_api::CookieSecure,
 }
@@ -66,8 +69,8 @@ pub fn router(state: AppState) -> Router {
     let ui = UiState {
         cookie_secure: state.config().ui_cookie_secure,
         store: state.store().clone(),
+        sensitive: Arc::new(state.sensitive_keys().clone()),
         api: api::InProcess::new(kairos_api::router(state)),
-        sessions: Arc::default(),
     };
     Router::new()
         .route("/ui", get(pages::home))
@@ -102,6 +105,8 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/ui/admin/keys/revoke", post(pages::admin::revoke_key))
         .route("/ui/admin/audit", get(pages::admin::audit))
+        .route("/ui/{*rest}", any(pages::unknown))
+        .route("/favicon.ico", get(assets::favicon))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(ui)
 }
