@@ -9,7 +9,7 @@
 //!
 //! - **Changes** (create, edit, pause, resume, cancel, trigger, redeliver,
 //!   keys, schedule preview) go through the REST API's own router, called
-//!   in process with the session's key as its bearer token (module `api`). The
+//!   in process as the session's key (named by prefix, module `api`). The
 //!   API's validation, role checks, limits, tenant scoping and audit trail
 //!   therefore apply unchanged, and its error messages are the ones shown.
 //! - **Reads** call the storage port directly (the same
@@ -19,12 +19,19 @@
 //! # Sessions
 //!
 //! Logging in with an API key ([`login`]: same-origin posts only, with a
-//! login token) creates a server-side session ([`session`]): the browser
+//! login token) stores a session in the database ([`session`]): the browser
 //! holds only a random id in an `HttpOnly`, `SameSite=Strict` cookie
-//! (`Secure` over HTTPS); the key stays in this process's memory (a restart
-//! logs everyone out). Every change carries the session's CSRF token. Every response
-//! carries a strict Content-Security-Policy: scripts and styles only from
-//! `/ui/assets`, nothing inline.
+//! (`Secure` over HTTPS), the database only the id's hash and the key's
+//! prefix, so restarts and other API instances keep the session and no key
+//! is kept anywhere. Every change carries the session's CSRF token. Every
+//! response carries a strict Content-Security-Policy: scripts and styles only
+//! from `/ui/assets`, nothing inline.
+//!
+//! # Secrets
+//!
+//! Params values the configuration or the job marks sensitive are shown
+//! masked to every role, and redacted from outputs and errors (module
+//! `shown`, over [`kairos_core::sensitive`]).
 #![warn(missing_docs, unreachable_pub)]
 
 mod api;

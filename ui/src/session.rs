@@ -14,7 +14,7 @@
 //!
 //! A page asked for without a session sends the browser to the login page
 //! with the page in `next`, and the login sends it back there
-//! ([`safe_next`] accepts only this dashboard's own paths).
+//! (`safe_next` accepts only this dashboard's own paths).
 
 use crate::UiState;
 use crate::view;

@@ -431,8 +431,21 @@ mod tests {
             revoked_at: None,
             created_at: 1_767_225_600_000,
         };
+        // Written as schema 9 stores them: the store's own insert reads
+        // tenant columns later migrations added.
         for (prefix, role) in [("a", Role::Admin), ("w", Role::Write), ("r", Role::Read)] {
-            assert!(store.api_key_create(&key(prefix, role)).await.unwrap());
+            let k = key(prefix, role);
+            let f = crate::sql::Fields::new()
+                .with("prefix", k.prefix.as_str())
+                .with("tenant", k.tenant.as_str())
+                .with("role", k.role.as_str())
+                .with("secret_hash", k.secret_hash.as_str())
+                .with("created_at", crate::sql::time(k.created_at));
+            crate::sql::Sql::new("INSERT INTO api_keys")
+                .rows([&f])
+                .execute(store.write())
+                .await
+                .expect("a schema-9 key");
         }
         store.migrate().await.expect("0010");
         for (prefix, role) in [("a", Role::Operator), ("w", Role::Write), ("r", Role::Read)] {

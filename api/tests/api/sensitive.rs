@@ -263,6 +263,13 @@ pub async fn read_keys_never_see_sensitive_values(app: App) {
 }
 
 pub async fn the_sensitive_names_are_configurable(app: App) {
+    // The field is documented where it is sent and where it is read.
+    let doc = app.get("/openapi.json").await.ok(200);
+    for schema in ["CreateJobRequest", "PatchJobRequest", "JobView"] {
+        let field = &doc["components"]["schemas"][schema]["properties"]["sensitiveParams"];
+        assert!(field.is_object(), "{schema} documents sensitiveParams");
+    }
+
     let config = ApiConfig {
         api_sensitive_params: vec!["pin".into()],
         ..ApiConfig::default()
