@@ -159,7 +159,7 @@ pub(crate) fn safe_next(raw: &str) -> Option<&str> {
     let clean = raw.len() <= MAX_NEXT
         && raw.bytes().all(|b| b.is_ascii_graphic())
         && !raw.contains('\\')
-        && !raw.contains("//")
+        && !path.contains("//")
         && !path.split('/').any(|seg| seg == "..");
     let loops = ["/ui/login", "/ui/logout"].contains(&path);
     (ours && clean && !loops).then_some(raw)
@@ -385,6 +385,7 @@ mod tests {
             "/ui/jobs/0193-ab",
             "/ui",
             "/ui/executions?filtered=1#top",
+            "/ui/jobs?q=http://a",
         ] {
             assert_eq!(safe_next(ok), Some(ok), "{ok}");
         }
