@@ -129,14 +129,19 @@ async fn help_open(b: &Browser) -> bool {
         == true
 }
 
-/// Waits for the page at a path ending with `suffix`.
+/// Waits for the page at a path ending with `suffix`, loaded with its
+/// scripts (a key pressed before keys.js runs would do nothing).
 async fn wait_url(b: &Browser, suffix: &str) {
     kairos_testkit::wait_for(
         &format!("a page at …{suffix}"),
         Duration::from_secs(10),
         || async {
             let url = b.url().await;
-            (url.ends_with(suffix) && !b.body_text().await.is_empty()).then_some(())
+            let loaded = b
+                .exec("return document.readyState === 'complete'", json!([]))
+                .await
+                == true;
+            (url.ends_with(suffix) && loaded).then_some(())
         },
     )
     .await;
