@@ -34,7 +34,10 @@ async fn dashboard_in_a_browser() {
 
     // Login: a wrong key is refused with a message; the dev key opens the overview.
     b.goto(&format!("{ui}/overview")).await;
-    assert!(b.url().await.ends_with("/ui/login"), "logged out → login");
+    assert!(
+        b.url().await.ends_with("/ui/login?next=%2Fui%2Foverview"),
+        "logged out → login, back to the page after"
+    );
     b.check_page("login").await;
     b.fill("#key", "kai_nope").await;
     b.click("form button[type=submit]").await;

@@ -31,6 +31,14 @@ pub const DEFAULT_API_KEY_NEGATIVE_TTL_MS: u64 = 60_000;
 /// Default of [`ApiConfig::api_key_cache_size`].
 pub const DEFAULT_API_KEY_CACHE_SIZE: usize = 10_000;
 
+/// Default of [`ApiConfig::api_sensitive_params`].
+pub fn default_sensitive_params() -> Vec<String> {
+    kairos_core::sensitive::DEFAULT_SENSITIVE_KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .collect()
+}
+
 /// Settings of the API.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
@@ -79,6 +87,19 @@ pub struct ApiConfig {
     /// remembered, apart, so they never push a valid key out.
     #[arg(long, env = "KAIROS_API_KEY_CACHE_SIZE", value_name = "N")]
     pub api_key_cache_size: usize,
+    /// `KAIROS_API_SENSITIVE_PARAMS`: comma-separated key names whose values
+    /// in job params are masked in the dashboard (every role) and in API
+    /// answers to read keys, at any depth. A key matches a name when the
+    /// name's words appear in it in order (`token` matches `accessToken`
+    /// and `X-Auth-Token`, not `max_tokens`); case and `-`/`_` do not
+    /// matter. Empty: only the paths jobs name in `sensitiveParams`.
+    #[arg(
+        long,
+        env = "KAIROS_API_SENSITIVE_PARAMS",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub api_sensitive_params: Vec<String>,
     /// `KAIROS_UI_COOKIE_SECURE`: when the dashboard's (`/ui`) session and
     /// login cookies are `Secure`: `auto` when the request came over HTTPS
     /// (a proxy's `X-Forwarded-Proto: https`), `true` always, `false` never.
@@ -111,6 +132,7 @@ impl Default for ApiConfig {
             api_trusted_proxies: Vec::new(),
             api_key_negative_ttl_ms: DEFAULT_API_KEY_NEGATIVE_TTL_MS,
             api_key_cache_size: DEFAULT_API_KEY_CACHE_SIZE,
+            api_sensitive_params: default_sensitive_params(),
             ui_cookie_secure: DEFAULT_UI_COOKIE_SECURE,
             key_cache_ttl: Duration::from_millis(500),
             max_params_bytes: 64 * 1024,
@@ -155,6 +177,11 @@ impl ApiConfig {
             ));
         }
         Ok(())
+    }
+
+    /// [`Self::api_sensitive_params`] as a matcher.
+    pub fn sensitive_keys(&self) -> kairos_core::sensitive::SensitiveKeys {
+        kairos_core::sensitive::SensitiveKeys::new(&self.api_sensitive_params)
     }
 
     /// [`Self::api_key_negative_ttl_ms`] as a duration.

@@ -14,6 +14,8 @@
 //!   workers, health).
 //! - `openapi`: the document served at `/openapi.json` (Swagger UI at `/docs`).
 //! - `observe`: request counting for `/metrics`.
+//! - `shown`: what a caller is shown of a job's sensitive params (masked
+//!   for read keys, in jobs, executions and logs).
 //!
 //! [`AppState`] carries the store and configuration; [`router`] builds the
 //! app and [`serve`] runs it until a shutdown future resolves.
@@ -29,6 +31,7 @@ mod observe;
 mod openapi;
 mod request_trace;
 mod routes;
+mod shown;
 mod ui_cookie;
 pub mod validate;
 mod waiting;
@@ -70,6 +73,8 @@ pub struct AppState {
     pub(crate) prometheus: Option<PrometheusHandle>,
     pub(crate) notify_due: DueNotifier,
     pub(crate) auth: Arc<auth::AuthState>,
+    /// [`ApiConfig::api_sensitive_params`], parsed once.
+    pub(crate) sensitive: Arc<kairos_core::sensitive::SensitiveKeys>,
 }
 
 impl AppState {
@@ -82,6 +87,7 @@ impl AppState {
             prometheus: None,
             notify_due: Arc::new(|_| {}),
             auth: Arc::new(auth::AuthState::new(&config)),
+            sensitive: Arc::new(config.sensitive_keys()),
             config: Arc::new(config),
         }
     }
@@ -114,6 +120,12 @@ impl AppState {
     /// The configuration in use.
     pub fn config(&self) -> &ApiConfig {
         &self.config
+    }
+
+    /// The key names whose params values are masked (the dashboard masks
+    /// with them too).
+    pub fn sensitive_keys(&self) -> &kairos_core::sensitive::SensitiveKeys {
+        &self.sensitive
     }
 
     /// How many times authentication has read a key from the store: what a

@@ -46,6 +46,7 @@ pub fn new_job(
     let name = text("jobName", &req.job_name, MAX_NAME_CHARS)?;
     let handler = text("jobHandler", &req.job_handler, MAX_NAME_CHARS)?;
     check_params(&req.params, cfg)?;
+    let sensitive_params = sensitive_paths(req.sensitive_params.as_deref())?;
     let tz = req.timezone.clone().unwrap_or_else(|| "UTC".to_string());
     let fields = schedule::Fields {
         cron_expr: req.cron_expr.as_deref(),
@@ -122,6 +123,9 @@ pub fn new_job(
     if let Some(g) = &worker_group {
         fingerprint["workerGroup"] = json!(g);
     }
+    if !sensitive_params.is_empty() {
+        fingerprint["sensitiveParams"] = json!(sensitive_params);
+    }
 
     Ok(NewJob {
         id,
@@ -129,6 +133,7 @@ pub fn new_job(
         name: name.to_string(),
         handler: handler.to_string(),
         params: req.params,
+        sensitive_params,
         schedule,
         next_trigger_at,
         callback_url,
@@ -141,6 +146,15 @@ pub fn new_job(
         created_at: now,
         created_by: None,
     })
+}
+
+/// A job's `sensitiveParams`: each path well formed, not too many (absent:
+/// none).
+pub(crate) fn sensitive_paths(paths: Option<&[String]>) -> Result<Vec<String>, ApiError> {
+    let paths = paths.unwrap_or_default().to_vec();
+    kairos_core::sensitive::check_paths(&paths)
+        .map_err(|e| ApiError::invalid("sensitiveParams", format!("sensitiveParams: {e}")))?;
+    Ok(paths)
 }
 
 /// A worker group name: 1–255 characters.

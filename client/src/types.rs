@@ -26,6 +26,10 @@ pub struct NewJob {
     /// Handler input.
     #[serde(skip_serializing_if = "Value::is_null")]
     pub params: Value,
+    /// Params paths shown masked to read keys and in the dashboard, beyond
+    /// the key names the server masks anyway.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sensitive_params: Vec<String>,
     /// Cron expression (5 or 6 fields).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cron_expr: Option<String>,
@@ -101,6 +105,24 @@ impl NewJob {
     /// ```
     pub fn params(mut self, params: Value) -> Self {
         self.params = params;
+        self
+    }
+
+    /// Params paths to mask for people who only look (read keys, the
+    /// dashboard); workers still get the values.
+    ///
+    /// ```
+    /// let j = kairos_client::NewJob::one_shot("n", "http")
+    ///     .params(serde_json::json!({"headers": {"X-Custom": "s3cret"}}))
+    ///     .sensitive_params(["headers.X-Custom"]);
+    /// assert_eq!(serde_json::to_value(&j).unwrap()["sensitiveParams"][0], "headers.X-Custom");
+    /// ```
+    pub fn sensitive_params<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.sensitive_params = paths.into_iter().map(Into::into).collect();
         self
     }
 
@@ -295,9 +317,12 @@ pub struct Job {
     pub job_name: String,
     /// Handler.
     pub job_handler: String,
-    /// Handler input.
+    /// Handler input (sensitive values masked as `"••••••"` for read keys).
     #[serde(default)]
     pub params: Value,
+    /// Params paths the job marks sensitive.
+    #[serde(default)]
+    pub sensitive_params: Vec<String>,
     /// Cron expression of a cron job.
     pub cron_expr: Option<String>,
     /// Time zone of a cron job.

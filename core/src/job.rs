@@ -172,6 +172,9 @@ pub struct NewJob {
     pub handler: String,
     /// Handler input, any JSON.
     pub params: serde_json::Value,
+    /// Paths of params values shown masked, beyond the configured key names
+    /// (see [`crate::sensitive`]).
+    pub sensitive_params: Vec<String>,
     /// When it fires.
     pub schedule: Schedule,
     /// First due time (ms UTC).
@@ -213,6 +216,9 @@ pub struct Job {
     pub handler: String,
     /// Handler input.
     pub params: serde_json::Value,
+    /// Paths of params values shown masked, beyond the configured key names
+    /// (see [`crate::sensitive`]).
+    pub sensitive_params: Vec<String>,
     /// When it fires.
     pub schedule: Schedule,
     /// Next due time, `None` once no trigger is left.

@@ -20,6 +20,8 @@
 //! - [`overview`]: executions across jobs and a tenant's figures, for dashboards.
 //! - [`tenant`]: tenants, API keys and their roles, audit entries.
 //! - [`redact`]: the one way to print a connection URL without its secret.
+//! - [`sensitive`]: which params values are masked for people who only
+//!   look, and their redaction from outputs and logs.
 //! - [`supervise`]: long-lived consumer loops that reopen with backoff, and
 //!   tasks whose panic stops the process.
 #![warn(missing_docs, unreachable_pub)]
@@ -36,6 +38,7 @@ pub mod protocol;
 pub mod reconcile;
 pub mod redact;
 pub mod schedule;
+pub mod sensitive;
 pub mod store;
 pub mod supervise;
 pub mod tenant;

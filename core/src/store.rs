@@ -19,7 +19,7 @@ use crate::protocol::{
     DispatchMsg, HeartbeatMsg, HeldRef, LogLevel, LogMsg, PROTOCOL_VERSION, ResultMsg,
 };
 use crate::schedule::Schedule;
-use crate::tenant::{ApiKey, AuditEntry, Tenant, TenantLimits};
+use crate::tenant::{ApiKey, AuditEntry, Tenant, TenantLimits, UiSession};
 use crate::time::Millis;
 use crate::worker::{Routable, WorkerInfo, WorkerState};
 use async_trait::async_trait;
@@ -118,6 +118,8 @@ pub struct JobUpdate {
     pub reschedule: bool,
     /// Handler input.
     pub params: serde_json::Value,
+    /// Paths of params values shown masked.
+    pub sensitive_params: Vec<String>,
     /// Where to POST terminal outcomes.
     pub callback_url: Option<String>,
     /// Retries.
@@ -678,6 +680,21 @@ pub trait TenantStore: Send + Sync {
     async fn jobs_count_live(&self, tenant: &str) -> StoreResult<u64>;
 }
 
+/// The dashboard's sessions, kept in the database so that every API
+/// instance serves them and a restart keeps them.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Stores a new session.
+    async fn ui_session_create(&self, session: &UiSession) -> StoreResult<()>;
+    /// The session whose id hashes to `id_hash`, expired or not (the caller
+    /// checks).
+    async fn ui_session_get(&self, id_hash: &str) -> StoreResult<Option<UiSession>>;
+    /// Ends a session (logout); ending one that is gone is not an error.
+    async fn ui_session_delete(&self, id_hash: &str) -> StoreResult<()>;
+    /// Deletes sessions expired at `now`; how many went.
+    async fn ui_sessions_purge(&self, now: Millis) -> StoreResult<u64>;
+}
+
 /// A stored execution log line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredLogLine {
@@ -755,13 +772,21 @@ pub trait DispatcherStore: Dispatch + Maintenance + WorkerStore + LogStore {}
 impl<T> DispatcherStore for T where T: Dispatch + Maintenance + WorkerStore + LogStore {}
 
 /// What the API and the dashboard use: jobs, executions' history, workers,
-/// logs, callbacks, tenants and keys, and the database's liveness.
+/// logs, callbacks, tenants and keys, dashboard sessions, and the
+/// database's liveness.
 pub trait ApiStore:
-    JobStore + History + WorkerStore + LogStore + CallbackStore + TenantStore + Health
+    JobStore + History + WorkerStore + LogStore + CallbackStore + TenantStore + SessionStore + Health
 {
 }
 impl<T> ApiStore for T where
-    T: JobStore + History + WorkerStore + LogStore + CallbackStore + TenantStore + Health
+    T: JobStore
+        + History
+        + WorkerStore
+        + LogStore
+        + CallbackStore
+        + TenantStore
+        + SessionStore
+        + Health
 {
 }
 

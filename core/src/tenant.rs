@@ -160,6 +160,23 @@ impl ApiKey {
     }
 }
 
+/// A dashboard session, shared by every API instance through the database
+/// (no sticky sessions, and a restart logs nobody out). The browser holds a
+/// random id; only its hash is stored, with the key it acts as, so neither a
+/// database read nor a backup gives a usable cookie or key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UiSession {
+    /// Lowercase hex SHA-256 of the id the cookie holds.
+    pub id_hash: String,
+    /// Prefix of the API key the session acts as (read again on every
+    /// request, so a revoked or expired key ends its sessions).
+    pub key_prefix: String,
+    /// Login time.
+    pub created_at: Millis,
+    /// After this time the session is refused (and later purged).
+    pub expires_at: Millis,
+}
+
 /// One recorded control action.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEntry {

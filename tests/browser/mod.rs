@@ -315,6 +315,28 @@ impl Browser {
         .await;
     }
 
+    /// Presses `keys` one after the other on whatever has the focus, as a
+    /// person typing would (W3C actions: each key goes down and up).
+    /// WebDriver's special keys are written as their code points, e.g.
+    /// `"\u{E00C}"` for Escape.
+    pub async fn press(&self, keys: &str) {
+        let actions: Vec<Value> = keys
+            .chars()
+            .flat_map(|c| {
+                [
+                    json!({"type": "keyDown", "value": c.to_string()}),
+                    json!({"type": "keyUp", "value": c.to_string()}),
+                ]
+            })
+            .collect();
+        self.cmd(
+            reqwest::Method::POST,
+            "/actions",
+            Some(json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})),
+        )
+        .await;
+    }
+
     /// The visible text of the element matching `css`.
     pub async fn text(&self, css: &str) -> String {
         self.on_element(css, "text of", |el| async move {

@@ -1,10 +1,16 @@
-//! Calls to the REST API's own router, in process, with the session's key:
+//! Calls to the REST API's own router, in process, as the session's key:
 //! the dashboard's changes get exactly the API's validation, role checks,
 //! tenant scoping, limits and audit entries, and show its error messages.
+//!
+//! A session keeps only its key's prefix, so a call names the key by a
+//! [`SessionKey`] request extension instead of a bearer token: only code in
+//! this process can attach one, and the API checks the key (revoked,
+//! expired, role) exactly as it checks a bearer key.
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
+use kairos_api::auth::SessionKey;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -42,8 +48,9 @@ impl InProcess {
         Self { router }
     }
 
-    /// `method path` with `body` as JSON, as the holder of `key`; the JSON
-    /// answer of a 2xx, otherwise the API's error.
+    /// `method path` with `body` as JSON, as the key whose prefix is
+    /// `key` (a session's, [`crate::session::Ctx::key`]); the JSON answer of
+    /// a 2xx, otherwise the API's error.
     pub(crate) async fn call(
         &self,
         key: &str,
@@ -54,7 +61,9 @@ impl InProcess {
         let mut req = Request::builder()
             .method(method)
             .uri(path)
-            .header(header::AUTHORIZATION, format!("Bearer {key}"));
+            .extension(SessionKey {
+                prefix: key.to_string(),
+            });
         let body = match body {
             Some(v) => {
                 req = req.header(header::CONTENT_TYPE, "application/json");

@@ -9,7 +9,7 @@
 //!
 //! - **Changes** (create, edit, pause, resume, cancel, trigger, redeliver,
 //!   keys, schedule preview) go through the REST API's own router, called
-//!   in process with the session's key as its bearer token (module `api`). The
+//!   in process as the session's key (named by prefix, module `api`). The
 //!   API's validation, role checks, limits, tenant scoping and audit trail
 //!   therefore apply unchanged, and its error messages are the ones shown.
 //! - **Reads** call the storage port directly (the same
@@ -19,12 +19,19 @@
 //! # Sessions
 //!
 //! Logging in with an API key ([`login`]: same-origin posts only, with a
-//! login token) creates a server-side session ([`session`]): the browser
+//! login token) stores a session in the database ([`session`]): the browser
 //! holds only a random id in an `HttpOnly`, `SameSite=Strict` cookie
-//! (`Secure` over HTTPS); the key stays in this process's memory (a restart
-//! logs everyone out). Every change carries the session's CSRF token. Every response
-//! carries a strict Content-Security-Policy: scripts and styles only from
-//! `/ui/assets`, nothing inline.
+//! (`Secure` over HTTPS), the database only the id's hash and the key's
+//! prefix, so restarts and other API instances keep the session and no key
+//! is kept anywhere. Every change carries the session's CSRF token. Every
+//! response carries a strict Content-Security-Policy: scripts and styles only
+//! from `/ui/assets`, nothing inline.
+//!
+//! # Secrets
+//!
+//! Params values the configuration or the job marks sensitive are shown
+//! masked to every role, and redacted from outputs and errors (module
+//! `shown`, over [`kairos_core::sensitive`]).
 #![warn(missing_docs, unreachable_pub)]
 
 mod api;
@@ -33,6 +40,7 @@ mod forms;
 pub mod login;
 mod pages;
 pub mod session;
+mod shown;
 mod view;
 
 use axum::Router;
@@ -40,7 +48,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use kairos_api::AppState;
 use kairos_core::store::ApiStore;
 use std::sync::Arc;
@@ -50,7 +58,9 @@ use std::sync::Arc;
 pub struct UiState {
     pub(crate) store: Arc<dyn ApiStore>,
     pub(crate) api: api::InProcess,
-    pub(crate) sessions: Arc<session::Sessions>,
+    /// The key names whose params values are masked
+    /// ([`kairos_api::ApiConfig::api_sensitive_params`]).
+    pub(crate) sensitive: Arc<kairos_core::sensitive::SensitiveKeys>,
     /// When cookies get `Secure` ([`kairos_api::ApiConfig::ui_cookie_secure`]).
     pub(crate) cookie_secure: kairos_api::CookieSecure,
 }
@@ -66,8 +76,8 @@ pub fn router(state: AppState) -> Router {
     let ui = UiState {
         cookie_secure: state.config().ui_cookie_secure,
         store: state.store().clone(),
+        sensitive: Arc::new(state.sensitive_keys().clone()),
         api: api::InProcess::new(kairos_api::router(state)),
-        sessions: Arc::default(),
     };
     Router::new()
         .route("/ui", get(pages::home))
@@ -102,6 +112,8 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/ui/admin/keys/revoke", post(pages::admin::revoke_key))
         .route("/ui/admin/audit", get(pages::admin::audit))
+        .route("/ui/{*rest}", any(pages::unknown))
+        .route("/favicon.ico", get(assets::favicon))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(ui)
 }

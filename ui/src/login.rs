@@ -16,9 +16,9 @@
 //! [`kairos_api::ApiConfig::ui_cookie_secure`] says.
 
 use crate::UiState;
-use crate::session::{COOKIE, SESSION_MS, Session, constant_eq, cookie_value, random_hex};
+use crate::session::{COOKIE, SESSION_MS, constant_eq, cookie_value, random_hex, safe_next};
 use crate::view;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -126,12 +126,24 @@ fn login_token(headers: &HeaderMap) -> Option<String> {
         .filter(|t| t.len() == TOKEN_HEX && t.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// The login page's query: the page to return to.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct LoginQuery {
+    #[serde(default)]
+    next: String,
+}
+
 /// `GET /ui/login`: the form, with the login token in it and in a cookie
-/// (the token already set is kept, so two open login tabs both work).
-pub(crate) async fn login_page(State(state): State<UiState>, headers: HeaderMap) -> Response {
+/// (the token already set is kept, so two open login tabs both work), and
+/// the page to return to if it is one of ours.
+pub(crate) async fn login_page(
+    State(state): State<UiState>,
+    headers: HeaderMap,
+    Query(q): Query<LoginQuery>,
+) -> Response {
     let token = login_token(&headers).unwrap_or_else(|| random_hex(TOKEN_HEX / 2));
     with_login_cookie(
-        login_form(&token, None, StatusCode::OK),
+        login_form(&token, safe_next(&q.next), None, StatusCode::OK),
         &state,
         &headers,
         &token,
@@ -151,13 +163,19 @@ fn with_login_cookie(
     res
 }
 
-fn login_form(token: &str, error: Option<&str>, status: StatusCode) -> Response {
+fn login_form(
+    token: &str,
+    next: Option<&str>,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
     let body = html! {
         div.login {
-            h1 { span.brand-mark aria-hidden="true" { "◷" } " Kairos" }
-            p { "Log in with an API key. The key stays on the server; your browser keeps only a session cookie." }
+            h1 { (view::brand_mark()) " Kairos" }
+            p { "Log in with an API key. The key is checked on the server; your browser keeps only a session cookie." }
             form method="post" action="/ui/login" {
                 input type="hidden" name="csrf" value=(token);
+                @if let Some(n) = next { input type="hidden" name="next" value=(n); }
                 label for="key" { "API key" }
                 input id="key" type="password" name="key" autocomplete="off" required
                     placeholder="kai_…" aria-describedby=[error.map(|_| "login-error")]
@@ -189,7 +207,8 @@ fn refused(why: &str) -> Response {
 }
 
 /// `POST /ui/login`: checks where the form came from, then the key as the
-/// API does, and opens a session.
+/// API does, opens a session and goes to the page asked for before login
+/// (`next`, when it is one of ours), else the overview.
 pub(crate) async fn login(
     State(state): State<UiState>,
     parts: Parts,
@@ -204,9 +223,10 @@ pub(crate) async fn login(
     else {
         return refused("its form token is missing or stale (reload the login page)");
     };
+    let next = safe_next(form.get("next"));
     let retry = |msg: &str| {
         with_login_cookie(
-            login_form(&token, Some(msg), StatusCode::UNAUTHORIZED),
+            login_form(&token, next, Some(msg), StatusCode::UNAUTHORIZED),
             &state,
             headers,
             &token,
@@ -226,19 +246,12 @@ pub(crate) async fn login(
         Some(k) if !k.usable_at(now) => return retry("This API key has expired."),
         Some(k) => k,
     };
-    let id = state.sessions.insert(
-        Session {
-            key: form.get("key").to_string(),
-            prefix: key.prefix,
-            tenant: key.tenant,
-            role: key.role,
-            csrf: random_hex(32),
-            expires_at: now + SESSION_MS,
-        },
-        now,
-    );
+    let id = match crate::session::open(&state, &key.prefix, now).await {
+        Ok(id) => id,
+        Err(e) => return view::store_error(e),
+    };
     let secure = secure(state.cookie_secure, headers);
-    let mut res = Redirect::to("/ui/overview").into_response();
+    let mut res = Redirect::to(next.unwrap_or("/ui/overview")).into_response();
     let h = res.headers_mut();
     if let Some(v) = cookie(COOKIE, &id, "/ui", Some(SESSION_MS / 1000), secure) {
         h.append(header::SET_COOKIE, v);

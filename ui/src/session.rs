@@ -1,39 +1,49 @@
-//! The server-side sessions a login ([`crate::login`]) creates, the cookie
-//! that names one, and the CSRF token every change must carry.
+//! The dashboard's sessions, the cookie that names one, the CSRF token
+//! every change must carry, and where a browser without a session goes.
 //!
-//! The browser only ever holds a random session id (`HttpOnly`,
-//! `SameSite=Strict`, path `/ui`, `Secure` as configured); the key itself
-//! stays in this process. On
-//! every request the key is read again from the store, so a revoked or
-//! expired key ends its sessions at once, not when the cookie expires.
+//! Sessions are rows of the database ([`kairos_core::store::SessionStore`]):
+//! every API instance serves every session (no sticky sessions needed) and a
+//! restart of `kairos api` logs nobody out. The browser holds a random
+//! 256-bit id (`HttpOnly`, `SameSite=Strict`, path `/ui`, `Secure` as
+//! configured); the database keeps only the id's SHA-256 and the prefix of
+//! the key the session acts as, never the key. On every request the key is
+//! read again, so a revoked or expired key ends its sessions at once, not
+//! when the cookie expires. The CSRF token is derived from the id (a hash
+//! with its own label), so it needs no storage and no other instance can
+//! disagree about it.
+//!
+//! A page asked for without a session sends the browser to the login page
+//! with the page in `next`, and the login sends it back there
+//! (`safe_next` accepts only this dashboard's own paths).
 
 use crate::UiState;
 use crate::view;
 use axum::Form;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use kairos_core::tenant::Role;
+use kairos_core::store::StoreError;
+use kairos_core::tenant::{Role, UiSession};
 use kairos_core::time::{Millis, now_ms};
 use maud::html;
 use serde::Deserialize;
-use std::collections::HashMap;
-use std::sync::Mutex;
+use sha2::{Digest, Sha256};
 
 /// Name of the session cookie.
 pub const COOKIE: &str = "kairos_session";
 /// How long a session lasts after login.
 pub(crate) const SESSION_MS: Millis = 12 * 3_600_000;
-/// Most sessions kept; the oldest go first beyond it.
-const MAX_SESSIONS: usize = 10_000;
+/// Length in hex digits of a session id (256 random bits).
+const ID_HEX: usize = 64;
+/// Longest `next` kept across a login.
+const MAX_NEXT: usize = 2048;
 
 /// One logged-in browser.
 #[derive(Debug, Clone)]
 pub(crate) struct Session {
-    /// The API key, sent as the bearer of every API call.
-    pub(crate) key: String,
-    /// The key's prefix (what the audit trail names).
+    /// The prefix of the API key the session acts as: what the audit trail
+    /// names, and what the dashboard's in-process API calls act as.
     pub(crate) prefix: String,
     /// Tenant every read and change is scoped to.
     pub(crate) tenant: String,
@@ -41,41 +51,6 @@ pub(crate) struct Session {
     pub(crate) role: Role,
     /// Token every change must echo.
     pub(crate) csrf: String,
-    pub(crate) expires_at: Millis,
-}
-
-/// Sessions by id.
-#[derive(Default)]
-pub struct Sessions {
-    by_id: Mutex<HashMap<String, Session>>,
-}
-
-impl Sessions {
-    fn get(&self, id: &str, now: Millis) -> Option<Session> {
-        let map = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(id).filter(|s| s.expires_at > now).cloned()
-    }
-
-    pub(crate) fn insert(&self, session: Session, now: Millis) -> String {
-        let id = random_hex(32);
-        let mut map = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, s| s.expires_at > now);
-        if map.len() >= MAX_SESSIONS
-            && let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, s)| s.expires_at)
-                .map(|(k, _)| k.clone())
-        {
-            map.remove(&oldest);
-        }
-        map.insert(id.clone(), session);
-        id
-    }
-
-    fn remove(&self, id: &str) {
-        let mut map = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
-        map.remove(id);
-    }
 }
 
 pub(crate) fn random_hex(bytes: usize) -> String {
@@ -83,6 +58,44 @@ pub(crate) fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     rand::rng().fill_bytes(&mut buf);
     hex::encode(buf)
+}
+
+fn sha256_hex(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p);
+    }
+    hex::encode(h.finalize())
+}
+
+/// What the database keeps of a session id.
+fn id_hash(id: &str) -> String {
+    sha256_hex(&[b"kairos-ui-session\0", id.as_bytes()])
+}
+
+/// The CSRF token of the session `id`.
+fn csrf_of(id: &str) -> String {
+    sha256_hex(&[b"kairos-ui-csrf\0", id.as_bytes()])
+}
+
+/// Stores a new session acting as the key `prefix`; its id, for the cookie.
+pub(crate) async fn open(state: &UiState, prefix: &str, now: Millis) -> Result<String, StoreError> {
+    // Expired sessions go here, when someone logs in, rather than in a
+    // background task every instance would have to run.
+    if let Err(e) = state.store.ui_sessions_purge(now).await {
+        tracing::warn!(error = %e, "dashboard: cannot purge expired sessions");
+    }
+    let id = random_hex(ID_HEX / 2);
+    state
+        .store
+        .ui_session_create(&UiSession {
+            id_hash: id_hash(&id),
+            key_prefix: prefix.to_string(),
+            created_at: now,
+            expires_at: now + SESSION_MS,
+        })
+        .await?;
+    Ok(id)
 }
 
 /// The value of cookie `name` in the request's cookies.
@@ -97,9 +110,70 @@ pub(crate) fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
-/// The session id in the request's cookies.
+/// The session id in the request's cookies, if well formed.
 fn session_id(headers: &HeaderMap) -> Option<String> {
     cookie_value(headers, COOKIE)
+        .filter(|id| id.len() == ID_HEX && id.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The logged-in caller of `headers`, if any: a session that exists, has
+/// not expired, and whose key is still usable (a session of a revoked or
+/// expired key is deleted).
+pub(crate) async fn current(
+    state: &UiState,
+    headers: &HeaderMap,
+) -> Result<Option<Ctx>, StoreError> {
+    let Some(id) = session_id(headers) else {
+        return Ok(None);
+    };
+    let hash = id_hash(&id);
+    let now = now_ms();
+    let Some(stored) = state.store.ui_session_get(&hash).await? else {
+        return Ok(None);
+    };
+    if stored.expires_at <= now {
+        return Ok(None);
+    }
+    match state.store.api_key_get(&stored.key_prefix).await? {
+        Some(key) if key.usable_at(now) => Ok(Some(Ctx {
+            session: Session {
+                prefix: key.prefix,
+                tenant: key.tenant,
+                role: key.role,
+                csrf: csrf_of(&id),
+            },
+        })),
+        _ => {
+            state.store.ui_session_delete(&hash).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// `raw` if it is a page of this dashboard to return to after login: a
+/// path under `/ui` (never the login or logout page), so a link cannot send
+/// a browser elsewhere through the login (no open redirect).
+pub(crate) fn safe_next(raw: &str) -> Option<&str> {
+    let path = raw.split(['?', '#']).next().unwrap_or_default();
+    let ours = path == "/ui" || path.starts_with("/ui/");
+    let clean = raw.len() <= MAX_NEXT
+        && raw.bytes().all(|b| b.is_ascii_graphic())
+        && !raw.contains('\\')
+        && !path.contains("//")
+        && !path.split('/').any(|seg| seg == "..");
+    let loops = ["/ui/login", "/ui/logout"].contains(&path);
+    (ours && clean && !loops).then_some(raw)
+}
+
+/// The login page's address, with `next` when it is worth returning to.
+pub(crate) fn login_url(next: Option<&str>) -> String {
+    match next
+        .and_then(safe_next)
+        .filter(|n| !["/ui", "/ui/"].contains(n))
+    {
+        Some(n) => format!("/ui/login?{}", crate::pages::query(&[("next", n)])),
+        None => "/ui/login".to_string(),
+    }
 }
 
 /// A refused change: the page that says why (boxed, as responses are large).
@@ -117,8 +191,10 @@ impl Ctx {
         &self.session.tenant
     }
 
+    /// What the dashboard's API calls act as ([`crate::api::InProcess`]):
+    /// the session key's prefix (the key itself is never kept).
     pub(crate) fn key(&self) -> &str {
-        &self.session.key
+        &self.session.prefix
     }
 
     /// Whether action buttons are shown (the API refuses read keys anyway).
@@ -200,14 +276,28 @@ pub(crate) fn constant_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Where an unauthenticated request goes: htmx requests are told to load
-/// the login page, others are redirected to it.
+/// Where an unauthenticated request goes: the login page, with the page
+/// asked for as `next` (a GET's own address; for htmx requests, the page
+/// they were made from, which htmx is told to load instead).
 fn to_login(parts: &Parts) -> Response {
     if parts.headers.contains_key("hx-request") {
+        let page = parts
+            .headers
+            .get("hx-current-url")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|u| url::Url::parse(u).ok())
+            .map(|u| match u.query() {
+                Some(q) => format!("{}?{q}", u.path()),
+                None => u.path().to_string(),
+            });
         let mut res = StatusCode::UNAUTHORIZED.into_response();
-        res.headers_mut()
-            .insert("HX-Redirect", HeaderValue::from_static("/ui/login"));
+        if let Ok(v) = HeaderValue::from_str(&login_url(page.as_deref())) {
+            res.headers_mut().insert("HX-Redirect", v);
+        }
         res
+    } else if parts.method == Method::GET {
+        let asked = parts.uri.path_and_query().map(|p| p.as_str());
+        Redirect::to(&login_url(asked)).into_response()
     } else {
         Redirect::to("/ui/login").into_response()
     }
@@ -217,20 +307,9 @@ impl FromRequestParts<UiState> for Ctx {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &UiState) -> Result<Self, Response> {
-        let now = now_ms();
-        let Some(session) = session_id(&parts.headers).and_then(|id| state.sessions.get(&id, now))
-        else {
-            return Err(to_login(parts));
-        };
-        // The key may have been revoked or expired since login.
-        match state.store.api_key_get(&session.prefix).await {
-            Ok(Some(key)) if key.usable_at(now) => Ok(Ctx { session }),
-            Ok(_) => {
-                if let Some(id) = session_id(&parts.headers) {
-                    state.sessions.remove(&id);
-                }
-                Err(to_login(parts))
-            }
+        match current(state, &parts.headers).await {
+            Ok(Some(ctx)) => Ok(ctx),
+            Ok(None) => Err(to_login(parts)),
             Err(e) => Err(view::store_error(e)),
         }
     }
@@ -252,8 +331,10 @@ pub(crate) async fn logout(
     if let Err(refused) = ctx.check_csrf(&form.csrf) {
         return *refused;
     }
-    if let Some(id) = session_id(&headers) {
-        state.sessions.remove(&id);
+    if let Some(id) = session_id(&headers)
+        && let Err(e) = state.store.ui_session_delete(&id_hash(&id)).await
+    {
+        return view::store_error(e);
     }
     let mut res = Redirect::to("/ui/login").into_response();
     let secure = crate::login::secure(state.cookie_secure, &headers);
@@ -269,31 +350,70 @@ mod tests {
 
     #[test]
     fn finds_the_session_cookie_among_others() {
+        let id = "ab".repeat(32);
         let mut h = HeaderMap::new();
         h.insert(
             header::COOKIE,
-            HeaderValue::from_static("a=1; kairos_session=abc; b=2"),
+            HeaderValue::from_str(&format!("a=1; kairos_session={id}; b=2")).unwrap(),
         );
-        assert_eq!(session_id(&h).as_deref(), Some("abc"));
+        assert_eq!(session_id(&h), Some(id));
         assert_eq!(session_id(&HeaderMap::new()), None);
+        let mut bad = HeaderMap::new();
+        bad.insert(
+            header::COOKIE,
+            HeaderValue::from_static("kairos_session=xyz"),
+        );
+        assert_eq!(session_id(&bad), None, "not an id this dashboard made");
     }
 
     #[test]
-    fn sessions_expire() {
-        let s = Sessions::default();
-        let id = s.insert(
-            Session {
-                key: "k".into(),
-                prefix: "p".into(),
-                tenant: "t".into(),
-                role: Role::Read,
-                csrf: "c".into(),
-                expires_at: 100,
-            },
-            0,
-        );
-        assert!(s.get(&id, 99).is_some());
-        assert!(s.get(&id, 100).is_none());
+    fn the_stored_hash_and_the_csrf_token_reveal_nothing_of_each_other() {
+        let id = random_hex(32);
+        assert_eq!(id.len(), ID_HEX);
+        let (stored, csrf) = (id_hash(&id), csrf_of(&id));
+        assert_ne!(stored, csrf);
+        assert_ne!(stored, id);
+        assert_eq!(csrf, csrf_of(&id), "every instance derives the same token");
         assert!(constant_eq(b"abc", b"abc") && !constant_eq(b"abc", b"abd"));
+    }
+
+    #[test]
+    fn only_this_dashboards_pages_are_returned_to_after_login() {
+        for ok in [
+            "/ui/jobs",
+            "/ui/jobs?status=paused&q=a%20b",
+            "/ui/jobs/0193-ab",
+            "/ui",
+            "/ui/executions?filtered=1#top",
+            "/ui/jobs?q=http://a",
+        ] {
+            assert_eq!(safe_next(ok), Some(ok), "{ok}");
+        }
+        for bad in [
+            "https://evil.example/ui/jobs",
+            "//evil.example/ui/",
+            "/\\evil.example",
+            "/uix",
+            "/openapi/jobs",
+            "ui/jobs",
+            "/ui//evil.example",
+            "/ui/../openapi/jobs",
+            "/ui/login",
+            "/ui/login?next=/ui/jobs",
+            "/ui/logout",
+            "/ui/jobs\r\nSet-Cookie:x=1",
+            "/ui/jobs x",
+            "",
+        ] {
+            assert_eq!(safe_next(bad), None, "{bad:?}");
+        }
+        assert_eq!(safe_next(&format!("/ui/{}", "a".repeat(MAX_NEXT))), None);
+        assert_eq!(
+            login_url(Some("/ui/jobs?q=a")),
+            "/ui/login?next=%2Fui%2Fjobs%3Fq%3Da"
+        );
+        assert_eq!(login_url(Some("/ui/")), "/ui/login");
+        assert_eq!(login_url(Some("https://evil.example")), "/ui/login");
+        assert_eq!(login_url(None), "/ui/login");
     }
 }

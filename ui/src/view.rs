@@ -34,9 +34,11 @@ fn head(title: &str) -> Markup {
             // indicator styles and no eval, so the strict CSP holds.
             meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false,"historyCacheSize":0,"timeout":5000}"#;
             title { (title) " · Kairos" }
+            link rel="icon" href="/ui/assets/favicon.svg" type="image/svg+xml";
             link rel="stylesheet" href="/ui/assets/app.css";
             script src="/ui/assets/htmx.min.js" defer {}
             script src="/ui/assets/app.js" defer {}
+            script src="/ui/assets/keys.js" defer {}
         }
     }
 }
@@ -69,7 +71,7 @@ pub(crate) fn page(ctx: &Ctx, title: &str, active: Nav, body: Markup) -> Markup 
             body hx-headers=(headers) {
                 a.skip href="#main" { "Skip to content" }
                 header.top {
-                    a.brand href="/ui/overview" { span.brand-mark aria-hidden="true" { "◷" } " Kairos" }
+                    a.brand href="/ui/overview" { (brand_mark()) " Kairos" }
                     nav aria-label="Main" {
                         ul {
                             (link(Nav::Overview, "/ui/overview", "Overview"))
@@ -86,6 +88,8 @@ pub(crate) fn page(ctx: &Ctx, title: &str, active: Nav, body: Markup) -> Markup 
                     div.who {
                         span.tenant title="Tenant" { "tenant " strong { (ctx.tenant()) } }
                         span.role { (ctx.session.role.as_str()) " key " code { (ctx.session.prefix) } }
+                        // Shown by keys.js: without script there are no shortcuts to list.
+                        button.link type="button" data-shortcuts-open="" hidden { "Shortcuts" }
                         form method="post" action="/ui/logout" {
                             input type="hidden" name="csrf" value=(ctx.session.csrf);
                             button.link type="submit" { "Log out" }
@@ -99,40 +103,112 @@ pub(crate) fn page(ctx: &Ctx, title: &str, active: Nav, body: Markup) -> Markup 
                     h1 { (title) }
                     (body)
                 }
+                (shortcuts_help())
             }
         }
     }
 }
 
-/// Icon of a state: shown beside its name, never alone.
-fn icon(state: &str) -> &'static str {
+/// The brand mark: a clock face, drawn (no font needed).
+pub(crate) fn brand_mark() -> Markup {
+    html! {
+        svg.brand-mark viewBox="0 0 16 16" width="1.1em" height="1.1em" aria-hidden="true"
+            focusable="false" fill="none" stroke="currentColor" stroke-width="1.8"
+            stroke-linecap="round" stroke-linejoin="round" {
+            circle cx="8" cy="8" r="6.2" {}
+            path d="M8 4.6V8l2.4 1.6" {}
+        }
+    }
+}
+
+/// The shape of a state's icon, as SVG path data on a 16×16 grid, and
+/// whether it is filled (else stroked). Drawn rather than taken from a font:
+/// a glyph a font lacks (⧖ on a stock Debian box) shows as an empty box.
+fn icon_shape(state: &str) -> (&'static str, bool) {
     match state {
-        "succeeded" => "✓",
-        "failed" => "✕",
-        "timed_out" => "⧖",
-        "lost" => "?",
-        "running" => "▶",
-        "scheduled" => "◷",
-        "paused" => "❚❚",
-        "cancelled" => "⊘",
-        "pending" => "…",
-        "dispatched" => "➜",
-        "skipped" => "↷",
-        "online" => "●",
-        "draining" => "◐",
-        "offline" => "○",
-        "delivered" => "✓",
-        "dead" => "✕",
-        _ => "•",
+        "succeeded" | "delivered" => ("M3 8.5l3.2 3.2L13 4.8", false),
+        "failed" | "dead" => ("M4.2 4.2l7.6 7.6M11.8 4.2l-7.6 7.6", false),
+        "timed_out" | "expired" => (
+            "M4 2.2h8M4 13.8h8M5 2.5c0 3.2 6 3.3 6 5.5s-6 2.3-6 5.5M11 2.5c0 3.2-6 3.3-6 5.5s6 2.3 6 5.5",
+            false,
+        ),
+        "lost" => (
+            "M8 14.2a6.2 6.2 0 1 0 0-12.4 6.2 6.2 0 0 0 0 12.4zM6.2 6.3a1.9 1.9 0 1 1 2.6 1.8c-.5.2-.8.6-.8 1.1v.5M8 11.4v.1",
+            false,
+        ),
+        "running" => ("M5 3.2l8 4.8-8 4.8z", true),
+        "scheduled" => (
+            "M8 14.2a6.2 6.2 0 1 0 0-12.4 6.2 6.2 0 0 0 0 12.4zM8 4.6V8l2.4 1.6",
+            false,
+        ),
+        "paused" => ("M5.5 3.5v9M10.5 3.5v9", false),
+        "cancelled" | "revoked" => (
+            "M8 14.2a6.2 6.2 0 1 0 0-12.4 6.2 6.2 0 0 0 0 12.4zM3.6 12.4l8.8-8.8",
+            false,
+        ),
+        "pending" => ("M3.5 8h.1M8 8h.1M12.5 8h.1", false),
+        "dispatched" => ("M2.5 8h10M9 4.5L12.5 8 9 11.5", false),
+        "skipped" => ("M2.5 11.5a5.5 5.5 0 0 1 10-3.2M12.8 4.2v4.3H8.5", false),
+        "online" | "active" => ("M8 12a4 4 0 1 0 0-8 4 4 0 0 0 0 8z", true),
+        "draining" => ("M8 12a4 4 0 1 0 0-8 4 4 0 0 0 0 8zM8 4v8", false),
+        "offline" => ("M8 12a4 4 0 1 0 0-8 4 4 0 0 0 0 8z", false),
+        _ => ("M8 10a2 2 0 1 0 0-4 2 2 0 0 0 0 4z", true),
+    }
+}
+
+/// Icon of a state, as inline SVG: shown beside its name, never alone.
+pub(crate) fn icon(state: &str) -> Markup {
+    let (d, filled) = icon_shape(state);
+    html! {
+        svg.icon viewBox="0 0 16 16" width="1em" height="1em" aria-hidden="true" focusable="false"
+            fill=(if filled { "currentColor" } else { "none" }) stroke="currentColor"
+            stroke-width=(if state == "paused" || state == "pending" { "2.6" } else { "1.8" })
+            stroke-linecap="round" stroke-linejoin="round" {
+            path d=(d) {}
+        }
     }
 }
 
 /// A state as text, icon and colour (the colour comes from its class).
 pub(crate) fn badge(state: &str) -> Markup {
+    labelled_badge(state, &state.replace('_', " "))
+}
+
+/// A badge coloured and drawn as `state`, reading `label` (key states:
+/// "active" in the colours of a live thing, "revoked", "expired").
+pub(crate) fn labelled_badge(state: &str, label: &str) -> Markup {
     html! {
         span class={ "status s-" (state) } {
-            span.icon aria-hidden="true" { (icon(state)) }
-            " " (state.replace('_', " "))
+            (icon(state))
+            " " (label)
+        }
+    }
+}
+
+/// The keyboard shortcuts' help, opened with `?` by `assets/keys.js` (a
+/// closed dialog is never shown, so without script nothing appears).
+fn shortcuts_help() -> Markup {
+    let row = |keys: &[&str], what: &str| {
+        html! {
+            div {
+                dt { @for (i, k) in keys.iter().enumerate() { @if i > 0 { " then " } kbd { (k) } } }
+                dd { (what) }
+            }
+        }
+    };
+    html! {
+        dialog.shortcuts id="shortcuts" aria-labelledby="shortcuts-h" {
+            h2 id="shortcuts-h" { "Keyboard shortcuts" }
+            dl {
+                (row(&["/"], "Search jobs (the filter of this page, if it has one)"))
+                (row(&["g", "o"], "Go to the overview"))
+                (row(&["g", "j"], "Go to the jobs"))
+                (row(&["g", "e"], "Go to the executions"))
+                (row(&["?"], "Show or hide this help"))
+                (row(&["Esc"], "Close this help"))
+            }
+            p.hint { "Shortcuts are off while you type in a field." }
+            button type="button" data-shortcuts-close="" { "Close" }
         }
     }
 }

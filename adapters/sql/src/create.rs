@@ -347,6 +347,12 @@ fn job_fields(job: &NewJob) -> Fields {
         .with("worker_group", job.worker_group.as_deref())
         .with("trace_context", job.trace.as_ref().map(trace_json))
         .with("pause_reason", None::<&str>)
+        .with("sensitive_params", sensitive_json(&job.sensitive_params))
+}
+
+/// The stored form of a job's sensitive paths: `NULL` for none.
+pub(crate) fn sensitive_json(paths: &[String]) -> crate::sql::Value {
+    json((!paths.is_empty()).then(|| serde_json::Value::from(paths.to_vec()).to_string()))
 }
 
 /// The stored form of a caller's trace context (see migration 0006).
@@ -362,6 +368,7 @@ fn created_job(job: NewJob) -> Job {
         name: job.name,
         handler: job.handler,
         params: job.params,
+        sensitive_params: job.sensitive_params,
         schedule: job.schedule,
         next_trigger_at: Some(job.next_trigger_at),
         status: JobStatus::Scheduled,

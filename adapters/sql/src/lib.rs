@@ -118,6 +118,7 @@ mod outcomes;
 mod rows;
 mod rows_update;
 mod sched_cols;
+mod sessions;
 mod sql;
 mod stop;
 mod store;

@@ -15,7 +15,7 @@ use kairos_core::trace::CallerTrace;
 use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 29] = [
+pub(crate) const JOB_COLS: [&str; 30] = [
     "id",
     "tenant",
     "name",
@@ -45,6 +45,7 @@ pub(crate) const JOB_COLS: [&str; 29] = [
     "worker_group",
     "trace_context",
     "pause_reason",
+    "sensitive_params",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
@@ -184,6 +185,16 @@ impl<'a> R<'a> {
             .filter(|t| t.context().is_some()))
     }
 
+    /// The job's `sensitive_params` column: a JSON array of paths, `NULL`
+    /// for none (every job made before migration 0012).
+    pub(crate) fn sensitive_params(&self) -> StoreResult<Vec<String>> {
+        match self.opt_json("sensitive_params")? {
+            None | Some(serde_json::Value::Null) => Ok(Vec::new()),
+            Some(v) => serde_json::from_value(v)
+                .map_err(|e| corrupt(self.table, format!("column sensitive_params: {e}"))),
+        }
+    }
+
     /// The retry columns (`max_attempts`, `retry_backoff_ms`).
     pub(crate) fn retry(&self) -> StoreResult<RetryPolicy> {
         Ok(RetryPolicy {
@@ -201,6 +212,7 @@ pub(crate) fn job(row: &Row) -> StoreResult<Job> {
         name: r.string("name")?,
         handler: r.string("handler")?,
         params: r.json("params")?,
+        sensitive_params: r.sensitive_params()?,
         schedule: r.schedule()?,
         next_trigger_at: r.opt_time("next_trigger_at")?,
         status: r.job_status("status")?,

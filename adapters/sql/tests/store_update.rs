@@ -26,6 +26,7 @@ fn same(job: &Job) -> JobUpdate {
         schedule: job.schedule.clone(),
         reschedule: false,
         params: job.params.clone(),
+        sensitive_params: job.sensitive_params.clone(),
         callback_url: job.callback_url.clone(),
         retry: job.retry,
         timeout_ms: job.timeout_ms,

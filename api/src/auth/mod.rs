@@ -53,6 +53,18 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// The key a request acts as when the caller authenticated it already: the
+/// dashboard's in-process calls, made for a session that names its key by
+/// prefix (the key itself is never kept). Only code in this process can put
+/// a request extension on a request; nothing received from the network
+/// carries one. The key is still read, checked for revocation, expiry and
+/// role, exactly as a bearer key is, minus the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionKey {
+    /// The key's public prefix.
+    pub prefix: String,
+}
+
 /// Paths only operator keys may use (whatever the method): they span tenants.
 const OPERATOR_PATHS: [&str; 2] = ["/openapi/workers", "/openapi/tenants"];
 /// Paths admin keys may use, each handler scoping them to the key's own
@@ -129,9 +141,11 @@ pub(crate) async fn authenticate(
             ),
         });
     }
-    let verified = match bearer_token(&req) {
-        Ok(token) => verify(&state, &token, needed).await,
-        Err(e) => Err(e),
+    let session = req.extensions().get::<SessionKey>().cloned();
+    let verified = match (session, bearer_token(&req)) {
+        (Some(session), _) => verify_prefix(&state, &session.prefix, None, needed).await,
+        (None, Ok(token)) => verify(&state, &token, needed).await,
+        (None, Err(e)) => Err(e),
     };
     match verified {
         Ok(caller) => {
@@ -151,9 +165,21 @@ pub(crate) async fn authenticate(
 async fn verify(state: &AppState, token: &str, needed: Role) -> Result<Caller, ApiError> {
     let (prefix, secret) = keys::parse(token)
         .ok_or_else(|| unauthorized("malformed API key: expected kai_<prefix>_<secret>"))?;
+    verify_prefix(state, prefix, Some(secret), needed).await
+}
+
+/// The caller the key `prefix` stands for, if usable and strong enough;
+/// `secret` must match unless the caller proved the key already
+/// ([`SessionKey`]).
+async fn verify_prefix(
+    state: &AppState,
+    prefix: &str,
+    secret: Option<&str>,
+    needed: Role,
+) -> Result<Caller, ApiError> {
     let (key, tenant) = lookup(state, prefix)
         .await?
-        .filter(|(key, _)| keys::secret_matches(secret, &key.secret_hash))
+        .filter(|(key, _)| secret.is_none_or(|s| keys::secret_matches(s, &key.secret_hash)))
         .ok_or_else(|| unauthorized("unknown API key"))?;
     if key.revoked_at.is_some() {
         return Err(unauthorized("this API key was revoked"));

@@ -41,8 +41,15 @@ pub struct JobView {
     pub job_name: String,
     /// Handler a worker runs.
     pub job_handler: String,
-    /// Handler input.
+    /// Handler input. For read keys, every sensitive value (under a key
+    /// matching `KAIROS_API_SENSITIVE_PARAMS`, at any depth, or at one of the
+    /// job's `sensitiveParams`) is replaced by `"••••••"`; write, admin and
+    /// operator keys get the stored values.
     pub params: serde_json::Value,
+    /// Paths of params values the job marks sensitive, beyond the configured
+    /// key names (dot-separated keys; a number names an array element, `*`
+    /// any key or element).
+    pub sensitive_params: Vec<String>,
     /// Cron expression; `null` unless the job is a cron job.
     pub cron_expr: Option<String>,
     /// Time zone of the cron expression; `null` unless the job is a cron job.
@@ -122,6 +129,7 @@ impl From<Job> for JobView {
             job_name: job.name,
             job_handler: job.handler,
             params: job.params,
+            sensitive_params: job.sensitive_params,
             cron_expr: view.cron_expr,
             timezone: view.timezone,
             trigger_at: view.trigger_at,

@@ -19,6 +19,12 @@ pub struct CreateJobRequest {
     /// Handler input, any JSON (default `null`); at most 64 KiB serialized.
     #[serde(default)]
     pub params: serde_json::Value,
+    /// Paths of params values to mask for people who only look (the
+    /// dashboard, read keys), beyond the keys `KAIROS_API_SENSITIVE_PARAMS`
+    /// names: dot-separated keys, a number naming an array element and `*`
+    /// any key or element, e.g. `["headers.X-Custom", "accounts.*.pin"]`.
+    /// At most 64, each 1–255 characters. Workers get the real values.
+    pub sensitive_params: Option<Vec<String>>,
     /// Cron expression, five fields or six with seconds first. At most one
     /// of `cronExpr`, `everyMs` and `delayMs`; with none, the job is a one-shot.
     #[schema(example = "0 */5 * * * *")]
@@ -88,6 +94,10 @@ pub struct PatchJobRequest {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub params: Option<Option<serde_json::Value>>,
+    /// New list of sensitive params paths (`[]`: none beyond the configured
+    /// key names). A sensitive value sent as `"••••••"` (as read keys and
+    /// the dashboard show it) keeps its stored value.
+    pub sensitive_params: Option<Vec<String>>,
     /// Makes the job a cron job (with `timezone`, or its current zone, or UTC).
     pub cron_expr: Option<String>,
     /// New time zone of a cron job.

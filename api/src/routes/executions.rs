@@ -6,8 +6,7 @@ use crate::auth::Caller;
 use crate::dto::{ExecutionDetail, ExecutionPage, LogPage, PageQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::validate;
-use crate::waiting;
+use crate::{shown, validate, waiting};
 use axum::Json;
 use axum::extract::State;
 
@@ -40,11 +39,12 @@ pub(crate) async fn list_job_executions(
         .executions_list_for_job(tenant, &id, limit, cursor)
         .await?;
     let routable = waiting::routable(state.store.as_ref()).await?;
+    let redactor = shown::redactor(&state, &caller, &job);
     Ok(Json(ExecutionPage {
         items: page
             .items
             .into_iter()
-            .map(|e| waiting::view(&job, e, &routable))
+            .map(|e| shown::execution(redactor.as_ref(), waiting::view(&job, e, &routable)))
             .collect(),
         next_cursor: page.next_cursor,
     }))
@@ -70,17 +70,27 @@ pub(crate) async fn execution_logs(
     let limit = validate::page_limit(q.limit.as_deref())?;
     // The tenant check: the log is read by execution id once the execution
     // is known to belong to the caller's tenant.
-    if state
-        .store
-        .execution_get(&caller.tenant, &id)
-        .await?
-        .is_none()
-    {
+    let Some(execution) = state.store.execution_get(&caller.tenant, &id).await? else {
         return Err(execution_not_found(&id));
-    }
+    };
+    let redactor = match shown::reveals(&caller) {
+        true => None,
+        false => state
+            .store
+            .job_get(&caller.tenant, &execution.job_id)
+            .await?
+            .and_then(|job| shown::redactor(&state, &caller, &job)),
+    };
     let cursor = q.cursor.as_deref().filter(|c| !c.is_empty());
     let page = state.store.logs_page(&id, cursor, limit).await?;
-    Ok(Json(page.into()))
+    Ok(Json(LogPage {
+        items: page
+            .items
+            .into_iter()
+            .map(|l| shown::log_line(redactor.as_ref(), l.into()))
+            .collect(),
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// Get an execution with every transition it went through.
@@ -105,15 +115,19 @@ pub(crate) async fn get_execution(
         .await?
         .ok_or_else(|| execution_not_found(&id))?;
     let events = state.store.execution_events(tenant, &id).await?;
-    let view = match state.store.job_get(tenant, &execution.job_id).await? {
+    let (view, redactor) = match state.store.job_get(tenant, &execution.job_id).await? {
         Some(job) => {
             let routable = waiting::routable(state.store.as_ref()).await?;
-            waiting::view(&job, execution, &routable)
+            let redactor = shown::redactor(&state, &caller, &job);
+            (waiting::view(&job, execution, &routable), redactor)
         }
-        None => execution.into(),
+        None => (execution.into(), None),
     };
     Ok(Json(ExecutionDetail {
-        execution: view,
-        events: events.into_iter().map(Into::into).collect(),
+        execution: shown::execution(redactor.as_ref(), view),
+        events: events
+            .into_iter()
+            .map(|e| shown::event(redactor.as_ref(), e.into()))
+            .collect(),
     }))
 }

@@ -3,11 +3,11 @@
 use super::job_not_found;
 use crate::AppState;
 use crate::auth::{Caller, limits};
-use crate::dto::{CreateJobRequest, CreatedJob, JobDetail, JobPage, JobView, ListJobsQuery};
+use crate::dto::{CreateJobRequest, CreatedJob, JobDetail, JobPage, ListJobsQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::request_trace::RequestTrace;
-use crate::validate;
+use crate::{shown, validate};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
@@ -102,14 +102,15 @@ pub(crate) async fn get_job(
         .executions_list_for_job(tenant, &id, 1, None)
         .await?;
     let routable = crate::waiting::routable(state.store.as_ref()).await?;
+    let redactor = shown::redactor(&state, &caller, &job);
     let last_execution = last
         .items
         .into_iter()
         .next()
-        .map(|e| crate::waiting::view(&job, e, &routable));
+        .map(|e| shown::execution(redactor.as_ref(), crate::waiting::view(&job, e, &routable)));
     Ok(Json(JobDetail {
         waiting_for: last_execution.as_ref().and_then(|e| e.waiting_for.clone()),
-        job: JobView::from(job),
+        job: shown::job(&state, &caller, job),
         last_execution,
     }))
 }
@@ -136,5 +137,12 @@ pub(crate) async fn list_jobs(
         ..JobFilter::default()
     };
     let page = state.store.job_list(&caller.tenant, &filter).await?;
-    Ok(Json(page.into()))
+    Ok(Json(JobPage {
+        items: page
+            .items
+            .into_iter()
+            .map(|job| shown::job(&state, &caller, job))
+            .collect(),
+        next_cursor: page.next_cursor,
+    }))
 }

@@ -2,12 +2,13 @@
 //! definition ([`JobUpdate`]), validated as a create would be.
 
 use super::schedule::{self, Fields};
-use super::{callback_url, check_params, group, retry_policy, timeout};
+use super::{callback_url, check_params, group, retry_policy, sensitive_paths, timeout};
 use crate::ApiConfig;
 use crate::dto::PatchJobRequest;
 use crate::error::ApiError;
 use kairos_core::job::Job;
 use kairos_core::schedule::{Recurrence, Schedule, ScheduleError};
+use kairos_core::sensitive::Rules;
 use kairos_core::store::JobUpdate;
 use kairos_core::time::Millis;
 
@@ -29,8 +30,21 @@ pub fn job_update(
             Err(e) => return Err(schedule::schedule_error(e)),
         }
     }
+    let sensitive_params = match &req.sensitive_params {
+        Some(paths) => sensitive_paths(Some(paths))?,
+        None => job.sensitive_params.clone(),
+    };
     let params = match &req.params {
-        Some(p) => p.clone().unwrap_or_default(),
+        Some(p) => {
+            let mut p = p.clone().unwrap_or_default();
+            // Params read masked (the dashboard, a read key's copy) come back
+            // with the mask where a secret was: it keeps the stored value.
+            // The paths the job had when read count, and the new ones.
+            let mut paths = job.sensitive_params.clone();
+            paths.extend(sensitive_params.iter().cloned());
+            Rules::new(&cfg.sensitive_keys(), &paths).restore(&mut p, &job.params);
+            p
+        }
         None => job.params.clone(),
     };
     check_params(&params, cfg)?;
@@ -53,6 +67,7 @@ pub fn job_update(
         schedule,
         reschedule,
         params,
+        sensitive_params,
         callback_url,
         retry: retry_policy(req.max_attempts, req.retry_backoff_ms, job.retry)?,
         timeout_ms,

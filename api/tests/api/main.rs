@@ -15,6 +15,7 @@ mod patch;
 mod routing;
 mod schedules;
 mod security;
+mod sensitive;
 mod support;
 mod tenants;
 
@@ -105,6 +106,11 @@ on_both_stores! {
     crate::tenants::creates_are_rate_limited_per_key => creates_are_rate_limited_per_key,
     crate::routing::worker_groups_and_waiting_executions => worker_groups_and_waiting_executions,
     crate::routing::execution_logs_are_paged_and_progress_is_shown => execution_logs_are_paged_and_progress_is_shown,
+}
+
+on_every_store! { sensitive_params:
+    crate::sensitive::read_keys_never_see_sensitive_values => read_keys_never_see_sensitive_values,
+    crate::sensitive::the_sensitive_names_are_configurable => the_sensitive_names_are_configurable,
 }
 
 on_every_store! { admin:

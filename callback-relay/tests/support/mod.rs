@@ -56,6 +56,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
             name: unique("cb"),
             handler: "noop".into(),
             params: serde_json::json!({}),
+            sensitive_params: Vec::new(),
             schedule: Schedule::Once { at: now },
             next_trigger_at: now,
             callback_url: Some(url.to_string()),

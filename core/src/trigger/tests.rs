@@ -13,6 +13,7 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         name: "n".into(),
         handler: "noop".into(),
         params: serde_json::Value::Null,
+        sensitive_params: Vec::new(),
         schedule,
         next_trigger_at: Some(next),
         status: JobStatus::Scheduled,

@@ -197,6 +197,7 @@ pub fn new_job(name: &str, schedule: Schedule, next: Millis) -> NewJob {
         name: name.into(),
         handler: "noop".into(),
         params: serde_json::json!({"job": name}),
+        sensitive_params: Vec::new(),
         schedule,
         next_trigger_at: next,
         callback_url: None,

@@ -93,9 +93,9 @@ fn keys_table(ctx: &Ctx, keys: &[ApiKey]) -> Markup {
                             td { (view::time(Some(k.created_at))) }
                             td { (view::time(k.expires_at)) }
                             td {
-                                @if k.revoked_at.is_some() { (view::badge("cancelled")) " revoked " (view::time(k.revoked_at)) }
-                                @else if !k.usable_at(kairos_core::time::now_ms()) { (view::badge("lost")) " expired" }
-                                @else { (view::badge("online")) " active" }
+                                @if k.revoked_at.is_some() { (view::labelled_badge("revoked", "revoked")) " " (view::time(k.revoked_at)) }
+                                @else if !k.usable_at(kairos_core::time::now_ms()) { (view::labelled_badge("expired", "expired")) }
+                                @else { (view::labelled_badge("active", "active")) }
                             }
                             td {
                                 @if k.revoked_at.is_none() && ctx.session.role.allows(k.role) {

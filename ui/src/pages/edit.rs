@@ -19,7 +19,7 @@ use maud::html;
 use serde_json::{Map, Value, json};
 
 /// Editable fields: (form and API name, label, input type).
-const FIELDS: [(&str, &str, &str); 10] = [
+const FIELDS: [(&str, &str, &str); 11] = [
     ("cronExpr", "Cron expression", "text"),
     ("timezone", "Time zone", "text"),
     ("everyMs", "Every (ms)", "number"),
@@ -30,6 +30,11 @@ const FIELDS: [(&str, &str, &str); 10] = [
     ("timeoutMs", "Timeout (ms, empty: none)", "number"),
     ("callbackUrl", "Callback URL (empty: none)", "url"),
     ("workerGroup", "Worker group (empty: any)", "text"),
+    (
+        "sensitiveParams",
+        "Also masked: params paths (comma-separated)",
+        "text",
+    ),
 ];
 
 /// Fields that `null` clears.
@@ -65,6 +70,7 @@ fn values(job: &Job) -> Vec<(&'static str, String)> {
     ));
     v.push(("callbackUrl", job.callback_url.clone().unwrap_or_default()));
     v.push(("workerGroup", job.worker_group.clone().unwrap_or_default()));
+    v.push(("sensitiveParams", job.sensitive_params.join(", ")));
     v.push((
         "params",
         serde_json::to_string_pretty(&job.params).unwrap_or_default(),
@@ -165,7 +171,12 @@ pub(crate) async fn page(
         return *r;
     }
     match state.store.job_get(ctx.tenant(), &id).await {
-        Ok(Some(job)) => render(&ctx, &job, &form_fields(&job, None), None, false),
+        Ok(Some(job)) => {
+            // Params are edited as shown, masked; the API keeps every value
+            // sent back masked.
+            let job = crate::shown::masked(&state, job);
+            render(&ctx, &job, &form_fields(&job, None), None, false)
+        }
         Ok(None) => view::not_found(&ctx, "job"),
         Err(e) => view::store_error(e),
     }
@@ -185,7 +196,9 @@ fn patch_json(form: &Fields) -> Result<Value, FieldError> {
         if form.all(name).is_empty() || now == orig {
             continue;
         }
-        let value = if name == "params" {
+        let value = if name == "sensitiveParams" {
+            json!(super::new_job::path_list(now))
+        } else if name == "params" {
             serde_json::from_str(now).map_err(|e| FieldError {
                 field: Some("params".into()),
                 message: format!("params is not valid JSON: {e}"),
@@ -229,7 +242,7 @@ pub(crate) async fn save(
         Err(e) => Err((String::new(), e)),
     };
     let current = match state.store.job_get(ctx.tenant(), &id).await {
-        Ok(Some(job)) => job,
+        Ok(Some(job)) => crate::shown::masked(&state, job),
         Ok(None) => return view::not_found(&ctx, "job"),
         Err(e) => return view::store_error(e),
     };

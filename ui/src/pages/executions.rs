@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::JobTransition;
 use kairos_core::overview::{ExecFilter, FAILED_STATES};
+use kairos_core::sensitive::Redactor;
 use maud::html;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -49,10 +50,12 @@ pub(crate) async fn page(
         Err(e) => return view::store_error(e),
     };
     let mut names: HashMap<String, String> = HashMap::new();
+    let mut redactors: HashMap<String, Redactor> = HashMap::new();
     for e in &page.items {
         if !names.contains_key(&e.job_id) {
             match state.store.job_get(ctx.tenant(), &e.job_id).await {
                 Ok(Some(j)) => {
+                    redactors.insert(e.job_id.clone(), crate::shown::redactor(&state, &j));
                     names.insert(e.job_id.clone(), j.name);
                 }
                 Ok(None) => {}
@@ -60,6 +63,15 @@ pub(crate) async fn page(
             }
         }
     }
+    let mut page = page;
+    page.items = page
+        .items
+        .into_iter()
+        .map(|e| match redactors.get(&e.job_id) {
+            Some(r) => crate::shown::execution(r, e),
+            None => e,
+        })
+        .collect();
     let mut base: Vec<(&str, &str)> = statuses.iter().map(|s| ("status", s.as_str())).collect();
     base.push(("filtered", "1"));
     let next = page.next_cursor.as_deref().map(|c| {
@@ -160,6 +172,9 @@ pub(crate) async fn rerun(State(state): State<UiState>, ctx: Ctx, form: Fields) 
             "jobName": job.name, "jobHandler": job.handler, "params": job.params,
             "maxAttempts": job.retry.max_attempts, "retryBackoffMs": job.retry.backoff_ms,
         });
+        if !job.sensitive_params.is_empty() {
+            body["sensitiveParams"] = json!(job.sensitive_params);
+        }
         for (k, v) in [
             ("callbackUrl", job.callback_url.map(Value::from)),
             ("timeoutMs", job.timeout_ms.map(Value::from)),

@@ -113,7 +113,10 @@ pub(crate) async fn page(
                     ol.fires { @for t in &fires { li { time datetime=(kairos_core::time::to_rfc3339(*t)) { (view::zoned(*t, &zone)) } } } }
                 }
                 h2 { "Params" }
-                (view::json(&job.params))
+                (view::json(&crate::shown::params(&state, &job)))
+                @if !job.sensitive_params.is_empty() {
+                    p.hint { "Also masked: " @for (i, p) in job.sensitive_params.iter().enumerate() { @if i > 0 { ", " } code { (p) } } }
+                }
             }
         }
         section aria-labelledby="h-exec" {
@@ -175,6 +178,7 @@ async fn executions_region(state: &UiState, ctx: &Ctx, job: &Job) -> Result<Mark
         .executions_list_for_job(ctx.tenant(), &job.id, EXECUTIONS_SHOWN, None)
         .await
         .map_err(view::store_error)?;
+    let redactor = crate::shown::redactor(state, job);
     let mut callbacks = Vec::new();
     for e in &page.items {
         let cbs = if e.status.is_terminal() {
@@ -186,15 +190,24 @@ async fn executions_region(state: &UiState, ctx: &Ctx, job: &Job) -> Result<Mark
         } else {
             Vec::new()
         };
-        callbacks.push(cbs);
+        callbacks.push(
+            cbs.into_iter()
+                .map(|cb| crate::shown::callback(&redactor, cb))
+                .collect(),
+        );
     }
+    let items: Vec<Execution> = page
+        .items
+        .into_iter()
+        .map(|e| crate::shown::execution(&redactor, e))
+        .collect();
     Ok(html! {
         p.live-status {
             "Job is " (view::job_badge(job.status))
             @if let Some(r) = &job.pause_reason { " (" (r) ")" }
             " · next trigger " (view::time(job.next_trigger_at)) " UTC"
         }
-        (executions_table(ctx, &page.items, &callbacks))
+        (executions_table(ctx, &items, &callbacks))
     })
 }
 

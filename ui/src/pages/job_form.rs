@@ -76,6 +76,8 @@ pub(crate) fn job_fields(form: &Fields, error: Option<&FieldError>, handlers: &[
                     @if bad("params") { (error.map(|e| e.message.as_str()).unwrap_or("")) }
                 }
             }
+            (input(form, error, "sensitiveParams", "Also masked (params paths)", "text",
+                Some("Optional, comma-separated, e.g. headers.X-Custom, accounts.*.pin. Keys the server masks by name (by default authorization, password, secret, token, api_key, cookie) are masked anyway. Workers get the real values.")))
         }
         fieldset.schedule {
             legend { "Schedule" }

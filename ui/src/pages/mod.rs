@@ -11,13 +11,59 @@ pub(crate) mod new_job;
 pub(crate) mod overview;
 pub(crate) mod workers;
 
-use crate::session::Ctx;
-use axum::response::Redirect;
+use crate::UiState;
+use crate::session::{self, Ctx};
+use crate::view::{self, Nav};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
 /// `GET /ui`: the overview (the login page when logged out).
 pub(crate) async fn home(_ctx: Ctx) -> Redirect {
     Redirect::to("/ui/overview")
+}
+
+/// Any other address under `/ui/`: an HTML page saying so (with the
+/// navigation when logged in), not the API's JSON 404.
+pub(crate) async fn unknown(
+    State(state): State<UiState>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let path = uri.path();
+    let explain = html! {
+        p { "There is no page at " code { (path) } " in this dashboard. The address may be mistyped, or the page may have moved." }
+    };
+    let page = match session::current(&state, &headers).await {
+        Ok(Some(ctx)) => view::page(
+            &ctx,
+            "Page not found",
+            Nav::None,
+            html! {
+                div.not-found {
+                    (explain)
+                    ul {
+                        li { a href="/ui/overview" { "Overview" } }
+                        li { a href="/ui/jobs" { "Jobs" } }
+                        li { a href="/ui/executions" { "Executions" } }
+                    }
+                }
+            },
+        ),
+        // Unknown or failed session alike: the page needs no data.
+        Ok(None) | Err(_) => view::bare_page(
+            "Page not found",
+            html! {
+                div.login.not-found {
+                    h1 { (view::brand_mark()) " Page not found" }
+                    (explain)
+                    p { a href="/ui/login" { "Log in to the dashboard" } }
+                }
+            },
+        ),
+    };
+    (StatusCode::NOT_FOUND, page).into_response()
 }
 
 /// A region refreshed from `url` every 2 s while the tab is visible (see

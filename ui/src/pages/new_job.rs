@@ -109,6 +109,15 @@ pub(crate) fn schedule_json(form: &Fields, out: &mut Map<String, Value>) -> Resu
     Ok(())
 }
 
+/// A list of params paths as typed: separated by commas or new lines.
+pub(crate) fn path_list(raw: &str) -> Vec<String> {
+    raw.split([',', '\n'])
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// The create request the form describes.
 fn create_json(form: &Fields) -> Result<Value, FieldError> {
     let mut out = Map::new();
@@ -118,6 +127,9 @@ fn create_json(form: &Fields) -> Result<Value, FieldError> {
         let params: Value = serde_json::from_str(raw)
             .map_err(|e| field_err("params", format!("params is not valid JSON: {e}")))?;
         out.insert("params".into(), params);
+    }
+    if let Some(raw) = form.opt("sensitiveParams") {
+        out.insert("sensitiveParams".into(), json!(path_list(raw)));
     }
     schedule_json(form, &mut out)?;
     if matches!(form.get("kind"), "cron" | "every" | "delay") {
@@ -204,8 +216,27 @@ fn readable(rfc3339: &str) -> String {
         .unwrap_or_else(|_| rfc3339.to_string())
 }
 
+/// What to type before the chosen schedule kind has anything to preview.
+fn untyped(form: &Fields) -> Option<&'static str> {
+    let (field, hint) = match form.get("kind") {
+        "cron" => (
+            "cronExpr",
+            "Type a cron expression to see its next fire times.",
+        ),
+        "every" => ("everyMs", "Type a period to see the next fire times."),
+        "delay" => ("delayMs", "Type a delay to see the next fire times."),
+        "at" => ("triggerAt", "Pick a date and time to see when it fires."),
+        _ => return None,
+    };
+    form.opt(field).is_none().then_some(hint)
+}
+
 /// `POST /ui/jobs/preview`: the preview fragment for the form's schedule.
 pub(crate) async fn preview(State(state): State<UiState>, ctx: Ctx, form: Fields) -> Response {
+    // Nothing typed yet is not a mistake: say what to type, not an error.
+    if let Some(field) = untyped(&form) {
+        return html! { p.muted data-preview-empty="" { (field) } }.into_response();
+    }
     let mut body = Map::new();
     let result = match schedule_json(&form, &mut body) {
         Ok(()) => state
@@ -289,6 +320,17 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_schedule_previews_as_a_hint_not_an_error() {
+        assert!(untyped(&form(&[("kind", "cron"), ("cronExpr", " ")])).is_some());
+        assert!(untyped(&form(&[("kind", "every")])).is_some());
+        assert_eq!(
+            untyped(&form(&[("kind", "cron"), ("cronExpr", "nope")])),
+            None
+        );
+        assert_eq!(untyped(&form(&[("kind", "now")])), None);
+    }
+
+    #[test]
     fn local_times_are_read_in_the_zone() {
         assert_eq!(
             local_time("triggerAt", "2026-07-01T10:00", "Europe/Berlin").unwrap(),
@@ -310,11 +352,13 @@ mod tests {
             ("maxAttempts", "3"),
             ("overlapPolicy", "forbid"),
             ("callbackUrl", ""),
+            ("sensitiveParams", "a, b.*.c\n"),
         ]))
         .unwrap();
         assert_eq!(
             body,
             json!({"jobName": "n", "jobHandler": "noop", "params": {"a": 1},
+                   "sensitiveParams": ["a", "b.*.c"],
                    "timezone": "UTC", "cronExpr": "* * * * * *", "maxAttempts": 3,
                    "overlapPolicy": "forbid"})
         );

@@ -2,6 +2,7 @@
 //! the caller read, recomputes the next trigger when the schedule changed,
 //! and writes the new definition.
 
+use super::create::sensitive_json;
 use super::get_job;
 use crate::db::Tx;
 use crate::sched_cols::schedule_columns;
@@ -61,7 +62,9 @@ async fn write_update(
     status: JobStatus,
     now: Millis,
 ) -> StoreResult<()> {
-    let mut set = Fields::new().with("params", json(u.params.to_string()));
+    let mut set = Fields::new()
+        .with("params", json(u.params.to_string()))
+        .with("sensitive_params", sensitive_json(&u.sensitive_params));
     schedule_columns(&u.schedule).fields(&mut set);
     set.set("next_trigger_at", time(next))
         .set("status", status.as_str())

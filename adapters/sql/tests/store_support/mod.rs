@@ -94,6 +94,7 @@ pub fn one_shot(tenant: &str, at: Millis) -> NewJob {
         name: "job".to_string(),
         handler: "noop".to_string(),
         params: serde_json::json!({"n": 1, "s": "é"}),
+        sensitive_params: Vec::new(),
         schedule: Schedule::Once { at },
         next_trigger_at: at,
         callback_url: None,

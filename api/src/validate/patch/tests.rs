@@ -15,6 +15,7 @@ fn job(schedule: Schedule) -> Job {
         name: "n".into(),
         handler: "noop".into(),
         params: json!({"a": 1}),
+        sensitive_params: Vec::new(),
         schedule,
         next_trigger_at: Some(NOW),
         status: JobStatus::Scheduled,
@@ -163,5 +164,32 @@ fn bad_patches_are_refused_naming_the_field() {
     assert_eq!(
         field(patch(&cron, json!({"misfirePolicy": "never"}))),
         f("misfirePolicy")
+    );
+}
+
+#[test]
+fn masked_secrets_sent_back_keep_their_values() {
+    let mut j = job(Schedule::Once { at: NOW });
+    j.params = json!({"headers": {"Authorization": "Bearer real"}, "pin": "4321", "n": 1});
+    j.sensitive_params = vec!["pin".into()];
+    let mask = kairos_core::sensitive::MASK;
+    // The params as the dashboard shows them, with one plain field changed.
+    let u = patch(
+        &j,
+        json!({"params": {"headers": {"Authorization": mask}, "pin": mask, "n": 2}}),
+    )
+    .unwrap();
+    assert_eq!(
+        u.params,
+        json!({"headers": {"Authorization": "Bearer real"}, "pin": "4321", "n": 2})
+    );
+    assert_eq!(u.sensitive_params, ["pin"], "kept unless named");
+    // A path dropped in the same edit still protected what the form showed.
+    let u = patch(&j, json!({"params": {"pin": mask}, "sensitiveParams": []})).unwrap();
+    assert_eq!(u.params, json!({"pin": "4321"}));
+    assert!(u.sensitive_params.is_empty());
+    assert_eq!(
+        field(patch(&j, json!({"sensitiveParams": ["a..b"]}))),
+        Some("sensitiveParams".to_string())
     );
 }
