@@ -2,8 +2,8 @@
 //! the caller read, recomputes the next trigger when the schedule changed,
 //! and writes the new definition.
 
-use super::create::sensitive_json;
 use super::get_job;
+use crate::create::sensitive_json;
 use crate::db::Tx;
 use crate::sched_cols::schedule_columns;
 use crate::sql::{Fields, Sql, from_u64, json, time};
