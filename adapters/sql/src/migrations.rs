@@ -71,6 +71,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "action limits",
         include_str!("../migrations/mysql/0011_action_limits.sql"),
     ),
+    (
+        12,
+        "job revision health",
+        include_str!("../migrations/mysql/0012_job_revision_health.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -130,6 +135,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "action limits",
         include_str!("../migrations/postgres/0011_action_limits.sql"),
     ),
+    (
+        12,
+        "job revision health",
+        include_str!("../migrations/postgres/0012_job_revision_health.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -185,6 +195,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         11,
         "action limits",
         include_str!("../migrations/sqlite/0011_action_limits.sql"),
+    ),
+    (
+        12,
+        "job revision health",
+        include_str!("../migrations/sqlite/0012_job_revision_health.sql"),
     ),
 ];
 
