@@ -123,6 +123,8 @@ fn icon(state: &str) -> &'static str {
         "offline" => "○",
         "delivered" => "✓",
         "dead" => "✕",
+        "failing" => "!",
+        "ok" => "✓",
         _ => "•",
     }
 }
