@@ -249,7 +249,7 @@ async fn results_keep_the_last_result_and_the_failures_in_a_row(store: SqlStore)
     assert_eq!(now.last_result, Some(ExecStatus::TimedOut));
     assert!(now.last_result_at.is_some());
     assert_eq!(now.health(), JobHealth::Failing);
-    assert_eq!(listed(JobHealth::Failing).await, [job.id.clone()]);
+    assert_eq!(listed(JobHealth::Failing).await, [job.id.as_str()]);
     assert!(listed(JobHealth::Ok).await.is_empty());
 
     let well = fire(&store, &job, ResultKind::Succeeded).await;
@@ -258,7 +258,7 @@ async fn results_keep_the_last_result_and_the_failures_in_a_row(store: SqlStore)
         (Some(ExecStatus::Succeeded), 0, JobHealth::Ok)
     );
     assert!(listed(JobHealth::Failing).await.is_empty());
-    assert_eq!(listed(JobHealth::Ok).await, [job.id.clone()]);
+    assert_eq!(listed(JobHealth::Ok).await, [job.id.as_str()]);
 }
 
 async fn a_one_shot_is_never_failing(store: SqlStore) {

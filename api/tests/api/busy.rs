@@ -134,11 +134,11 @@ pub async fn jobs_show_their_last_result_and_health(app: App) {
             .collect()
     };
     let listed = app.get("/openapi/jobs?health=failing").await.ok(200);
-    assert_eq!(ids(listed.clone()), [id.clone()]);
+    assert_eq!(ids(listed.clone()), [id.as_str()]);
     assert_eq!(listed["items"][0]["health"], "failing");
     assert_eq!(
         ids(app.get("/openapi/jobs?health=ok").await.ok(200)),
-        [ok.clone()]
+        [ok.as_str()]
     );
     let err = app
         .get("/openapi/jobs?health=sick")
