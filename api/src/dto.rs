@@ -28,7 +28,7 @@ pub use request::{CreateJobRequest, ListJobsQuery, PageQuery, PatchJobRequest, P
 pub use worker::{WorkerList, WorkerView};
 
 use kairos_core::execution::ExecStatus;
-use kairos_core::job::JobStatus;
+use kairos_core::job::{JobHealth, JobStatus};
 use kairos_core::schedule::{MisfirePolicy, OverlapPolicy};
 use kairos_core::time::{Millis, to_rfc3339};
 use kairos_core::worker::WorkerState;
@@ -46,6 +46,18 @@ fn string_enum<'a>(description: &str, values: impl IntoIterator<Item = &'a str>)
 
 pub(crate) fn job_status_schema() -> Object {
     string_enum("Job status.", JobStatus::ALL.iter().map(|s| s.as_str()))
+}
+
+pub(crate) fn job_health_schema() -> Object {
+    string_enum(
+        "Job health: `failing` for a recurring job whose last 3 finished runs failed (failed, timed out or lost), else `ok`.",
+        JobHealth::ALL.iter().map(|h| h.as_str()),
+    )
+}
+
+/// Execution status where there may be none yet: `null`.
+pub(crate) fn exec_status_schema_nullable() -> Object {
+    nullable(exec_status_schema())
 }
 
 pub(crate) fn exec_status_schema() -> Object {

@@ -17,7 +17,7 @@ pub use patch::job_update;
 use crate::ApiConfig;
 use crate::dto::CreateJobRequest;
 use crate::error::ApiError;
-use kairos_core::job::{JobStatus, NewJob, RetryPolicy};
+use kairos_core::job::{JobHealth, JobStatus, NewJob, RetryPolicy};
 use kairos_core::schedule::{MisfirePolicy, OverlapPolicy};
 use kairos_core::time::Millis;
 use serde_json::{Value, json};
@@ -320,6 +320,19 @@ pub fn job_status(raw: Option<&str>) -> Result<Option<JobStatus>, ApiError> {
             ApiError::invalid(
                 "status",
                 format!("unknown status {s:?}; expected one of {}", known.join(", ")),
+            )
+        }),
+    }
+}
+
+/// The `health` filter of a job listing.
+pub fn job_health(raw: Option<&str>) -> Result<Option<JobHealth>, ApiError> {
+    match raw.filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => JobHealth::parse(s).map(Some).ok_or_else(|| {
+            ApiError::invalid(
+                "health",
+                format!("unknown health {s:?}; expected ok or failing"),
             )
         }),
     }

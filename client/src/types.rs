@@ -337,7 +337,8 @@ pub struct Job {
     pub status: String,
     /// Next due time.
     pub next_trigger_at: Option<String>,
-    /// Optimistic-lock version (send it back in a [`JobPatch`]).
+    /// The job's revision: moved by callers' changes (edits, pause, resume,
+    /// cancel), not by its triggers; send it back in a [`JobPatch`].
     pub version: i64,
     /// Callback URL.
     pub callback_url: Option<String>,
@@ -352,6 +353,14 @@ pub struct Job {
     /// dashboard; `pause_job` gives none).
     #[serde(default)]
     pub pause_reason: Option<String>,
+    /// Outcome of the latest finished execution (`succeeded`, `failed`,
+    /// `timed_out`, `lost`, `cancelled`), before the first none.
+    #[serde(default)]
+    pub last_result: Option<String>,
+    /// `failing` for a recurring job whose last 3 finished runs failed,
+    /// else `ok`.
+    #[serde(default)]
+    pub health: Option<String>,
     /// Creation time.
     pub created_at: String,
 }

@@ -1,5 +1,6 @@
 //! Jobs: what a caller submitted, and the [`JobStatus`] state machine.
 
+use crate::execution::ExecStatus;
 use crate::schedule::Schedule;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
@@ -225,8 +226,17 @@ pub struct Job {
     pub next_trigger_at: Option<Millis>,
     /// Current state.
     pub status: JobStatus,
-    /// Optimistic-lock version, bumped by every update.
+    /// The scheduler's optimistic-lock version, bumped by every change of
+    /// the row (claims, results, the caller's changes): a claim wins only
+    /// if it is unchanged since the scan. Internal; callers see
+    /// [`Job::revision`].
     pub version: i64,
+    /// The caller's revision: bumped only by what a caller changes (an
+    /// edit of the definition, pause, resume, cancel), never by the
+    /// scheduler's bookkeeping. An edit is checked against it, so a job
+    /// that fires every second can still be edited, while two people's
+    /// edits never overwrite each other unseen.
+    pub revision: i64,
     /// Where to POST terminal outcomes.
     pub callback_url: Option<String>,
     /// Caller's idempotency key.
@@ -243,10 +253,79 @@ pub struct Job {
     pub trace: Option<crate::trace::CallerTrace>,
     /// Why the caller paused it, if they said (kept until it is resumed).
     pub pause_reason: Option<String>,
+    /// The outcome of its latest finished execution (in the order results
+    /// were recorded), `None` before the first.
+    pub last_result: Option<ExecStatus>,
+    /// When that execution finished.
+    pub last_result_at: Option<Millis>,
+    /// Finished executions in a row, up to the latest, that failed (failed,
+    /// timed out or lost); a success resets it, a cancelled execution
+    /// leaves it as it is.
+    pub fail_streak: u32,
     /// Creation time.
     pub created_at: Millis,
     /// Last update time.
     pub updated_at: Millis,
+}
+
+/// Failed runs in a row after which a recurring job is [`JobHealth::Failing`].
+pub const FAILING_AFTER: u32 = 3;
+
+/// Whether a job's recent runs succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobHealth {
+    /// Not failing: a one-shot (its status says how it ended), or a
+    /// recurring job with fewer than [`FAILING_AFTER`] failures in a row.
+    Ok,
+    /// A recurring job whose last [`FAILING_AFTER`] finished runs failed.
+    Failing,
+}
+
+impl JobHealth {
+    /// Both, for listing filters.
+    pub const ALL: [JobHealth; 2] = [JobHealth::Ok, JobHealth::Failing];
+
+    /// Parses a requested name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|h| h.as_str() == s)
+    }
+
+    /// The name the API shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobHealth::Ok => "ok",
+            JobHealth::Failing => "failing",
+        }
+    }
+
+    /// The health of a job with this schedule and failure streak.
+    pub fn of(schedule: &Schedule, fail_streak: u32) -> JobHealth {
+        if schedule.is_recurring() && fail_streak >= FAILING_AFTER {
+            JobHealth::Failing
+        } else {
+            JobHealth::Ok
+        }
+    }
+}
+
+impl Job {
+    /// Whether its recent runs succeed (see [`JobHealth`]).
+    pub fn health(&self) -> JobHealth {
+        JobHealth::of(&self.schedule, self.fail_streak)
+    }
+}
+
+/// How a finished execution moves a job's failure streak: `None` when it
+/// does not count as a run (cancelled, skipped), else the new streak.
+pub fn next_fail_streak(streak: u32, outcome: ExecStatus) -> Option<u32> {
+    match outcome {
+        ExecStatus::Succeeded => Some(0),
+        ExecStatus::Failed | ExecStatus::TimedOut | ExecStatus::Lost => {
+            Some(streak.saturating_add(1))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -297,6 +376,26 @@ mod tests {
             !JobTransition::Reschedule.allowed_from(JobStatus::Paused),
             "a paused cron job stays paused"
         );
+    }
+
+    #[test]
+    fn only_recurring_jobs_fail_after_their_streak() {
+        use crate::schedule::{Recurrence, Rule};
+        let every = Schedule::Recurring(Recurrence::new(Rule::Every { every_ms: 1_000 }));
+        assert_eq!(JobHealth::of(&every, FAILING_AFTER - 1), JobHealth::Ok);
+        assert_eq!(JobHealth::of(&every, FAILING_AFTER), JobHealth::Failing);
+        let once = Schedule::Once { at: 0 };
+        assert_eq!(JobHealth::of(&once, 99), JobHealth::Ok);
+    }
+
+    #[test]
+    fn failures_add_up_successes_reset_and_the_rest_do_not_count() {
+        assert_eq!(next_fail_streak(2, ExecStatus::Failed), Some(3));
+        assert_eq!(next_fail_streak(2, ExecStatus::TimedOut), Some(3));
+        assert_eq!(next_fail_streak(2, ExecStatus::Lost), Some(3));
+        assert_eq!(next_fail_streak(5, ExecStatus::Succeeded), Some(0));
+        assert_eq!(next_fail_streak(5, ExecStatus::Cancelled), None);
+        assert_eq!(next_fail_streak(5, ExecStatus::Skipped), None);
     }
 
     #[test]

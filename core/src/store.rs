@@ -91,6 +91,8 @@ pub struct JobFilter {
     pub handler: Option<String>,
     /// Only jobs whose name contains this text (case as stored).
     pub name_contains: Option<String>,
+    /// Only jobs of this health ([`crate::job::JobHealth`]).
+    pub health: Option<crate::job::JobHealth>,
     /// Page size.
     pub limit: u32,
     /// Cursor from a previous page.
@@ -137,7 +139,8 @@ pub enum UpdateOutcome {
     Done(Job),
     /// No such job for this tenant.
     NotFound,
-    /// The job's version is not the one the caller read; the job as it is.
+    /// The job's revision is not the one the caller read (someone changed
+    /// it meanwhile); the job as it is.
     VersionConflict(Job),
     /// The job is finished (terminal), or its schedule can no longer change
     /// (a one-shot that already fired); the job as it is.
@@ -356,16 +359,20 @@ pub trait JobStore: Send + Sync {
         execution_id: &str,
         now: Millis,
     ) -> StoreResult<ControlOutcome>;
-    /// Replaces a job's definition if its version is still `expected_version`
-    /// and it is not finished. When `update.reschedule`, the next trigger is
+    /// Replaces a job's definition if its caller's revision
+    /// ([`Job::revision`]) is still `expected_revision` and it is not
+    /// finished. The scheduler's own bookkeeping (claims, results) never
+    /// makes it conflict: it moves [`Job::version`], not the revision. When `update.reschedule`, the next trigger is
     /// recomputed from `now` (a fixed delay with a live execution waits for
     /// its end; a window with no trigger left ends the job at once when
-    /// nothing of it runs). Bumps the version.
+    /// nothing of it runs). Bumps the revision and the version (so a claim
+    /// from a scan before the update loses, and the next scan's claim runs
+    /// the new definition).
     async fn job_update(
         &self,
         tenant: &str,
         id: &str,
-        expected_version: i64,
+        expected_revision: i64,
         update: &JobUpdate,
         now: Millis,
     ) -> StoreResult<UpdateOutcome>;

@@ -36,6 +36,7 @@
 
 mod api;
 mod assets;
+mod cron_words;
 mod forms;
 pub mod login;
 mod pages;
@@ -88,7 +89,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ui/overview", get(pages::overview::page))
         .route("/ui/overview/live", get(pages::overview::live_region))
         .route("/ui/jobs", get(pages::jobs::page))
-        .route("/ui/jobs/bulk", post(pages::jobs::bulk))
+        .route("/ui/jobs/bulk", post(pages::bulk::bulk))
         .route(
             "/ui/jobs/new",
             get(pages::new_job::page).post(pages::new_job::create),

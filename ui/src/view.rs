@@ -126,12 +126,13 @@ pub(crate) fn brand_mark() -> Markup {
 /// a glyph a font lacks (⧖ on a stock Debian box) shows as an empty box.
 fn icon_shape(state: &str) -> (&'static str, bool) {
     match state {
-        "succeeded" | "delivered" => ("M3 8.5l3.2 3.2L13 4.8", false),
+        "succeeded" | "delivered" | "ok" => ("M3 8.5l3.2 3.2L13 4.8", false),
         "failed" | "dead" => ("M4.2 4.2l7.6 7.6M11.8 4.2l-7.6 7.6", false),
         "timed_out" | "expired" => (
             "M4 2.2h8M4 13.8h8M5 2.5c0 3.2 6 3.3 6 5.5s-6 2.3-6 5.5M11 2.5c0 3.2-6 3.3-6 5.5s6 2.3 6 5.5",
             false,
         ),
+        "failing" => ("M8 3v6.2M8 12.4v.1", false),
         "lost" => (
             "M8 14.2a6.2 6.2 0 1 0 0-12.4 6.2 6.2 0 0 0 0 12.4zM6.2 6.3a1.9 1.9 0 1 1 2.6 1.8c-.5.2-.8.6-.8 1.1v.5M8 11.4v.1",
             false,

@@ -348,6 +348,10 @@ fn job_fields(job: &NewJob) -> Fields {
         .with("trace_context", job.trace.as_ref().map(trace_json))
         .with("pause_reason", None::<&str>)
         .with("sensitive_params", sensitive_json(&job.sensitive_params))
+        .with("revision", FIRST_VERSION)
+        .with("last_result", None::<&str>)
+        .with("last_result_at", time(None::<kairos_core::time::Millis>))
+        .with("fail_streak", 0_i64)
 }
 
 /// The stored form of a job's sensitive paths: `NULL` for none.
@@ -381,6 +385,10 @@ fn created_job(job: NewJob) -> Job {
         worker_group: job.worker_group,
         trace: job.trace,
         pause_reason: None,
+        revision: FIRST_VERSION,
+        last_result: None,
+        last_result_at: None,
+        fail_streak: 0,
         created_at: job.created_at,
         updated_at: job.created_at,
     }

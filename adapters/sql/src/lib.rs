@@ -66,14 +66,14 @@
 //! | `triggers_claim` | fence upsert returning the stored fence (+ a fence read on MySQL) + 1 locking read of the jobs' versions (the jobs come with the claims, as scanned) + 1 multi-row update per 64 claimed jobs on MySQL (`CASE id`) or per 256 on SQLite and PostgreSQL (joined `VALUES`), version-checked + 1 execution insert (rows `dispatched` to the worker the claim names, else `pending`) + 1 event insert (+1 read when a trigger already had an execution; +1 read of live executions when a job's overlap policy is not `allow` or its window closes; with `replace`, +1 cancel and +1 stop-request update; +1 callback insert for skipped or cancelled executions with a callback URL) |
 //! | `executions_mark_dispatched` | 1 locking read + 1 update per (worker, attempt) group (usually one) + 1 event insert |
 //! | `executions_requeue_unstarted` | 1 locking read + 1 update per attempt number + 1 event insert |
-//! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end with a final outcome in the batch: one-shots and closed windows; none for a batch of `started` reports) + 1 read of retired incarnations (results that carry one) + 1 multi-row update per 64 changed executions and per 64 changed jobs on MySQL (`CASE id`), per 256 on SQLite and PostgreSQL (joined `VALUES`) + 1 event insert + 1 callback insert (if any) |
+//! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end with a final outcome in the batch: one-shots and closed windows; none for a batch of `started` reports) + 1 read of retired incarnations (results that carry one) + 1 multi-row update per 64 changed executions and per 64 changed jobs (status, next trigger, last result and failures in a row) on MySQL (`CASE id`), per 256 on SQLite and PostgreSQL (joined `VALUES`) + 1 event insert + 1 callback insert (if any) |
 //! | `executions_find_unpublished`, `executions_find_overdue`, `executions_find_unbounded` | 1 |
 //! | `callbacks_claim_due` | 1 read + 1 lease update + 1 read back (PostgreSQL: the read locks, in one transaction with the update) |
 //! | `workers_record_heartbeats` | 1 locking read of the workers + 1 read of retired incarnations + 1 upsert (+1 insert and 1 update per worker whose incarnation changed) |
 //! | `worker_ledger`, `executions_in_flight_on` | 2 reads, 1 read |
 //! | `job_create` | 1 insert (+1 read when the idempotency key exists) |
 //! | `job_pause`/`resume`/`cancel` | 1 update + 1 read (cancel: + 1 locking read, 1 update, 1 event insert, 1 callback insert for its pending executions, 1 stop-request update for its running ones) |
-//! | `job_update` | 1 locking read + 1 update + 1 read (+1 read of live executions when the schedule changed) |
+//! | `job_update` | 1 locking read (its revision checked) + 1 update + 1 read (+1 read of live executions when the schedule changed) |
 //! | `executions_stop_requested` | 1 |
 //! | `job_trigger_now` | 1 locking read + 1 read of taken trigger times + 1 insert + 1 event insert |
 //!

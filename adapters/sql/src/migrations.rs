@@ -76,6 +76,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "sensitive params and ui sessions",
         include_str!("../migrations/mysql/0012_sensitive_sessions.sql"),
     ),
+    (
+        13,
+        "job revision health",
+        include_str!("../migrations/mysql/0013_job_revision_health.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -140,6 +145,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "sensitive params and ui sessions",
         include_str!("../migrations/postgres/0012_sensitive_sessions.sql"),
     ),
+    (
+        13,
+        "job revision health",
+        include_str!("../migrations/postgres/0013_job_revision_health.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -200,6 +210,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         12,
         "sensitive params and ui sessions",
         include_str!("../migrations/sqlite/0012_sensitive_sessions.sql"),
+    ),
+    (
+        13,
+        "job revision health",
+        include_str!("../migrations/sqlite/0013_job_revision_health.sql"),
     ),
 ];
 

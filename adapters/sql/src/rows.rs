@@ -15,7 +15,7 @@ use kairos_core::trace::CallerTrace;
 use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 30] = [
+pub(crate) const JOB_COLS: [&str; 34] = [
     "id",
     "tenant",
     "name",
@@ -46,6 +46,10 @@ pub(crate) const JOB_COLS: [&str; 30] = [
     "trace_context",
     "pause_reason",
     "sensitive_params",
+    "revision",
+    "last_result",
+    "last_result_at",
+    "fail_streak",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
@@ -175,6 +179,16 @@ impl<'a> R<'a> {
         self.parsed(col, ExecStatus::parse)
     }
 
+    pub(crate) fn opt_exec_status(&self, col: &str) -> StoreResult<Option<ExecStatus>> {
+        self.opt_string(col)?
+            .map(|s| {
+                ExecStatus::parse(&s).ok_or_else(|| {
+                    corrupt(self.table, format!("column {col}: unknown value {s:?}"))
+                })
+            })
+            .transpose()
+    }
+
     /// The job's `trace_context` column. A value that is not a caller trace
     /// (written by something else) reads as none: tracing is never worth
     /// failing a read over.
@@ -225,6 +239,10 @@ pub(crate) fn job(row: &Row) -> StoreResult<Job> {
         worker_group: r.opt_string("worker_group")?,
         trace: r.trace()?,
         pause_reason: r.opt_string("pause_reason")?,
+        revision: r.i64("revision")?,
+        last_result: r.opt_exec_status("last_result")?,
+        last_result_at: r.opt_time("last_result_at")?,
+        fail_streak: r.u32("fail_streak")?,
         created_at: r.time("created_at")?,
         updated_at: r.time("updated_at")?,
     })

@@ -36,7 +36,7 @@ fn same(job: &Job) -> JobUpdate {
 
 async fn done(store: &SqlStore, job: &Job, u: &JobUpdate, now: i64) -> Job {
     match store
-        .job_update(&job.tenant, &job.id, job.version, u, now)
+        .job_update(&job.tenant, &job.id, job.revision, u, now)
         .await
         .unwrap()
     {
@@ -59,6 +59,7 @@ async fn changes_apply_only_at_the_version_read(store: SqlStore) {
     };
     let changed = done(&store, &job, &u, T0 + 1).await;
     assert_eq!(changed.version, job.version + 1);
+    assert_eq!(changed.revision, job.revision + 1);
     assert_eq!(changed.params, serde_json::json!({"v": 2}));
     assert_eq!(
         changed.callback_url.as_deref(),
@@ -72,12 +73,12 @@ async fn changes_apply_only_at_the_version_read(store: SqlStore) {
 
     // The version the caller read is gone: nothing changes.
     let stale = store
-        .job_update("up", &job.id, job.version, &same(&job), T0 + 2)
+        .job_update("up", &job.id, job.revision, &same(&job), T0 + 2)
         .await
         .unwrap();
     assert!(matches!(stale, UpdateOutcome::VersionConflict(ref j) if j == &changed));
     let missing = store
-        .job_update("other", &job.id, changed.version, &same(&job), T0 + 2)
+        .job_update("other", &job.id, changed.revision, &same(&job), T0 + 2)
         .await
         .unwrap();
     assert_eq!(missing, UpdateOutcome::NotFound);
@@ -91,7 +92,7 @@ async fn changes_apply_only_at_the_version_read(store: SqlStore) {
         ..same(&running)
     };
     let refused = store
-        .job_update("up", &job.id, running.version, &moved, T0 + 3)
+        .job_update("up", &job.id, running.revision, &moved, T0 + 3)
         .await
         .unwrap();
     assert!(matches!(refused, UpdateOutcome::Conflict(_)));
@@ -108,7 +109,7 @@ async fn changes_apply_only_at_the_version_read(store: SqlStore) {
     let finished = job_now(&store, &running).await;
     assert_eq!(finished.status, JobStatus::Succeeded);
     let terminal = store
-        .job_update("up", &job.id, finished.version, &same(&finished), T0 + 5)
+        .job_update("up", &job.id, finished.revision, &same(&finished), T0 + 5)
         .await
         .unwrap();
     assert!(matches!(terminal, UpdateOutcome::Conflict(ref j) if j.status == JobStatus::Succeeded));

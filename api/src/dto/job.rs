@@ -79,7 +79,10 @@ pub struct JobView {
     /// Next due time; `null` once no trigger is left.
     #[schema(format = DateTime)]
     pub next_trigger_at: Option<String>,
-    /// Optimistic-lock version, bumped by every change.
+    /// The job's revision: bumped by every change a caller makes (`PATCH`,
+    /// pause, resume, cancel), not by the scheduler firing it or recording
+    /// its results. Send it back with `PATCH`: it conflicts only when
+    /// someone changed the job since you read it.
     pub version: i64,
     /// Where outcomes are POSTed.
     pub callback_url: Option<String>,
@@ -96,6 +99,18 @@ pub struct JobView {
     /// Why the job was paused, as given to pause (`null` when none was
     /// given or the job is not paused).
     pub pause_reason: Option<String>,
+    /// Outcome of the job's latest finished execution (`null` before the
+    /// first): `succeeded`, `failed`, `timed_out`, `lost`, or `cancelled`
+    /// (stopped while dispatched or running).
+    #[schema(schema_with = super::exec_status_schema_nullable)]
+    pub last_result: Option<String>,
+    /// When that execution finished; `null` before the first.
+    #[schema(format = DateTime)]
+    pub last_result_at: Option<String>,
+    /// `failing` for a recurring job whose last 3 finished runs failed
+    /// (failed, timed out or lost; a success resets the count), else `ok`.
+    #[schema(schema_with = super::job_health_schema)]
+    pub health: String,
     /// Creation time.
     #[schema(format = DateTime)]
     pub created_at: String,
@@ -106,6 +121,7 @@ pub struct JobView {
 
 impl From<Job> for JobView {
     fn from(job: Job) -> Self {
+        let health = job.health().as_str().to_string();
         let mut view = ScheduleView::default();
         match job.schedule {
             Schedule::Once { at } => view.trigger_at = Some(time(at)),
@@ -141,7 +157,7 @@ impl From<Job> for JobView {
             overlap_policy: view.overlap_policy,
             status: job.status.as_str().to_string(),
             next_trigger_at: opt_time(job.next_trigger_at),
-            version: job.version,
+            version: job.revision,
             callback_url: job.callback_url,
             client_request_id: job.client_request_id,
             max_attempts: job.retry.max_attempts,
@@ -149,6 +165,9 @@ impl From<Job> for JobView {
             timeout_ms: job.timeout_ms,
             worker_group: job.worker_group,
             pause_reason: job.pause_reason,
+            last_result: job.last_result.map(|s| s.as_str().to_string()),
+            last_result_at: opt_time(job.last_result_at),
+            health,
             created_at: time(job.created_at),
             updated_at: time(job.updated_at),
         }

@@ -88,7 +88,8 @@ pub struct CreateJobRequest {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PatchJobRequest {
     /// The `version` of the job as the caller read it; 409
-    /// `version_conflict` if it has changed since.
+    /// `version_conflict` if a caller changed the job since (the job's own
+    /// triggers and results do not move it).
     pub version: i64,
     /// New handler input (`null` is a value here, not a removal).
     #[serde(default, deserialize_with = "present")]
@@ -162,6 +163,10 @@ pub struct ListJobsQuery {
     /// Only jobs in this status.
     #[param(schema_with = super::job_status_schema)]
     pub status: Option<String>,
+    /// Only jobs of this health: `failing` lists the recurring jobs whose
+    /// last 3 finished runs failed, `ok` the others.
+    #[param(schema_with = super::job_health_schema)]
+    pub health: Option<String>,
     /// Page size, 1–500 (default 50).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
     pub limit: Option<String>,

@@ -121,7 +121,7 @@ pub(crate) async fn get_job(
     params(ListJobsQuery),
     responses(
         (status = 200, description = "A page of jobs", body = JobPage),
-        (status = 422, description = "Unknown status or bad limit", body = ErrorBody),
+        (status = 422, description = "Unknown status or health, or bad limit", body = ErrorBody),
         (status = 503, description = "Database unavailable", body = ErrorBody),
     )
 )]
@@ -132,6 +132,7 @@ pub(crate) async fn list_jobs(
 ) -> Result<Json<JobPage>, ApiError> {
     let filter = JobFilter {
         status: validate::job_status(q.status.as_deref())?,
+        health: validate::job_health(q.health.as_deref())?,
         limit: validate::page_limit(q.limit.as_deref())?,
         cursor: q.cursor.filter(|c| !c.is_empty()),
         ..JobFilter::default()

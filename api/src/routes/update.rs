@@ -16,9 +16,9 @@ use kairos_core::time::now_ms;
 
 fn version_conflict(job: &Job, sent: i64) -> ApiError {
     ApiError::VersionConflict(format!(
-        "job {} is at version {}, not {sent}: it changed since it was read; \
+        "job {} is at version {}, not {sent}: someone changed it since it was read; \
          read it again and reapply the change",
-        job.id, job.version
+        job.id, job.revision
     ))
 }
 
@@ -33,7 +33,10 @@ fn finished(job: &Job) -> ApiError {
 /// Change a job.
 ///
 /// Send the `version` you read and only the fields to change (`null` clears
-/// `startAt`, `endAt`, `callbackUrl` and `timeoutMs`). A new schedule
+/// `startAt`, `endAt`, `callbackUrl` and `timeoutMs`). The version moves
+/// only with callers' changes (edits, pause, resume, cancel), not with the
+/// job's triggers and results, so a job that fires every second can be
+/// changed at the version just read. A new schedule
 /// recomputes the next trigger from now; an `endAt` before it ends the job
 /// (after its running execution, if any). Refused as a whole on bad input.
 #[utoipa::path(
@@ -44,7 +47,7 @@ fn finished(job: &Job) -> ApiError {
         (status = 200, description = "Changed; the job as it is now", body = JobView),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "No such job", body = ErrorBody),
-        (status = 409, description = "`version_conflict`: the job changed since `version` was read; `invalid_state`: the job is finished, or a one-shot that already fired cannot be rescheduled", body = ErrorBody),
+        (status = 409, description = "`version_conflict`: someone changed the job (edit, pause, resume, cancel) since `version` was read; `invalid_state`: the job is finished, or a one-shot that already fired cannot be rescheduled", body = ErrorBody),
         (status = 413, description = "Body or params too large", body = ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
         (status = 422, description = "A field is missing, unknown or invalid", body = ErrorBody),
@@ -64,7 +67,7 @@ pub(crate) async fn update_job(
         .job_get(tenant, &id)
         .await?
         .ok_or_else(|| job_not_found(&id))?;
-    if job.version != req.version {
+    if job.revision != req.version {
         return Err(version_conflict(&job, req.version));
     }
     if job.status.is_terminal() {

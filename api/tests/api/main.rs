@@ -6,6 +6,7 @@
 mod admin_roles;
 mod bad_input;
 mod batch;
+mod busy;
 mod callbacks;
 mod contract;
 mod control;
@@ -73,6 +74,11 @@ on_every_store! { every_store:
     crate::security::failed_authentications_are_limited_per_address => failed_authentications_are_limited_per_address,
     crate::security::a_revoke_evicts_the_key_here_at_once => a_revoke_evicts_the_key_here_at_once,
     crate::security::nul_is_refused_on_every_database => nul_is_refused_on_every_database,
+}
+
+on_every_store! { busy_jobs:
+    crate::busy::a_busy_job_is_changed_at_the_version_just_read => a_busy_job_is_changed_at_the_version_just_read,
+    crate::busy::jobs_show_their_last_result_and_health => jobs_show_their_last_result_and_health,
 }
 
 on_both_stores! {

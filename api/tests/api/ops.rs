@@ -43,8 +43,18 @@ pub async fn openapi_document_and_swagger_ui(app: App) {
         .iter()
         .map(|p| p["name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(list_params, ["status", "limit", "cursor"]);
+    assert_eq!(list_params, ["status", "health", "limit", "cursor"]);
     let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+    let job = &schemas["JobView"]["properties"];
+    assert_eq!(job["health"]["enum"], json!(["ok", "failing"]));
+    assert!(
+        job["lastResult"]["enum"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("failed")) && v.contains(&json!(null))),
+        "{}",
+        job["lastResult"]
+    );
+    assert_eq!(job["lastResultAt"]["format"], "date-time");
     for name in [
         "CreateJobRequest",
         "CreatedJob",

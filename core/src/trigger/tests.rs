@@ -18,6 +18,7 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         next_trigger_at: Some(next),
         status: JobStatus::Scheduled,
         version: 7,
+        revision: 7,
         callback_url: None,
         client_request_id: None,
         request_hash: None,
@@ -28,6 +29,9 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         worker_group: None,
         trace: None,
         pause_reason: None,
+        last_result: None,
+        last_result_at: None,
+        fail_streak: 0,
     }
 }
 

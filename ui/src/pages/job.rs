@@ -1,6 +1,7 @@
-//! The job page: definition and params, the next five fire times in the
-//! job's zone, actions, and its executions (with callback attempts and
-//! redelivery) refreshed every 2 s.
+//! The job page: definition and params, its health and last result, the
+//! next five fire times in the job's zone (none while it is paused), a cron
+//! expression in words, actions, and its executions (with callback
+//! attempts and redelivery) refreshed every 2 s.
 
 use super::{live, query};
 use crate::UiState;
@@ -40,8 +41,13 @@ pub(crate) fn job_zone(job: &Job) -> chrono_tz::Tz {
     }
 }
 
-/// Up to `n` fire times from the job's next trigger on.
+/// Up to `n` fire times from the job's next trigger on; none while it is
+/// paused (nothing fires until it is resumed, and a resume may treat the
+/// missed ones by its misfire policy).
 pub(crate) fn next_fires(job: &Job, n: usize) -> Vec<i64> {
+    if job.status == kairos_core::job::JobStatus::Paused {
+        return Vec::new();
+    }
     let Some(first) = job.next_trigger_at else {
         return Vec::new();
     };
@@ -91,8 +97,20 @@ pub(crate) async fn page(
                         (view::job_badge(job.status))
                         @if let Some(r) = &job.pause_reason { " " span.pause-reason { "— " (r) } }
                     }
+                    @if job.schedule.is_recurring() {
+                        dt { "Health" } dd id="job-health" {
+                            @if job.health() == kairos_core::job::JobHealth::Failing {
+                                (view::badge("failing")) " "
+                                span { "the last " (job.fail_streak) " runs failed" }
+                            } @else {
+                                (view::badge("ok"))
+                                @if job.fail_streak > 0 { " " span.muted { "(" (job.fail_streak) " failed in a row, failing from " (kairos_core::job::FAILING_AFTER) ")" } }
+                            }
+                        }
+                    }
+                    dt { "Last result" } dd id="job-last-result" { (super::jobs::last_result_cell(&job)) }
                     dt { "Handler" } dd { code { (job.handler) } }
-                    dt { "Schedule" } dd { (super::jobs::schedule_text(&job.schedule)) }
+                    dt { "Schedule" } dd id="job-schedule" { (super::jobs::schedule_cell(&job.schedule)) }
                     @if let Some(r) = job.schedule.recurrence() {
                         dt { "Window" } dd { (view::time(r.start_at)) " → " (view::time(r.end_at)) }
                         dt { "Misfire / overlap" } dd { (r.misfire.as_str()) " / " (r.overlap.as_str()) }
@@ -101,13 +119,15 @@ pub(crate) async fn page(
                     dt { "Timeout" } dd { @match job.timeout_ms { Some(t) => { (view::duration(t as i64)) }, None => { span.muted { "none" } } } }
                     dt { "Callback URL" } dd { @match &job.callback_url { Some(u) => { code { (u) } }, None => { span.muted { "none" } } } }
                     dt { "Worker group" } dd { @match &job.worker_group { Some(g) => { code { (g) } }, None => { span.muted { "any" } } } }
-                    dt { "Version" } dd { (job.version) }
+                    dt { "Version" } dd { (job.revision) }
                     dt { "Created / updated" } dd { (view::time(Some(job.created_at))) " / " (view::time(Some(job.updated_at))) }
                 }
             }
             section.card aria-labelledby="h-next" {
                 h2 id="h-next" { "Next fire times " span.muted { "(" (zone.name()) ")" } }
-                @if fires.is_empty() {
+                @if job.status == kairos_core::job::JobStatus::Paused {
+                    p.muted id="paused-fires" { "None while the job is paused: nothing fires until it is resumed." }
+                } @else if fires.is_empty() {
                     p.muted { "No trigger is left." }
                 } @else {
                     ol.fires { @for t in &fires { li { time datetime=(kairos_core::time::to_rfc3339(*t)) { (view::zoned(*t, &zone)) } } } }
@@ -205,7 +225,8 @@ async fn executions_region(state: &UiState, ctx: &Ctx, job: &Job) -> Result<Mark
         p.live-status {
             "Job is " (view::job_badge(job.status))
             @if let Some(r) = &job.pause_reason { " (" (r) ")" }
-            " · next trigger " (view::time(job.next_trigger_at)) " UTC"
+            " · next trigger " (super::jobs::next_cell(job))
+            @if job.status != kairos_core::job::JobStatus::Paused && job.next_trigger_at.is_some() { " UTC" }
         }
         (executions_table(ctx, &items, &callbacks))
     })

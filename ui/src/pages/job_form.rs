@@ -1,13 +1,23 @@
-//! The fields of the new-job form: every create field with its label, hint
-//! and, when the API refused it, its error beside it.
+//! The fields of the job forms, New job's and Edit's alike: every field
+//! with its label, hint and, when the API refused it, its error beside it;
+//! the schedule kinds; and the live preview of the next fire times.
 
 use super::new_job::FieldError;
 use crate::forms::Fields;
 use maud::{Markup, html};
 
-/// Schedule kinds offered, with their labels.
-const KINDS: [(&str, &str); 5] = [
+/// Schedule kinds a new job may have, with their labels.
+pub(crate) const NEW_KINDS: [(&str, &str); 5] = [
     ("now", "Now (once)"),
+    ("at", "At a time (once)"),
+    ("cron", "Cron"),
+    ("every", "Every (fixed rate)"),
+    ("delay", "Delay after each run"),
+];
+
+/// Schedule kinds an edit may set: "now" is a create's (an edit can move a
+/// one-shot's time, or trigger it from the job page).
+pub(crate) const EDIT_KINDS: [(&str, &str); 4] = [
     ("at", "At a time (once)"),
     ("cron", "Cron"),
     ("every", "Every (fixed rate)"),
@@ -51,11 +61,40 @@ pub(crate) fn select(form: &Fields, name: &str, label: &str, options: &[(&str, &
     }
 }
 
+/// The params textarea, checked as JSON while typing.
+pub(crate) fn params_field(form: &Fields, error: Option<&FieldError>, rows: u32) -> Markup {
+    let bad = error.and_then(|e| e.field.as_deref()) == Some("params");
+    html! {
+        div.field {
+            label for="params" { "Params (JSON)" }
+            textarea id="params" name="params" rows=(rows) spellcheck="false" data-json=""
+                aria-invalid=[bad.then_some("true")] aria-describedby="params-error" { (form.get("params")) }
+            p.field-error id="params-error" aria-live="polite" {
+                @if bad { (error.map(|e| e.message.as_str()).unwrap_or("")) }
+            }
+        }
+    }
+}
+
+/// The extra params paths the job marks sensitive (masked like the keys
+/// the server masks by name).
+pub(crate) fn sensitive_field(form: &Fields, error: Option<&FieldError>) -> Markup {
+    input(
+        form,
+        error,
+        "sensitiveParams",
+        "Also masked (params paths)",
+        "text",
+        Some(
+            "Optional, comma-separated, e.g. headers.X-Custom, accounts.*.pin. Keys the server masks by name (by default authorization, password, secret, token, api_key, cookie) are masked anyway. Workers get the real values.",
+        ),
+    )
+}
+
+/// New job's fields: name, handler (suggesting the handlers the workers
+/// announce), params, then the schedule and delivery fields.
 pub(crate) fn job_fields(form: &Fields, error: Option<&FieldError>, handlers: &[String]) -> Markup {
     let bad = |n: &str| error.and_then(|e| e.field.as_deref()) == Some(n);
-    let kind = Some(form.get("kind"))
-        .filter(|k| !k.is_empty())
-        .unwrap_or("now");
     html! {
         fieldset {
             legend { "Job" }
@@ -68,22 +107,32 @@ pub(crate) fn job_fields(form: &Fields, error: Option<&FieldError>, handlers: &[
                 @if bad("jobHandler") { p.field-error { (error.map(|e| e.message.as_str()).unwrap_or("")) } }
                 p.hint id="jobHandler-hint" { "Handlers the workers announce: " (if handlers.is_empty() { "none yet".to_string() } else { handlers.join(", ") }) }
             }
-            div.field {
-                label for="params" { "Params (JSON)" }
-                textarea id="params" name="params" rows="4" spellcheck="false" data-json=""
-                    aria-invalid=[bad("params").then_some("true")] aria-describedby="params-error" { (form.get("params")) }
-                p.field-error id="params-error" aria-live="polite" {
-                    @if bad("params") { (error.map(|e| e.message.as_str()).unwrap_or("")) }
-                }
-            }
-            (input(form, error, "sensitiveParams", "Also masked (params paths)", "text",
-                Some("Optional, comma-separated, e.g. headers.X-Custom, accounts.*.pin. Keys the server masks by name (by default authorization, password, secret, token, api_key, cookie) are masked anyway. Workers get the real values.")))
+            (params_field(form, error, 4))
+            (sensitive_field(form, error))
         }
+        (schedule_fields(form, error, &NEW_KINDS))
+        (delivery_fields(form, error))
+    }
+}
+
+/// The schedule: its kind (one of `kinds`), the kind's own field, time
+/// zone, window and policies (the page's script shows the fields of the
+/// chosen kind).
+pub(crate) fn schedule_fields(
+    form: &Fields,
+    error: Option<&FieldError>,
+    kinds: &[(&str, &str)],
+) -> Markup {
+    let first = kinds.first().map_or("now", |(k, _)| *k);
+    let kind = Some(form.get("kind"))
+        .filter(|k| kinds.iter().any(|(v, _)| v == k))
+        .unwrap_or(first);
+    html! {
         fieldset.schedule {
             legend { "Schedule" }
             div.radios role="radiogroup" aria-label="Schedule kind" {
-                @for (v, l) in KINDS {
-                    label.radio { input type="radio" name="kind" value=(v) checked[kind == v]; " " (l) }
+                @for (v, l) in kinds {
+                    label.radio { input type="radio" name="kind" value=(v) checked[kind == *v]; " " (l) }
                 }
             }
             div.kind-fields {
@@ -98,6 +147,12 @@ pub(crate) fn job_fields(form: &Fields, error: Option<&FieldError>, handlers: &[
                 (select(form, "overlapPolicy", "Overlap policy (recurring)", &[("", "default (allow)"), ("allow", "allow"), ("forbid", "forbid"), ("replace", "replace")]))
             }
         }
+    }
+}
+
+/// Retries, time limit, callback and worker group.
+pub(crate) fn delivery_fields(form: &Fields, error: Option<&FieldError>) -> Markup {
+    html! {
         fieldset {
             legend { "Delivery and retries" }
             (input(form, error, "maxAttempts", "Attempts in all", "number", Some("1–100, including the first.")))
@@ -105,6 +160,21 @@ pub(crate) fn job_fields(form: &Fields, error: Option<&FieldError>, handlers: &[
             (input(form, error, "timeoutMs", "Timeout (ms)", "number", Some("Optional: the worker stops the handler after this long.")))
             (input(form, error, "callbackUrl", "Callback URL", "url", Some("Optional: receives each execution's outcome.")))
             (input(form, error, "workerGroup", "Worker group", "text", Some("Optional: only workers of this group run it.")))
+        }
+    }
+}
+
+/// The live preview of the next fire times of the form `form_id`, computed
+/// by the API as the operator types (`POST /ui/jobs/preview`).
+pub(crate) fn preview_pane(form_id: &str) -> Markup {
+    html! {
+        aside.card.preview-pane aria-labelledby="preview-h" {
+            h2 id="preview-h" { "Next fire times" }
+            p.hint { "Computed by the API from the schedule as you type; shown in the job's time zone." }
+            div id="preview" aria-live="polite" hx-post="/ui/jobs/preview" hx-include={ "#" (form_id) }
+                hx-trigger={ "load, input from:#" (form_id) " delay:300ms, change from:#" (form_id) } hx-swap="innerHTML" {
+                p.muted { "Computing…" }
+            }
         }
     }
 }

@@ -1,16 +1,15 @@
-//! The jobs list: filters (status, handler, name) and keyset paging in the
-//! URL, and bulk pause/resume/cancel of the rows the operator ticked, after
-//! a confirmation that lists exactly those jobs.
+//! The jobs list: filters (status, health, handler, name) and keyset paging
+//! in the URL, each job's state (with `failing` for a recurring job whose
+//! recent runs all failed) and last result, and the bulk actions' buttons
+//! (see `bulk`).
 
 use super::query;
 use crate::UiState;
-use crate::forms::Fields;
 use crate::session::Ctx;
 use crate::view::{self, Nav};
 use axum::extract::{Query, State};
-use axum::http::Method;
 use axum::response::{IntoResponse, Response};
-use kairos_core::job::{Job, JobStatus};
+use kairos_core::job::{Job, JobHealth, JobStatus};
 use kairos_core::schedule::{Rule, Schedule};
 use kairos_core::store::JobFilter;
 use maud::{Markup, html};
@@ -18,14 +17,14 @@ use serde::Deserialize;
 
 /// Jobs per page.
 const PAGE: u32 = 50;
-/// Most jobs one bulk action takes (two pages' worth).
-const MAX_BULK: usize = 100;
 
 /// The list's query string: filters and the page cursor.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct ListQuery {
     #[serde(default)]
     status: String,
+    #[serde(default)]
+    health: String,
     #[serde(default)]
     handler: String,
     #[serde(default)]
@@ -55,6 +54,57 @@ pub(crate) fn schedule_text(s: &Schedule) -> String {
     }
 }
 
+/// A cron schedule in words, in its zone (`None` for other schedules, and
+/// for expressions the describer does not know).
+pub(crate) fn schedule_words(s: &Schedule) -> Option<String> {
+    match s.recurrence().map(|r| &r.rule) {
+        Some(Rule::Cron { expr, tz }) => crate::cron_words::describe(expr, tz),
+        _ => None,
+    }
+}
+
+/// The schedule: its short text and, for cron, the expression in words.
+pub(crate) fn schedule_cell(s: &Schedule) -> Markup {
+    html! {
+        (schedule_text(s))
+        @if let Some(words) = schedule_words(s) { br; span.cron-words { (words) } }
+    }
+}
+
+/// The job's state: `failing` before its status when its recent runs all
+/// failed, and a paused job's reason.
+pub(crate) fn state_cell(j: &Job) -> Markup {
+    html! {
+        @if j.health() == JobHealth::Failing {
+            span.failing title={ "The last " (j.fail_streak) " runs failed" } { (view::badge("failing")) } " "
+        }
+        (view::job_badge(j.status))
+        @if let Some(r) = &j.pause_reason { br; span.pause-reason { (r) } }
+    }
+}
+
+/// The outcome of the job's latest finished execution, with when.
+pub(crate) fn last_result_cell(j: &Job) -> Markup {
+    html! {
+        @match j.last_result {
+            Some(r) => {
+                (view::exec_badge(r))
+                @if j.fail_streak > 1 { " " span.muted { "(" (j.fail_streak) " in a row)" } }
+                br; span.small { (view::time(j.last_result_at)) }
+            }
+            None => { span.muted { "none yet" } }
+        }
+    }
+}
+
+/// The next trigger, or why there is none to show.
+pub(crate) fn next_cell(j: &Job) -> Markup {
+    if j.status == JobStatus::Paused {
+        return html! { span.muted { "none while paused" } };
+    }
+    view::time(j.next_trigger_at)
+}
+
 /// `GET /ui/jobs`.
 pub(crate) async fn page(
     State(state): State<UiState>,
@@ -62,8 +112,10 @@ pub(crate) async fn page(
     Query(q): Query<ListQuery>,
 ) -> Response {
     let status = JobStatus::parse(&q.status);
+    let health = JobHealth::parse(&q.health);
     let filter = JobFilter {
         status,
+        health,
         handler: Some(q.handler.trim().to_string()).filter(|h| !h.is_empty()),
         name_contains: Some(q.q.trim().to_string()).filter(|h| !h.is_empty()),
         limit: PAGE,
@@ -75,14 +127,14 @@ pub(crate) async fn page(
     };
     let filters = [
         ("status", status.map_or("", |s| s.as_str())),
+        ("health", health.map_or("", |h| h.as_str())),
         ("handler", q.handler.trim()),
         ("q", q.q.trim()),
     ];
     let next = page.next_cursor.as_deref().map(|c| {
-        format!(
-            "/ui/jobs?{}",
-            query(&[filters[0], filters[1], filters[2], ("cursor", c)])
-        )
+        let mut pairs = filters.to_vec();
+        pairs.push(("cursor", c));
+        format!("/ui/jobs?{}", query(&pairs))
     });
     let first = format!("/ui/jobs?{}", query(&filters));
     let body = html! {
@@ -94,6 +146,13 @@ pub(crate) async fn page(
                     @for s in JobStatus::ALL {
                         option value=(s.as_str()) selected[status == Some(s)] { (s.as_str()) }
                     }
+                }
+            }
+            label { "Health "
+                select name="health" {
+                    option value="" selected[health.is_none()] { "any" }
+                    option value="failing" selected[health == Some(JobHealth::Failing)] { "failing" }
+                    option value="ok" selected[health == Some(JobHealth::Ok)] { "ok" }
                 }
             }
             label { "Handler " input type="text" name="handler" value=(q.handler.trim()) size="12"; }
@@ -137,6 +196,7 @@ fn table(ctx: &Ctx, jobs: &[Job]) -> Markup {
                             }
                         }
                         th scope="col" { "Name" } th scope="col" { "Status" }
+                        th scope="col" { "Last result" }
                         th scope="col" { "Handler" } th scope="col" { "Schedule" }
                         th scope="col" { "Next trigger (UTC)" } th scope="col" { "Created (UTC)" }
                     } }
@@ -150,13 +210,11 @@ fn table(ctx: &Ctx, jobs: &[Job]) -> Markup {
                                     }
                                 }
                                 th scope="row" { a href={ "/ui/jobs/" (j.id) } { (j.name) } }
-                                td {
-                                    (view::job_badge(j.status))
-                                    @if let Some(r) = &j.pause_reason { br; span.pause-reason { (r) } }
-                                }
+                                td.state { (state_cell(j)) }
+                                td.last-result { (last_result_cell(j)) }
                                 td { code { (j.handler) } }
-                                td { (schedule_text(&j.schedule)) }
-                                td { (view::time(j.next_trigger_at)) }
+                                td { (schedule_cell(&j.schedule)) }
+                                td { (next_cell(j)) }
                                 td { (view::time(Some(j.created_at))) }
                             }
                         }
@@ -165,116 +223,4 @@ fn table(ctx: &Ctx, jobs: &[Job]) -> Markup {
             }
         }
     }
-}
-
-/// `POST /ui/jobs/bulk`: without `confirm`, a page listing the ticked jobs
-/// and the action; with it, the action on exactly those ids.
-pub(crate) async fn bulk(State(state): State<UiState>, ctx: Ctx, form: Fields) -> Response {
-    if let Err(r) = ctx.check_csrf(form.get("csrf")).and(ctx.require_write()) {
-        return *r;
-    }
-    let action = form.get("action");
-    if !matches!(action, "pause" | "resume" | "cancel") {
-        return view::page(
-            &ctx,
-            "Bulk action",
-            Nav::Jobs,
-            html! { p.error-box { "Unknown action." } },
-        )
-        .into_response();
-    }
-    let mut ids: Vec<&str> = form.all("ids");
-    ids.dedup();
-    if ids.is_empty() {
-        return view::page(
-            &ctx,
-            "Bulk action",
-            Nav::Jobs,
-            html! {
-                p.error-box role="alert" { "Tick at least one job first." }
-                p { a href="/ui/jobs" { "Back to the jobs" } }
-            },
-        )
-        .into_response();
-    }
-    if ids.len() > MAX_BULK {
-        return view::page(
-            &ctx,
-            "Bulk action",
-            Nav::Jobs,
-            html! {
-                p.error-box role="alert" { "At most " (MAX_BULK) " jobs at once." }
-            },
-        )
-        .into_response();
-    }
-    if form.get("confirm") != "yes" {
-        return confirm(&state, &ctx, action, &ids).await;
-    }
-    let mut results = Vec::new();
-    for id in &ids {
-        let (method, path) = match action {
-            "pause" => (Method::POST, format!("/openapi/jobs/{id}/pause")),
-            "resume" => (Method::POST, format!("/openapi/jobs/{id}/resume")),
-            _ => (Method::DELETE, format!("/openapi/jobs/{id}")),
-        };
-        let outcome = state.api.call(ctx.key(), method, &path, None).await;
-        results.push((id.to_string(), outcome));
-    }
-    let ok = results.iter().filter(|(_, r)| r.is_ok()).count();
-    view::page(&ctx, "Bulk action done", Nav::Jobs, html! {
-        p.notice role="status" { (action) ": " (ok) " of " (results.len()) " jobs done." }
-        table.data {
-            caption.sr-only { "Result per job" }
-            thead { tr { th scope="col" { "Job" } th scope="col" { "Result" } } }
-            tbody {
-                @for (id, r) in &results {
-                    tr {
-                        th scope="row" { a href={ "/ui/jobs/" (id) } { code { (id) } } }
-                        td {
-                            @match r {
-                                Ok(v) => { (view::badge(v["status"].as_str().unwrap_or("done"))) }
-                                Err(e) => { span.error-text { (e.message) } }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        p { a href="/ui/jobs" { "Back to the jobs" } }
-    }).into_response()
-}
-
-async fn confirm(state: &UiState, ctx: &Ctx, action: &str, ids: &[&str]) -> Response {
-    let mut rows = Vec::new();
-    for id in ids {
-        match state.store.job_get(ctx.tenant(), id).await {
-            Ok(Some(j)) => rows.push((id.to_string(), Some(j))),
-            Ok(None) => rows.push((id.to_string(), None)),
-            Err(e) => return view::store_error(e),
-        }
-    }
-    view::page(ctx, "Confirm bulk action", Nav::Jobs, html! {
-        p { "You are about to " strong { (action) } " these " (ids.len()) " jobs, and no others:" }
-        ul.confirm-list {
-            @for (id, j) in &rows {
-                li {
-                    @match j {
-                        Some(j) => { (j.name) " " code { (id) } " " (view::job_badge(j.status)) }
-                        None => { code { (id) } " (not found)" }
-                    }
-                }
-            }
-        }
-        form method="post" action="/ui/jobs/bulk" {
-            (view::csrf(ctx))
-            input type="hidden" name="action" value=(action);
-            input type="hidden" name="confirm" value="yes";
-            @for id in ids { input type="hidden" name="ids" value=(id); }
-            div.toolbar {
-                button.primary.danger[action == "cancel"] type="submit" { "Yes, " (action) " " (ids.len()) " jobs" }
-                a href="/ui/jobs" { "No, go back" }
-            }
-        }
-    }).into_response()
 }

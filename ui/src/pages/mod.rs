@@ -2,6 +2,7 @@
 //! live, the fragment its live region polls.
 
 pub(crate) mod admin;
+pub(crate) mod bulk;
 pub(crate) mod edit;
 pub(crate) mod executions;
 pub(crate) mod job;

@@ -2,7 +2,7 @@
 //! times (the API's `POST /openapi/schedules/preview`), and on submit the
 //! API's own create with its validation messages shown beside the field.
 
-use super::job_form::job_fields;
+use super::job_form::{job_fields, preview_pane};
 use crate::UiState;
 use crate::api::ApiFailure;
 use crate::forms::Fields;
@@ -196,14 +196,7 @@ async fn form_page(
                 (job_fields(form, error.as_ref(), &handlers))
                 div.toolbar { button.primary type="submit" { "Create job" } a href="/ui/jobs" { "Cancel" } }
             }
-            aside.card.preview-pane aria-labelledby="preview-h" {
-                h2 id="preview-h" { "Next fire times" }
-                p.hint { "Computed by the API from the schedule as you type; shown in the job's time zone." }
-                div id="preview" aria-live="polite" hx-post="/ui/jobs/preview" hx-include="#new-job"
-                    hx-trigger="load, input from:#new-job delay:300ms, change from:#new-job" hx-swap="innerHTML" {
-                    p.muted { "Computing…" }
-                }
-            }
+            (preview_pane("new-job"))
         }
     };
     (status, view::page(ctx, "New job", Nav::NewJob, body)).into_response()
@@ -252,10 +245,16 @@ pub(crate) async fn preview(State(state): State<UiState>, ctx: Ctx, form: Fields
         Err(e) => Err(e),
     };
     let kind = form.get("kind");
+    let words = (kind == "cron")
+        .then(|| {
+            crate::cron_words::describe(form.get("cronExpr"), form.opt("timezone").unwrap_or("UTC"))
+        })
+        .flatten();
     match result {
         Ok(p) => {
             let times = p["nextTriggers"].as_array().cloned().unwrap_or_default();
             html! {
+                @if let Some(w) = &words { p.cron-words data-cron-words="" { (w) } }
                 @if kind == "now" || kind.is_empty() { p.muted { "Fires once, as soon as it is created." } }
                 @if kind == "delay" { p.muted { "Assuming each execution ends at once." } }
                 ol.fires data-preview="" {

@@ -36,7 +36,9 @@ pub(super) async fn control(
         set.set("pause_reason", reason);
     }
     let mut s = Sql::new("UPDATE jobs SET ");
-    s.set(&set).push(", version = version + 1");
+    // A caller's change: the revision an edit checks moves too.
+    s.set(&set)
+        .push(", version = version + 1, revision = revision + 1");
     match t {
         JobTransition::Cancel => {
             s.push(", next_trigger_at = NULL");

@@ -10,7 +10,7 @@ use crate::rows::{self, JOB_COLS, page_size};
 use crate::sql::{Sql, time};
 use crate::store::SqlStore;
 use async_trait::async_trait;
-use kairos_core::job::{Job, JobTransition, NewJob};
+use kairos_core::job::{FAILING_AFTER, Job, JobHealth, JobTransition, NewJob};
 use kairos_core::store::{
     ControlOutcome, CreateOutcome, JobFilter, JobStore, JobUpdate, Page, StoreResult, UpdateOutcome,
 };
@@ -89,6 +89,19 @@ impl JobStore for SqlStore {
         // `!` escapes: the one LIKE escape every database reads the same way.
         // LOWER on both sides: MySQL's binary collation would otherwise make
         // the search case-sensitive there and not on SQLite.
+        // What `JobHealth::of` says, in SQL.
+        match filter.health {
+            Some(JobHealth::Failing) => {
+                s.push(" AND j.schedule_kind <> 'once' AND j.fail_streak >= ")
+                    .bind(i64::from(FAILING_AFTER));
+            }
+            Some(JobHealth::Ok) => {
+                s.push(" AND (j.schedule_kind = 'once' OR j.fail_streak < ")
+                    .bind(i64::from(FAILING_AFTER))
+                    .push(")");
+            }
+            None => {}
+        }
         if let Some(p) = filter.name_contains.as_deref().map(like_pattern) {
             s.push(" AND LOWER(j.name) LIKE ")
                 .bind(p)
@@ -151,11 +164,11 @@ impl JobStore for SqlStore {
         &self,
         tenant: &str,
         id: &str,
-        expected_version: i64,
+        expected_revision: i64,
         update: &JobUpdate,
         now: Millis,
     ) -> StoreResult<UpdateOutcome> {
-        self.transaction(|tx| update::update(tx, tenant, id, expected_version, update, now))
+        self.transaction(|tx| update::update(tx, tenant, id, expected_revision, update, now))
             .await
     }
 }

@@ -1,6 +1,14 @@
-//! `PATCH` of a job: one transaction that locks the job, checks the version
-//! the caller read, recomputes the next trigger when the schedule changed,
-//! and writes the new definition.
+//! `PATCH` of a job: one transaction that locks the job, checks the
+//! revision the caller read, recomputes the next trigger when the schedule
+//! changed, and writes the new definition.
+//!
+//! The check is against the caller's revision, not the scheduler's
+//! version: a claim or a result in between changes neither the definition
+//! nor anything a person set, so it does not make the edit conflict. The
+//! write still bumps the version too, under the row lock: a claim computed
+//! from the job as scanned before the edit then loses, and the next scan
+//! claims the new definition (no trigger of the old schedule fires after
+//! the edit, none fires twice).
 
 use super::get_job;
 use crate::create::sensitive_json;
@@ -18,14 +26,14 @@ pub(super) async fn update(
     mut tx: Tx,
     tenant: &str,
     id: &str,
-    expected_version: i64,
+    expected_revision: i64,
     u: &JobUpdate,
     now: Millis,
 ) -> StoreResult<UpdateOutcome> {
     let Some(job) = get_job(&mut tx, tenant, id, true).await? else {
         return Ok(UpdateOutcome::NotFound);
     };
-    if job.version != expected_version {
+    if job.revision != expected_revision {
         return Ok(UpdateOutcome::VersionConflict(job));
     }
     // A one-shot whose trigger was claimed has nothing left to move.
@@ -76,7 +84,7 @@ async fn write_update(
         .set("updated_at", time(now));
     Sql::new("UPDATE jobs SET ")
         .set(&set)
-        .push(", version = version + 1 WHERE id = ")
+        .push(", version = version + 1, revision = revision + 1 WHERE id = ")
         .bind(job.id.as_str())
         .push(" AND version = ")
         .bind(job.version)

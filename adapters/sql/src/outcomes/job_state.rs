@@ -19,6 +19,8 @@ pub(super) struct JobState {
     pub(super) callback_url: Option<String>,
     /// Live executions of the job (counted only when it may end with them).
     pub(super) live: u64,
+    /// Its failures in a row, as the batch has moved them so far.
+    pub(super) fail_streak: u32,
 }
 
 /// What the job does after an execution ends, from its stored columns.

@@ -1,9 +1,9 @@
 //! Results and reaper verdicts: one transaction per batch that locks the
 //! executions and their jobs, asks [`outcome::plan`] what each input does,
 //! applies the plans to the locked rows in memory, and writes them back: the
-//! changed executions in one multi-row statement (see `write_back`), job moves,
-//! history events and, for terminal executions of jobs with a callback URL,
-//! the outbox row.
+//! changed executions in one multi-row statement (see `write_back`), job moves
+//! and each job's last result and failures in a row, history events and, for
+//! terminal executions of jobs with a callback URL, the outbox row.
 //!
 //! The rows are locked (`FOR UPDATE` on MySQL, the single writer on SQLite)
 //! from the read to the commit, so what `plan` decided from them is what the
@@ -124,7 +124,7 @@ async fn load(
                  j.schedule_kind AS schedule_kind, j.next_trigger_at AS next_trigger_at, \
                  j.max_attempts AS max_attempts, j.retry_backoff_ms AS retry_backoff_ms, \
                  j.timeout_ms AS timeout_ms, j.callback_url AS callback_url, \
-                 j.delay_ms AS delay_ms, j.end_at AS end_at \
+                 j.delay_ms AS delay_ms, j.end_at AS end_at, j.fail_streak AS fail_streak \
                  FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ",
             )
             .list(chunk.iter().copied())
@@ -145,6 +145,7 @@ async fn load(
             timeout_ms: r.opt_u64("timeout_ms")?,
             callback_url: r.opt_string("callback_url")?,
             live: 0,
+            fail_streak: r.u32("fail_streak")?,
         };
         jobs.insert(exec.job_id.clone(), job);
         execs.insert(exec.id.clone(), (exec, held_by));
@@ -265,6 +266,14 @@ fn finish(
         exec.started_at = input.started_at;
     }
     job.live = job.live.saturating_sub(1);
+    // The job's last result and failures in a row, for its health: in the
+    // order results are applied, which is the order they finished in.
+    let streak = kairos_core::job::next_fail_streak(job.fail_streak, exec.status);
+    if let Some(n) = streak {
+        job.fail_streak = n;
+    }
+    tail.jobs
+        .finished(&exec.job_id, exec.status, input.at, streak);
     tail.events.push(EventRow {
         worker_id: exec.worker_id.clone(),
         error: exec.error.clone(),

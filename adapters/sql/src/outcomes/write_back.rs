@@ -7,7 +7,7 @@
 use crate::db::Tx;
 use crate::rows_update::{Col, RowsUpdate, rows_per_statement};
 use crate::sql::{Value, json, time};
-use kairos_core::execution::Execution;
+use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::job::JobStatus;
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
@@ -66,6 +66,10 @@ struct JobChange {
     next_trigger_at: Option<Millis>,
     /// Version bumps: one per change, as separate updates would have made.
     bumps: i64,
+    /// The latest execution that finished, and when.
+    last_result: Option<(ExecStatus, Millis)>,
+    /// The failures in a row after it (`None`: unchanged).
+    fail_streak: Option<u32>,
 }
 
 /// Jobs changed by a batch, in the order first changed.
@@ -77,12 +81,34 @@ pub(super) struct TouchedJobs {
 
 impl TouchedJobs {
     fn change(&mut self, job_id: &str) -> &mut JobChange {
+        let change = self.entry(job_id);
+        change.bumps += 1;
+        change
+    }
+
+    fn entry(&mut self, job_id: &str) -> &mut JobChange {
         if !self.changes.contains_key(job_id) {
             self.order.push(job_id.to_string());
         }
-        let change = self.changes.entry(job_id.to_string()).or_default();
-        change.bumps += 1;
-        change
+        self.changes.entry(job_id.to_string()).or_default()
+    }
+
+    /// An execution of the job finished as `status` at `at`, leaving
+    /// `streak` failures in a row (`None`: unchanged). Not a version bump:
+    /// claims do not read these columns, so a claim in flight still runs
+    /// the job as it is.
+    pub(super) fn finished(
+        &mut self,
+        job_id: &str,
+        status: ExecStatus,
+        at: Millis,
+        streak: Option<u32>,
+    ) {
+        let change = self.entry(job_id);
+        change.last_result = Some((status, at));
+        if streak.is_some() {
+            change.fail_streak = streak;
+        }
     }
 
     /// The job moved to `status`, with its next trigger if one is given.
@@ -155,9 +181,9 @@ fn executions_update(chunk: &[&Execution], touched: &TouchedExecutions, now: Mil
     u
 }
 
-/// The update of the jobs in `chunk`: the new status and next trigger of
-/// those that have one (the others keep theirs), and every one's version
-/// bumps.
+/// The update of the jobs in `chunk`: the new status, next trigger, last
+/// result and failures in a row of those that have one (the others keep
+/// theirs), and every one's version bumps.
 fn jobs_update(touched: &TouchedJobs, chunk: &[String], now: Millis) -> RowsUpdate {
     let mut u = RowsUpdate::new(
         "jobs",
@@ -166,6 +192,9 @@ fn jobs_update(touched: &TouchedJobs, chunk: &[String], now: Millis) -> RowsUpda
             Col::SetSome("status"),
             Col::SetSome("next_trigger_at"),
             Col::Add("version"),
+            Col::SetSome("last_result"),
+            Col::SetSome("last_result_at"),
+            Col::SetSome("fail_streak"),
         ],
     );
     for id in chunk {
@@ -176,6 +205,9 @@ fn jobs_update(touched: &TouchedJobs, chunk: &[String], now: Millis) -> RowsUpda
                     c.status.map(|st| st.as_str().into()),
                     c.next_trigger_at.map(time),
                     Some(c.bumps.into()),
+                    c.last_result.map(|(st, _)| st.as_str().into()),
+                    c.last_result.map(|(_, at)| time(at)),
+                    c.fail_streak.map(|n| i64::from(n).into()),
                 ],
             );
         }

@@ -20,6 +20,7 @@ fn job(schedule: Schedule) -> Job {
         next_trigger_at: Some(NOW),
         status: JobStatus::Scheduled,
         version: 3,
+        revision: 3,
         callback_url: Some("https://example.com/cb".into()),
         client_request_id: None,
         request_hash: None,
@@ -33,6 +34,9 @@ fn job(schedule: Schedule) -> Job {
         worker_group: None,
         trace: None,
         pause_reason: None,
+        last_result: None,
+        last_result_at: None,
+        fail_streak: 0,
     }
 }
 
