@@ -9,6 +9,7 @@ mod batch;
 mod callbacks;
 mod contract;
 mod control;
+mod executions;
 mod jobs;
 mod ops;
 mod patch;
@@ -105,6 +106,10 @@ on_both_stores! {
     crate::tenants::creates_are_rate_limited_per_key => creates_are_rate_limited_per_key,
     crate::routing::worker_groups_and_waiting_executions => worker_groups_and_waiting_executions,
     crate::routing::execution_logs_are_paged_and_progress_is_shown => execution_logs_are_paged_and_progress_is_shown,
+}
+
+on_every_store! { listings:
+    crate::executions::executions_are_filtered_across_jobs => executions_are_filtered_across_jobs,
 }
 
 on_every_store! { admin:
