@@ -324,7 +324,10 @@ pub fn exec_statuses(raw: Option<&str>) -> Result<Vec<ExecStatus>, ApiError> {
                 let known: Vec<_> = ExecStatus::ALL.iter().map(|s| s.as_str()).collect();
                 ApiError::invalid(
                     "status",
-                    format!("unknown status {s:?}; expected one or more of {}", known.join(", ")),
+                    format!(
+                        "unknown status {s:?}; expected one or more of {}",
+                        known.join(", ")
+                    ),
                 )
             })
         })

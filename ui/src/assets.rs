@@ -7,6 +7,8 @@ use axum::response::{IntoResponse, Response};
 /// htmx 2.0.11, 0BSD licence (see `assets/htmx.LICENSE`), unmodified.
 const HTMX: &str = include_str!("../assets/htmx.min.js");
 const APP_JS: &str = include_str!("../assets/app.js");
+/// The execution page's log tail.
+const TAIL_JS: &str = include_str!("../assets/tail.js");
 const APP_CSS: &str = include_str!("../assets/app.css");
 
 /// `GET /ui/assets/{file}`.
@@ -14,6 +16,7 @@ pub(crate) async fn serve(Path(file): Path<String>) -> Response {
     let (body, kind) = match file.as_str() {
         "htmx.min.js" => (HTMX, "text/javascript; charset=utf-8"),
         "app.js" => (APP_JS, "text/javascript; charset=utf-8"),
+        "tail.js" => (TAIL_JS, "text/javascript; charset=utf-8"),
         "app.css" => (APP_CSS, "text/css; charset=utf-8"),
         _ => return StatusCode::NOT_FOUND.into_response(),
     };

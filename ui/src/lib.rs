@@ -29,6 +29,7 @@
 
 mod api;
 mod assets;
+mod chart;
 mod forms;
 pub mod login;
 mod pages;
@@ -94,6 +95,16 @@ pub fn router(state: AppState) -> Router {
         .route("/ui/executions/{id}/redeliver", post(pages::job::redeliver))
         .route("/ui/executions", get(pages::executions::page))
         .route("/ui/executions/rerun", post(pages::executions::rerun))
+        .route(
+            "/ui/executions/export",
+            get(pages::executions::export::export),
+        )
+        .route("/ui/executions/{id}", get(pages::execution::page))
+        .route(
+            "/ui/executions/{id}/live",
+            get(pages::execution::live_region),
+        )
+        .route("/ui/executions/{id}/tail", get(pages::execution::tail))
         .route("/ui/workers", get(pages::workers::page))
         .route("/ui/workers/live", get(pages::workers::live_region))
         .route(

@@ -115,7 +115,8 @@ pub(crate) async fn fetch<T>(
         // the first one, read as such so it is full.
         None => {
             let (start, items) = run(Start::First).await?;
-            Ok(assemble(items, limit, &start, &key).unwrap_or_else(|| Page::forward(Vec::new(), None)))
+            Ok(assemble(items, limit, &start, &key)
+                .unwrap_or_else(|| Page::forward(Vec::new(), None)))
         }
     }
 }

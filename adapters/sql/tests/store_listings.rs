@@ -32,7 +32,14 @@ fn job(tenant: &str, name: &str, handler: &str, at: i64) -> NewJob {
 
 /// Creates a job due at `at`, claims it and ends it on `worker`; the
 /// execution id.
-async fn ran(store: &SqlStore, tenant: &str, handler: &str, at: i64, worker: &str, ok: bool) -> String {
+async fn ran(
+    store: &SqlStore,
+    tenant: &str,
+    handler: &str,
+    at: i64,
+    worker: &str,
+    ok: bool,
+) -> String {
     let j = create(store, job(tenant, handler, handler, at)).await;
     let w = claim(store, &j, None).await;
     let mut r = result(&w, 1, if ok { Succeeded } else { Failed }, at + 5);
@@ -105,13 +112,22 @@ async fn executions_filter_by_job_handler_worker_and_time(store: SqlStore) {
     assert_eq!(store.executions_count("ls", &all, 2).await.unwrap(), 2);
     let fail = by(|f| f.handler = Some("fail".into()));
     assert_eq!(store.executions_count("ls", &fail, 100).await.unwrap(), 2);
-    assert_eq!(store.executions_count("nobody", &all, 100).await.unwrap(), 0);
+    assert_eq!(
+        store.executions_count("nobody", &all, 100).await.unwrap(),
+        0
+    );
     let fail_jobs = JobFilter {
         handler: Some("fail".into()),
         ..JobFilter::default()
     };
     assert_eq!(store.job_count("ls", &fail_jobs, 100).await.unwrap(), 2);
-    assert_eq!(store.job_count("ls", &JobFilter::default(), 1).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .job_count("ls", &JobFilter::default(), 1)
+            .await
+            .unwrap(),
+        1
+    );
 }
 
 fn times<T>(page: &Page<T>, at: impl Fn(&T) -> i64) -> Vec<i64> {
@@ -138,7 +154,10 @@ async fn jobs_and_executions_page_both_ways(store: SqlStore) {
     };
     let due = |e: &kairos_core::execution::Execution| e.scheduled_at;
     let p1 = execs(None).await;
-    assert_eq!((times(&p1, due), p1.prev_cursor.is_none()), (vec![4, 3], true));
+    assert_eq!(
+        (times(&p1, due), p1.prev_cursor.is_none()),
+        (vec![4, 3], true)
+    );
     let p2 = execs(p1.next_cursor.clone()).await;
     assert_eq!(times(&p2, due), [2, 1]);
     let p3 = execs(p2.next_cursor.clone()).await;
@@ -149,7 +168,10 @@ async fn jobs_and_executions_page_both_ways(store: SqlStore) {
     assert_eq!(back2.next_cursor, p2.next_cursor);
     let back1 = execs(back2.prev_cursor.clone()).await;
     assert_eq!(times(&back1, due), [4, 3]);
-    assert!(back1.prev_cursor.is_none(), "the first page has no previous one");
+    assert!(
+        back1.prev_cursor.is_none(),
+        "the first page has no previous one"
+    );
     // A cursor this store did not make names no page.
     assert!(execs(Some("pnot-a-cursor".into())).await.items.is_empty());
 
@@ -167,7 +189,10 @@ async fn jobs_and_executions_page_both_ways(store: SqlStore) {
     let created = |j: &kairos_core::job::Job| j.created_at;
     let j1 = jobs(None).await;
     let j2 = jobs(j1.next_cursor.clone()).await;
-    assert_eq!((times(&j1, created), times(&j2, created)), (vec![4, 3, 2], vec![1, 0]));
+    assert_eq!(
+        (times(&j1, created), times(&j2, created)),
+        (vec![4, 3, 2], vec![1, 0])
+    );
     // The page before the last holds fewer than 3 newer jobs than its first:
     // it is the first page, whole.
     let back = jobs(j2.prev_cursor.clone()).await;
@@ -206,23 +231,43 @@ async fn trigger_timing_counts_missed_and_late(store: SqlStore) {
     let waiting = create(&store, job("tt", "c", "noop", T0 + 2_000)).await;
     claim(&store, &waiting, None).await;
     // Skipped by the overlap policy while its first execution runs.
-    let forbid = tweak(Schedule::every(1_000), |r| r.overlap = OverlapPolicy::Forbid);
+    let forbid = tweak(Schedule::every(1_000), |r| {
+        r.overlap = OverlapPolicy::Forbid
+    });
     let every = create(&store, recurring("tt", forbid, T0 + 3_000)).await;
     assert_eq!(claim_due(&store, &every, T0 + 3_000).await.len(), 1);
     assert!(claim_due(&store, &every, T0 + 4_000).await.is_empty());
 
-    let t = store.trigger_timing("tt", T0 - 1, T0 + 2_500).await.unwrap();
+    let t = store
+        .trigger_timing("tt", T0 - 1, T0 + 2_500)
+        .await
+        .unwrap();
     assert_eq!(t.misfired, 1);
     assert_eq!(t.skipped, 1);
     assert_eq!(t.missed(), 2);
-    assert_eq!(t.late, 1, "the misfire; the waiting one is not yet 1 s late");
-    let t = store.trigger_timing("tt", T0 - 1, T0 + 3_500).await.unwrap();
+    assert_eq!(
+        t.late, 1,
+        "the misfire; the waiting one is not yet 1 s late"
+    );
+    let t = store
+        .trigger_timing("tt", T0 - 1, T0 + 3_500)
+        .await
+        .unwrap();
     assert_eq!(t.late, 2, "now the waiting one is late too");
     let late: Vec<(i64, i64)> = t.lateness.iter().map(|(at, l)| (at - T0, *l)).collect();
     assert!(late.starts_with(&[(0, 10), (1_000, 6_000)]), "{late:?}");
     assert!(t.durations.contains(&(T0 + 520, 500)), "{:?}", t.durations);
-    let other = store.trigger_timing("nobody", T0 - 1, T0 + 3_500).await.unwrap();
-    assert_eq!((other.late, other.missed(), other.lateness.len()), (0, 0, 0));
-    let later = store.trigger_timing("tt", T0 + 10_000, T0 + 20_000).await.unwrap();
+    let other = store
+        .trigger_timing("nobody", T0 - 1, T0 + 3_500)
+        .await
+        .unwrap();
+    assert_eq!(
+        (other.late, other.missed(), other.lateness.len()),
+        (0, 0, 0)
+    );
+    let later = store
+        .trigger_timing("tt", T0 + 10_000, T0 + 20_000)
+        .await
+        .unwrap();
     assert_eq!((later.late, later.missed()), (0, 0));
 }

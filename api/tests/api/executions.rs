@@ -77,7 +77,9 @@ pub async fn executions_are_filtered_across_jobs(app: App) {
     let (ea, due_early) = run(&app, &a, "w1", ResultKind::Succeeded).await;
     let (eb, _) = run(&app, &b, "w2", ResultKind::Failed).await;
     let (ec, due_late) = run(&app, &c, "w1", ResultKind::Failed).await;
-    let other = app.as_new_key("bravo", kairos_core::tenant::Role::Write).await;
+    let other = app
+        .as_new_key("bravo", kairos_core::tenant::Role::Write)
+        .await;
     let foreign = other
         .create(&json!({"jobName": "x", "jobHandler": "fail"}))
         .await;
@@ -88,7 +90,11 @@ pub async fn executions_are_filtered_across_jobs(app: App) {
         let q = q.to_string();
         async move { ids(&app.get(&format!("/openapi/executions{q}")).await.ok(200)) }
     };
-    assert_eq!(list("").await, sorted(vec![&ea, &eb, &ec]), "this tenant's only");
+    assert_eq!(
+        list("").await,
+        sorted(vec![&ea, &eb, &ec]),
+        "this tenant's only"
+    );
     assert_eq!(list("?status=failed").await, sorted(vec![&eb, &ec]));
     assert_eq!(
         list("?status=succeeded,%20failed").await,
@@ -102,14 +108,23 @@ pub async fn executions_are_filtered_across_jobs(app: App) {
         [ec.clone()]
     );
     let from = to_rfc3339(due_late);
-    assert_eq!(list(&format!("?from={from}")).await, [ec.clone()], "from is inclusive");
+    assert_eq!(
+        list(&format!("?from={from}")).await,
+        [ec.clone()],
+        "from is inclusive"
+    );
     assert_eq!(
         list(&format!("?to={from}")).await,
         sorted(vec![&ea, &eb]),
         "to is exclusive"
     );
     assert_eq!(
-        list(&format!("?from={}&to={}", to_rfc3339(due_early), to_rfc3339(due_early + 1))).await,
+        list(&format!(
+            "?from={}&to={}",
+            to_rfc3339(due_early),
+            to_rfc3339(due_early + 1)
+        ))
+        .await,
         sorted(vec![&ea, &eb])
     );
     assert!(list("?handler=nothing").await.is_empty());
@@ -122,7 +137,9 @@ pub async fn executions_are_filtered_across_jobs(app: App) {
     assert_eq!(ids(&first), [ec.clone()], "newest trigger first");
     let cursor = first["nextCursor"].as_str().unwrap();
     let second = app
-        .get(&format!("/openapi/executions?handler=fail&limit=1&cursor={cursor}"))
+        .get(&format!(
+            "/openapi/executions?handler=fail&limit=1&cursor={cursor}"
+        ))
         .await
         .ok(200);
     assert_eq!(ids(&second), [eb.clone()]);

@@ -2,7 +2,7 @@
 //! URL, and bulk pause/resume/cancel of the rows the operator ticked, after
 //! a confirmation that lists exactly those jobs.
 
-use super::query;
+use super::executions::{COUNT_CAP, page_text, pager, total_text};
 use crate::UiState;
 use crate::forms::Fields;
 use crate::session::Ctx;
@@ -32,6 +32,9 @@ pub(crate) struct ListQuery {
     q: String,
     #[serde(default)]
     cursor: String,
+    /// Which page this is (for "page 2 of 7"; the cursor says where).
+    #[serde(default)]
+    page: String,
     #[serde(default)]
     notice: String,
 }
@@ -73,18 +76,23 @@ pub(crate) async fn page(
         Ok(p) => p,
         Err(e) => return view::store_error(e),
     };
+    let total = match state
+        .store
+        .job_count(ctx.tenant(), &filter, COUNT_CAP)
+        .await
+    {
+        Ok(n) => n,
+        Err(e) => return view::store_error(e),
+    };
+    let page_no: u64 = match q.page.parse() {
+        Ok(n) if n >= 1 && !q.cursor.is_empty() => n,
+        _ => 1,
+    };
     let filters = [
         ("status", status.map_or("", |s| s.as_str())),
         ("handler", q.handler.trim()),
         ("q", q.q.trim()),
     ];
-    let next = page.next_cursor.as_deref().map(|c| {
-        format!(
-            "/ui/jobs?{}",
-            query(&[filters[0], filters[1], filters[2], ("cursor", c)])
-        )
-    });
-    let first = format!("/ui/jobs?{}", query(&filters));
     let body = html! {
         (view::flash(Some(q.notice.as_str()).filter(|n| !n.is_empty()), None))
         form.filters method="get" action="/ui/jobs" role="search" aria-label="Filter jobs" {
@@ -111,12 +119,20 @@ pub(crate) async fn page(
                     button.danger type="submit" name="action" value="cancel" { "Cancel…" }
                 }
             }
+            p.total role="status" {
+                (total_text(total, COUNT_CAP, "job"))
+                @if total > 0 { " " span.muted { (page_text(page_no, total, COUNT_CAP, PAGE)) } }
+            }
             (table(&ctx, &page.items))
         }
-        nav.pager aria-label="Pages" {
-            @if !q.cursor.is_empty() { a href=(first) { "← First page" } }
-            @if let Some(next) = next { a href=(next) rel="next" { "Next page →" } }
-        }
+        (pager(
+            "/ui/jobs",
+            &filters,
+            page_no,
+            Some(q.cursor.as_str()).filter(|c| !c.is_empty()),
+            page.prev_cursor.as_deref(),
+            page.next_cursor.as_deref(),
+        ))
     };
     view::page(&ctx, "Jobs", Nav::Jobs, body).into_response()
 }
@@ -126,8 +142,8 @@ fn table(ctx: &Ctx, jobs: &[Job]) -> Markup {
         @if jobs.is_empty() {
             p.muted { "No jobs match." }
         } @else {
-            div.scroll tabindex="0" role="region" aria-label="Table (scrolls sideways on narrow screens)" {
-                table.data {
+            div.scroll tabindex="0" role="region" aria-label="Jobs" {
+                table.data.stack {
                     caption.sr-only { "Jobs, newest first" }
                     thead { tr {
                         @if ctx.can_write() {
@@ -144,20 +160,20 @@ fn table(ctx: &Ctx, jobs: &[Job]) -> Markup {
                         @for j in jobs {
                             tr data-job=(j.id) {
                                 @if ctx.can_write() {
-                                    td {
+                                    td.tick {
                                         input type="checkbox" name="ids" value=(j.id)
                                             aria-label={ "Tick " (j.name) };
                                     }
                                 }
                                 th scope="row" { a href={ "/ui/jobs/" (j.id) } { (j.name) } }
-                                td {
+                                td data-label="Status" {
                                     (view::job_badge(j.status))
                                     @if let Some(r) = &j.pause_reason { br; span.pause-reason { (r) } }
                                 }
-                                td { code { (j.handler) } }
-                                td { (schedule_text(&j.schedule)) }
-                                td { (view::time(j.next_trigger_at)) }
-                                td { (view::time(Some(j.created_at))) }
+                                td data-label="Handler" { code { (j.handler) } }
+                                td data-label="Schedule" { (schedule_text(&j.schedule)) }
+                                td data-label="Next trigger" { (view::time(j.next_trigger_at)) }
+                                td data-label="Created" { (view::time(Some(j.created_at))) }
                             }
                         }
                     }

@@ -148,7 +148,12 @@ impl History for SqlStore {
         found.iter().map(rows::event).collect()
     }
 
-    async fn trigger_timing(&self, tenant: &str, since: Millis, now: Millis) -> StoreResult<Timing> {
+    async fn trigger_timing(
+        &self,
+        tenant: &str,
+        since: Millis,
+        now: Millis,
+    ) -> StoreResult<Timing> {
         timing::timing(self.read(), tenant, since, now).await
     }
 }

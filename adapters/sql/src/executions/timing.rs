@@ -94,7 +94,8 @@ pub(super) async fn timing(
     for row in &found {
         let r = R::new(row, "executions");
         let end = r.time("finished_at")?;
-        out.durations.push((end, (end - r.time("started_at")?).max(0)));
+        out.durations
+            .push((end, (end - r.time("started_at")?).max(0)));
     }
     out.durations.reverse();
 
