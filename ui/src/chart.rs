@@ -81,25 +81,34 @@ const RIGHT: f64 = 592.0;
 const TOP: f64 = 10.0;
 const BOTTOM: f64 = 140.0;
 
-/// The polylines of one series: runs of consecutive buckets with a value
-/// (a bucket without samples breaks the line), as SVG `points`.
-pub(crate) fn series_points(buckets: &[Bucket], series: usize, top: i64) -> Vec<String> {
+/// The points of one series in view-box coordinates, in runs of
+/// consecutive buckets with a value (a bucket without samples breaks the
+/// line).
+pub(crate) fn series_points(buckets: &[Bucket], series: usize, top: i64) -> Vec<Vec<(f64, f64)>> {
     let n = buckets.len().max(1) as f64;
     let x = |i: usize| LEFT + (RIGHT - LEFT) * (i as f64 + 0.5) / n;
     let y = |v: i64| BOTTOM - (BOTTOM - TOP) * (v.max(0) as f64 / top.max(1) as f64).min(1.0);
     let mut runs = Vec::new();
-    let mut run: Vec<String> = Vec::new();
+    let mut run = Vec::new();
     for (i, b) in buckets.iter().enumerate() {
         match b.p[series] {
-            Some(v) => run.push(format!("{:.1},{:.1}", x(i), y(v))),
-            None if !run.is_empty() => runs.push(std::mem::take(&mut run).join(" ")),
+            Some(v) => run.push((x(i), y(v))),
+            None if !run.is_empty() => runs.push(std::mem::take(&mut run)),
             None => {}
         }
     }
     if !run.is_empty() {
-        runs.push(run.join(" "));
+        runs.push(run);
     }
     runs
+}
+
+/// A run as SVG `points`.
+fn points(run: &[(f64, f64)]) -> String {
+    run.iter()
+        .map(|(x, y)| format!("{x:.1},{y:.1}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The chart of `buckets` (oldest first), named `label`, with `empty` shown
@@ -135,8 +144,11 @@ pub(crate) fn percentiles(label: &str, buckets: &[Bucket], empty: &str, axis: [&
             }
             @for (s, (_, name)) in QUANTILES.iter().enumerate() {
                 g class=(name) {
-                    @for points in series_points(buckets, s, top) {
-                        polyline points=(points) {}
+                    @for run in series_points(buckets, s, top) {
+                        // A lone bucket has no line: its marker shows it.
+                        @if run.len() > 1 { polyline points=(points(&run)) {} }
+                        // Decreasing sizes: equal values stay visible as rings.
+                        @for (x, y) in &run { circle cx=(format!("{x:.1}")) cy=(format!("{y:.1}")) r=([5.0, 3.8, 2.6][s]) {} }
                     }
                 }
             }
@@ -225,10 +237,8 @@ mod tests {
         ];
         // Four slots over x 58–592: centres at 124.75, 258.25, 391.75, 525.25;
         // y runs from 140 (0) up to 10 (the top, 10).
-        assert_eq!(
-            series_points(&b, 0, 10),
-            ["124.8,140.0", "391.8,10.0 525.2,75.0"]
-        );
+        let runs: Vec<String> = series_points(&b, 0, 10).iter().map(|r| points(r)).collect();
+        assert_eq!(runs, ["124.8,140.0", "391.8,10.0 525.2,75.0"]);
         assert_eq!(series_points(&b, 2, 10).len(), 2);
         assert!(series_points(&[bucket([None; 3])], 0, 10).is_empty());
     }
@@ -250,6 +260,16 @@ mod tests {
             html.matches("<polyline").count(),
             3 + 3,
             "three series, three legend swatches"
+        );
+        assert_eq!(html.matches("<circle").count(), 3 * 2, "a marker per point");
+        let lone = percentiles("Lateness", &b[..1], "none", ["a", "b", "c"]).into_string();
+        assert_eq!(
+            (
+                lone.matches("<polyline").count(),
+                lone.matches("<circle").count()
+            ),
+            (3, 3),
+            "one bucket: markers, no lines (the three polylines are the legend's)"
         );
         assert!(html.contains(r#"<g class="p99">"#));
         assert!(html.contains(">2.0 s<"), "axis top: {html}");

@@ -79,6 +79,11 @@ pub(crate) fn attempts(exec: &Execution, events: &[ExecEvent]) -> Vec<Attempt> {
             }
         }
     }
+    // The first attempt was queued when the trigger was claimed, which a
+    // claim straight to a worker records as its dispatch only.
+    if let Some(first) = out.first_mut().filter(|a| a.number == 1) {
+        first.queued_at.get_or_insert(exec.created_at);
+    }
     // The row is the truth about the current attempt (the worker's start
     // time, a worker named only on the row).
     match out.iter_mut().find(|a| a.number == exec.attempt) {
@@ -192,6 +197,14 @@ mod tests {
         );
         assert!(a[1].live());
         assert_eq!(a[1].run_time(200), Some(80), "runs until now");
+    }
+
+    #[test]
+    fn a_first_attempt_claimed_straight_to_a_worker_was_queued_at_its_claim() {
+        let events = [ev(1, Dispatched, Some("w1"), None, 10)];
+        let mut e = exec(1, Dispatched);
+        e.created_at = 7;
+        assert_eq!(attempts(&e, &events)[0].queued_at, Some(7));
     }
 
     #[test]

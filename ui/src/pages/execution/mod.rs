@@ -3,8 +3,9 @@
 //! error); the log lines its handler wrote, live-tailed while it runs
 //! (`assets/tail.js` polls [`tail`]; without script the page shows the
 //! lines as of its load, paged, and a reload shows more); its recorded
-//! transitions; and its callback deliveries. Everything but the log is a
-//! live region refreshed every 2 s.
+//! transitions; and its callback deliveries. Everything but the log is in
+//! two live regions refreshed every 2 s (state and attempts above the log,
+//! events and callbacks below it).
 
 mod attempts;
 mod render;
@@ -68,7 +69,7 @@ pub(crate) async fn page(
         Ok(e) => e,
         Err(r) => return r,
     };
-    let region = match live_content(&state, &ctx, &exec).await {
+    let (top, history) = match live_content(&state, &ctx, &exec).await {
         Ok(m) => m,
         Err(r) => return r,
     };
@@ -93,7 +94,7 @@ pub(crate) async fn page(
             Some(q.notice.as_str()).filter(|s| !s.is_empty()),
             Some(q.error.as_str()).filter(|s| !s.is_empty()),
         ))
-        nav.toolbar aria-label="Related" {
+        div.toolbar {
             a href={ "/ui/jobs/" (exec.job_id) } { "Job " (name) }
             a href=(all_of_job) { "All executions of this job" }
             @if ctx.can_write() {
@@ -104,8 +105,9 @@ pub(crate) async fn page(
                 }
             }
         }
-        (live("execution-live", &format!("/ui/executions/{}/live", exec.id), region))
+        (live("execution-live", &format!("/ui/executions/{}/live", exec.id), top))
         (log_section(&exec, &logs.items, cursor, logs.next_cursor.as_deref()))
+        (live("execution-history", &format!("/ui/executions/{}/live?part=history", exec.id), history))
     };
     script_page(&ctx, &format!("Execution of {name}"), body).into_response()
 }
@@ -123,23 +125,36 @@ fn script_page(ctx: &Ctx, title: &str, body: Markup) -> Markup {
     )
 }
 
-/// `GET /ui/executions/{id}/live`: the live region's content.
+/// Which live region a refresh is for.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct LiveQuery {
+    #[serde(default)]
+    part: String,
+}
+
+/// `GET /ui/executions/{id}/live[?part=history]`: a live region's content.
 pub(crate) async fn live_region(
     State(state): State<UiState>,
     ctx: Ctx,
     Path(id): Path<String>,
+    Query(q): Query<LiveQuery>,
 ) -> Response {
     let exec = match find(&state, &ctx, &id).await {
         Ok(e) => e,
         Err(r) => return r,
     };
     match live_content(&state, &ctx, &exec).await {
-        Ok(m) => m.into_response(),
+        Ok((top, history)) => if q.part == "history" { history } else { top }.into_response(),
         Err(r) => r,
     }
 }
 
-async fn live_content(state: &UiState, ctx: &Ctx, exec: &Execution) -> Result<Markup, Response> {
+/// The two live regions: state and attempts; events and callbacks.
+async fn live_content(
+    state: &UiState,
+    ctx: &Ctx,
+    exec: &Execution,
+) -> Result<(Markup, Markup), Response> {
     let events = state
         .store
         .execution_events(ctx.tenant(), &exec.id)
@@ -157,12 +172,16 @@ async fn live_content(state: &UiState, ctx: &Ctx, exec: &Execution) -> Result<Ma
         .map_err(view::store_error)?;
     let now = now_ms();
     let attempts = attempts::attempts(exec, &events);
-    Ok(html! {
-        (render::summary(exec, job.as_ref(), now))
-        (render::timeline(exec, &attempts, now))
-        (render::events(&events))
-        (render::callbacks(ctx, exec, &callbacks))
-    })
+    Ok((
+        html! {
+            (render::summary(exec, job.as_ref(), now))
+            (render::timeline(exec, &attempts, now))
+        },
+        html! {
+            (render::events(&events))
+            (render::callbacks(ctx, exec, &callbacks))
+        },
+    ))
 }
 
 fn log_section(

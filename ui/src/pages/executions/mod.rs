@@ -226,16 +226,16 @@ fn table(ctx: &Ctx, items: &[Execution], jobs: &HashMap<String, Job>) -> Markup 
                             @let name = job.map_or(e.job_id.as_str(), |j| j.name.as_str());
                             tr data-execution=(e.id) {
                                 th scope="row" { a href={ "/ui/jobs/" (e.job_id) } { (name) } }
-                                td data-label="Status" {
-                                    a.exec-link href={ "/ui/executions/" (e.id) } {
-                                        (view::exec_badge(e.status))
-                                        span.sr-only { ": execution of " (name) " due " (view::zoned(e.scheduled_at, &chrono_tz::UTC)) }
-                                    }
-                                }
+                                td data-label="Status" { (view::exec_badge(e.status)) }
                                 td data-label="Handler" { @if let Some(j) = job { a href=(filtered("handler", &j.handler)) { code { (j.handler) } } } }
                                 td.num data-label="Attempt" { (e.attempt) }
                                 td data-label="Worker" { @if let Some(w) = &e.worker_id { a href=(filtered("worker", w)) { code { (w) } } } }
-                                td data-label="Scheduled" { (view::time(Some(e.scheduled_at))) }
+                                td data-label="Scheduled" {
+                                    a.exec-link href={ "/ui/executions/" (e.id) } {
+                                        (view::time(Some(e.scheduled_at)))
+                                        span.sr-only { ": execution of " (name) }
+                                    }
+                                }
                                 td data-label="Finished" { (view::time(e.finished_at)) }
                                 td.output data-label="Error" { @if let Some(err) = &e.error { span.error-text { (err) } } }
                                 @if ctx.can_write() {
