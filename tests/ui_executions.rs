@@ -190,7 +190,11 @@ async fn executions_in_a_browser() {
         .wait_jobs(&done, &["succeeded"], Duration::from_secs(60))
         .await;
     cluster
-        .wait_jobs(&[failing.clone()], &["failed"], Duration::from_secs(30))
+        .wait_jobs(
+            std::slice::from_ref(&failing),
+            &["failed"],
+            Duration::from_secs(30),
+        )
         .await;
     let exec = execution_of(&cluster, &failing).await;
     let exec_id = exec["executionId"]

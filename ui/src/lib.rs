@@ -2,8 +2,9 @@
 //!
 //! Server-rendered HTML ([maud] templates) with a small vendored script
 //! (htmx 2, 0BSD licence, `assets/htmx.min.js`) and a hand-written
-//! `assets/app.js`/`assets/app.css`, all compiled into the binary: nothing
-//! to build with Node, nothing fetched at run time.
+//! `assets/app.js`/`assets/app.css` (plus `assets/tail.js`, the execution
+//! page's log tail), all compiled into the binary: nothing to build with
+//! Node, nothing fetched at run time.
 //!
 //! # How it reaches the data
 //!

@@ -40,7 +40,7 @@ pub(crate) fn total_text(n: u64, cap: u64, what: &str) -> String {
         let s = n.to_string();
         let mut out = String::new();
         for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i) % 3 == 0 {
+            if i > 0 && (s.len() - i).is_multiple_of(3) {
                 out.push('\u{202f}');
             }
             out.push(c);
