@@ -77,8 +77,19 @@ pub(crate) async fn fetch<T>(
         match &start {
             Start::First => {}
             Start::After(at, id) | Start::Before(at, id) => {
-                let cmp = if descending { " < " } else { " > " };
-                sql.push(" AND (")
+                let (cmp, bound) = if descending {
+                    (" < ", " <= ")
+                } else {
+                    (" > ", " >= ")
+                };
+                // The plain range first: it lets the index seek to the key
+                // from either end (the OR alone makes some planners scan
+                // from the wrong end).
+                sql.push(" AND ")
+                    .push(time_col)
+                    .push(bound)
+                    .bind(time(*at))
+                    .push(" AND (")
                     .push(time_col)
                     .push(cmp)
                     .bind(time(*at))
