@@ -24,7 +24,9 @@ pub use health::{HealthBody, ReadyBody};
 pub use job::{CreatedJob, JobDetail, JobPage, JobView, TriggeredExecution};
 pub use logs::{LogLineView, LogPage};
 pub use preview::{PreviewTrigger, SchedulePreview, SchedulePreviewRequest};
-pub use request::{CreateJobRequest, ListJobsQuery, PageQuery, PatchJobRequest, PauseRequest};
+pub use request::{
+    CreateJobRequest, ListExecutionsQuery, ListJobsQuery, PageQuery, PatchJobRequest, PauseRequest,
+};
 pub use worker::{WorkerList, WorkerView};
 
 use kairos_core::execution::ExecStatus;

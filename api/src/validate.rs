@@ -17,6 +17,7 @@ pub use patch::job_update;
 use crate::ApiConfig;
 use crate::dto::CreateJobRequest;
 use crate::error::ApiError;
+use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobHealth, JobStatus, NewJob, RetryPolicy};
 use kairos_core::schedule::{MisfirePolicy, OverlapPolicy};
 use kairos_core::time::Millis;
@@ -336,6 +337,43 @@ pub fn job_health(raw: Option<&str>) -> Result<Option<JobHealth>, ApiError> {
             )
         }),
     }
+}
+
+/// Execution states from the comma-separated `status` query parameter
+/// (empty: every state).
+pub fn exec_statuses(raw: Option<&str>) -> Result<Vec<ExecStatus>, ApiError> {
+    raw.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            ExecStatus::parse(s).ok_or_else(|| {
+                let known: Vec<_> = ExecStatus::ALL.iter().map(|s| s.as_str()).collect();
+                ApiError::invalid(
+                    "status",
+                    format!(
+                        "unknown status {s:?}; expected one or more of {}",
+                        known.join(", ")
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// A listing's `from`/`to` range: RFC 3339 times, `from` before `to`.
+pub fn time_range(
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<(Option<Millis>, Option<Millis>), ApiError> {
+    let from = time_field("from", from.filter(|s| !s.is_empty()))?;
+    let to = time_field("to", to.filter(|s| !s.is_empty()))?;
+    if let (Some(f), Some(t)) = (from, to)
+        && f >= t
+    {
+        return Err(ApiError::invalid("to", "to must be later than from"));
+    }
+    Ok((from, to))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! What an operator's dashboard reads beyond single jobs: executions across
-//! jobs by state, and one tenant's figures at a glance (counts by state,
-//! outcomes per minute, trigger lateness, callback backlog).
+//! jobs by state, job, handler, worker and time, and one tenant's figures at
+//! a glance (counts by state, outcomes per minute, trigger lateness and run
+//! time, missed and late triggers, callback backlog).
 
 use crate::execution::ExecStatus;
 use crate::job::JobStatus;
@@ -11,6 +12,16 @@ use crate::time::Millis;
 pub struct ExecFilter {
     /// Only executions in one of these states (all states when empty).
     pub statuses: Vec<ExecStatus>,
+    /// Only executions of this job.
+    pub job_id: Option<String>,
+    /// Only executions of jobs with this handler.
+    pub handler: Option<String>,
+    /// Only executions whose current (or last) attempt went to this worker.
+    pub worker_id: Option<String>,
+    /// Only executions due at or after this time.
+    pub from: Option<Millis>,
+    /// Only executions due before this time.
+    pub to: Option<Millis>,
     /// Page size.
     pub limit: u32,
     /// Cursor from a previous page.
@@ -46,6 +57,49 @@ pub struct Overview {
     /// Callbacks given up on.
     pub callbacks_dead: u64,
 }
+
+/// How a tenant's triggers kept time since a point in time: lateness and
+/// run time samples for percentiles over time, and the triggers that were
+/// missed or late.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timing {
+    /// `(due time, dispatch lateness)` of first attempts due since then and
+    /// dispatched (dispatched − due), oldest due first; the newest
+    /// [`TIMING_SAMPLES`] at most.
+    pub lateness: Vec<(Millis, i64)>,
+    /// `(finish time, run time)` of executions that finished since then
+    /// after starting (finished − started, of the attempt that ended the
+    /// execution), oldest finish first; the newest [`TIMING_SAMPLES`] at most.
+    pub durations: Vec<(Millis, i64)>,
+    /// Misfired triggers: executions due since then that the scheduler
+    /// claimed more than [`crate::trigger::MISFIRE_THRESHOLD_MS`] after they
+    /// were due (missed while no dispatcher ran, then fired under the job's
+    /// misfire policy). Triggers dropped under `misfire: skip` leave no
+    /// execution and are not counted.
+    pub misfired: u64,
+    /// Executions due since then that were not run because an earlier one
+    /// of their job was still running (`skipped`, overlap policy).
+    pub skipped: u64,
+    /// Late triggers: first attempts due since then that were dispatched
+    /// more than [`LATE_AFTER_MS`] after they were due, or still wait to be
+    /// dispatched that long after (e.g. no live worker serves the handler).
+    pub late: u64,
+}
+
+impl Timing {
+    /// Missed triggers: misfired or skipped.
+    pub fn missed(&self) -> u64 {
+        self.misfired + self.skipped
+    }
+}
+
+/// Most samples of each kind a [`Timing`] holds.
+pub const TIMING_SAMPLES: u32 = 20_000;
+
+/// A first attempt dispatched (or still waiting) longer than this after its
+/// due time counts as late. Dispatchers claim triggers ahead of time, so a
+/// healthy trigger is dispatched within milliseconds of being due.
+pub const LATE_AFTER_MS: i64 = 1_000;
 
 /// Failure outcomes counted as "failed" per minute.
 pub const FAILED_STATES: [ExecStatus; 3] =

@@ -73,13 +73,27 @@ pub enum CreateOutcome {
     Existing(Job),
 }
 
-/// A page of results with an opaque cursor for the next one.
+/// A page of results with opaque cursors for the next and previous ones.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page<T> {
     /// Items on this page.
     pub items: Vec<T>,
     /// Cursor for the next page, `None` on the last.
     pub next_cursor: Option<String>,
+    /// Cursor for the page before this one, `None` on the first page (and
+    /// from listings that only page forwards).
+    pub prev_cursor: Option<String>,
+}
+
+impl<T> Page<T> {
+    /// A page that only pages forwards.
+    pub fn forward(items: Vec<T>, next_cursor: Option<String>) -> Self {
+        Page {
+            items,
+            next_cursor,
+            prev_cursor: None,
+        }
+    }
 }
 
 /// Listing filter for jobs.
@@ -335,6 +349,9 @@ pub trait JobStore: Send + Sync {
     async fn job_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Job>>;
     /// Jobs of a tenant, newest first.
     async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>>;
+    /// How many of a tenant's jobs `filter` matches (its cursor and limit
+    /// ignored), counting no further than `cap`: `cap` means "at least".
+    async fn job_count(&self, tenant: &str, filter: &JobFilter, cap: u64) -> StoreResult<u64>;
     /// `scheduled|running → paused`.
     async fn job_pause(
         &self,
@@ -524,6 +541,14 @@ pub trait History: Send + Sync {
         tenant: &str,
         filter: &crate::overview::ExecFilter,
     ) -> StoreResult<Page<Execution>>;
+    /// How many of a tenant's executions `filter` matches (its cursor and
+    /// limit ignored), counting no further than `cap`: `cap` means "at least".
+    async fn executions_count(
+        &self,
+        tenant: &str,
+        filter: &crate::overview::ExecFilter,
+        cap: u64,
+    ) -> StoreResult<u64>;
     /// A tenant's figures: jobs by state, and executions, outcomes, lateness
     /// of what was due since `since`, and its callback backlog.
     async fn tenant_overview(
@@ -533,6 +558,14 @@ pub trait History: Send + Sync {
     ) -> StoreResult<crate::overview::Overview>;
     /// Every recorded transition of an execution, oldest first.
     async fn execution_events(&self, tenant: &str, id: &str) -> StoreResult<Vec<ExecEvent>>;
+    /// How a tenant's triggers due (or executions finished) since `since`
+    /// kept time, as of `now`.
+    async fn trigger_timing(
+        &self,
+        tenant: &str,
+        since: Millis,
+        now: Millis,
+    ) -> StoreResult<crate::overview::Timing>;
 }
 
 /// Workers as seen through their heartbeats.

@@ -461,6 +461,25 @@ impl Browser {
         .await;
     }
 
+    /// Makes the page's viewport `width` × `height` CSS pixels, as a phone
+    /// of that size would (DevTools device emulation; the window keeps its
+    /// size); `None` goes back to the window's own size.
+    pub async fn viewport(&self, size: Option<(u32, u32)>) {
+        let (cmd, params) = match size {
+            Some((width, height)) => (
+                "Emulation.setDeviceMetricsOverride",
+                json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": true}),
+            ),
+            None => ("Emulation.clearDeviceMetricsOverride", json!({})),
+        };
+        self.cmd(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            Some(json!({"cmd": cmd, "params": params})),
+        )
+        .await;
+    }
+
     /// Screenshot and accessibility check of the page being shown.
     pub async fn check_page(&self, name: &str) {
         self.screenshot(name).await;

@@ -7,6 +7,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 /// htmx 2.0.11, 0BSD licence (see `assets/htmx.LICENSE`), unmodified.
 const HTMX: &str = include_str!("../assets/htmx.min.js");
 const APP_JS: &str = include_str!("../assets/app.js");
+/// The execution page's log tail.
+const TAIL_JS: &str = include_str!("../assets/tail.js");
 const APP_CSS: &str = include_str!("../assets/app.css");
 /// Keyboard shortcuts (`/`, `g j`, `g e`, `g o`, `?`).
 const KEYS_JS: &str = include_str!("../assets/keys.js");
@@ -18,6 +20,7 @@ pub(crate) async fn serve(Path(file): Path<String>) -> Response {
     let (body, kind) = match file.as_str() {
         "htmx.min.js" => (HTMX, "text/javascript; charset=utf-8"),
         "app.js" => (APP_JS, "text/javascript; charset=utf-8"),
+        "tail.js" => (TAIL_JS, "text/javascript; charset=utf-8"),
         "app.css" => (APP_CSS, "text/css; charset=utf-8"),
         "keys.js" => (KEYS_JS, "text/javascript; charset=utf-8"),
         "favicon.svg" => (FAVICON, "image/svg+xml"),

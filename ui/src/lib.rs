@@ -2,8 +2,9 @@
 //!
 //! Server-rendered HTML ([maud] templates) with a small vendored script
 //! (htmx 2, 0BSD licence, `assets/htmx.min.js`) and a hand-written
-//! `assets/app.js`/`assets/app.css`, all compiled into the binary: nothing
-//! to build with Node, nothing fetched at run time.
+//! `assets/app.js`/`assets/app.css` (plus `assets/tail.js`, the execution
+//! page's log tail), all compiled into the binary: nothing to build with
+//! Node, nothing fetched at run time.
 //!
 //! # How it reaches the data
 //!
@@ -36,6 +37,7 @@
 
 mod api;
 mod assets;
+mod chart;
 mod cron_words;
 mod forms;
 pub mod login;
@@ -105,6 +107,16 @@ pub fn router(state: AppState) -> Router {
         .route("/ui/executions/{id}/redeliver", post(pages::job::redeliver))
         .route("/ui/executions", get(pages::executions::page))
         .route("/ui/executions/rerun", post(pages::executions::rerun))
+        .route(
+            "/ui/executions/export",
+            get(pages::executions::export::export),
+        )
+        .route("/ui/executions/{id}", get(pages::execution::page))
+        .route(
+            "/ui/executions/{id}/live",
+            get(pages::execution::live_region),
+        )
+        .route("/ui/executions/{id}/tail", get(pages::execution::tail))
         .route("/ui/workers", get(pages::workers::page))
         .route("/ui/workers/live", get(pages::workers::live_region))
         .route(

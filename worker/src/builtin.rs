@@ -19,7 +19,8 @@ impl crate::Handler for Noop {
 }
 
 /// `sleep`: `{"ms": N}` waits N ms (stops early when cancelled); the output is
-/// `{"sleptMs": N}`.
+/// `{"sleptMs": N}`. With `"logEveryMs": M` it also writes a log line at the
+/// start and every M ms (to watch a running execution's log).
 pub struct Sleep;
 
 #[async_trait]
@@ -30,16 +31,38 @@ impl crate::Handler for Sleep {
                 "sleep handler: params.ms must be a non-negative integer (milliseconds)".into(),
             );
         };
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(ms)) => {
-                HandlerOutcome::Success(serde_json::json!({ "sleptMs": ms }))
-            }
-            _ = ctx.cancel.cancelled() => HandlerOutcome::failure("sleep handler: cancelled"),
+        let every = ctx
+            .params
+            .get("logEveryMs")
+            .and_then(serde_json::Value::as_u64)
+            .filter(|e| *e > 0);
+        let done = tokio::time::Instant::now() + Duration::from_millis(ms);
+        let mut slept = 0;
+        if every.is_some() {
+            ctx.info(format!("sleeping {ms} ms"));
         }
+        loop {
+            let step = every.map_or(ms - slept, |e| e.min(ms - slept));
+            let until = (tokio::time::Instant::now() + Duration::from_millis(step)).min(done);
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => {}
+                _ = ctx.cancel.cancelled() => return HandlerOutcome::failure("sleep handler: cancelled"),
+            }
+            slept += step;
+            if slept >= ms {
+                break;
+            }
+            ctx.info(format!("slept {slept} of {ms} ms"));
+        }
+        if every.is_some() {
+            ctx.info(format!("slept {ms} ms"));
+        }
+        HandlerOutcome::Success(serde_json::json!({ "sleptMs": ms }))
     }
 }
 
-/// `fail`: fails with `{"message": "…"}`, or "failed on purpose".
+/// `fail`: fails with `{"message": "…"}`, or "failed on purpose", and writes
+/// the message to the execution's log as an `error` line.
 pub struct Fail;
 
 #[async_trait]
@@ -50,6 +73,7 @@ impl crate::Handler for Fail {
             .get("message")
             .and_then(serde_json::Value::as_str)
             .unwrap_or("failed on purpose");
+        ctx.error(format!("attempt {}: {message}", ctx.attempt));
         HandlerOutcome::failure(message)
     }
 }
@@ -74,6 +98,16 @@ mod tests {
     async fn sleep_sleeps_and_reports_it() {
         let out = Sleep.run(ctx(json!({"ms": 1500}))).await;
         assert_eq!(out, HandlerOutcome::Success(json!({"sleptMs": 1500})));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sleep_with_log_lines_takes_the_same_time() {
+        let start = tokio::time::Instant::now();
+        let out = Sleep
+            .run(ctx(json!({"ms": 2500, "logEveryMs": 1000})))
+            .await;
+        assert_eq!(out, HandlerOutcome::Success(json!({"sleptMs": 2500})));
+        assert_eq!(start.elapsed(), Duration::from_millis(2500));
     }
 
     #[tokio::test(start_paused = true)]

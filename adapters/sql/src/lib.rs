@@ -110,6 +110,7 @@ mod error;
 mod executions;
 mod inserts;
 mod jobs;
+mod keyset;
 mod logs;
 mod maintenance;
 mod migrations;

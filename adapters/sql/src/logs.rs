@@ -174,10 +174,7 @@ impl LogStore for SqlStore {
                 Ok(seq) => seq,
                 // Not a cursor this store made: it names no page.
                 Err(_) => {
-                    return Ok(Page {
-                        items: Vec::new(),
-                        next_cursor: None,
-                    });
+                    return Ok(Page::forward(Vec::new(), None));
                 }
             },
         };
@@ -199,7 +196,7 @@ impl LogStore for SqlStore {
         } else {
             None
         };
-        Ok(Page { items, next_cursor })
+        Ok(Page::forward(items, next_cursor))
     }
 
     async fn logs_purge(&self, before: Millis, limit: u32) -> StoreResult<u64> {

@@ -285,10 +285,7 @@ impl TenantStore for SqlStore {
                 Ok(id) => Some(id),
                 // A cursor this store did not make names no page.
                 Err(_) => {
-                    return Ok(Page {
-                        items: Vec::new(),
-                        next_cursor: None,
-                    });
+                    return Ok(Page::forward(Vec::new(), None));
                 }
             },
         };
@@ -310,7 +307,7 @@ impl TenantStore for SqlStore {
         } else {
             None
         };
-        Ok(Page { items, next_cursor })
+        Ok(Page::forward(items, next_cursor))
     }
 
     async fn jobs_count_live(&self, tenant: &str) -> StoreResult<u64> {

@@ -174,6 +174,36 @@ pub struct ListJobsQuery {
     pub cursor: Option<String>,
 }
 
+/// Query of `GET /openapi/executions`: every filter is optional and they
+/// combine (all must match).
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+#[into_params(rename_all = "camelCase")]
+pub struct ListExecutionsQuery {
+    /// Only executions in one of these states, comma-separated (e.g.
+    /// `failed,timed_out,lost`); every state when absent.
+    #[param(example = "failed,timed_out,lost")]
+    pub status: Option<String>,
+    /// Only executions of this job.
+    pub job_id: Option<String>,
+    /// Only executions of jobs with this handler.
+    pub handler: Option<String>,
+    /// Only executions whose current (or last) attempt went to this worker.
+    pub worker_id: Option<String>,
+    /// Only executions due at or after this time (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub from: Option<String>,
+    /// Only executions due before this time (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub to: Option<String>,
+    /// Page size, 1–500 (default 50).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
+    pub limit: Option<String>,
+    /// `nextCursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
 /// Paging query of the execution listings.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -1,14 +1,17 @@
-//! `GET /openapi/jobs/{id}/executions` and `GET /openapi/executions/{id}`.
+//! `GET /openapi/jobs/{id}/executions`, `GET /openapi/executions` (across
+//! the tenant's jobs, filtered), `GET /openapi/executions/{id}` and its logs.
 
 use super::{execution_not_found, job_not_found};
 use crate::AppState;
 use crate::auth::Caller;
-use crate::dto::{ExecutionDetail, ExecutionPage, LogPage, PageQuery};
+use crate::dto::{ExecutionDetail, ExecutionPage, ListExecutionsQuery, LogPage, PageQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::{shown, validate, waiting};
 use axum::Json;
 use axum::extract::State;
+use kairos_core::overview::ExecFilter;
+use std::collections::HashMap;
 
 /// List a job's executions, newest trigger first.
 #[utoipa::path(
@@ -46,6 +49,56 @@ pub(crate) async fn list_job_executions(
             .into_iter()
             .map(|e| shown::execution(redactor.as_ref(), waiting::view(&job, e, &routable)))
             .collect(),
+        next_cursor: page.next_cursor,
+    }))
+}
+
+/// List the tenant's executions across its jobs, newest trigger first,
+/// filtered by state, job, handler, worker and due time.
+#[utoipa::path(
+    get, path = "/openapi/executions", tag = "executions",
+    params(ListExecutionsQuery),
+    responses(
+        (status = 200, description = "A page of executions", body = ExecutionPage),
+        (status = 422, description = "Unknown status, bad time, empty range or bad limit", body = ErrorBody),
+        (status = 503, description = "Database unavailable", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_executions(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<ListExecutionsQuery>,
+) -> Result<Json<ExecutionPage>, ApiError> {
+    let (from, to) = validate::time_range(q.from.as_deref(), q.to.as_deref())?;
+    let text = |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    let filter = ExecFilter {
+        statuses: validate::exec_statuses(q.status.as_deref())?,
+        job_id: text(q.job_id),
+        handler: text(q.handler),
+        worker_id: text(q.worker_id),
+        from,
+        to,
+        limit: validate::page_limit(q.limit.as_deref())?,
+        cursor: q.cursor.filter(|c| !c.is_empty()),
+    };
+    let tenant = &caller.tenant;
+    let page = state.store.executions_list(tenant, &filter).await?;
+    let routable = waiting::routable(state.store.as_ref()).await?;
+    // Each job once: a page holds 500 executions at most, often of few jobs.
+    let mut jobs = HashMap::new();
+    let mut items = Vec::with_capacity(page.items.len());
+    for e in page.items {
+        if !jobs.contains_key(&e.job_id) {
+            let job = state.store.job_get(tenant, &e.job_id).await?;
+            jobs.insert(e.job_id.clone(), job);
+        }
+        items.push(match jobs.get(&e.job_id).and_then(Option::as_ref) {
+            Some(job) => waiting::view(job, e, &routable),
+            None => e.into(),
+        });
+    }
+    Ok(Json(ExecutionPage {
+        items,
         next_cursor: page.next_cursor,
     }))
 }

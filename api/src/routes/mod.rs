@@ -33,6 +33,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(control::resume_job))
         .routes(routes!(control::trigger_job))
         .routes(routes!(executions::list_job_executions))
+        .routes(routes!(executions::list_executions))
         .routes(routes!(executions::get_execution))
         .routes(routes!(executions::execution_logs))
         .routes(routes!(callbacks::list_callbacks))

@@ -213,3 +213,27 @@ fn listing_parameters_are_checked() {
         Some("status")
     );
 }
+
+#[test]
+fn execution_filters_parse_or_name_their_field() {
+    assert_eq!(exec_statuses(None).unwrap(), []);
+    assert_eq!(
+        exec_statuses(Some("failed, timed_out,,lost")).unwrap(),
+        [ExecStatus::Failed, ExecStatus::TimedOut, ExecStatus::Lost]
+    );
+    assert_eq!(
+        exec_statuses(Some("broken")).unwrap_err().field(),
+        Some("status")
+    );
+    let (from, to) = time_range(Some("2026-03-01T10:00:00Z"), Some("")).unwrap();
+    assert_eq!((from, to), (Some(NOW), None));
+    assert_eq!(
+        time_range(Some("yesterday"), None).unwrap_err().field(),
+        Some("from")
+    );
+    let same = "2026-03-01T10:00:00Z";
+    assert_eq!(
+        time_range(Some(same), Some(same)).unwrap_err().field(),
+        Some("to")
+    );
+}

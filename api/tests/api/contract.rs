@@ -301,6 +301,27 @@ pub async fn every_route_answers_as_documented(app: App) {
         &app.get(&format!("/openapi/executions/{exec}/logs?limit=0"))
             .await,
     );
+    for query in [
+        format!(
+            "?status=succeeded,failed&jobId={one}&handler=noop&from=2020-01-01T00:00:00Z&limit=5"
+        ),
+        "?workerId=nobody&to=2020-01-01T00:00:00Z".to_string(),
+        "?status=bogus".to_string(),
+        "?from=yesterday".to_string(),
+        "?from=2030-01-01T00:00:00Z&to=2020-01-01T00:00:00Z".to_string(),
+        "?limit=0".to_string(),
+    ] {
+        c.check(
+            "get",
+            "/openapi/executions",
+            &app.get(&format!("/openapi/executions{query}")).await,
+        );
+    }
+    c.check(
+        "get",
+        "/openapi/executions",
+        &anon.get("/openapi/executions").await,
+    );
     let redeliver = format!("/openapi/executions/{exec}/callbacks/redeliver");
     c.check(
         "post",

@@ -10,6 +10,7 @@ mod busy;
 mod callbacks;
 mod contract;
 mod control;
+mod executions;
 mod jobs;
 mod ops;
 mod patch;
@@ -117,6 +118,10 @@ on_both_stores! {
 on_every_store! { sensitive_params:
     crate::sensitive::read_keys_never_see_sensitive_values => read_keys_never_see_sensitive_values,
     crate::sensitive::the_sensitive_names_are_configurable => the_sensitive_names_are_configurable,
+}
+
+on_every_store! { listings:
+    crate::executions::executions_are_filtered_across_jobs => executions_are_filtered_across_jobs,
 }
 
 on_every_store! { admin:

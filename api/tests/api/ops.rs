@@ -24,6 +24,7 @@ pub async fn openapi_document_and_swagger_ui(app: App) {
         ("/openapi/jobs/{id}/resume", vec!["post"]),
         ("/openapi/jobs/{id}/trigger", vec!["post"]),
         ("/openapi/jobs/{id}/executions", vec!["get"]),
+        ("/openapi/executions", vec!["get"]),
         ("/openapi/executions/{id}", vec!["get"]),
         ("/openapi/executions/{id}/callbacks", vec!["get"]),
         ("/openapi/executions/{id}/callbacks/redeliver", vec!["post"]),

@@ -31,6 +31,7 @@ pub async fn every_route_needs_a_usable_key(app: App) {
         ("DELETE", format!("/openapi/jobs/{job}")),
         ("POST", format!("/openapi/jobs/{job}/pause")),
         ("GET", format!("/openapi/jobs/{job}/executions")),
+        ("GET", "/openapi/executions".into()),
         ("GET", "/openapi/executions/x".into()),
         ("GET", "/openapi/workers".into()),
         ("GET", "/openapi/keys".into()),
@@ -199,6 +200,10 @@ pub async fn tenants_never_see_each_other(app: App) {
             b.get(&path).await.error(404, "not_found");
         }
         assert_eq!(b.get("/openapi/jobs").await.ok(200)["items"], json!([]));
+        assert_eq!(
+            b.get("/openapi/executions").await.ok(200)["items"],
+            json!([])
+        );
     }
     for b in [&b_write, &b_admin] {
         for path in ["pause", "resume", "trigger"] {

@@ -294,7 +294,8 @@ pub(crate) async fn audit(
                                 td { code { (a.actor) } }
                                 td { (a.action) }
                                 td {
-                                    @if a.action.starts_with("job.") { a href={ "/ui/jobs/" (a.target) } { code { (a.target) } } }
+                                    @if a.action.starts_with("job.") && !a.action.ends_with("_batch") { a href={ "/ui/jobs/" (a.target) } { code { (a.target) } } }
+                                    @else if a.action.starts_with("callback.") || a.action.starts_with("execution.") { a href={ "/ui/executions/" (a.target) } { code { (a.target) } } }
                                     @else { code { (a.target) } }
                                 }
                             }

@@ -141,6 +141,11 @@ pub(crate) async fn page(
         }
         section aria-labelledby="h-exec" {
             h2 id="h-exec" { "Executions " span.muted { "(newest " (EXECUTIONS_SHOWN) ", live)" } }
+            p {
+                "Open an execution (its due time) for its attempts, log and events; "
+                a href={ "/ui/executions?" (query(&[("filtered", "1"), ("job", &job.id)])) } { "every execution of this job" }
+                " is in Executions."
+            }
             (live("executions-live", &format!("/ui/jobs/{}/live", job.id), executions))
         }
     };
@@ -257,7 +262,12 @@ pub(crate) fn executions_table(
                                 td { (view::exec_badge(e.status)) }
                                 td.num { (e.attempt) }
                                 td { @match &e.worker_id { Some(w) => { code { (w) } }, None => { span.muted { "—" } } } }
-                                td { (view::time(Some(e.scheduled_at))) }
+                                td {
+                                    a.exec-link href={ "/ui/executions/" (e.id) } {
+                                        (view::time(Some(e.scheduled_at)))
+                                        span.sr-only { ": attempts, log and events of this execution" }
+                                    }
+                                }
                                 td { (view::time(e.dispatched_at)) }
                                 td { (view::time(e.started_at)) }
                                 td { (view::time(e.finished_at)) }
@@ -278,7 +288,7 @@ pub(crate) fn executions_table(
     }
 }
 
-fn truncate(s: &str, n: usize) -> String {
+pub(crate) fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
@@ -399,6 +409,7 @@ pub(crate) async fn redeliver(
         return *r;
     }
     let back = match form.opt("job") {
+        _ if form.get("back") == "execution" => format!("/ui/executions/{id}"),
         Some(job) => format!("/ui/jobs/{job}"),
         None => "/ui/executions".to_string(),
     };

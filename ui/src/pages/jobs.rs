@@ -3,7 +3,7 @@
 //! recent runs all failed) and last result, and the bulk actions' buttons
 //! (see `bulk`).
 
-use super::query;
+use super::executions::{COUNT_CAP, page_text, pager, total_text};
 use crate::UiState;
 use crate::session::Ctx;
 use crate::view::{self, Nav};
@@ -31,6 +31,9 @@ pub(crate) struct ListQuery {
     q: String,
     #[serde(default)]
     cursor: String,
+    /// Which page this is (for "page 2 of 7"; the cursor says where).
+    #[serde(default)]
+    page: String,
     #[serde(default)]
     notice: String,
 }
@@ -125,18 +128,24 @@ pub(crate) async fn page(
         Ok(p) => p,
         Err(e) => return view::store_error(e),
     };
+    let total = match state
+        .store
+        .job_count(ctx.tenant(), &filter, COUNT_CAP)
+        .await
+    {
+        Ok(n) => n,
+        Err(e) => return view::store_error(e),
+    };
+    let page_no: u64 = match q.page.parse() {
+        Ok(n) if n >= 1 && !q.cursor.is_empty() => n,
+        _ => 1,
+    };
     let filters = [
         ("status", status.map_or("", |s| s.as_str())),
         ("health", health.map_or("", |h| h.as_str())),
         ("handler", q.handler.trim()),
         ("q", q.q.trim()),
     ];
-    let next = page.next_cursor.as_deref().map(|c| {
-        let mut pairs = filters.to_vec();
-        pairs.push(("cursor", c));
-        format!("/ui/jobs?{}", query(&pairs))
-    });
-    let first = format!("/ui/jobs?{}", query(&filters));
     let body = html! {
         (view::flash(Some(q.notice.as_str()).filter(|n| !n.is_empty()), None))
         form.filters method="get" action="/ui/jobs" role="search" aria-label="Filter jobs" {
@@ -170,12 +179,20 @@ pub(crate) async fn page(
                     button.danger type="submit" name="action" value="cancel" { "Cancel…" }
                 }
             }
+            p.total role="status" {
+                (total_text(total, COUNT_CAP, "job"))
+                @if total > 0 { " " span.muted { (page_text(page_no, total, COUNT_CAP, PAGE)) } }
+            }
             (table(&ctx, &page.items))
         }
-        nav.pager aria-label="Pages" {
-            @if !q.cursor.is_empty() { a href=(first) { "← First page" } }
-            @if let Some(next) = next { a href=(next) rel="next" { "Next page →" } }
-        }
+        (pager(
+            "/ui/jobs",
+            &filters,
+            page_no,
+            Some(q.cursor.as_str()).filter(|c| !c.is_empty()),
+            page.prev_cursor.as_deref(),
+            page.next_cursor.as_deref(),
+        ))
     };
     view::page(&ctx, "Jobs", Nav::Jobs, body).into_response()
 }
@@ -185,8 +202,8 @@ fn table(ctx: &Ctx, jobs: &[Job]) -> Markup {
         @if jobs.is_empty() {
             p.muted { "No jobs match." }
         } @else {
-            div.scroll tabindex="0" role="region" aria-label="Table (scrolls sideways on narrow screens)" {
-                table.data {
+            div.scroll tabindex="0" role="region" aria-label="Jobs" {
+                table.data.stack {
                     caption.sr-only { "Jobs, newest first" }
                     thead { tr {
                         @if ctx.can_write() {
@@ -204,18 +221,18 @@ fn table(ctx: &Ctx, jobs: &[Job]) -> Markup {
                         @for j in jobs {
                             tr data-job=(j.id) {
                                 @if ctx.can_write() {
-                                    td {
+                                    td.tick {
                                         input type="checkbox" name="ids" value=(j.id)
                                             aria-label={ "Tick " (j.name) };
                                     }
                                 }
                                 th scope="row" { a href={ "/ui/jobs/" (j.id) } { (j.name) } }
-                                td.state { (state_cell(j)) }
-                                td.last-result { (last_result_cell(j)) }
-                                td { code { (j.handler) } }
-                                td { (schedule_cell(&j.schedule)) }
-                                td { (next_cell(j)) }
-                                td { (view::time(Some(j.created_at))) }
+                                td.state data-label="Status" { (state_cell(j)) }
+                                td.last-result data-label="Last result" { (last_result_cell(j)) }
+                                td data-label="Handler" { code { (j.handler) } }
+                                td data-label="Schedule" { (schedule_cell(&j.schedule)) }
+                                td data-label="Next trigger" { (next_cell(j)) }
+                                td data-label="Created" { (view::time(Some(j.created_at))) }
                             }
                         }
                     }

@@ -4,6 +4,7 @@
 pub(crate) mod admin;
 pub(crate) mod bulk;
 pub(crate) mod edit;
+pub(crate) mod execution;
 pub(crate) mod executions;
 pub(crate) mod job;
 pub(crate) mod job_form;

@@ -1,20 +1,32 @@
-//! The overview: the tenant's jobs and executions by state, outcomes per
-//! minute over the last hour, trigger lateness, callbacks in trouble and
-//! (for admin keys) the workers; refreshed every 2 s.
+//! The overview: the tenant's jobs and executions by state (each linking to
+//! the filtered list), the latest failures (each linking to its execution),
+//! missed and late triggers, outcomes per minute and p50/p95/p99 trigger
+//! lateness and run time over the last hour (server-rendered SVG), callbacks
+//! in trouble and (for operator keys) the workers; refreshed every 2 s.
 
+use super::executions::filter::local_input;
 use super::live;
+use super::query;
 use crate::UiState;
+use crate::chart;
 use crate::session::Ctx;
 use crate::view::{self, Nav};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use kairos_core::overview::{Overview, quantile};
+use kairos_core::execution::Execution;
+use kairos_core::overview::{ExecFilter, FAILED_STATES, LATE_AFTER_MS, Overview, Timing, quantile};
 use kairos_core::time::{Millis, now_ms};
+use kairos_core::trigger::MISFIRE_THRESHOLD_MS;
 use kairos_core::worker::{WorkerInfo, WorkerState};
 use maud::{Markup, html};
+use std::collections::HashMap;
 
 const HOUR_MS: Millis = 3_600_000;
 const MINUTE_MS: Millis = 60_000;
+/// Width of a bucket of the percentile charts.
+const BUCKET_MS: Millis = 5 * MINUTE_MS;
+/// Latest failures listed.
+const FAILURES_SHOWN: u32 = 5;
 
 /// `GET /ui/overview`.
 pub(crate) async fn page(State(state): State<UiState>, ctx: Ctx) -> Response {
@@ -46,6 +58,38 @@ async fn fragment(state: &UiState, ctx: &Ctx) -> Result<Markup, Response> {
         .tenant_overview(ctx.tenant(), since)
         .await
         .map_err(view::store_error)?;
+    let timing = state
+        .store
+        .trigger_timing(ctx.tenant(), since, now)
+        .await
+        .map_err(view::store_error)?;
+    let failed = ExecFilter {
+        statuses: FAILED_STATES.to_vec(),
+        limit: FAILURES_SHOWN,
+        ..ExecFilter::default()
+    };
+    let failures = state
+        .store
+        .executions_list(ctx.tenant(), &failed)
+        .await
+        .map_err(view::store_error)?
+        .items;
+    let mut names = HashMap::new();
+    for e in &failures {
+        if !names.contains_key(&e.job_id) {
+            let job = state
+                .store
+                .job_get(ctx.tenant(), &e.job_id)
+                .await
+                .map_err(view::store_error)?;
+            names.insert(e.job_id.clone(), job.map_or(e.job_id.clone(), |j| j.name));
+        }
+    }
+    let from = local_input(since);
+    let by_state = format!(
+        "/ui/executions?{}&status=",
+        query(&[("filtered", "1"), ("from", &from)])
+    );
     let workers = if ctx.is_operator() {
         Some(
             state
@@ -65,10 +109,11 @@ async fn fragment(state: &UiState, ctx: &Ctx) -> Result<Markup, Response> {
             }
             section.card aria-labelledby="c-execs" {
                 h2 id="c-execs" { "Executions " span.muted { "(due in the last hour)" } }
-                (counts(o.executions.iter().map(|(s, n)| (s.as_str(), *n)), "None in the last hour.", None))
+                (counts(o.executions.iter().map(|(s, n)| (s.as_str(), *n)), "None in the last hour.", Some(&by_state)))
             }
             section.card aria-labelledby="c-late" {
-                h2 id="c-late" { "Trigger lateness " span.muted { "(last hour)" } }
+                h2 id="c-late" { "Triggers " span.muted { "(due in the last hour)" } }
+                (triggers(&timing, &from))
                 (lateness(&o))
             }
             section.card aria-labelledby="c-cb" {
@@ -79,9 +124,25 @@ async fn fragment(state: &UiState, ctx: &Ctx) -> Result<Markup, Response> {
                 }
             }
         }
+        section.card.wide aria-labelledby="c-failures" {
+            h2 id="c-failures" { "Latest failures" }
+            (latest_failures(&failures, &names))
+        }
         section.card.wide aria-labelledby="c-chart" {
             h2 id="c-chart" { "Succeeded and failed per minute, last hour" }
             (chart(&o, now))
+        }
+        div.cards.charts {
+            section.card aria-labelledby="c-lateness" {
+                h2 id="c-lateness" { "Dispatch lateness, p50 / p95 / p99" }
+                p.muted { "Dispatched − due, first attempts, per 5 minutes." }
+                (percentile_chart("Dispatch lateness per 5 minutes, last hour", &timing.lateness, now, "No trigger dispatched in the last hour."))
+            }
+            section.card aria-labelledby="c-runtime" {
+                h2 id="c-runtime" { "Run time, p50 / p95 / p99" }
+                p.muted { "Finished − started, by finish time, per 5 minutes." }
+                (percentile_chart("Run time per 5 minutes, last hour", &timing.durations, now, "No execution finished in the last hour."))
+            }
         }
         @if let Some(workers) = workers {
             section.card.wide aria-labelledby="c-workers" {
@@ -120,13 +181,34 @@ fn counts<'a>(
     }
 }
 
-fn lateness(o: &Overview) -> Markup {
-    let p50 = quantile(&o.lateness_ms, 0.5);
-    let p99 = quantile(&o.lateness_ms, 0.99);
+/// Missed and late triggers, each with what it counts.
+fn triggers(t: &Timing, from: &str) -> Markup {
+    let skipped = format!(
+        "/ui/executions?{}",
+        query(&[("filtered", "1"), ("status", "skipped"), ("from", from)])
+    );
     html! {
-        @if let (Some(p50), Some(p99)) = (p50, p99) {
+        dl.figures {
+            div id="missed" { dt { "missed" } dd { (t.missed()) } }
+            div id="late" { dt { "late" } dd { (t.late) } }
+        }
+        p.hint {
+            strong { "Missed" } ": " (t.misfired) " misfired (claimed more than "
+            (view::duration(MISFIRE_THRESHOLD_MS)) " after due, e.g. while no dispatcher ran) and "
+            a href=(skipped) { (t.skipped) " skipped" } " (an earlier run still ran). "
+            strong { "Late" } ": first attempts dispatched more than " (view::duration(LATE_AFTER_MS))
+            " after due, or still waiting that long (e.g. for a worker that serves the handler)."
+        }
+    }
+}
+
+fn lateness(o: &Overview) -> Markup {
+    let q = |p| quantile(&o.lateness_ms, p);
+    html! {
+        @if let (Some(p50), Some(p95), Some(p99)) = (q(0.5), q(0.95), q(0.99)) {
             dl.figures {
-                div { dt { "p50" } dd { (view::duration(p50.max(0))) } }
+                div { dt { "lateness p50" } dd { (view::duration(p50.max(0))) } }
+                div { dt { "p95" } dd { (view::duration(p95.max(0))) } }
                 div { dt { "p99" } dd { (view::duration(p99.max(0))) } }
                 div { dt { "samples" } dd { (o.lateness_ms.len()) } }
             }
@@ -134,6 +216,38 @@ fn lateness(o: &Overview) -> Markup {
             p.muted { "No trigger dispatched in the last hour." }
         }
     }
+}
+
+/// The newest executions that failed, timed out or were lost, each linking
+/// to its page (attempts, error, log).
+fn latest_failures(items: &[Execution], names: &HashMap<String, String>) -> Markup {
+    html! {
+        @if items.is_empty() {
+            p.muted { "No failures." }
+        } @else {
+            ul.failures {
+                @for e in items {
+                    @let name = names.get(&e.job_id).map_or(e.job_id.as_str(), String::as_str);
+                    li {
+                        a.exec-link href={ "/ui/executions/" (e.id) } {
+                            (view::exec_badge(e.status)) " " strong { (name) }
+                        }
+                        " due " (view::time(Some(e.scheduled_at)))
+                        @if let Some(err) = &e.error { " — " span.error-text { (super::job::truncate(err, 160)) } }
+                    }
+                }
+            }
+            p { a href="/ui/executions" { "Every failure →" } }
+        }
+    }
+}
+
+/// Percentiles of `samples` over the last hour, in 5-minute buckets.
+fn percentile_chart(label: &str, samples: &[(Millis, i64)], now: Millis, empty: &str) -> Markup {
+    let n = (HOUR_MS / BUCKET_MS) as usize;
+    let start = now - now.rem_euclid(BUCKET_MS) - (n as Millis - 1) * BUCKET_MS;
+    let buckets = chart::buckets(samples, start, BUCKET_MS, n);
+    chart::percentiles(label, &buckets, empty, ["55 min ago", "30 min ago", "now"])
 }
 
 /// Stacked bars, one per minute: succeeded (bottom) and failed (top). The

@@ -4,14 +4,16 @@
 //! tenant in its `WHERE` clause.
 
 mod overview;
+mod timing;
 
 use crate::db::Pool;
-use crate::rows::{self, EXEC_COLS, page_size};
+use crate::keyset;
+use crate::rows::{self, EXEC_COLS};
 use crate::sql::{Sql, time};
 use crate::store::SqlStore;
 use async_trait::async_trait;
 use kairos_core::execution::{ExecEvent, Execution};
-use kairos_core::overview::{ExecFilter, Overview};
+use kairos_core::overview::{ExecFilter, Overview, Timing};
 use kairos_core::store::{History, Page, StoreResult};
 use kairos_core::time::Millis;
 
@@ -23,34 +25,54 @@ fn exec_select() -> Sql {
 }
 
 /// A page of executions, newest trigger first: `sql` selects from
-/// `executions e` with its own conditions (and their values bound); the
-/// keyset condition after `after`, the order and the limit are added here,
-/// one row more than `limit` telling whether a next page exists.
+/// `executions e` with its own conditions (and their values bound).
 async fn executions_page(
     pool: &Pool,
-    mut sql: Sql,
-    after: Option<(Millis, String)>,
+    sql: &Sql,
+    cursor: Option<&str>,
     limit: u32,
 ) -> StoreResult<Page<Execution>> {
-    if let Some((at, id)) = after {
-        sql.push(" AND (e.scheduled_at < ")
-            .bind(time(at))
-            .push(" OR (e.scheduled_at = ")
-            .bind(time(at))
-            .push(" AND e.id < ")
-            .bind(id)
-            .push("))");
+    keyset::fetch(
+        pool,
+        sql,
+        cursor,
+        limit,
+        ("e.scheduled_at", "e.id"),
+        rows::execution,
+        |e| (e.scheduled_at, e.id.as_str()),
+    )
+    .await
+}
+
+/// ` WHERE …`: the tenant's executions `filter` matches (cursor and limit
+/// aside).
+fn filtered(sql: &mut Sql, tenant: &str, filter: &ExecFilter) {
+    sql.push(" WHERE e.tenant = ").bind(tenant);
+    if !filter.statuses.is_empty() {
+        sql.push(" AND e.status IN ")
+            .list(filter.statuses.iter().map(|s| s.as_str()));
     }
-    sql.push(" ORDER BY e.scheduled_at DESC, e.id DESC LIMIT ")
-        .bind(i64::from(limit) + 1);
-    let found = sql.fetch_all(pool).await?;
-    let items = found
-        .iter()
-        .map(rows::execution)
-        .collect::<StoreResult<Vec<_>>>()?;
-    Ok(rows::page(items, limit, |e| {
-        (e.scheduled_at, e.id.as_str())
-    }))
+    if let Some(job) = &filter.job_id {
+        sql.push(" AND e.job_id = ").bind(job.as_str());
+    }
+    if let Some(handler) = &filter.handler {
+        // The handler is the job's: a subquery on the tenant's jobs keeps
+        // the listing's order and keyset on the executions index.
+        sql.push(" AND e.job_id IN (SELECT j.id FROM jobs j WHERE j.tenant = ")
+            .bind(tenant)
+            .push(" AND j.handler = ")
+            .bind(handler.as_str())
+            .push(")");
+    }
+    if let Some(worker) = &filter.worker_id {
+        sql.push(" AND e.worker_id = ").bind(worker.as_str());
+    }
+    if let Some(from) = filter.from {
+        sql.push(" AND e.scheduled_at >= ").bind(time(from));
+    }
+    if let Some(to) = filter.to {
+        sql.push(" AND e.scheduled_at < ").bind(time(to));
+    }
 }
 
 #[async_trait]
@@ -73,17 +95,12 @@ impl History for SqlStore {
         limit: u32,
         cursor: Option<&str>,
     ) -> StoreResult<Page<Execution>> {
-        let limit = page_size(limit);
-        let after = match rows::page_start(cursor) {
-            Ok(after) => after,
-            Err(empty) => return Ok(empty),
-        };
         let mut sql = exec_select();
         sql.push(" WHERE e.job_id = ")
             .bind(job_id)
             .push(" AND e.tenant = ")
             .bind(tenant);
-        executions_page(self.read(), sql, after, limit).await
+        executions_page(self.read(), &sql, cursor, limit).await
     }
 
     async fn executions_list(
@@ -91,18 +108,24 @@ impl History for SqlStore {
         tenant: &str,
         filter: &ExecFilter,
     ) -> StoreResult<Page<Execution>> {
-        let limit = page_size(filter.limit);
-        let after = match rows::page_start(filter.cursor.as_deref()) {
-            Ok(after) => after,
-            Err(empty) => return Ok(empty),
-        };
         let mut sql = exec_select();
-        sql.push(" WHERE e.tenant = ").bind(tenant);
-        if !filter.statuses.is_empty() {
-            sql.push(" AND e.status IN ")
-                .list(filter.statuses.iter().map(|s| s.as_str()));
-        }
-        executions_page(self.read(), sql, after, limit).await
+        filtered(&mut sql, tenant, filter);
+        executions_page(self.read(), &sql, filter.cursor.as_deref(), filter.limit).await
+    }
+
+    async fn executions_count(
+        &self,
+        tenant: &str,
+        filter: &ExecFilter,
+        cap: u64,
+    ) -> StoreResult<u64> {
+        let mut sql = Sql::new("SELECT COUNT(*) AS n FROM (SELECT e.id FROM executions e");
+        filtered(&mut sql, tenant, filter);
+        sql.push(" LIMIT ")
+            .bind(i64::try_from(cap).unwrap_or(i64::MAX))
+            .push(") capped");
+        let n: i64 = sql.scalar(self.read(), "n").await?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     async fn tenant_overview(&self, tenant: &str, since: Millis) -> StoreResult<Overview> {
@@ -123,5 +146,14 @@ impl History for SqlStore {
         .fetch_all(self.read())
         .await?;
         found.iter().map(rows::event).collect()
+    }
+
+    async fn trigger_timing(
+        &self,
+        tenant: &str,
+        since: Millis,
+        now: Millis,
+    ) -> StoreResult<Timing> {
+        timing::timing(self.read(), tenant, since, now).await
     }
 }

@@ -6,8 +6,9 @@ mod control;
 mod update;
 
 use crate::db::On;
-use crate::rows::{self, JOB_COLS, page_size};
-use crate::sql::{Sql, time};
+use crate::keyset;
+use crate::rows::{self, JOB_COLS};
+use crate::sql::Sql;
 use crate::store::SqlStore;
 use async_trait::async_trait;
 use kairos_core::job::{FAILING_AFTER, Job, JobHealth, JobTransition, NewJob};
@@ -28,6 +29,38 @@ fn like_pattern(text: &str) -> String {
     }
     p.push('%');
     p
+}
+
+/// ` WHERE …`: the tenant's jobs `filter` matches (cursor and limit aside).
+fn filtered(s: &mut Sql, tenant: &str, filter: &JobFilter) {
+    s.push(" WHERE j.tenant = ").bind(tenant);
+    if let Some(status) = filter.status {
+        s.push(" AND j.status = ").bind(status.as_str());
+    }
+    if let Some(h) = &filter.handler {
+        s.push(" AND j.handler = ").bind(h);
+    }
+    // What `JobHealth::of` says, in SQL.
+    match filter.health {
+        Some(JobHealth::Failing) => {
+            s.push(" AND j.schedule_kind <> 'once' AND j.fail_streak >= ")
+                .bind(i64::from(FAILING_AFTER));
+        }
+        Some(JobHealth::Ok) => {
+            s.push(" AND (j.schedule_kind = 'once' OR j.fail_streak < ")
+                .bind(i64::from(FAILING_AFTER))
+                .push(")");
+        }
+        None => {}
+    }
+    // `!` escapes: the one LIKE escape every database reads the same way.
+    // LOWER on both sides: MySQL's binary collation would otherwise make
+    // the search case-sensitive there and not on SQLite.
+    if let Some(p) = filter.name_contains.as_deref().map(like_pattern) {
+        s.push(" AND LOWER(j.name) LIKE ")
+            .bind(p)
+            .push(" ESCAPE '!'");
+    }
 }
 
 /// `SELECT <every job column> FROM jobs j`, for a `WHERE` to follow.
@@ -73,59 +106,28 @@ impl JobStore for SqlStore {
     }
 
     async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>> {
-        let limit = page_size(filter.limit);
-        let after = match rows::page_start(filter.cursor.as_deref()) {
-            Ok(after) => after,
-            Err(empty) => return Ok(empty),
-        };
         let mut s = job_select();
-        s.push(" WHERE j.tenant = ").bind(tenant);
-        if let Some(status) = filter.status {
-            s.push(" AND j.status = ").bind(status.as_str());
-        }
-        if let Some(h) = &filter.handler {
-            s.push(" AND j.handler = ").bind(h);
-        }
-        // `!` escapes: the one LIKE escape every database reads the same way.
-        // LOWER on both sides: MySQL's binary collation would otherwise make
-        // the search case-sensitive there and not on SQLite.
-        // What `JobHealth::of` says, in SQL.
-        match filter.health {
-            Some(JobHealth::Failing) => {
-                s.push(" AND j.schedule_kind <> 'once' AND j.fail_streak >= ")
-                    .bind(i64::from(FAILING_AFTER));
-            }
-            Some(JobHealth::Ok) => {
-                s.push(" AND (j.schedule_kind = 'once' OR j.fail_streak < ")
-                    .bind(i64::from(FAILING_AFTER))
-                    .push(")");
-            }
-            None => {}
-        }
-        if let Some(p) = filter.name_contains.as_deref().map(like_pattern) {
-            s.push(" AND LOWER(j.name) LIKE ")
-                .bind(p)
-                .push(" ESCAPE '!'");
-        }
-        if let Some((at, id)) = &after {
-            s.push(" AND (j.created_at < ")
-                .bind(time(*at))
-                .push(" OR (j.created_at = ")
-                .bind(time(*at))
-                .push(" AND j.id < ")
-                .bind(id)
-                .push("))");
-        }
-        let found = s
-            .push(" ORDER BY j.created_at DESC, j.id DESC LIMIT ")
-            .bind(i64::from(limit) + 1)
-            .fetch_all(self.read())
-            .await?;
-        let items = found
-            .iter()
-            .map(rows::job)
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(rows::page(items, limit, |j| (j.created_at, j.id.as_str())))
+        filtered(&mut s, tenant, filter);
+        keyset::fetch(
+            self.read(),
+            &s,
+            filter.cursor.as_deref(),
+            filter.limit,
+            ("j.created_at", "j.id"),
+            rows::job,
+            |j| (j.created_at, j.id.as_str()),
+        )
+        .await
+    }
+
+    async fn job_count(&self, tenant: &str, filter: &JobFilter, cap: u64) -> StoreResult<u64> {
+        let mut s = Sql::new("SELECT COUNT(*) AS n FROM (SELECT j.id FROM jobs j");
+        filtered(&mut s, tenant, filter);
+        s.push(" LIMIT ")
+            .bind(i64::try_from(cap).unwrap_or(i64::MAX))
+            .push(") capped");
+        let n: i64 = s.scalar(self.read(), "n").await?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     async fn job_pause(
