@@ -367,6 +367,7 @@ mod tests {
                 trace: None,
                 created_at: t0,
                 created_by: None,
+                sensitive_params: Vec::new(),
             };
             let CreateOutcome::Created(job) = store.job_create(new).await.unwrap() else {
                 panic!("a new job");
