@@ -100,17 +100,20 @@ pub async fn executions_are_filtered_across_jobs(app: App) {
         list("?status=succeeded,%20failed").await,
         sorted(vec![&ea, &eb, &ec])
     );
-    assert_eq!(list(&format!("?jobId={b}")).await, [eb.clone()]);
+    assert_eq!(
+        list(&format!("?jobId={b}")).await,
+        std::slice::from_ref(&eb)
+    );
     assert_eq!(list("?handler=fail").await, sorted(vec![&eb, &ec]));
     assert_eq!(list("?workerId=w1").await, sorted(vec![&ea, &ec]));
     assert_eq!(
         list("?handler=fail&workerId=w1&status=failed").await,
-        [ec.clone()]
+        std::slice::from_ref(&ec)
     );
     let from = to_rfc3339(due_late);
     assert_eq!(
         list(&format!("?from={from}")).await,
-        [ec.clone()],
+        std::slice::from_ref(&ec),
         "from is inclusive"
     );
     assert_eq!(
@@ -134,7 +137,11 @@ pub async fn executions_are_filtered_across_jobs(app: App) {
         .get("/openapi/executions?handler=fail&limit=1")
         .await
         .ok(200);
-    assert_eq!(ids(&first), [ec.clone()], "newest trigger first");
+    assert_eq!(
+        ids(&first),
+        std::slice::from_ref(&ec),
+        "newest trigger first"
+    );
     let cursor = first["nextCursor"].as_str().unwrap();
     let second = app
         .get(&format!(
@@ -142,7 +149,7 @@ pub async fn executions_are_filtered_across_jobs(app: App) {
         ))
         .await
         .ok(200);
-    assert_eq!(ids(&second), [eb.clone()]);
+    assert_eq!(ids(&second), std::slice::from_ref(&eb));
     assert!(second["nextCursor"].is_null());
 
     // Bad filters are refused, naming the parameter.
