@@ -377,6 +377,7 @@ mod tests {
                 trace: None,
                 created_at: t0,
                 created_by: None,
+                sensitive_params: Vec::new(),
             };
             let CreateOutcome::Created(job) = store.job_create(new).await.unwrap() else {
                 panic!("a new job");
@@ -538,6 +539,7 @@ mod tests {
         let job = JobInfo {
             name: "report".into(),
             handler: "fail".into(),
+            ..JobInfo::default()
         };
         let rec = record(&e, &job);
         assert_eq!(rec["durationMs"], 1_250);
