@@ -198,7 +198,18 @@ async fn sessions_secrets_and_polish_in_a_browser() {
     assert!(b.body_text().await.contains(MASK));
     no_secret_in_page(&b).await;
     check_both(&b, "job-masked").await;
-    for page in ["/jobs", "/executions?filtered=1", "/overview"] {
+    let execs = cluster.executions(&job).await;
+    let exec = execs[0]["executionId"]
+        .as_str()
+        .expect("an execution")
+        .to_string();
+    for page in [
+        "/jobs".to_string(),
+        "/executions?filtered=1".to_string(),
+        "/overview".to_string(),
+        // The output (the echoed headers), live regions and log.
+        format!("/executions/{exec}"),
+    ] {
         b.goto(&format!("{ui}{page}")).await;
         b.wait_text("Kairos", Duration::from_secs(5)).await;
         no_secret_in_page(&b).await;
@@ -218,15 +229,11 @@ async fn sessions_secrets_and_polish_in_a_browser() {
                 .expect("text")
         }
     };
-    let execs = cluster.executions(&job).await;
-    let exec = execs[0]["executionId"]
-        .as_str()
-        .expect("an execution")
-        .to_string();
     for path in [
         format!("/openapi/jobs/{job}"),
         "/openapi/jobs".to_string(),
         format!("/openapi/jobs/{job}/executions"),
+        "/openapi/executions".to_string(),
         format!("/openapi/executions/{exec}"),
         format!("/openapi/executions/{exec}/logs"),
         format!("/openapi/executions/{exec}/callbacks"),

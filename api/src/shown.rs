@@ -1,13 +1,15 @@
 //! What a caller is shown of a job's sensitive params (see
 //! [`kairos_core::sensitive`]). Read keys get them masked in the job and
-//! redacted from its executions' outputs, errors and log lines; write,
+//! redacted from its executions' outputs, errors, events, log lines and
+//! callback errors, in every route that shows them; write,
 //! admin and operator keys get the stored values, since they edit and copy
 //! jobs through the API and must be able to send the values back. Workers
 //! read params from the store, never through here.
 
 use crate::AppState;
 use crate::auth::Caller;
-use crate::dto::{ExecEventView, ExecutionView, JobView, LogLineView};
+use crate::dto::{CallbackView, ExecEventView, ExecutionView, JobView, LogLineView};
+use crate::error::ApiError;
 use kairos_core::job::Job;
 use kairos_core::sensitive::{Redactor, Rules};
 use kairos_core::tenant::Role;
@@ -33,6 +35,24 @@ pub(crate) fn redactor(state: &AppState, caller: &Caller, job: &Job) -> Option<R
         .then(|| Rules::new(&state.sensitive, &job.sensitive_params).redactor(&job.params))
 }
 
+/// The redactor of the job `job_id` of the caller's tenant, looked up only
+/// when the caller does not see the values (routes that start from an
+/// execution or a callback).
+pub(crate) async fn redactor_of(
+    state: &AppState,
+    caller: &Caller,
+    job_id: &str,
+) -> Result<Option<Redactor>, ApiError> {
+    if reveals(caller) {
+        return Ok(None);
+    }
+    Ok(state
+        .store
+        .job_get(&caller.tenant, job_id)
+        .await?
+        .and_then(|job| redactor(state, caller, &job)))
+}
+
 /// An execution's output and error with `redactor` applied.
 pub(crate) fn execution(redactor: Option<&Redactor>, mut view: ExecutionView) -> ExecutionView {
     if let Some(r) = redactor {
@@ -54,6 +74,18 @@ pub(crate) fn event(redactor: Option<&Redactor>, mut view: ExecEventView) -> Exe
 pub(crate) fn log_line(redactor: Option<&Redactor>, mut view: LogLineView) -> LogLineView {
     if let Some(r) = redactor {
         view.message = r.text(&view.message);
+    }
+    view
+}
+
+/// A callback delivery's errors (the last one and each attempt's) with
+/// `redactor` applied: a receiver may answer with the body it was sent.
+pub(crate) fn callback(redactor: Option<&Redactor>, mut view: CallbackView) -> CallbackView {
+    if let Some(r) = redactor {
+        view.last_error = r.opt_text(view.last_error);
+        for a in &mut view.attempts_log {
+            a.error = r.opt_text(a.error.take());
+        }
     }
     view
 }

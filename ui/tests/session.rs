@@ -3,15 +3,22 @@
 //! restart or on another API instance, serves them; logout and a revoked key
 //! end them everywhere), a deep link survives the login (and only our own
 //! paths are followed), unknown pages are an HTML 404, the favicon is
-//! served, and every role sees sensitive params masked in pages.
+//! served, and every role sees sensitive params masked in pages, and their
+//! echoes redacted wherever execution data is shown (the execution page and
+//! its live regions, the log tail, the CSV and JSON export, the overview).
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use kairos_api::auth::keys;
 use kairos_api::{ApiConfig, AppState};
+use kairos_core::callback::CallbackAttempt;
+use kairos_core::protocol::{LogLevel, LogLine, LogMsg, PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::sensitive::MASK;
-use kairos_core::store::TenantStore;
+use kairos_core::store::{
+    CallbackNext, CallbackStore, Claim, Dispatch, DispatchWork, JobStore, LogLimits, LogStore,
+    TenantStore,
+};
 use kairos_core::tenant::{Role, Tenant, TenantLimits};
 use kairos_core::time::now_ms;
 use kairos_store_sql::SqlStore;
@@ -390,4 +397,294 @@ async fn every_role_sees_sensitive_params_masked_in_pages() {
         stored.params,
         serde_json::json!({"headers": {"Authorization": "Bearer page-secret-1234"}, "pin": "7777-pin", "plain": "changed-value"})
     );
+}
+
+/// The secrets of [`secret_params`], which no page may show.
+const SECRETS: [&str; 2] = ["page-secret-1234", "7777-pin"];
+
+/// Params with an `Authorization` header (a sensitive name) and a `pin`
+/// the job marks sensitive.
+fn secret_params() -> serde_json::Value {
+    serde_json::json!({"headers": {"Authorization": "Bearer page-secret-1234"}, "pin": "7777-pin", "plain": "visible-value"})
+}
+
+/// Creates a job through the API with `key`; its id.
+async fn create_job(store: &SqlStore, key: &str, body: serde_json::Value) -> String {
+    let api = kairos_api::router(AppState::new(Arc::new(store.clone()), ApiConfig::default()));
+    let req = Request::post("/openapi/jobs")
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let res = api.oneshot(req).await.unwrap();
+    assert_eq!(res.status(), 201);
+    let created: serde_json::Value = serde_json::from_slice(
+        &axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    created["jobId"].as_str().unwrap().to_string()
+}
+
+/// What a worker reports about one attempt.
+struct Report {
+    kind: ResultKind,
+    output: Option<serde_json::Value>,
+    error: Option<String>,
+    retryable: bool,
+    log: Option<String>,
+}
+
+/// Claims the job's trigger as the dispatcher does, as execution `exec`,
+/// and applies the worker's `report` of attempt 1; what was dispatched.
+async fn run(store: &SqlStore, job_id: &str, exec: &str, report: Report) -> DispatchWork {
+    let job = store.job_get("default", job_id).await.unwrap().unwrap();
+    let due = job.next_trigger_at.unwrap();
+    let claim = Claim {
+        job: Arc::new(job),
+        scheduled_at: due,
+        next_trigger_at: None,
+        execution_id: exec.to_string(),
+        worker_id: None,
+    };
+    let mut won = store
+        .triggers_claim(1, &[claim], now_ms().max(due))
+        .await
+        .unwrap();
+    assert_eq!(won.len(), 1, "the claim wins");
+    if let Some(message) = report.log {
+        let logs = LogMsg {
+            v: PROTOCOL_VERSION,
+            execution_id: exec.to_string(),
+            attempt: 1,
+            worker_id: "w-1".into(),
+            lines: vec![LogLine {
+                at: now_ms(),
+                level: LogLevel::Info,
+                message,
+            }],
+            progress: None,
+        };
+        store
+            .logs_append(&[logs], &LogLimits::default(), now_ms())
+            .await
+            .unwrap();
+    }
+    let result = ResultMsg {
+        started_at: None,
+        traceparent: None,
+        v: PROTOCOL_VERSION,
+        execution_id: exec.to_string(),
+        attempt: 1,
+        worker_id: "w-1".into(),
+        kind: report.kind,
+        output: report.output,
+        error: report.error,
+        at: now_ms(),
+        retryable: Some(report.retryable),
+        incarnation: None,
+    };
+    store.results_apply(&[result], now_ms()).await.unwrap();
+    won.remove(0)
+}
+
+#[tokio::test]
+async fn every_role_sees_execution_data_redacted() {
+    let store = store().await;
+    let ui = instance(&store);
+    let op = key(&store, "default", Role::Operator).await;
+    let job = |name: &str, extra: serde_json::Value| {
+        let mut body = serde_json::json!({
+            "jobName": name, "jobHandler": "http", "params": secret_params(),
+            "sensitiveParams": ["pin"],
+        });
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    // A run whose output, log line and callback error echo the secrets.
+    let echo_job = create_job(
+        &store,
+        &op,
+        job(
+            "echoing",
+            serde_json::json!({"callbackUrl": "https://example.com/hooks/kairos"}),
+        ),
+    )
+    .await;
+    let echo = "01900000-0000-7000-8000-000000000001";
+    let sent = run(
+        &store,
+        &echo_job,
+        echo,
+        Report {
+            kind: ResultKind::Succeeded,
+            output: Some(serde_json::json!({
+                "status": 200,
+                "seen": {"authorization": "Bearer page-secret-1234"},
+                "note": "pin was 7777-pin", "plain": "visible-value",
+            })),
+            error: None,
+            retryable: false,
+            log: Some("calling with Bearer page-secret-1234 and pin 7777-pin".into()),
+        },
+    )
+    .await;
+    // The worker got the real values.
+    assert_eq!(sent.params, secret_params());
+    let due = store
+        .callbacks_claim_due("relay-test", now_ms(), 60_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(due.len(), 1, "the callback is queued");
+    let attempt = CallbackAttempt {
+        attempt: 1,
+        at: now_ms(),
+        status_code: Some(400),
+        latency_ms: 5,
+        error: Some("HTTP 400: the body held 7777-pin".into()),
+    };
+    store
+        .callback_record_attempt(
+            &due[0].id,
+            "relay-test",
+            &attempt,
+            CallbackNext::RetryAt(now_ms() + 3_600_000),
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    // A first attempt that failed, its retry waiting: its error is in the
+    // attempt timeline (rebuilt from the events), the events and the row.
+    let retry_job = create_job(
+        &store,
+        &op,
+        job(
+            "retrying",
+            serde_json::json!({"maxAttempts": 2, "retryBackoffMs": 3_600_000}),
+        ),
+    )
+    .await;
+    let retrying = "01900000-0000-7000-8000-000000000002";
+    run(
+        &store,
+        &retry_job,
+        retrying,
+        Report {
+            kind: ResultKind::Failed,
+            output: None,
+            error: Some("HTTP 401: token page-secret-1234 refused".into()),
+            retryable: true,
+            log: None,
+        },
+    )
+    .await;
+    // A failure for the overview's latest failures.
+    let failed_job = create_job(&store, &op, job("failing", serde_json::json!({}))).await;
+    let failed = "01900000-0000-7000-8000-000000000003";
+    run(
+        &store,
+        &failed_job,
+        failed,
+        Report {
+            kind: ResultKind::Failed,
+            output: None,
+            error: Some("login with pin 7777-pin refused".into()),
+            retryable: false,
+            log: None,
+        },
+    )
+    .await;
+
+    for role in [Role::Read, Role::Write, Role::Operator] {
+        let session = session_of(&login(&ui, &key(&store, "default", role).await, None).await);
+        // Each path with what it must show, masked, to prove the data is there.
+        let pages = [
+            (
+                format!("/ui/executions/{echo}"),
+                vec![MASK, "visible-value"],
+            ),
+            (
+                format!("/ui/executions/{echo}/live"),
+                vec![MASK, "visible-value"],
+            ),
+            (
+                format!("/ui/executions/{echo}/live?part=history"),
+                vec!["HTTP 400: the body held ••••••"],
+            ),
+            (
+                format!("/ui/executions/{echo}/tail"),
+                vec!["calling with •••••• and pin ••••••"],
+            ),
+            (
+                format!("/ui/executions/{retrying}"),
+                vec!["HTTP 401: token •••••• refused"],
+            ),
+            (
+                format!("/ui/executions/{retrying}/live?part=history"),
+                vec!["HTTP 401: token •••••• refused"],
+            ),
+            (
+                "/ui/executions/export?format=csv&filtered=1".to_string(),
+                vec![echo, retrying, failed, "visible-value", MASK],
+            ),
+            (
+                "/ui/executions/export?format=json&filtered=1".to_string(),
+                vec![echo, retrying, failed, "visible-value", MASK],
+            ),
+            (
+                "/ui/overview".to_string(),
+                vec!["login with pin •••••• refused"],
+            ),
+            (
+                "/ui/overview/live".to_string(),
+                vec!["login with pin •••••• refused"],
+            ),
+        ];
+        for (page, shown) in pages {
+            let out = get(&ui, &page, Some(&session)).await;
+            assert_eq!(out.status, 200, "{role:?} {page}: {}", out.body);
+            for secret in SECRETS {
+                assert!(
+                    !out.body.contains(secret),
+                    "{role:?} {page} shows {secret}: {}",
+                    out.body
+                );
+            }
+            for text in shown {
+                assert!(
+                    out.body.contains(text),
+                    "{role:?} {page} shows {text:?}: {}",
+                    out.body
+                );
+            }
+        }
+        // The page's log, without script, is redacted like the tail.
+        let page = get(&ui, &format!("/ui/executions/{echo}"), Some(&session)).await;
+        assert!(page.body.contains("calling with •••••• and pin ••••••"));
+        // The retry's first attempt, rebuilt from the events, shows its
+        // error redacted in the timeline.
+        let page = get(&ui, &format!("/ui/executions/{retrying}"), Some(&session)).await;
+        let timeline = page
+            .body
+            .split("data-attempt=\"1\"")
+            .nth(1)
+            .and_then(|r| r.split("</li>").next())
+            .expect("attempt 1 in the timeline");
+        assert!(
+            timeline.contains("HTTP 401: token •••••• refused"),
+            "{timeline}"
+        );
+        assert!(
+            page.body.contains("data-attempt=\"2\""),
+            "the retry is attempt 2"
+        );
+    }
+    // What the store keeps, and dispatches, is untouched.
+    for id in [&echo_job, &retry_job, &failed_job] {
+        let stored = store.job_get("default", id).await.unwrap().unwrap();
+        assert_eq!(stored.params, secret_params());
+    }
 }

@@ -7,19 +7,26 @@ use crate::auth::{Caller, limits};
 use crate::dto::{CallbackList, CallbackView};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::ApiPath;
+use crate::shown;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use kairos_core::callback::CallbackState;
+use kairos_core::execution::Execution;
 use kairos_core::time::now_ms;
 
 /// The execution must exist: an empty list would not tell an unknown
 /// execution from one whose job has no callback URL.
-async fn require_execution(state: &AppState, tenant: &str, id: &str) -> Result<(), ApiError> {
-    match state.store.execution_get(tenant, id).await? {
-        Some(_) => Ok(()),
-        None => Err(execution_not_found(id)),
-    }
+async fn require_execution(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+) -> Result<Execution, ApiError> {
+    state
+        .store
+        .execution_get(tenant, id)
+        .await?
+        .ok_or_else(|| execution_not_found(id))
 }
 
 /// List an execution's callbacks with every delivery attempt.
@@ -37,13 +44,17 @@ pub(crate) async fn list_callbacks(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<CallbackList>, ApiError> {
-    require_execution(&state, &caller.tenant, &id).await?;
+    let execution = require_execution(&state, &caller.tenant, &id).await?;
     let found = state
         .store
         .callbacks_for_execution(&caller.tenant, &id)
         .await?;
+    let redactor = shown::redactor_of(&state, &caller, &execution.job_id).await?;
     Ok(Json(CallbackList {
-        items: found.into_iter().map(CallbackView::from).collect(),
+        items: found
+            .into_iter()
+            .map(|c| shown::callback(redactor.as_ref(), c.into()))
+            .collect(),
     }))
 }
 

@@ -84,16 +84,23 @@ pub(crate) async fn list_executions(
     let tenant = &caller.tenant;
     let page = state.store.executions_list(tenant, &filter).await?;
     let routable = waiting::routable(state.store.as_ref()).await?;
-    // Each job once: a page holds 500 executions at most, often of few jobs.
+    // Each job once: a page holds 500 executions at most, often of few
+    // jobs. Each with what hides its sensitive values from a read key.
     let mut jobs = HashMap::new();
     let mut items = Vec::with_capacity(page.items.len());
     for e in page.items {
         if !jobs.contains_key(&e.job_id) {
             let job = state.store.job_get(tenant, &e.job_id).await?;
-            jobs.insert(e.job_id.clone(), job);
+            let shown = job.map(|job| {
+                let redactor = shown::redactor(&state, &caller, &job);
+                (job, redactor)
+            });
+            jobs.insert(e.job_id.clone(), shown);
         }
         items.push(match jobs.get(&e.job_id).and_then(Option::as_ref) {
-            Some(job) => waiting::view(job, e, &routable),
+            Some((job, redactor)) => {
+                shown::execution(redactor.as_ref(), waiting::view(job, e, &routable))
+            }
             None => e.into(),
         });
     }
@@ -126,14 +133,7 @@ pub(crate) async fn execution_logs(
     let Some(execution) = state.store.execution_get(&caller.tenant, &id).await? else {
         return Err(execution_not_found(&id));
     };
-    let redactor = match shown::reveals(&caller) {
-        true => None,
-        false => state
-            .store
-            .job_get(&caller.tenant, &execution.job_id)
-            .await?
-            .and_then(|job| shown::redactor(&state, &caller, &job)),
-    };
+    let redactor = shown::redactor_of(&state, &caller, &execution.job_id).await?;
     let cursor = q.cursor.as_deref().filter(|c| !c.is_empty());
     let page = state.store.logs_page(&id, cursor, limit).await?;
     Ok(Json(LogPage {

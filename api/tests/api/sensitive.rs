@@ -1,15 +1,19 @@
 //! Issue 35: sensitive params. Read keys get values under sensitive key
 //! names (at any depth, header maps included) and at the job's own
-//! `sensitiveParams` paths masked, in jobs, executions and logs, where an
-//! echo of a value is redacted too; write keys get the stored values and can
+//! `sensitiveParams` paths masked, in jobs, executions (per job and across
+//! jobs), events, logs and callback deliveries, where an echo of a value is
+//! redacted too; write keys get the stored values and can
 //! send masked params back without losing a secret; the list is validated
 //! and configurable.
 
 use super::support::{App, spawn_app_config};
 use kairos_api::ApiConfig;
+use kairos_core::callback::CallbackAttempt;
 use kairos_core::protocol::{LogLevel, LogLine, LogMsg, PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::sensitive::MASK;
-use kairos_core::store::{Claim, Dispatch, JobStore, LogLimits, LogStore};
+use kairos_core::store::{
+    CallbackNext, CallbackStore, Claim, Dispatch, JobStore, LogLimits, LogStore,
+};
 use kairos_core::tenant::Role;
 use kairos_core::time::now_ms;
 use serde_json::{Value, json};
@@ -34,7 +38,14 @@ fn params() -> Value {
 
 fn job(name: &str) -> Value {
     json!({"jobName": name, "jobHandler": "http", "params": params(),
-           "sensitiveParams": ["headers.X-Custom", "list.1"]})
+           "sensitiveParams": ["headers.X-Custom", "list.1"],
+           "callbackUrl": "https://example.com/hooks/kairos"})
+}
+
+/// What the receiver of the callback answered: the body it was sent, which
+/// holds the output.
+fn callback_error() -> String {
+    format!("HTTP 400: bad body, password {PASSWORD}")
 }
 
 /// Claims the job's trigger and applies a result of `kind`, as the
@@ -93,6 +104,28 @@ async fn run(
         incarnation: None,
     };
     app.store.results_apply(&[result], now_ms()).await.unwrap();
+    // The relay's first attempt at the callback the result queued fails.
+    let due = app
+        .store
+        .callbacks_claim_due("relay-test", now_ms(), 1_000, 10)
+        .await
+        .unwrap();
+    let cb = due
+        .iter()
+        .find(|c| c.execution_id == exec)
+        .expect("a callback");
+    let attempt = CallbackAttempt {
+        attempt: 1,
+        at: now_ms(),
+        status_code: Some(400),
+        latency_ms: 5,
+        error: Some(callback_error()),
+    };
+    let next = CallbackNext::RetryAt(now_ms() + 3_600_000);
+    app.store
+        .callback_record_attempt(&cb.id, "relay-test", &attempt, next, now_ms())
+        .await
+        .unwrap();
     exec
 }
 
@@ -102,6 +135,8 @@ async fn read_views(read: &App, job: &str, execs: &[&str]) -> Vec<(String, Value
         format!("/openapi/jobs/{job}"),
         "/openapi/jobs".to_string(),
         format!("/openapi/jobs/{job}/executions"),
+        "/openapi/executions".to_string(),
+        format!("/openapi/executions?jobId={job}&status=succeeded,failed"),
     ];
     for e in execs {
         paths.push(format!("/openapi/executions/{e}"));
@@ -181,6 +216,39 @@ pub async fn read_keys_never_see_sensitive_values(app: App) {
         log["items"][0]["message"],
         format!("calling with {MASK} and {MASK}")
     );
+    // Across jobs: each execution redacted with its own job's values.
+    let across = read.get("/openapi/executions").await.ok(200);
+    let item = |page: &Value, exec: &str| {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["executionId"] == exec)
+            .unwrap_or_else(|| panic!("{exec} listed: {page}"))
+            .clone()
+    };
+    assert_eq!(
+        item(&across, &ok)["output"]["body"]["seen"]["authorization"],
+        MASK
+    );
+    assert_eq!(
+        item(&across, &ok)["output"]["body"]["note"],
+        format!("custom was {MASK}")
+    );
+    assert_eq!(
+        item(&across, &failed)["error"],
+        format!("HTTP 401 from the server, token {MASK} refused")
+    );
+    let cbs = read
+        .get(&format!("/openapi/executions/{failed}/callbacks"))
+        .await
+        .ok(200);
+    let masked_error = format!("HTTP 400: bad body, password {MASK}");
+    assert_eq!(cbs["items"][0]["lastError"], masked_error.as_str());
+    assert_eq!(
+        cbs["items"][0]["attemptsLog"][0]["error"],
+        masked_error.as_str()
+    );
 
     // Write keys (and stronger) get the stored values: they copy and edit jobs.
     let write = app.as_new_key("default", Role::Write).await;
@@ -191,6 +259,20 @@ pub async fn read_keys_never_see_sensitive_values(app: App) {
             real["lastExecution"]["output"]["body"]["seen"]["authorization"],
             AUTH
         );
+        let across = caller.get("/openapi/executions").await.ok(200);
+        assert_eq!(
+            item(&across, &ok)["output"]["body"]["seen"]["authorization"],
+            AUTH
+        );
+        assert_eq!(
+            item(&across, &failed)["error"],
+            format!("HTTP 401 from the server, token {TOKEN_PART} refused")
+        );
+        let cbs = caller
+            .get(&format!("/openapi/executions/{failed}/callbacks"))
+            .await
+            .ok(200);
+        assert_eq!(cbs["items"][0]["lastError"], callback_error());
     }
     // Workers too: what a dispatch carries is the stored job, untouched.
     assert_eq!(

@@ -14,6 +14,7 @@ use crate::view::{self, Nav};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use kairos_core::execution::Execution;
+use kairos_core::job::Job;
 use kairos_core::overview::{ExecFilter, FAILED_STATES, LATE_AFTER_MS, Overview, Timing, quantile};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::trigger::MISFIRE_THRESHOLD_MS;
@@ -74,17 +75,21 @@ async fn fragment(state: &UiState, ctx: &Ctx) -> Result<Markup, Response> {
         .await
         .map_err(view::store_error)?
         .items;
-    let mut names = HashMap::new();
+    let mut jobs: HashMap<String, Job> = HashMap::new();
     for e in &failures {
-        if !names.contains_key(&e.job_id) {
+        if !jobs.contains_key(&e.job_id) {
             let job = state
                 .store
                 .job_get(ctx.tenant(), &e.job_id)
                 .await
                 .map_err(view::store_error)?;
-            names.insert(e.job_id.clone(), job.map_or(e.job_id.clone(), |j| j.name));
+            if let Some(j) = job {
+                jobs.insert(e.job_id.clone(), j);
+            }
         }
     }
+    // Their errors may echo a job's sensitive values: redacted for every role.
+    let failures = crate::shown::executions(state, &jobs, failures);
     let from = local_input(since);
     let by_state = format!(
         "/ui/executions?{}&status=",
@@ -126,7 +131,7 @@ async fn fragment(state: &UiState, ctx: &Ctx) -> Result<Markup, Response> {
         }
         section.card.wide aria-labelledby="c-failures" {
             h2 id="c-failures" { "Latest failures" }
-            (latest_failures(&failures, &names))
+            (latest_failures(&failures, &jobs))
         }
         section.card.wide aria-labelledby="c-chart" {
             h2 id="c-chart" { "Succeeded and failed per minute, last hour" }
@@ -220,14 +225,14 @@ fn lateness(o: &Overview) -> Markup {
 
 /// The newest executions that failed, timed out or were lost, each linking
 /// to its page (attempts, error, log).
-fn latest_failures(items: &[Execution], names: &HashMap<String, String>) -> Markup {
+fn latest_failures(items: &[Execution], jobs: &HashMap<String, Job>) -> Markup {
     html! {
         @if items.is_empty() {
             p.muted { "No failures." }
         } @else {
             ul.failures {
                 @for e in items {
-                    @let name = names.get(&e.job_id).map_or(e.job_id.as_str(), String::as_str);
+                    @let name = jobs.get(&e.job_id).map_or(e.job_id.as_str(), |j| j.name.as_str());
                     li {
                         a.exec-link href={ "/ui/executions/" (e.id) } {
                             (view::exec_badge(e.status)) " " strong { (name) }

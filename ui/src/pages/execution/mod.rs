@@ -5,7 +5,8 @@
 //! lines as of its load, paged, and a reload shows more); its recorded
 //! transitions; and its callback deliveries. Everything but the log is in
 //! two live regions refreshed every 2 s (state and attempts above the log,
-//! events and callbacks below it).
+//! events and callbacks below it). The job's sensitive values are redacted
+//! from all of it, the tail included, for every role (`crate::shown`).
 
 mod attempts;
 mod render;
@@ -17,7 +18,7 @@ use crate::view::{self, Nav};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use kairos_core::execution::Execution;
+use kairos_core::execution::{ExecEvent, Execution};
 use kairos_core::store::StoredLogLine;
 use kairos_core::time::{Millis, now_ms, to_rfc3339};
 use maud::{Markup, html};
@@ -82,6 +83,12 @@ pub(crate) async fn page(
         Ok(p) => p,
         Err(e) => return view::store_error(e),
     };
+    let redactor = crate::shown::redactor_for(&state.sensitive, job.as_ref());
+    let lines: Vec<StoredLogLine> = logs
+        .items
+        .into_iter()
+        .map(|l| crate::shown::log_line(&redactor, l))
+        .collect();
     let name = job
         .as_ref()
         .map_or(exec.job_id.as_str(), |j| j.name.as_str());
@@ -106,7 +113,7 @@ pub(crate) async fn page(
             }
         }
         (live("execution-live", &format!("/ui/executions/{}/live", exec.id), top))
-        (log_section(&exec, &logs.items, cursor, logs.next_cursor.as_deref()))
+        (log_section(&exec, &lines, cursor, logs.next_cursor.as_deref()))
         (live("execution-history", &format!("/ui/executions/{}/live?part=history", exec.id), history))
     };
     script_page(&ctx, &format!("Execution of {name}"), body).into_response()
@@ -170,6 +177,17 @@ async fn live_content(
         .job_get(ctx.tenant(), &exec.job_id)
         .await
         .map_err(view::store_error)?;
+    // Redacted before the attempts are rebuilt, so their errors are too.
+    let r = crate::shown::redactor_for(&state.sensitive, job.as_ref());
+    let exec = &crate::shown::execution(&r, exec.clone());
+    let events: Vec<ExecEvent> = events
+        .into_iter()
+        .map(|e| crate::shown::event(&r, e))
+        .collect();
+    let callbacks: Vec<_> = callbacks
+        .into_iter()
+        .map(|c| crate::shown::callback(&r, c))
+        .collect();
     let now = now_ms();
     let attempts = attempts::attempts(exec, &events);
     Ok((
@@ -253,6 +271,10 @@ pub(crate) async fn tail(
         Ok(p) => p,
         Err(e) => return view::store_error(e),
     };
+    let redactor = match state.store.job_get(ctx.tenant(), &exec.job_id).await {
+        Ok(job) => crate::shown::redactor_for(&state.sensitive, job.as_ref()),
+        Err(e) => return view::store_error(e),
+    };
     let ended_long_ago = exec
         .finished_at
         .is_some_and(|f| now_ms() - f > TAIL_GRACE_MS);
@@ -263,7 +285,8 @@ pub(crate) async fn tail(
         .map_or(after.to_string(), |l| l.seq.to_string());
     let lines: Vec<Value> = page
         .items
-        .iter()
+        .into_iter()
+        .map(|l| crate::shown::log_line(&redactor, l))
         .map(|l| {
             json!({
                 "seq": l.seq,

@@ -4,7 +4,8 @@
 //! [`MAX_EXPORT_ROWS`]. When the filter matches more, the answer says so
 //! before the first row: an `X-Kairos-Export-Truncated` header, `-first-N`
 //! in the file name, and `"truncated": true` in JSON; the executions page
-//! says it beside the export links too.
+//! says it beside the export links too. Each job's sensitive values are
+//! redacted from its executions' outputs and errors, as on the pages.
 
 use super::filter::ListFilter;
 use crate::UiState;
@@ -15,6 +16,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kairos_core::execution::Execution;
+use kairos_core::sensitive::{Redactor, SensitiveKeys};
 use kairos_core::store::ApiStore;
 use kairos_core::time::{now_ms, to_rfc3339};
 use maud::html;
@@ -66,6 +68,8 @@ pub(crate) fn csv_field(text: &str) -> String {
 struct JobInfo {
     name: String,
     handler: String,
+    /// Hides the job's sensitive values.
+    redactor: Redactor,
 }
 
 /// One execution as a JSON object (the API's field names).
@@ -114,6 +118,8 @@ enum Format {
 /// Where the stream is.
 struct Reader {
     store: Arc<dyn ApiStore>,
+    /// The configured sensitive key names.
+    keys: Arc<SensitiveKeys>,
     tenant: String,
     filter: ListFilter,
     format: Format,
@@ -153,14 +159,14 @@ impl Reader {
                 return Some(Err(std::io::Error::other(e.to_string())));
             }
         };
-        for e in &page.items {
+        for e in page.items {
             if !self.jobs.contains_key(&e.job_id) {
                 let info = match self.store.job_get(&self.tenant, &e.job_id).await {
-                    Ok(Some(j)) => JobInfo {
-                        name: j.name,
-                        handler: j.handler,
+                    Ok(job) => JobInfo {
+                        redactor: crate::shown::redactor_for(&self.keys, job.as_ref()),
+                        name: job.as_ref().map(|j| j.name.clone()).unwrap_or_default(),
+                        handler: job.map(|j| j.handler).unwrap_or_default(),
                     },
-                    Ok(None) => JobInfo::default(),
                     Err(err) => {
                         tracing::warn!(error = %err, "dashboard: export stopped, the store failed");
                         self.done = true;
@@ -169,7 +175,8 @@ impl Reader {
                 };
                 self.jobs.insert(e.job_id.clone(), info);
             }
-            let rec = record(e, &self.jobs[&e.job_id]);
+            let job = &self.jobs[&e.job_id];
+            let rec = record(&crate::shown::execution(&job.redactor, e), job);
             match self.format {
                 Format::Csv => out.push_str(&csv_line(&rec)),
                 Format::Json => {
@@ -197,6 +204,7 @@ impl Reader {
 /// they are read, at most `max`.
 fn body(
     store: Arc<dyn ApiStore>,
+    keys: Arc<SensitiveKeys>,
     tenant: &str,
     filter: ListFilter,
     format: Format,
@@ -221,6 +229,7 @@ fn body(
     };
     let reader = Reader {
         store,
+        keys,
         tenant: tenant.to_string(),
         filter,
         format,
@@ -307,6 +316,7 @@ pub(crate) async fn export(
     };
     let body = body(
         state.store.clone(),
+        state.sensitive.clone(),
         ctx.tenant(),
         filter,
         format,
@@ -404,6 +414,7 @@ mod tests {
         // notice; the bound cuts the last one short).
         let csv = text(body(
             store.clone(),
+            Arc::default(),
             "t",
             every_state(),
             Format::Csv,
@@ -424,6 +435,7 @@ mod tests {
         let json: Value = serde_json::from_str(
             &text(body(
                 store.clone(),
+                Arc::default(),
                 "t",
                 every_state(),
                 Format::Json,
@@ -443,6 +455,7 @@ mod tests {
         let all: Value = serde_json::from_str(
             &text(body(
                 store.clone(),
+                Arc::default(),
                 "t",
                 every_state(),
                 Format::Json,
@@ -464,12 +477,22 @@ mod tests {
         let mut due = every_state();
         due.to_ms = Some(1_772_359_202_000);
         let json: Value = serde_json::from_str(
-            &text(body(store.clone(), "t", due, Format::Json, 100, false)).await,
+            &text(body(
+                store.clone(),
+                Arc::default(),
+                "t",
+                due,
+                Format::Json,
+                100,
+                false,
+            ))
+            .await,
         )
         .unwrap();
         assert_eq!(json["items"].as_array().unwrap().len(), 2);
         let none = text(body(
             store,
+            Arc::default(),
             "other",
             every_state(),
             Format::Json,
@@ -516,6 +539,7 @@ mod tests {
         let job = JobInfo {
             name: "report".into(),
             handler: "fail".into(),
+            ..JobInfo::default()
         };
         let rec = record(&e, &job);
         assert_eq!(rec["durationMs"], 1_250);

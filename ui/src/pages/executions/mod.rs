@@ -151,15 +151,7 @@ pub(crate) async fn page(
     }
     // Sensitive values of each job are redacted from its executions'
     // outputs and errors, for every role.
-    let items: Vec<Execution> = page
-        .items
-        .iter()
-        .cloned()
-        .map(|e| match jobs.get(&e.job_id) {
-            Some(j) => crate::shown::execution(&crate::shown::redactor(&state, j), e),
-            None => e,
-        })
-        .collect();
+    let items = crate::shown::executions(&state, &jobs, page.items);
     let base = f.pairs();
     let export = |format: &str| {
         let mut q = base.clone();
