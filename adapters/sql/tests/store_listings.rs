@@ -103,7 +103,10 @@ async fn executions_filter_by_job_handler_worker_and_time(store: SqlStore) {
         job_id: Some(e.job_id.clone()),
         ..ExecFilter::default()
     };
-    assert_eq!(listed(&store, by_job.clone()).await, [b.clone()]);
+    assert_eq!(
+        listed(&store, by_job.clone()).await,
+        std::slice::from_ref(&b)
+    );
     by_job.worker_id = Some("w1".into());
     assert!(listed(&store, by_job).await.is_empty(), "filters combine");
 
