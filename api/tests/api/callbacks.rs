@@ -4,7 +4,7 @@
 use super::support::App;
 use kairos_core::callback::CallbackAttempt;
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
-use kairos_core::store::{CallbackNext, CallbackStore, Claim, Dispatch, JobStore};
+use kairos_core::store::{CallbackNext, CallbackStore, Dispatch};
 use kairos_core::time::{now_ms, parse_rfc3339};
 use serde_json::{Value, json};
 
@@ -13,31 +13,12 @@ const HOOK: &str = "https://example.com/hooks/kairos";
 /// Runs the job's first trigger to success the way the dispatcher does, so
 /// the store queues its callback; the execution id.
 pub async fn succeed_first_trigger(app: &App, job_id: &str) -> String {
-    let job = app
-        .store
-        .job_get("default", job_id)
-        .await
-        .expect("get job")
-        .expect("job exists");
-    let due = job.next_trigger_at.expect("a due trigger");
-    let claim = Claim {
-        job: std::sync::Arc::new(job),
-        scheduled_at: due,
-        next_trigger_at: None,
-        execution_id: uuid::Uuid::now_v7().to_string(),
-        worker_id: None,
-    };
-    let won = app
-        .store
-        .triggers_claim(1, &[claim], now_ms().max(due))
-        .await
-        .expect("claim");
-    assert_eq!(won.len(), 1, "the claim must win");
+    let (exec, _) = super::support::claim_first(app, job_id).await;
     let result = ResultMsg {
         started_at: None,
         traceparent: None,
         v: PROTOCOL_VERSION,
-        execution_id: won[0].execution_id.clone(),
+        execution_id: exec.clone(),
         attempt: 1,
         worker_id: "w1".into(),
         kind: ResultKind::Succeeded,

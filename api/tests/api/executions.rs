@@ -3,28 +3,14 @@
 
 use super::support::App;
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
-use kairos_core::store::{Claim, Dispatch, JobStore};
+use kairos_core::store::Dispatch;
 use kairos_core::time::{now_ms, to_rfc3339};
 use serde_json::{Value, json};
 
 /// Claims `job`'s first trigger and applies `kind` from `worker`; the
 /// execution id and its due time.
 async fn run(app: &App, job_id: &str, worker: &str, kind: ResultKind) -> (String, i64) {
-    let job = app.store.job_get("default", job_id).await.unwrap().unwrap();
-    let due = job.next_trigger_at.unwrap();
-    let claim = Claim {
-        job: std::sync::Arc::new(job),
-        scheduled_at: due,
-        next_trigger_at: None,
-        execution_id: uuid::Uuid::now_v7().to_string(),
-        worker_id: None,
-    };
-    let won = app
-        .store
-        .triggers_claim(1, &[claim], now_ms().max(due))
-        .await
-        .unwrap();
-    let id = won[0].execution_id.clone();
+    let (id, due) = super::support::claim_first(app, job_id).await;
     let result = ResultMsg {
         started_at: None,
         traceparent: None,

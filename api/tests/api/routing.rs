@@ -3,28 +3,14 @@
 
 use super::support::App;
 use kairos_core::protocol::{HeartbeatMsg, LogLevel, LogLine, LogMsg, PROTOCOL_VERSION};
-use kairos_core::store::{Claim, Dispatch, JobStore, LogLimits, LogStore, WorkerStore};
+use kairos_core::store::{LogLimits, LogStore, WorkerStore};
 use kairos_core::time::now_ms;
 use kairos_core::worker::WorkerState;
 use serde_json::{Value, json};
 
 /// Claims the job's first trigger as the dispatcher does; the execution id.
 async fn claim_first(app: &App, job_id: &str) -> String {
-    let job = app.store.job_get("default", job_id).await.unwrap().unwrap();
-    let due = job.next_trigger_at.unwrap();
-    let claim = Claim {
-        job: std::sync::Arc::new(job),
-        scheduled_at: due,
-        next_trigger_at: None,
-        execution_id: uuid::Uuid::now_v7().to_string(),
-        worker_id: None,
-    };
-    let won = app
-        .store
-        .triggers_claim(1, &[claim], now_ms().max(due))
-        .await
-        .unwrap();
-    won[0].execution_id.clone()
+    super::support::claim_first(app, job_id).await.0
 }
 
 async fn beat(app: &App, handlers: &[&str], group: Option<&str>) {

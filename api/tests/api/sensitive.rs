@@ -11,9 +11,7 @@ use kairos_api::ApiConfig;
 use kairos_core::callback::CallbackAttempt;
 use kairos_core::protocol::{LogLevel, LogLine, LogMsg, PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::sensitive::MASK;
-use kairos_core::store::{
-    CallbackNext, CallbackStore, Claim, Dispatch, JobStore, LogLimits, LogStore,
-};
+use kairos_core::store::{CallbackNext, CallbackStore, Dispatch, JobStore, LogLimits, LogStore};
 use kairos_core::tenant::Role;
 use kairos_core::time::now_ms;
 use serde_json::{Value, json};
@@ -57,21 +55,7 @@ async fn run(
     output: Option<Value>,
     error: Option<&str>,
 ) -> String {
-    let job = app.store.job_get("default", job_id).await.unwrap().unwrap();
-    let due = job.next_trigger_at.unwrap();
-    let claim = Claim {
-        job: std::sync::Arc::new(job),
-        scheduled_at: due,
-        next_trigger_at: None,
-        execution_id: uuid::Uuid::now_v7().to_string(),
-        worker_id: None,
-    };
-    let won = app
-        .store
-        .triggers_claim(1, &[claim], now_ms().max(due))
-        .await
-        .unwrap();
-    let exec = won[0].execution_id.clone();
+    let (exec, _) = super::support::claim_first(app, job_id).await;
     let lines = vec![LogLine {
         at: now_ms(),
         level: LogLevel::Info,

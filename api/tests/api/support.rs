@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use kairos_api::auth::keys;
 use kairos_api::{ApiConfig, AppState, router};
 use kairos_core::job::JobStatus;
-use kairos_core::store::{JobFilter, JobStore, TenantStore};
+use kairos_core::store::{Dispatch, JobFilter, JobStore, TenantStore};
 use kairos_core::tenant::{DEFAULT_TENANT, Role, Tenant, TenantLimits};
 use kairos_core::time::{Millis, now_ms};
 use kairos_store_sql::SqlStore;
@@ -322,4 +322,30 @@ impl App {
 /// The smallest valid create body.
 pub fn one_shot(name: &str) -> Value {
     serde_json::json!({"jobName": name, "jobHandler": "noop"})
+}
+
+/// Claims the job's first trigger as the dispatcher does; the execution id
+/// and the trigger's due time.
+pub async fn claim_first(app: &App, job_id: &str) -> (String, Millis) {
+    let job = app
+        .store
+        .job_get(DEFAULT_TENANT, job_id)
+        .await
+        .expect("get job")
+        .expect("job exists");
+    let due = job.next_trigger_at.expect("a due trigger");
+    let claim = kairos_core::store::Claim {
+        job: Arc::new(job),
+        scheduled_at: due,
+        next_trigger_at: None,
+        execution_id: uuid::Uuid::now_v7().to_string(),
+        worker_id: None,
+    };
+    let won = app
+        .store
+        .triggers_claim(1, &[claim], now_ms().max(due))
+        .await
+        .expect("claim");
+    assert_eq!(won.len(), 1, "the claim must win");
+    (won[0].execution_id.clone(), due)
 }
