@@ -19,6 +19,7 @@ use crate::dto::CreateJobRequest;
 use crate::error::ApiError;
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobHealth, JobStatus, NewJob, RetryPolicy};
+use kairos_core::priority::Priority;
 use kairos_core::schedule::{MisfirePolicy, OverlapPolicy};
 use kairos_core::time::Millis;
 use serde_json::{Value, json};
@@ -83,6 +84,7 @@ pub fn new_job(
     )?;
     let timeout_ms = req.timeout_ms.map(timeout).transpose()?;
     let worker_group = req.worker_group.as_deref().map(group).transpose()?;
+    let priority = req.priority.map(priority).transpose()?.unwrap_or_default();
 
     // The fingerprint covers the request with defaults applied and times
     // normalised, so equivalent spellings of one request replay each other.
@@ -127,6 +129,9 @@ pub fn new_job(
     if !sensitive_params.is_empty() {
         fingerprint["sensitiveParams"] = json!(sensitive_params);
     }
+    if priority != Priority::DEFAULT {
+        fingerprint["priority"] = json!(priority.get());
+    }
 
     Ok(NewJob {
         id,
@@ -143,6 +148,7 @@ pub fn new_job(
         retry,
         timeout_ms,
         worker_group,
+        priority,
         trace: None,
         created_at: now,
         created_by: None,
@@ -203,6 +209,14 @@ fn retry_policy(
 }
 
 /// A `timeoutMs` value.
+fn priority(p: i64) -> Result<Priority, ApiError> {
+    let v = ranged("priority", p, 0, i64::from(Priority::MAX.get()))?;
+    u8::try_from(v)
+        .ok()
+        .and_then(Priority::new)
+        .ok_or_else(|| ApiError::invalid("priority", "priority must be 0 to 9"))
+}
+
 fn timeout(ms: i64) -> Result<u64, ApiError> {
     ranged("timeoutMs", ms, 1, 86_400_000).map(i64::unsigned_abs)
 }

@@ -17,6 +17,8 @@
 //! - [`callback`]: the callback outbox row and its body.
 //! - Ports: [`store`] (storage), [`broker`] (message broker), [`coord`] (leader
 //!   lease, once-only guard, stop board) and [`due`] ("a job became due" signals).
+//! - [`priority`]: job priorities and the immediate lane: which due triggers
+//!   are claimed first.
 //! - [`overview`]: executions across jobs and a tenant's figures, for dashboards.
 //! - [`tenant`]: tenants, API keys and their roles, audit entries.
 //! - [`redact`]: the one way to print a connection URL without its secret.
@@ -34,6 +36,7 @@ pub mod execution;
 pub mod job;
 pub mod outcome;
 pub mod overview;
+pub mod priority;
 pub mod protocol;
 pub mod reconcile;
 pub mod redact;

@@ -144,6 +144,8 @@ pub struct JobUpdate {
     pub timeout_ms: Option<u64>,
     /// Worker group the job must run in.
     pub worker_group: Option<String>,
+    /// Claim order under a backlog.
+    pub priority: crate::priority::Priority,
 }
 
 /// Outcome of [`JobStore::job_update`].
@@ -219,6 +221,8 @@ pub struct DispatchWork {
     pub timeout_ms: Option<u64>,
     /// Worker group the job must run in.
     pub worker_group: Option<String>,
+    /// The job's priority (the worker's queue serves higher ones first).
+    pub priority: crate::priority::Priority,
     /// The trace the job's creator sent, if any.
     pub trace: Option<crate::trace::CallerTrace>,
     /// The worker the execution is already `dispatched` to (its claim chose
@@ -408,6 +412,26 @@ pub trait Dispatch: Send + Sync {
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>>;
+    /// A backlog's claim order: the claimable jobs of the main lane due by
+    /// `due_by`, those due before `starving_before` first (oldest first,
+    /// whatever their priority: the starvation bound), then by priority,
+    /// highest first, oldest due first within one. Each priority is read
+    /// through the `(status, priority, next_trigger_at)` index, so a deep
+    /// backlog of one priority costs no more than today's due scan. Leaves
+    /// out the jobs in `except` and the immediate lane (its own loop claims
+    /// it, [`Self::jobs_find_due_immediate`]) unless they starve.
+    async fn jobs_find_due_ranked(
+        &self,
+        due_by: Millis,
+        starving_before: Millis,
+        limit: u32,
+        except: &[&str],
+    ) -> StoreResult<Vec<Job>>;
+    /// The immediate lane's due jobs (one-shots due when they were
+    /// created, see [`crate::priority::Lane`]) due by `due_by`, highest
+    /// priority first, then oldest due first: few rows, through the
+    /// `(lane, status, next_trigger_at)` index.
+    async fn jobs_find_due_immediate(&self, due_by: Millis, limit: u32) -> StoreResult<Vec<Job>>;
     /// How many triggers are due by `until`, counting at most `cap`: how
     /// large a burst ahead is, so the leader can start claiming it early
     /// enough. Read through the same index as [`Self::jobs_find_due`].

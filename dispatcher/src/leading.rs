@@ -5,6 +5,7 @@
 
 use crate::attempts::Attempts;
 use crate::balancer::Balancer;
+use crate::lane::LaneSignal;
 use crate::lease::Term;
 use crate::publish::Publisher;
 use crate::scan::{DispatchLoop, ScanConfig};
@@ -48,10 +49,11 @@ pub(crate) async fn run_term(
         ),
     );
     let (due_tx, due_rx) = mpsc::channel(1024);
+    let lane = Arc::new(LaneSignal::default());
     let listener = due.map(|d| {
         spawn_critical(
             "due signal listener",
-            listen_for_due(d, due_tx, term.token.clone()),
+            listen_for_due(d, due_tx, lane.clone(), term.token.clone()),
         )
     });
     let dispatch = DispatchLoop {
@@ -65,6 +67,7 @@ pub(crate) async fn run_term(
         )),
         balancer,
         due: due_rx,
+        lane,
         cfg: ScanConfig {
             interval: cfg.scan_interval,
             lookahead: cfg.lookahead,
@@ -73,6 +76,7 @@ pub(crate) async fn run_term(
             sweep_every: Duration::from_secs(1),
             workers_every: Duration::from_millis(500),
             publishers: 16,
+            starvation: Duration::from_millis(cfg.dispatch_starvation_ms),
         },
     };
     dispatch.run(term.clone()).await;
@@ -90,19 +94,28 @@ pub(crate) async fn run_term(
 async fn listen_for_due(
     due: Arc<dyn DueSignal>,
     tx: mpsc::Sender<kairos_core::time::Millis>,
+    lane: Arc<LaneSignal>,
     token: CancellationToken,
 ) {
     let backoff = supervise::Backoff {
         min: Duration::from_millis(500),
         max: Duration::from_secs(5),
     };
-    supervise::consume("due signals", DueListener { due, tx }, backoff, &token).await
+    supervise::consume(
+        "due signals",
+        DueListener { due, tx, lane },
+        backoff,
+        &token,
+    )
+    .await
 }
 
 /// The due-signal subscription and where its signals go.
 struct DueListener {
     due: Arc<dyn DueSignal>,
     tx: mpsc::Sender<kairos_core::time::Millis>,
+    /// Woken for jobs due now while a backlog lasts.
+    lane: Arc<LaneSignal>,
 }
 
 impl supervise::Subscription for DueListener {
@@ -115,6 +128,7 @@ impl supervise::Subscription for DueListener {
     }
 
     async fn handle(&mut self, at: kairos_core::time::Millis) {
+        self.lane.due(at);
         // A full channel means the loop is busy scanning anyway.
         let _ = self.tx.try_send(at);
     }

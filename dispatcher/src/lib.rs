@@ -24,6 +24,7 @@ pub mod attempts;
 pub mod balancer;
 mod claim_lead;
 pub mod consume;
+mod lane;
 mod leading;
 pub mod lease;
 pub mod logs;
@@ -83,6 +84,11 @@ pub struct DispatcherConfig {
     /// dispatching; renewed every third of it.
     #[arg(long, env = "KAIROS_LEASE_TTL_MS", value_name = "MS")]
     pub lease_ttl_ms: u64,
+    /// `KAIROS_DISPATCH_STARVATION_MS`: the longest a due trigger waits
+    /// behind higher priorities while more is due than the dispatcher
+    /// claims at once; past it, it goes before every priority.
+    #[arg(long, env = "KAIROS_DISPATCH_STARVATION_MS", value_name = "MS")]
+    pub dispatch_starvation_ms: u64,
     /// Dead-worker, timeout and recovery detection.
     #[serde(flatten)]
     #[command(flatten)]
@@ -136,6 +142,7 @@ impl Default for DispatcherConfig {
         Self {
             balancer: Strategy::EqualCost,
             lease_ttl_ms: DEFAULT_LEASE_TTL_MS,
+            dispatch_starvation_ms: 30_000,
             reaper: reaper::ReaperConfig::default(),
             logs: logs::LogConfig::default(),
             lease_name: "dispatcher".into(),
@@ -160,6 +167,11 @@ impl DispatcherConfig {
     /// Refuses values the dispatcher cannot run with, naming the variable.
     pub fn validate(&self) -> Result<(), ConfigError> {
         at_least(self.lease_ttl_ms, MIN_LEASE_TTL_MS, "KAIROS_LEASE_TTL_MS")?;
+        at_least(
+            self.dispatch_starvation_ms,
+            1_000,
+            "KAIROS_DISPATCH_STARVATION_MS",
+        )?;
         self.reaper.validate()?;
         self.logs.validate()
     }

@@ -5,6 +5,7 @@
 //! are histograms in seconds, and labels take a small fixed set of values —
 //! never a job or execution id. docs/operations.md lists every figure.
 
+use kairos_core::priority::Priority;
 use kairos_core::store::Applied;
 use kairos_core::time::Millis;
 use kairos_core::worker::WorkerState;
@@ -45,7 +46,7 @@ pub(crate) fn register() {
     describe_histogram!(
         "kairos_trigger_lateness_seconds",
         Unit::Seconds,
-        "Due time to confirmed publish"
+        "Due time to confirmed publish, by the job's priority"
     );
     describe_histogram!(
         "kairos_publish_confirm_seconds",
@@ -75,7 +76,10 @@ pub(crate) fn register() {
     metrics::counter!("kairos_triggers_dispatched_total").increment(0);
     metrics::counter!("kairos_triggers_rerouted_total").increment(0);
     metrics::counter!("kairos_publish_failures_total").increment(0);
-    let _ = metrics::histogram!("kairos_trigger_lateness_seconds");
+    let _ = metrics::histogram!(
+        "kairos_trigger_lateness_seconds",
+        "priority" => priority_label(Priority::DEFAULT)
+    );
     let _ = metrics::histogram!("kairos_publish_confirm_seconds");
     for outcome in [
         "running",
@@ -121,10 +125,17 @@ pub(crate) fn claim_lead(ms: Millis) {
 
 /// One dispatch confirmed by the broker and recorded: counted, with its
 /// lateness (due time → confirmed publish).
-pub(crate) fn dispatched(scheduled_at: Millis, now: Millis) {
+pub(crate) fn dispatched(scheduled_at: Millis, priority: Priority, now: Millis) {
     metrics::counter!("kairos_triggers_dispatched_total").increment(1);
     let late = (now - scheduled_at).max(0) as f64 / 1000.0;
-    metrics::histogram!("kairos_trigger_lateness_seconds").record(late);
+    metrics::histogram!("kairos_trigger_lateness_seconds", "priority" => priority_label(priority))
+        .record(late);
+}
+
+/// The `priority` label's value: one of ten fixed strings.
+fn priority_label(p: Priority) -> &'static str {
+    const LABELS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+    LABELS[usize::from(p.get()).min(LABELS.len() - 1)]
 }
 
 /// How long one publish waited for the broker's confirm.

@@ -206,10 +206,10 @@ impl Publisher {
             match outcome {
                 Ok(()) if r.recorded => {
                     report.dispatched += 1;
-                    crate::metrics::dispatched(r.work.scheduled_at, confirmed_at);
+                    crate::metrics::dispatched(r.work.scheduled_at, r.work.priority, confirmed_at);
                 }
                 Ok(()) => {
-                    due_times.push(r.work.scheduled_at);
+                    due_times.push((r.work.scheduled_at, r.work.priority));
                     sent.push(DispatchedTo {
                         execution_id: r.work.execution_id,
                         attempt: r.work.attempt,
@@ -241,8 +241,8 @@ impl Publisher {
                 Ok(marked) => {
                     report.dispatched += sent.len();
                     let confirmed_at = now_ms();
-                    for due in due_times {
-                        crate::metrics::dispatched(due, confirmed_at);
+                    for (due, priority) in due_times {
+                        crate::metrics::dispatched(due, priority, confirmed_at);
                     }
                     self.attempts
                         .stop(

@@ -29,6 +29,7 @@
 
 use crate::balancer::Balancer;
 use crate::claim_lead::ClaimLead;
+use crate::lane::{ImmediateLane, LaneSignal};
 use crate::lease::Term;
 use crate::publish::Publisher;
 use kairos_core::job::Job;
@@ -60,6 +61,9 @@ pub struct ScanConfig {
     pub workers_every: Duration,
     /// Batches published at once.
     pub publishers: usize,
+    /// The longest a due trigger waits behind higher priorities in a
+    /// backlog: past it, it is claimed before any priority.
+    pub starvation: Duration,
 }
 
 /// Everything the loop needs.
@@ -74,6 +78,8 @@ pub struct DispatchLoop {
     pub due: mpsc::Receiver<Millis>,
     /// Settings.
     pub cfg: ScanConfig,
+    /// Tells the immediate lane when a backlog starts and ends.
+    pub(crate) lane: Arc<LaneSignal>,
 }
 
 /// What one claim round found.
@@ -92,7 +98,7 @@ type Ahead = AbortOnDropHandle<Result<Vec<Job>, StoreError>>;
 
 /// Claimed work this term has not finished publishing, so the sweep leaves
 /// it alone, and the publishing tasks' shared limits.
-struct Unpublished {
+pub(crate) struct Unpublished {
     held: Mutex<HashSet<String>>,
     /// One permit per batch being published.
     permits: Arc<Semaphore>,
@@ -118,17 +124,17 @@ impl Unpublished {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn hold(&self, work: &[DispatchWork]) {
+    pub(crate) fn hold(&self, work: &[DispatchWork]) {
         self.lock()
             .extend(work.iter().map(|w| w.execution_id.clone()));
     }
 
-    fn leave_behind(&self) {
+    pub(crate) fn leave_behind(&self) {
         self.left_behind.store(true, Ordering::Release);
         self.wake.notify_one();
     }
 
-    fn release(&self, ids: &[String]) {
+    pub(crate) fn release(&self, ids: &[String]) {
         let mut held = self.lock();
         for id in ids {
             held.remove(id);
@@ -140,6 +146,15 @@ impl DispatchLoop {
     /// Runs until the term ends, then waits for its publishing tasks.
     pub async fn run(mut self, term: Term) {
         let unpublished = Arc::new(Unpublished::new(self.cfg.publishers));
+        let lane = ImmediateLane {
+            store: self.store.clone(),
+            publisher: self.publisher.clone(),
+            unpublished: unpublished.clone(),
+            signal: self.lane.clone(),
+            batch: self.cfg.batch,
+            interval: self.cfg.interval.max(Duration::from_millis(250)),
+        };
+        unpublished.tasks.spawn(lane.run(term.clone()));
         let mut last_sweep = Instant::now() - self.cfg.sweep_every;
         let mut last_workers = Instant::now() - self.cfg.workers_every;
         let mut ahead = None;
@@ -290,12 +305,15 @@ impl DispatchLoop {
             .filter_map(|j| j.next_trigger_at)
             .find(|&t| t > claim_by);
         let due: Vec<Job> = found.into_iter().filter(is_due).collect();
-        // A full page of due jobs may have more behind it.
+        // A full page of due jobs may have more behind it: a backlog, whose
+        // next rounds are claimed by priority while the immediate lane
+        // claims beside them.
         let more_due = due.len() as u32 >= self.cfg.batch;
         crate::metrics::due_backlog(due.len());
+        self.lane.set_backlog(more_due);
         if more_due && term.is_valid() {
             self.forget_announced();
-            *ahead = Some(self.scan_ahead(&due, horizon));
+            *ahead = Some(self.scan_ahead(&due, claim_by));
         }
         if due.is_empty() || !term.is_valid() {
             return Ok(Round {
@@ -354,14 +372,18 @@ impl DispatchLoop {
     }
 
     /// Starts the next round's scan while `claiming` is being claimed: a
-    /// batch of the due jobs other than those.
-    fn scan_ahead(&self, claiming: &[Job], horizon: Millis) -> Ahead {
+    /// batch of the due jobs other than those, in the backlog's order
+    /// (starving first, then by priority; the immediate lane left out).
+    fn scan_ahead(&self, claiming: &[Job], due_by: Millis) -> Ahead {
         let store = self.store.clone();
         let limit = self.cfg.batch;
+        let starving_before = now_ms() - self.cfg.starvation.as_millis() as Millis;
         let claiming: Vec<String> = claiming.iter().map(|j| j.id.clone()).collect();
         AbortOnDropHandle::new(tokio::spawn(async move {
             let except: Vec<&str> = claiming.iter().map(String::as_str).collect();
-            store.jobs_find_due(horizon, limit, &except).await
+            store
+                .jobs_find_due_ranked(due_by, starving_before, limit, &except)
+                .await
         }))
     }
 
@@ -505,7 +527,7 @@ async fn publish_at(
 }
 
 /// Why work claimed as dispatched went back to `pending` unpublished.
-const NOT_PUBLISHED: &str = "not published: the dispatcher's leadership ended first";
+pub(crate) const NOT_PUBLISHED: &str = "not published: the dispatcher's leadership ended first";
 
 fn ids_of(work: &[DispatchWork]) -> Vec<String> {
     work.iter().map(|w| w.execution_id.clone()).collect()

@@ -26,6 +26,7 @@ use crate::rows::{self, JOB_COLS};
 use crate::sched_cols::schedule_columns;
 use crate::sql::{Fields, Sql, from_u64, json, time};
 use kairos_core::job::{Job, JobStatus, NewJob};
+use kairos_core::priority::Lane;
 use kairos_core::store::{CreateOutcome, StoreError, StoreResult};
 use kairos_core::supervise::spawn_critical;
 use std::collections::HashMap;
@@ -352,6 +353,13 @@ fn job_fields(job: &NewJob) -> Fields {
         .with("last_result", None::<&str>)
         .with("last_result_at", time(None::<kairos_core::time::Millis>))
         .with("fail_streak", 0_i64)
+        .with("priority", i64::from(job.priority.get()))
+        .with("lane", i64::from(new_lane(job).code()))
+}
+
+/// The claim loop a new job's triggers go to (see [`kairos_core::priority`]).
+fn new_lane(job: &NewJob) -> Lane {
+    Lane::of_new(&job.schedule, job.next_trigger_at, job.created_at)
 }
 
 /// The stored form of a job's sensitive paths: `NULL` for none.
@@ -366,6 +374,7 @@ fn trace_json(t: &kairos_core::trace::CallerTrace) -> String {
 
 /// The job as stored by a successful insert.
 fn created_job(job: NewJob) -> Job {
+    let lane = new_lane(&job);
     Job {
         id: job.id,
         tenant: job.tenant,
@@ -389,6 +398,8 @@ fn created_job(job: NewJob) -> Job {
         last_result: None,
         last_result_at: None,
         fail_streak: 0,
+        priority: job.priority,
+        lane,
         created_at: job.created_at,
         updated_at: job.created_at,
     }

@@ -15,7 +15,7 @@ use kairos_core::trace::CallerTrace;
 use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 34] = [
+pub(crate) const JOB_COLS: [&str; 36] = [
     "id",
     "tenant",
     "name",
@@ -50,6 +50,8 @@ pub(crate) const JOB_COLS: [&str; 34] = [
     "last_result",
     "last_result_at",
     "fail_streak",
+    "priority",
+    "lane",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
@@ -136,6 +138,15 @@ impl<'a> R<'a> {
     /// A JSON column as text.
     pub(crate) fn opt_json_text(&self, col: &str) -> StoreResult<Option<String>> {
         self.row.json(self.table, col)
+    }
+
+    /// The job's `priority` column.
+    pub(crate) fn priority(&self) -> StoreResult<kairos_core::priority::Priority> {
+        let v = self.i64("priority")?;
+        u8::try_from(v)
+            .ok()
+            .and_then(kairos_core::priority::Priority::new)
+            .ok_or_else(|| corrupt(self.table, format!("column priority: {v} out of range")))
     }
 
     pub(crate) fn u32(&self, col: &str) -> StoreResult<u32> {
@@ -243,6 +254,8 @@ pub(crate) fn job(row: &Row) -> StoreResult<Job> {
         last_result: r.opt_exec_status("last_result")?,
         last_result_at: r.opt_time("last_result_at")?,
         fail_streak: r.u32("fail_streak")?,
+        priority: r.priority()?,
+        lane: kairos_core::priority::Lane::from_code(r.u32("lane")?.min(255) as u8),
         created_at: r.time("created_at")?,
         updated_at: r.time("updated_at")?,
     })

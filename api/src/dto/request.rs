@@ -79,6 +79,11 @@ pub struct CreateJobRequest {
     /// `KAIROS_WORKER_GROUP` run the job. Absent: any worker serving the handler.
     #[schema(min_length = 1, max_length = 255)]
     pub worker_group: Option<String>,
+    /// 0 (lowest) to 9 (highest): when more is due than the dispatcher
+    /// claims at once, higher priorities go first (a trigger waits at most
+    /// the dispatcher's starvation bound behind them).
+    #[schema(minimum = 0, maximum = 9, default = 5)]
+    pub priority: Option<i64>,
 }
 
 /// Body of `PATCH /openapi/jobs/{id}`: `version` plus the fields to change;
@@ -139,6 +144,9 @@ pub struct PatchJobRequest {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, nullable)]
     pub worker_group: Option<Option<String>>,
+    /// New priority, 0 (lowest) to 9 (highest).
+    #[schema(minimum = 0, maximum = 9)]
+    pub priority: Option<i64>,
     /// New misfire policy of a recurring job.
     #[schema(schema_with = super::misfire_schema)]
     pub misfire_policy: Option<String>,

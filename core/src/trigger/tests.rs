@@ -27,6 +27,8 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         created_at: 0,
         updated_at: 0,
         worker_group: None,
+        priority: Default::default(),
+        lane: Default::default(),
         trace: None,
         pause_reason: None,
         last_result: None,

@@ -48,6 +48,27 @@ struct NewExec<'a> {
 /// fails if a newer leader's is already there.
 async fn check_fence(tx: &mut Tx, fence: u64) -> StoreResult<()> {
     let ours = from_u64(fence);
+    // Within a term the stored fence is already ours: read it under a
+    // shared lock, so one leader's claims run side by side (its immediate
+    // lane beside a backlog's claims) instead of queuing on this row, while
+    // a newer leader's raise still waits for them to commit.
+    let mut read = Sql::new("SELECT fence FROM leader_fences WHERE name = ");
+    read.bind(DISPATCH_FENCE)
+        .dialect(" LOCK IN SHARE MODE", " FOR SHARE", "");
+    let stored = match read.fetch_optional(&mut *tx).await? {
+        Some(row) => Some(row.get::<i64>("leader_fences", "fence")?),
+        None => None,
+    };
+    match stored {
+        Some(current) if current == ours => return Ok(()),
+        Some(current) if current > ours => {
+            return Err(StoreError::Fenced {
+                ours: fence,
+                current: u64::try_from(current).unwrap_or_default(),
+            });
+        }
+        _ => {}
+    }
     let row = Fields::new()
         .with("name", DISPATCH_FENCE)
         .with("fence", ours);
@@ -202,6 +223,7 @@ pub(super) async fn claim(
                 scheduled_at: r.claim.scheduled_at,
                 timeout_ms: job.timeout_ms,
                 worker_group: job.worker_group.clone(),
+                priority: job.priority,
                 trace: job.trace.clone(),
                 worker_id: r.worker_id().map(str::to_string),
             });

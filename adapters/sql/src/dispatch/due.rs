@@ -7,6 +7,7 @@ use crate::rows::{JOB_COLS, R};
 use crate::sql::{Sql, time};
 use kairos_core::execution::ExecTransition;
 use kairos_core::job::JobTransition;
+use kairos_core::priority::{Lane, Priority};
 use kairos_core::store::{DispatchWork, StoreResult};
 use kairos_core::time::Millis;
 use kairos_core::worker::{Routable, Serves};
@@ -43,6 +44,105 @@ pub(super) fn due_scan(now: Millis, limit: u32, except: &[&str]) -> Sql {
     s
 }
 
+/// `claim_rank` of each part of the ranked scan: the starving part above
+/// every priority, then each priority as itself.
+const RANK_AS: [&str; 11] = [
+    ", 0 AS claim_rank",
+    ", 1 AS claim_rank",
+    ", 2 AS claim_rank",
+    ", 3 AS claim_rank",
+    ", 4 AS claim_rank",
+    ", 5 AS claim_rank",
+    ", 6 AS claim_rank",
+    ", 7 AS claim_rank",
+    ", 8 AS claim_rank",
+    ", 9 AS claim_rank",
+    ", 10 AS claim_rank",
+];
+
+/// One part of the ranked scan: the claimable jobs due by `due_by` (for
+/// `priority`, of the main lane only; without, the starving ones, due
+/// before `due_by`), oldest due first, `limit` of them.
+fn ranked_part(
+    s: &mut Sql,
+    priority: Option<Priority>,
+    due_by: Millis,
+    limit: u32,
+    except: &[&str],
+) {
+    let rank = priority.map_or(RANK_AS.len() - 1, |p| usize::from(p.get()));
+    s.push("SELECT * FROM (SELECT ");
+    s.columns("j", &JOB_COLS)
+        .push(RANK_AS[rank])
+        .push(" FROM jobs j WHERE j.status IN ")
+        .list(
+            JobTransition::Claim
+                .from_states()
+                .iter()
+                .map(|s| s.as_str()),
+        );
+    if let Some(p) = priority {
+        s.push(" AND j.priority = ")
+            .bind(i64::from(p.get()))
+            .push(" AND j.lane = ")
+            .bind(i64::from(Lane::Scheduled.code()));
+    }
+    // The starving part takes what is due strictly before its bound.
+    s.push(match priority {
+        Some(_) => " AND j.next_trigger_at <= ",
+        None => " AND j.next_trigger_at < ",
+    })
+    .bind(time(due_by));
+    if !except.is_empty() {
+        s.push(" AND j.id NOT IN ").list(except.iter().copied());
+    }
+    s.push(" ORDER BY j.next_trigger_at LIMIT ")
+        .bind(limit)
+        .push(") r");
+}
+
+/// The ranked scan (see `Dispatch::jobs_find_due_ranked`): one part for the
+/// starving triggers and one per priority, each an index range read with
+/// its own limit, in one statement; ordered by rank, then due time. A
+/// starving job of the main lane comes twice (callers keep the first).
+pub(super) fn due_ranked(
+    due_by: Millis,
+    starving_before: Millis,
+    limit: u32,
+    except: &[&str],
+) -> Sql {
+    let mut s = Sql::new("SELECT * FROM (");
+    ranked_part(&mut s, None, starving_before.min(due_by), limit, except);
+    for p in Priority::highest_first() {
+        s.push(" UNION ALL ");
+        ranked_part(&mut s, Some(p), due_by, limit, except);
+    }
+    s.push(") u ORDER BY u.claim_rank DESC, u.next_trigger_at LIMIT ")
+        .bind(limit);
+    s
+}
+
+/// The immediate lane's due jobs, highest priority first (see
+/// `Dispatch::jobs_find_due_immediate`).
+pub(super) fn due_immediate(due_by: Millis, limit: u32) -> Sql {
+    let mut s = Sql::new("SELECT ");
+    s.columns("j", &JOB_COLS)
+        .push(" FROM jobs j WHERE j.lane = ")
+        .bind(i64::from(Lane::Immediate.code()))
+        .push(" AND j.status IN ")
+        .list(
+            JobTransition::Claim
+                .from_states()
+                .iter()
+                .map(|s| s.as_str()),
+        )
+        .push(" AND j.next_trigger_at <= ")
+        .bind(time(due_by))
+        .push(" ORDER BY j.priority DESC, j.next_trigger_at LIMIT ")
+        .bind(limit);
+    s
+}
+
 /// The due triggers by `until`, at most `cap` of them, counted: the due
 /// scan's predicate and index, with the limit inside so a million stored
 /// jobs cost no more than `cap` index entries.
@@ -76,6 +176,7 @@ pub(super) fn work(row: &Row) -> StoreResult<DispatchWork> {
         scheduled_at: r.time("scheduled_at")?,
         timeout_ms: r.opt_u64("timeout_ms")?,
         worker_group: r.opt_string("worker_group")?,
+        priority: r.priority()?,
         trace: r.trace()?,
         worker_id: None,
     })
@@ -129,7 +230,7 @@ pub(super) fn unpublished(now: Millis, limit: u32, entries: &[&Serves]) -> Sql {
         "SELECT e.id AS id, e.job_id AS job_id, e.tenant AS tenant, e.attempt AS attempt, \
          e.scheduled_at AS scheduled_at, j.handler AS handler, j.params AS params, \
          j.timeout_ms AS timeout_ms, j.worker_group AS worker_group, \
-         j.trace_context AS trace_context \
+         j.priority AS priority, j.trace_context AS trace_context \
          FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.status IN ",
     );
     s.list(

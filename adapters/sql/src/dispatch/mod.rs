@@ -36,6 +36,34 @@ impl Dispatch for SqlStore {
         found.iter().map(rows::job).collect()
     }
 
+    async fn jobs_find_due_ranked(
+        &self,
+        due_by: Millis,
+        starving_before: Millis,
+        limit: u32,
+        except: &[&str],
+    ) -> StoreResult<Vec<Job>> {
+        let found = due::due_ranked(due_by, starving_before, limit, except)
+            .fetch_all(self.read())
+            .await?;
+        let mut seen = std::collections::HashSet::with_capacity(found.len());
+        let mut jobs = Vec::with_capacity(found.len());
+        for row in &found {
+            let job = rows::job(row)?;
+            if seen.insert(job.id.clone()) {
+                jobs.push(job);
+            }
+        }
+        Ok(jobs)
+    }
+
+    async fn jobs_find_due_immediate(&self, due_by: Millis, limit: u32) -> StoreResult<Vec<Job>> {
+        let found = due::due_immediate(due_by, limit)
+            .fetch_all(self.read())
+            .await?;
+        found.iter().map(rows::job).collect()
+    }
+
     async fn jobs_count_due(&self, until: Millis, cap: u32) -> StoreResult<u32> {
         let n: i64 = due::due_count(until, cap).scalar(self.read(), "n").await?;
         Ok(u32::try_from(n).unwrap_or(cap))

@@ -32,6 +32,8 @@ fn job(schedule: Schedule) -> Job {
         created_at: NOW - 30_000,
         updated_at: NOW,
         worker_group: None,
+        priority: Default::default(),
+        lane: Default::default(),
         trace: None,
         pause_reason: None,
         last_result: None,

@@ -374,6 +374,7 @@ mod tests {
                 retry: RetryPolicy::default(),
                 timeout_ms: None,
                 worker_group: None,
+                priority: Default::default(),
                 trace: None,
                 created_at: t0,
                 created_by: None,
