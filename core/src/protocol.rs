@@ -60,6 +60,28 @@ pub struct DispatchMsg {
     /// ignore this field and read the header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::trace::CallerTrace>,
+    /// The job's priority, 0 (lowest) to 9; absent from older dispatchers
+    /// (then 5). Brokers deliver higher priorities first from a worker's
+    /// queue; workers may ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<crate::priority::Priority>,
+}
+
+impl DispatchMsg {
+    /// The priority the message asks for (the default when absent).
+    pub fn priority(&self) -> crate::priority::Priority {
+        self.priority.unwrap_or_default()
+    }
+}
+
+/// The broker priority of one message carrying `msgs`: its most urgent
+/// dispatch's (the claim loops batch one priority at a time, so a batch
+/// rarely mixes).
+pub fn batch_priority(msgs: &[DispatchMsg]) -> crate::priority::Priority {
+    msgs.iter()
+        .map(DispatchMsg::priority)
+        .max()
+        .unwrap_or_default()
 }
 
 /// What a result reports.
@@ -473,6 +495,7 @@ mod tests {
             timeout_ms: None,
             group: None,
             trace: None,
+            priority: None,
         };
         let one = encode_dispatches(&[d(1)]).unwrap();
         assert_eq!(

@@ -246,6 +246,7 @@ impl DispatchWork {
             timeout_ms: self.timeout_ms,
             group: self.worker_group.clone(),
             trace: self.trace.clone(),
+            priority: Some(self.priority),
         }
     }
 }

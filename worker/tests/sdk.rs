@@ -81,6 +81,7 @@ fn dispatch(handler: &str, params: serde_json::Value, timeout_ms: Option<u64>) -
         timeout_ms,
         group: None,
         trace: None,
+        priority: None,
     }
 }
 

@@ -221,6 +221,7 @@ fn first_attempt(execution_id: &str, handler: &str) -> DispatchMsg {
         timeout_ms: None,
         group: None,
         trace: None,
+        priority: None,
     }
 }
 

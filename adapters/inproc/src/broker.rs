@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use async_trait::async_trait;
 
 use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
-use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg};
+use kairos_core::protocol::{
+    DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_priority,
+};
 
 use queue::{Message, Queue, QueueKind};
 
@@ -91,13 +93,19 @@ impl MemoryBroker {
         payload: Vec<u8>,
         traceparent: Option<String>,
     ) -> BrokerResult<()> {
+        self.publish_at(queue, Message::new(payload, traceparent))
+    }
+
+    /// Appends `msg` (with its priority) to an existing queue and hands out
+    /// what consumers can take.
+    fn publish_at(&self, queue: &str, msg: Message) -> BrokerResult<()> {
         let mut state = self.shared.lock();
         let Some(q) = state.queues.get_mut(queue) else {
             return Err(BrokerError::Refused(format!(
                 "no queue {queue:?}: publish for a worker that never declared its queue"
             )));
         };
-        q.push_back(Message::new(payload, traceparent));
+        q.push_back(msg);
         q.pump(&Arc::downgrade(&self.shared));
         Ok(())
     }
@@ -171,7 +179,8 @@ impl Broker for MemoryBroker {
             [msg] => kairos_core::trace::dispatch_traceparent(msg),
             _ => None,
         };
-        self.publish(&queue, body, traceparent)
+        let msg = Message::new(body, traceparent).with_priority(batch_priority(msgs).get());
+        self.publish_at(&queue, msg)
     }
 
     async fn results_publish(&self, msgs: &[ResultMsg]) -> BrokerResult<()> {
@@ -326,6 +335,7 @@ mod tests {
             timeout_ms: None,
             group: None,
             trace: None,
+            priority: None,
         }
     }
 

@@ -29,7 +29,10 @@ use lapin::options::{QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 
 use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
-use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg};
+use kairos_core::priority::Priority;
+use kairos_core::protocol::{
+    DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_priority,
+};
 
 use link::LinkHandle;
 
@@ -162,10 +165,32 @@ impl Broker for AmqpBroker {
             "x-dead-letter-exchange".into(),
             AMQPValue::LongString(self.names.reroute_exchange().into()),
         );
+        let plain = args.clone();
+        // Higher priorities first (see `kairos_core::priority`): a classic
+        // priority queue with one level per priority.
+        args.insert(
+            "x-max-priority".into(),
+            AMQPValue::ShortShortUInt(Priority::MAX.get()),
+        );
         let link = self.link.get().await?;
-        let ch = link.temp_channel().await?;
+        let mut ch = link.temp_channel().await?;
         let op = ch.queue_declare(queue.clone(), QueueDeclareOptions::durable(), args);
-        link.bounded("queue.declare", op).await?;
+        match link.bounded_raw("queue.declare", op).await? {
+            Ok(_) => {}
+            // A queue declared before priorities existed (a worker with a
+            // fixed id, upgraded) keeps its arguments: it is used as it is,
+            // first come first served, until it is deleted.
+            Err(e) if link::is_precondition_failed(&e) => {
+                tracing::warn!(
+                    queue = %queue,
+                    "worker queue predates priorities; delete it (with the worker stopped) to serve higher priorities first"
+                );
+                ch = link.temp_channel().await?;
+                let op = ch.queue_declare(queue.clone(), QueueDeclareOptions::durable(), plain);
+                link.bounded("queue.declare", op).await?;
+            }
+            Err(e) => return Err(link.unavailable("queue.declare", &e)),
+        }
         let exchange = short(&self.names.dispatch_exchange())?;
         let op = ch.queue_bind(
             queue,
@@ -226,25 +251,26 @@ impl Broker for AmqpBroker {
                 headers.push((publish::TRACESTATE, state.to_string()));
             }
         }
-        publish::publish(&link, &exchange, worker_id, &body, true, &headers).await
+        let priority = Some(batch_priority(msgs).get());
+        publish::publish(&link, &exchange, worker_id, &body, true, &headers, priority).await
     }
 
     async fn results_publish(&self, msgs: &[ResultMsg]) -> BrokerResult<()> {
         let body = kairos_core::protocol::encode_results(msgs)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.results_queue(), &body, true, &[]).await
+        publish::publish(&link, "", &self.names.results_queue(), &body, true, &[], None).await
     }
 
     async fn heartbeat_publish(&self, msg: &HeartbeatMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.heartbeats_queue(), &body, false, &[]).await
+        publish::publish(&link, "", &self.names.heartbeats_queue(), &body, false, &[], None).await
     }
 
     async fn log_publish(&self, msg: &LogMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.logs_queue(), &body, true, &[]).await
+        publish::publish(&link, "", &self.names.logs_queue(), &body, true, &[], None).await
     }
 
     async fn dispatch_consume(

@@ -296,6 +296,12 @@ impl Link {
 }
 
 /// Whether the broker answered 404 (no such queue or exchange).
+/// A declare whose arguments differ from the existing queue's (406).
+pub(super) fn is_precondition_failed(e: &lapin::Error) -> bool {
+    matches!(e.kind(), ErrorKind::ProtocolError(p)
+        if matches!(p.kind(), AMQPErrorKind::Soft(AMQPSoftError::PRECONDITIONFAILED)))
+}
+
 pub(super) fn is_not_found(e: &lapin::Error) -> bool {
     matches!(e.kind(), ErrorKind::ProtocolError(p)
         if matches!(p.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND)))

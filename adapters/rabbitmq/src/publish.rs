@@ -96,12 +96,16 @@ pub(super) async fn publish(
     body: &[u8],
     persistent: bool,
     headers: &[(&str, String)],
+    priority: Option<u8>,
 ) -> BrokerResult<()> {
     let exchange_name = short(exchange)?;
     let key = short(routing_key)?;
     let mut props = BasicProperties::default()
         .with_content_type("application/json".into())
         .with_delivery_mode(if persistent { 2 } else { 1 });
+    if let Some(p) = priority {
+        props = props.with_priority(p);
+    }
     if !headers.is_empty() {
         let mut table = lapin::types::FieldTable::default();
         for (name, value) in headers {

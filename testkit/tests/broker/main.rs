@@ -364,6 +364,43 @@ async fn log_batches_round_trip_and_consumers_compete(fx: &Fx) {
     );
 }
 
+/// A worker's queue delivers higher priorities first, first come first
+/// served within one; a batch goes at its most urgent dispatch's priority.
+async fn higher_priorities_are_delivered_first(fx: &Fx) {
+    use kairos_core::priority::Priority;
+    let w = fx.worker("w").await;
+    let at = |i: u64, p: u8| DispatchMsg {
+        priority: Some(Priority::new(p).unwrap()),
+        ..dispatch(i)
+    };
+    // Published while nobody consumes, so the queue holds them all.
+    fx.broker.dispatch_publish(&w, &at(1, 0)).await.unwrap();
+    fx.broker.dispatch_publish(&w, &at(2, 5)).await.unwrap();
+    fx.broker.dispatch_publish(&w, &dispatch(3)).await.unwrap();
+    fx.broker
+        .dispatch_publish_many(&w, &[at(4, 0), at(5, 9)])
+        .await
+        .unwrap();
+    fx.broker.dispatch_publish(&w, &at(6, 9)).await.unwrap();
+    let mut s = fx.broker.dispatch_consume(&w, 1).await.unwrap();
+    let mut order = Vec::new();
+    for _ in 0..5 {
+        let d = next(&mut s).await;
+        let ids: Vec<String> = kairos_core::protocol::decode_dispatches(&d.payload)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.execution_id)
+            .collect();
+        order.push(ids.join("+"));
+        d.acker.ack().await.unwrap();
+    }
+    assert_eq!(
+        order,
+        ["exec-4+exec-5", "exec-6", "exec-2", "exec-3", "exec-1"],
+        "9 (the batch, then the single), 5 (explicit, then absent: the default), 0"
+    );
+}
+
 /// Runs each case as `<case>::memory` and `<case>::rabbitmq`.
 macro_rules! on_both {
     ($($case:ident),* $(,)?) => {$(
@@ -396,6 +433,7 @@ on_both!(
     stats_follow_consumers,
     heartbeats_and_results_round_trip,
     log_batches_round_trip_and_consumers_compete,
+    higher_priorities_are_delivered_first,
 );
 
 mod rabbit_only;

@@ -111,6 +111,7 @@ pub fn dispatch(i: u64) -> DispatchMsg {
         timeout_ms: Some(5_000),
         group: None,
         trace: None,
+        priority: None,
     }
 }
 

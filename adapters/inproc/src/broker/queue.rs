@@ -34,6 +34,9 @@ pub(super) struct Message {
     pub(super) redelivered: bool,
     rejected_by: Option<String>,
     traceparent: Option<String>,
+    /// Higher is delivered first, as from a RabbitMQ priority queue
+    /// (worker queues; 0 elsewhere).
+    priority: u8,
     /// For expiry; kept across requeues, as RabbitMQ does.
     enqueued: Instant,
 }
@@ -45,8 +48,14 @@ impl Message {
             redelivered: false,
             rejected_by: None,
             traceparent,
+            priority: 0,
             enqueued: Instant::now(),
         }
+    }
+
+    /// The message at `priority`.
+    pub(super) fn with_priority(self, priority: u8) -> Message {
+        Message { priority, ..self }
     }
 
     /// The copy the reroute queue receives when `worker` rejects it.
@@ -56,6 +65,7 @@ impl Message {
             redelivered: false,
             rejected_by: Some(worker),
             traceparent: self.traceparent,
+            priority: self.priority,
             enqueued: Instant::now(),
         }
     }
@@ -104,9 +114,16 @@ impl Queue {
         &self.kind
     }
 
+    /// Queues `msg` behind every ready message of its priority or a
+    /// higher one (at the back when all share one: the usual case).
     pub(super) fn push_back(&mut self, msg: Message) {
         self.expire();
-        self.ready.push_back(msg);
+        let at = self
+            .ready
+            .iter()
+            .rposition(|m| m.priority >= msg.priority)
+            .map_or(0, |i| i + 1);
+        self.ready.insert(at, msg);
     }
 
     pub(super) fn push_front(&mut self, msg: Message) {
