@@ -413,14 +413,13 @@ pub trait Dispatch: Send + Sync {
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>>;
-    /// A backlog's claim order: the claimable jobs of the main lane due by
-    /// `due_by`, those due before `starving_before` first (oldest first,
-    /// whatever their priority: the starvation bound), then by priority,
-    /// highest first, oldest due first within one. Each priority is read
-    /// through the `(status, priority, next_trigger_at)` index, so a deep
-    /// backlog of one priority costs no more than today's due scan. Leaves
-    /// out the jobs in `except` and the immediate lane (its own loop claims
-    /// it, [`Self::jobs_find_due_immediate`]) unless they starve.
+    /// A backlog's claim order: the claimable jobs due by `due_by`, those
+    /// due before `starving_before` first (oldest first, whatever their
+    /// priority: the starvation bound), then by priority, highest first,
+    /// oldest due first within one. Each priority is read through the
+    /// `(status, priority, next_trigger_at)` index, so a deep backlog of one
+    /// priority costs no more than the time-ordered due scan. Leaves out
+    /// the jobs in `except`.
     async fn jobs_find_due_ranked(
         &self,
         due_by: Millis,
@@ -430,8 +429,11 @@ pub trait Dispatch: Send + Sync {
     ) -> StoreResult<Vec<Job>>;
     /// The immediate lane's due jobs (one-shots due when they were
     /// created, see [`crate::priority::Lane`]) due by `due_by`, highest
-    /// priority first, then oldest due first: few rows, through the
-    /// `(lane, status, next_trigger_at)` index.
+    /// priority first, then *newest* first: the lane's loop serves the
+    /// latest request at once while a ranked backlog scan, oldest first,
+    /// works through older ones from the other end, so the two rarely
+    /// pick the same job. Few rows, through the `(lane, status,
+    /// next_trigger_at)` index.
     async fn jobs_find_due_immediate(&self, due_by: Millis, limit: u32) -> StoreResult<Vec<Job>>;
     /// How many triggers are due by `until`, counting at most `cap`: how
     /// large a burst ahead is, so the leader can start claiming it early

@@ -5,12 +5,15 @@
 //! Without a backlog the main loop claims everything within one round of its
 //! due signal, and this loop stays idle. With one (a full batch due, say a
 //! cron flood at second 0), the main loop's rounds each take hundreds of
-//! milliseconds and its ranked scan leaves the immediate lane out; this loop
-//! wakes on each due signal instead, claims what is due in the lane (a few
-//! rows, through their own index) and publishes it itself, without waiting
-//! for the main loop's publishers. Both loops claim under the same term and
-//! fence; the store reads the fence under a shared lock, so their claims do
-//! not queue behind each other.
+//! milliseconds, and a job created now would wait for the rounds ahead of
+//! it. This loop wakes on each due signal instead, claims what is due in
+//! the lane (a few rows, through their own index; newest first, while the
+//! main loop's ranked scan takes the oldest first, so the two rarely pick
+//! the same job, and when they do the version check lets one win) and
+//! publishes it itself, without waiting for the main loop's publishers.
+//! Both loops claim under the same term and fence; the store reads the
+//! fence under a shared lock, so their claims do not queue behind each
+//! other.
 
 use crate::lease::Term;
 use crate::publish::Publisher;

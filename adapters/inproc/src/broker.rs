@@ -15,9 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use async_trait::async_trait;
 
 use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
-use kairos_core::protocol::{
-    DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_priority,
-};
+use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_priority};
 
 use queue::{Message, Queue, QueueKind};
 

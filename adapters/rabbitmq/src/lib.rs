@@ -30,9 +30,7 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 
 use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
 use kairos_core::priority::Priority;
-use kairos_core::protocol::{
-    DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_priority,
-};
+use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_priority};
 
 use link::LinkHandle;
 
@@ -258,13 +256,31 @@ impl Broker for AmqpBroker {
     async fn results_publish(&self, msgs: &[ResultMsg]) -> BrokerResult<()> {
         let body = kairos_core::protocol::encode_results(msgs)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.results_queue(), &body, true, &[], None).await
+        publish::publish(
+            &link,
+            "",
+            &self.names.results_queue(),
+            &body,
+            true,
+            &[],
+            None,
+        )
+        .await
     }
 
     async fn heartbeat_publish(&self, msg: &HeartbeatMsg) -> BrokerResult<()> {
         let body = serde_json::to_vec(msg)?;
         let link = self.link.get().await?;
-        publish::publish(&link, "", &self.names.heartbeats_queue(), &body, false, &[], None).await
+        publish::publish(
+            &link,
+            "",
+            &self.names.heartbeats_queue(),
+            &body,
+            false,
+            &[],
+            None,
+        )
+        .await
     }
 
     async fn log_publish(&self, msg: &LogMsg) -> BrokerResult<()> {

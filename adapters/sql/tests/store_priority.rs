@@ -48,7 +48,7 @@ async fn a_backlog_is_ranked_by_priority_then_due_time(store: SqlStore) {
     let mid = scheduled(&store, T0 + 2_000, 5).await;
     let high = scheduled(&store, T0 + 3_000, 9).await;
     let _later = scheduled(&store, T0 + 60_000, 9).await;
-    let _lane = immediate(&store, 9).await;
+    let lane = immediate(&store, 7).await;
 
     let ranked = store
         .jobs_find_due_ranked(T0 + 5_000, T0, 10, &[])
@@ -56,19 +56,24 @@ async fn a_backlog_is_ranked_by_priority_then_due_time(store: SqlStore) {
         .unwrap();
     assert_eq!(
         ids(&ranked),
-        [&high.id, &mid.id, &low_old.id, &low_new.id],
-        "highest priority first, oldest due first within one; not yet due \
-         and the immediate lane left out"
+        [&high.id, &lane.id, &mid.id, &low_old.id, &low_new.id],
+        "highest priority first (either lane), oldest due first within one; \
+         not yet due left out"
     );
 
     let two = store
         .jobs_find_due_ranked(T0 + 5_000, T0, 2, &[])
         .await
         .unwrap();
-    assert_eq!(ids(&two), [&high.id, &mid.id]);
+    assert_eq!(ids(&two), [&high.id, &lane.id]);
 
     let except = store
-        .jobs_find_due_ranked(T0 + 5_000, T0, 10, &[high.id.as_str(), low_old.id.as_str()])
+        .jobs_find_due_ranked(
+            T0 + 5_000,
+            T0,
+            10,
+            &[high.id.as_str(), low_old.id.as_str(), lane.id.as_str()],
+        )
         .await
         .unwrap();
     assert_eq!(ids(&except), [&mid.id, &low_new.id]);
@@ -96,9 +101,18 @@ async fn the_immediate_lane_is_its_own_scan(store: SqlStore) {
     let _scheduled = scheduled(&store, T0 + 1_000, 9).await;
     let low = immediate(&store, 1).await;
     let high = immediate(&store, 8).await;
+    let mut later = one_shot("acme", T0 + 10);
+    later.created_at = T0 + 10;
+    later.priority = Priority::new(1).unwrap();
+    let later = create(&store, later).await;
+    assert_eq!(later.lane, Lane::Immediate);
 
     let lane = store.jobs_find_due_immediate(T0 + 5_000, 10).await.unwrap();
-    assert_eq!(ids(&lane), [&high.id, &low.id]);
+    assert_eq!(
+        ids(&lane),
+        [&high.id, &later.id, &low.id],
+        "highest priority first, newest first within one"
+    );
     assert!(
         store
             .jobs_find_due_immediate(T0 - 1, 10)
@@ -112,7 +126,7 @@ async fn the_immediate_lane_is_its_own_scan(store: SqlStore) {
     let work = support::claim(&store, &high, None).await;
     assert_eq!(work.priority.get(), 8);
     let lane = store.jobs_find_due_immediate(T0 + 5_000, 10).await.unwrap();
-    assert_eq!(ids(&lane), [&low.id]);
+    assert_eq!(ids(&lane), [&later.id, &low.id]);
 }
 
 async fn priority_survives_create_update_and_claim(store: SqlStore) {

@@ -60,9 +60,9 @@ const RANK_AS: [&str; 11] = [
     ", 10 AS claim_rank",
 ];
 
-/// One part of the ranked scan: the claimable jobs due by `due_by` (for
-/// `priority`, of the main lane only; without, the starving ones, due
-/// before `due_by`), oldest due first, `limit` of them.
+/// One part of the ranked scan: the claimable jobs due by `due_by` of
+/// `priority` (without one, the starving ones: due before `due_by`), oldest
+/// due first, `limit` of them.
 fn ranked_part(
     s: &mut Sql,
     priority: Option<Priority>,
@@ -82,10 +82,7 @@ fn ranked_part(
                 .map(|s| s.as_str()),
         );
     if let Some(p) = priority {
-        s.push(" AND j.priority = ")
-            .bind(i64::from(p.get()))
-            .push(" AND j.lane = ")
-            .bind(i64::from(Lane::Scheduled.code()));
+        s.push(" AND j.priority = ").bind(i64::from(p.get()));
     }
     // The starving part takes what is due strictly before its bound.
     s.push(match priority {
@@ -104,7 +101,7 @@ fn ranked_part(
 /// The ranked scan (see `Dispatch::jobs_find_due_ranked`): one part for the
 /// starving triggers and one per priority, each an index range read with
 /// its own limit, in one statement; ordered by rank, then due time. A
-/// starving job of the main lane comes twice (callers keep the first).
+/// starving job comes twice (callers keep the first).
 pub(super) fn due_ranked(
     due_by: Millis,
     starving_before: Millis,
@@ -122,8 +119,8 @@ pub(super) fn due_ranked(
     s
 }
 
-/// The immediate lane's due jobs, highest priority first (see
-/// `Dispatch::jobs_find_due_immediate`).
+/// The immediate lane's due jobs, highest priority first, newest first
+/// within one (see `Dispatch::jobs_find_due_immediate`).
 pub(super) fn due_immediate(due_by: Millis, limit: u32) -> Sql {
     let mut s = Sql::new("SELECT ");
     s.columns("j", &JOB_COLS)
@@ -138,7 +135,7 @@ pub(super) fn due_immediate(due_by: Millis, limit: u32) -> Sql {
         )
         .push(" AND j.next_trigger_at <= ")
         .bind(time(due_by))
-        .push(" ORDER BY j.priority DESC, j.next_trigger_at LIMIT ")
+        .push(" ORDER BY j.priority DESC, j.next_trigger_at DESC LIMIT ")
         .bind(limit);
     s
 }
