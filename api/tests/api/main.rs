@@ -112,6 +112,7 @@ on_both_stores! {
     crate::tenants::admin_api_tenants_keys_and_audit => admin_api_tenants_keys_and_audit,
     crate::tenants::creates_are_rate_limited_per_key => creates_are_rate_limited_per_key,
     crate::routing::worker_groups_and_waiting_executions => worker_groups_and_waiting_executions,
+    crate::routing::priorities_are_set_shown_changed_and_checked => priorities_are_set_shown_changed_and_checked,
     crate::routing::execution_logs_are_paged_and_progress_is_shown => execution_logs_are_paged_and_progress_is_shown,
 }
 

@@ -106,6 +106,65 @@ pub async fn worker_groups_and_waiting_executions(app: App) {
     assert_eq!(refused["field"], "workerGroup");
 }
 
+/// Issue 33: a job's priority is set on create, shown, changed by PATCH,
+/// part of the idempotency fingerprint, and checked.
+pub async fn priorities_are_set_shown_changed_and_checked(app: App) {
+    let id = app
+        .create(&json!({"jobName": "p", "jobHandler": "noop", "priority": 9}))
+        .await;
+    let job = app.get(&format!("/openapi/jobs/{id}")).await.ok(200);
+    assert_eq!(job["priority"], 9);
+    let plain = app
+        .create(&json!({"jobName": "q", "jobHandler": "noop"}))
+        .await;
+    let plain = app.get(&format!("/openapi/jobs/{plain}")).await.ok(200);
+    assert_eq!(plain["priority"], 5, "the default");
+
+    let patched = app
+        .patch_json(
+            &format!("/openapi/jobs/{id}"),
+            &json!({"version": job["version"], "priority": 0}),
+        )
+        .await
+        .ok(200);
+    assert_eq!(patched["priority"], 0);
+    let (exec, _) = super::support::claim_first(&app, &id).await;
+    let shown = app
+        .get(&format!("/openapi/executions/{exec}"))
+        .await
+        .ok(200);
+    assert_eq!(shown["jobId"], id.as_str());
+
+    for bad in [json!(10), json!(-1), json!("high")] {
+        let body = json!({"jobName": "x", "jobHandler": "noop", "priority": bad});
+        let refused = app.post_json("/openapi/jobs", &body).await;
+        let status = refused.status.as_u16();
+        assert!(status == 422 || status == 400, "{bad}: {status}");
+        let error = refused.json()["error"].to_string();
+        assert!(
+            error.contains("priority"),
+            "{bad}: the error names the field: {error}"
+        );
+    }
+    let refused = app
+        .patch_json(
+            &format!("/openapi/jobs/{id}"),
+            &json!({"version": patched["version"], "priority": 12}),
+        )
+        .await
+        .error(422, "invalid_field");
+    assert_eq!(refused["field"], "priority");
+
+    // Same key, another priority: a different request.
+    let body = json!({"jobName": "k", "jobHandler": "noop", "clientRequestId": "prio-1"});
+    app.post_json("/openapi/jobs", &body).await.ok(201);
+    let mut urgent = body.clone();
+    urgent["priority"] = json!(9);
+    app.post_json("/openapi/jobs", &urgent)
+        .await
+        .error(409, "idempotency_conflict");
+}
+
 pub async fn execution_logs_are_paged_and_progress_is_shown(app: App) {
     app.get("/openapi/executions/nope/logs")
         .await

@@ -28,9 +28,10 @@ use serde_json::{Map, Value, json};
 /// Fields that `null` clears.
 const CLEARABLE: [&str; 3] = ["timeoutMs", "callbackUrl", "workerGroup"];
 /// Fields sent as numbers.
-const NUMBERS: [&str; 3] = ["maxAttempts", "retryBackoffMs", "timeoutMs"];
+const NUMBERS: [&str; 4] = ["maxAttempts", "retryBackoffMs", "timeoutMs", "priority"];
 /// Fields compared one by one (the schedule is compared as a whole).
-const PLAIN: [&str; 7] = [
+const PLAIN: [&str; 8] = [
+    "priority",
     "maxAttempts",
     "retryBackoffMs",
     "timeoutMs",
@@ -99,6 +100,7 @@ fn values(job: &Job) -> Vec<(&'static str, String)> {
         ),
         ("callbackUrl", job.callback_url.clone().unwrap_or_default()),
         ("workerGroup", job.worker_group.clone().unwrap_or_default()),
+        ("priority", job.priority.get().to_string()),
         ("sensitiveParams", job.sensitive_params.join(", ")),
         (
             "params",

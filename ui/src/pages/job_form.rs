@@ -160,6 +160,7 @@ pub(crate) fn delivery_fields(form: &Fields, error: Option<&FieldError>) -> Mark
             (input(form, error, "timeoutMs", "Timeout (ms)", "number", Some("Optional: the worker stops the handler after this long.")))
             (input(form, error, "callbackUrl", "Callback URL", "url", Some("Optional: receives each execution's outcome.")))
             (input(form, error, "workerGroup", "Worker group", "text", Some("Optional: only workers of this group run it.")))
+            (input(form, error, "priority", "Priority", "number", Some("0–9, default 5: higher goes first when more is due than can start at once.")))
         }
     }
 }
