@@ -85,7 +85,8 @@ pub enum Command {
     /// Against a running API (--url) or, without one, a `kairos dev` it starts
     /// itself on a temporary SQLite file. Workloads: `create` (N jobs from C
     /// connections, create → succeeded), `burst` (N jobs due at one instant),
-    /// `cron` (M every-second schedules, trigger lateness).
+    /// `cron` (M every-second schedules, trigger lateness), `priority` (N
+    /// priority-0 jobs due at one instant and 100 priority-9 ones behind them).
     Bench(BenchArgs),
     /// Manage tenants: create, list, set limits, rotate the callback secret.
     ///
@@ -141,7 +142,7 @@ pub struct BenchArgs {
     /// API key sent as `Authorization: Bearer …`, for deployments that need one.
     #[arg(long, env = "KAIROS_BENCH_KEY", value_name = "KEY")]
     pub key: Option<String>,
-    /// Jobs to create (`create`, `burst`).
+    /// Jobs to create (`create`, `burst`, `priority`).
     #[arg(short = 'n', long, default_value_t = 2_000)]
     pub jobs: usize,
     /// Concurrent keep-alive connections creating jobs.
@@ -151,7 +152,7 @@ pub struct BenchArgs {
     /// (1 = one `POST /openapi/jobs` a job).
     #[arg(long, default_value_t = 1, value_name = "JOBS")]
     pub batch: usize,
-    /// `burst`: how far in the future the common due time is set, so every
+    /// `burst`, `priority`: how far in the future the common due time is set, so every
     /// job is stored before it; default: room for 1,000 creates a second + 3 s.
     #[arg(long, value_name = "MS")]
     pub lead_ms: Option<u64>,
@@ -186,6 +187,9 @@ pub enum BenchWorkload {
     Burst,
     /// M schedules firing every second; trigger lateness.
     Cron,
+    /// N priority-0 jobs due at one instant, then 100 priority-9 jobs due
+    /// just after them; when each group finished.
+    Priority,
 }
 
 /// Limits of a tenant; absent ones take the API's defaults.

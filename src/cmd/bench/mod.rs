@@ -5,6 +5,7 @@
 
 mod api;
 mod embedded;
+mod priority;
 mod report;
 mod workloads;
 
@@ -47,6 +48,12 @@ async fn measure(
                 Duration::from_millis(3_000 + args.jobs as u64 /* 1,000 creates/s */)
             });
             workloads::burst(&api, args.jobs, how, lead, deadline, report).await
+        }
+        BenchWorkload::Priority => {
+            let lead = args.lead_ms.map(Duration::from_millis).unwrap_or_else(|| {
+                Duration::from_millis(3_000 + args.jobs as u64 /* 1,000 creates/s */)
+            });
+            priority::run(&api, args.jobs, how, lead, deadline, report).await
         }
         BenchWorkload::Cron => {
             let run_for = Duration::from_secs(args.seconds);

@@ -1,6 +1,7 @@
-//! The three workloads: `create` (steady creation, create → succeeded),
-//! `burst` (many jobs due at one instant) and `cron` (trigger lateness of
-//! every-second schedules). Each records its figures in the report.
+//! The workloads `create` (steady creation, create → succeeded), `burst`
+//! (many jobs due at one instant) and `cron` (trigger lateness of
+//! every-second schedules), and what they share (`priority` is in its own
+//! module). Each records its figures in the report.
 
 use super::api::{Api, Run, Times};
 use super::report::Report;
@@ -32,7 +33,7 @@ pub(super) struct Sending {
 
 /// Creates `n` jobs from concurrent requests; their ids and how long
 /// creating all of them took.
-async fn create_all(
+pub(super) async fn create_all(
     api: &Api,
     n: usize,
     how: Sending,
@@ -79,7 +80,7 @@ async fn create_all(
 
 /// Waits until every job in `ids` succeeded or failed; the times of those
 /// that succeeded.
-async fn wait_finished(
+pub(super) async fn wait_finished(
     api: &Api,
     ids: &[String],
     connections: usize,
@@ -179,7 +180,7 @@ pub(super) async fn preload(
     Ok(())
 }
 
-fn span_ms(from: Millis, to: Option<Millis>) -> Option<f64> {
+pub(super) fn span_ms(from: Millis, to: Option<Millis>) -> Option<f64> {
     to.map(|t| (t - from) as f64)
 }
 
