@@ -70,6 +70,35 @@ fn burst_and_cron_report_their_figures() {
     assert!(lateness["samples"].as_u64().unwrap() >= 3, "{cron}");
 }
 
+#[test]
+fn priority_reports_both_groups() {
+    let report = bench(&[
+        "priority",
+        "-n",
+        "300",
+        "--batch",
+        "100",
+        "--lead-ms",
+        "3000",
+    ]);
+    assert_eq!(report["workload"], "priority");
+    assert_eq!(
+        series(&report, "priority 9: due → succeeded")["samples"],
+        100,
+        "{report}"
+    );
+    assert_eq!(
+        series(&report, "priority 0: due → succeeded")["samples"],
+        300,
+        "{report}"
+    );
+    let before = figure(
+        &report,
+        "priority 0 jobs finished before the last priority 9 one",
+    );
+    assert!((0.0..=300.0).contains(&before), "{report}");
+}
+
 fn figure(report: &Value, name: &str) -> f64 {
     report["figures"]
         .as_array()
