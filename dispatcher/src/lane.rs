@@ -33,6 +33,10 @@ pub(crate) struct LaneSignal {
     backlog: AtomicBool,
     /// A job became due now, or a backlog began.
     wake: Notify,
+    /// Something became due now during a backlog: it may be a manual
+    /// trigger (a pending execution), which the main loop's sweep publishes,
+    /// so the sweep runs after the current round instead of on its timer.
+    sweep: AtomicBool,
 }
 
 impl LaneSignal {
@@ -49,8 +53,14 @@ impl LaneSignal {
     /// A due signal for `at` (ms UTC) arrived.
     pub(crate) fn due(&self, at: kairos_core::time::Millis) {
         if at <= now_ms() && self.backlog.load(Ordering::Acquire) {
+            self.sweep.store(true, Ordering::Release);
             self.wake.notify_one();
         }
+    }
+
+    /// Whether a sweep was asked for since the last call.
+    pub(crate) fn take_sweep(&self) -> bool {
+        self.sweep.swap(false, Ordering::AcqRel)
     }
 
     fn in_backlog(&self) -> bool {
@@ -144,8 +154,11 @@ mod tests {
         assert!(quiet.is_err(), "no backlog: the main loop claims it");
         s.set_backlog(true);
         s.wake.notified().await;
+        assert!(!s.take_sweep(), "nothing asked for a sweep yet");
         s.due(now_ms());
         s.wake.notified().await;
+        assert!(s.take_sweep(), "a trigger during a backlog is swept soon");
+        assert!(!s.take_sweep());
         s.due(now_ms() + 60_000);
         let later = tokio::time::timeout(Duration::from_millis(20), s.wake.notified()).await;
         assert!(later.is_err(), "a job due later is the main loop's");

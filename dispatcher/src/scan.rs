@@ -191,7 +191,10 @@ impl DispatchLoop {
                     continue;
                 }
             };
-            if (left_behind || last_sweep.elapsed() >= self.cfg.sweep_every) && term.is_valid() {
+            let asked = self.lane.take_sweep();
+            if (left_behind || asked || last_sweep.elapsed() >= self.cfg.sweep_every)
+                && term.is_valid()
+            {
                 round.more_due |= self.sweep(&term, &unpublished).await;
                 last_sweep = Instant::now();
             }

@@ -113,3 +113,38 @@ async fn a_job_due_at_creation_overtakes_a_backlog() {
     );
     rig.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_trigger_overtakes_a_backlog() {
+    let mut rig = Rig::new().await;
+    let mut queue = tap(&mut rig).await;
+    let hourly = rig
+        .create(
+            "hourly",
+            Schedule::cron("0 0 * * * *", "UTC"),
+            now_ms() + 3_600_000,
+        )
+        .await;
+    let bulk = backlog(&rig, "bulk", 20_000, 9, now_ms() - 5_000).await;
+    rig.dispatcher_with(rig.stop.clone(), |c| c.batch = BATCH);
+
+    let mut order = HashMap::new();
+    arrivals(&mut queue, &mut order, 1).await;
+    let now = now_ms();
+    let exec = uuid::Uuid::now_v7().to_string();
+    rig.store
+        .job_trigger_now(rig::TENANT, &hourly, &exec, now)
+        .await
+        .unwrap();
+    rig.due.announce(now).await;
+    arrivals(&mut queue, &mut order, bulk.len() + 1).await;
+    // The sweep that publishes it runs after the round in progress, not on
+    // its one-second timer (by then thousands more would have gone).
+    let position = order[&hourly];
+    assert!(
+        position < 1_000,
+        "the triggered job arrived at position {position} of {}",
+        order.len()
+    );
+    rig.shutdown().await;
+}
