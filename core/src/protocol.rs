@@ -60,6 +60,11 @@ pub struct DispatchMsg {
     /// ignore this field and read the header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::trace::CallerTrace>,
+    /// Which part of a broadcast or sharded trigger this execution runs
+    /// (`{"index": i, "count": n}`); absent for a single job, which is
+    /// shard 0 of 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// What a result reports.
@@ -473,6 +478,7 @@ mod tests {
             timeout_ms: None,
             group: None,
             trace: None,
+            shard: None,
         };
         let one = encode_dispatches(&[d(1)]).unwrap();
         assert_eq!(

@@ -28,6 +28,7 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         updated_at: 0,
         worker_group: None,
         trace: None,
+        execution_mode: Default::default(),
         pause_reason: None,
         last_result: None,
         last_result_at: None,
