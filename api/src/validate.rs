@@ -129,6 +129,7 @@ pub fn new_job(
     }
 
     Ok(NewJob {
+        execution_mode: Default::default(),
         id,
         tenant: tenant.to_string(),
         name: name.to_string(),

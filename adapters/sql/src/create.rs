@@ -352,6 +352,8 @@ fn job_fields(job: &NewJob) -> Fields {
         .with("last_result", None::<&str>)
         .with("last_result_at", time(None::<kairos_core::time::Millis>))
         .with("fail_streak", 0_i64)
+        .with("execution_mode", job.execution_mode.as_str())
+        .with("shard_count", job.execution_mode.shard_count())
 }
 
 /// The stored form of a job's sensitive paths: `NULL` for none.
@@ -389,6 +391,7 @@ fn created_job(job: NewJob) -> Job {
         last_result: None,
         last_result_at: None,
         fail_streak: 0,
+        execution_mode: job.execution_mode,
         created_at: job.created_at,
         updated_at: job.created_at,
     }

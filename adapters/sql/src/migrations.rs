@@ -81,6 +81,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "job revision health",
         include_str!("../migrations/mysql/0013_job_revision_health.sql"),
     ),
+    (
+        16,
+        "shards",
+        include_str!("../migrations/mysql/0016_shards.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -150,6 +155,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "job revision health",
         include_str!("../migrations/postgres/0013_job_revision_health.sql"),
     ),
+    (
+        16,
+        "shards",
+        include_str!("../migrations/postgres/0016_shards.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -215,6 +225,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         13,
         "job revision health",
         include_str!("../migrations/sqlite/0013_job_revision_health.sql"),
+    ),
+    (
+        16,
+        "shards",
+        include_str!("../migrations/sqlite/0016_shards.sql"),
     ),
 ];
 
@@ -405,6 +420,7 @@ mod tests {
             .triggers_claim(
                 1,
                 &[Claim {
+                    shard: Default::default(),
                     job: std::sync::Arc::new(due[0].clone()),
                     scheduled_at: 1_767_225_600_123,
                     next_trigger_at: None,
