@@ -11,7 +11,9 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
 use kairos_core::protocol::ResultKind::{Failed, Succeeded};
 use kairos_core::shard::{ExecutionMode, Shard, fan_out};
-use kairos_core::store::{CallbackStore, Dispatch, DispatchWork};
+use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION};
+use kairos_core::store::{CallbackStore, ControlOutcome, Dispatch, DispatchWork, JobStore, WorkerStore};
+use kairos_core::worker::WorkerState;
 use kairos_core::time::Millis;
 use kairos_store_sql::SqlStore;
 use support::{T0, create, executions, job_now, one_shot, result};
@@ -23,6 +25,7 @@ store_cases!(
     one_shard_failing_after_its_retries_fails_the_trigger,
     a_recurring_job_waits_for_its_trigger_last_shard,
     the_last_two_shards_ending_at_once_end_the_trigger_once,
+    a_manual_trigger_fans_out_too,
 );
 
 const URL: &str = "http://example.test/cb";
@@ -223,4 +226,67 @@ async fn the_last_two_shards_ending_at_once_end_the_trigger_once(store: SqlStore
         assert_eq!(done.status, JobStatus::Succeeded, "round {round}");
         assert_eq!(callbacks(&store, &job).await.len(), 1, "round {round}");
     }
+}
+
+fn beat(id: &str, handlers: Option<&[&str]>) -> HeartbeatMsg {
+    HeartbeatMsg {
+        v: PROTOCOL_VERSION,
+        worker_id: id.to_string(),
+        queue: format!("kairos.worker.{id}"),
+        capacity: 8,
+        active: 0,
+        avg_cost_ms: 1.0,
+        cpu_idle: 90.0,
+        state: WorkerState::Online,
+        at: T0,
+        handlers: handlers.map(|h| h.iter().map(|s| s.to_string()).collect()),
+        group: None,
+        incarnation: None,
+        held: None,
+        dispatch_batch: None,
+    }
+}
+
+async fn a_manual_trigger_fans_out_too(store: SqlStore) {
+    let later = T0 + 3_600_000;
+    let mut new = one_shot("sh7", later);
+    new.execution_mode = ExecutionMode::Sharded { count: 3 };
+    let sharded = create(&store, new).await;
+    let ControlOutcome::Done(_) = store
+        .job_trigger_now("sh7", &sharded.id, &support::id(), T0)
+        .await
+        .unwrap()
+    else {
+        panic!("the trigger applies");
+    };
+    let execs = executions(&store, &sharded).await;
+    let mut shards: Vec<(u32, u32)> = execs.iter().map(|e| (e.shard.index, e.shard.count)).collect();
+    shards.sort();
+    assert_eq!(shards, [(0, 3), (1, 3), (2, 3)]);
+    assert!(execs.iter().all(|e| e.scheduled_at == T0 && e.status == ExecStatus::Pending));
+
+    // A broadcast goes to the live workers serving the handler: a legacy
+    // worker serves every handler; another handler's or a silent one's not.
+    store
+        .workers_record_heartbeats(
+            &[beat("bw1", Some(&["noop"])), beat("bw2", None), beat("bw3", Some(&["other"]))],
+            T0,
+        )
+        .await
+        .unwrap();
+    store
+        .workers_record_heartbeats(&[HeartbeatMsg { at: T0 - 60_000, ..beat("bw4", None) }], T0 - 60_000)
+        .await
+        .unwrap();
+    let mut new = one_shot("sh7", later);
+    new.execution_mode = ExecutionMode::Broadcast;
+    let broadcast = create(&store, new).await;
+    store
+        .job_trigger_now("sh7", &broadcast.id, &support::id(), T0 + 1)
+        .await
+        .unwrap();
+    let execs = executions(&store, &broadcast).await;
+    let mut shards: Vec<(u32, u32)> = execs.iter().map(|e| (e.shard.index, e.shard.count)).collect();
+    shards.sort();
+    assert_eq!(shards, [(0, 2), (1, 2)]);
 }
