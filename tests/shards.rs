@@ -75,7 +75,10 @@ async fn run(client: &Client, job: NewJob) -> (String, BTreeMap<u32, Execution>)
         matches!(d.job.status.as_str(), "succeeded" | "failed").then_some(d)
     })
     .await;
-    assert_eq!(done.job.last_result.as_deref(), Some(done.job.status.as_str()));
+    assert_eq!(
+        done.job.last_result.as_deref(),
+        Some(done.job.status.as_str())
+    );
     let page = client
         .executions(&id, &PageRequest::first(100))
         .await
@@ -107,7 +110,10 @@ async fn sharded_and_broadcast_jobs_fan_out_across_workers() {
 
     let (status, shards) = run(&client, NewJob::one_shot("sharded", "shard").sharded(8)).await;
     assert_eq!(status, "succeeded");
-    assert_eq!(shards.keys().copied().collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
+    assert_eq!(
+        shards.keys().copied().collect::<Vec<_>>(),
+        (0..8).collect::<Vec<_>>()
+    );
     let mut used = BTreeSet::new();
     for (index, e) in &shards {
         assert_eq!((e.status.as_str(), e.shard_count), ("succeeded", 8));
@@ -141,7 +147,10 @@ async fn sharded_and_broadcast_jobs_fan_out_across_workers() {
     );
     for e in shards.values() {
         let out = e.output.as_ref().expect("output");
-        assert_eq!((out["index"].as_u64(), out["count"].as_u64()), (Some(u64::from(e.shard_index)), Some(3)));
+        assert_eq!(
+            (out["index"].as_u64(), out["count"].as_u64()),
+            (Some(u64::from(e.shard_index)), Some(3))
+        );
     }
 
     stop.cancel();

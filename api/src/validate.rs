@@ -178,7 +178,10 @@ pub(crate) fn execution_mode(
 ) -> Result<ExecutionMode, ApiError> {
     let count = match shard_count {
         Some(n) => Some(u64::try_from(n).map_err(|_| {
-            ApiError::invalid("shardCount", format!("shardCount must be between 1 and {max}"))
+            ApiError::invalid(
+                "shardCount",
+                format!("shardCount must be between 1 and {max}"),
+            )
         })?),
         None => None,
     };

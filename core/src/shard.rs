@@ -65,7 +65,11 @@ impl ExecutionMode {
 
     /// The mode a request asks for: `mode` absent is `single`; `shardCount`
     /// is required for `sharded` (1 to `max`) and refused for the others.
-    pub fn parse(mode: Option<&str>, shard_count: Option<u64>, max: u32) -> Result<Self, ModeError> {
+    pub fn parse(
+        mode: Option<&str>,
+        shard_count: Option<u64>,
+        max: u32,
+    ) -> Result<Self, ModeError> {
         let err = |field, reason: String| ModeError { field, reason };
         let mode = match mode.unwrap_or("single") {
             "single" => ExecutionMode::Single,
@@ -181,11 +185,13 @@ pub fn aggregate(statuses: impl IntoIterator<Item = ExecStatus>) -> TriggerEnd {
 /// instead (a last shard that succeeded after another failed fails the job).
 pub fn job_move(planned: Option<JobTransition>, outcome: ExecStatus) -> Option<JobTransition> {
     match planned {
-        Some(JobTransition::Succeed | JobTransition::Fail) => Some(if outcome == ExecStatus::Succeeded {
-            JobTransition::Succeed
-        } else {
-            JobTransition::Fail
-        }),
+        Some(JobTransition::Succeed | JobTransition::Fail) => {
+            Some(if outcome == ExecStatus::Succeeded {
+                JobTransition::Succeed
+            } else {
+                JobTransition::Fail
+            })
+        }
         other => other,
     }
 }
@@ -349,9 +355,17 @@ mod tests {
     fn a_broadcast_without_workers_waits_as_one_execution() {
         let out = fan_out(vec![claim(ExecutionMode::Broadcast, 1)], |_| Vec::new());
         assert_eq!(out.len(), 1);
-        assert_eq!((out[0].shard, out[0].worker_id.as_deref()), (Shard::SINGLE, None));
-        let one = fan_out(vec![claim(ExecutionMode::Broadcast, 1)], |_| vec!["a".into()]);
-        assert_eq!((one[0].shard, one[0].worker_id.as_deref()), (Shard::SINGLE, Some("a")));
+        assert_eq!(
+            (out[0].shard, out[0].worker_id.as_deref()),
+            (Shard::SINGLE, None)
+        );
+        let one = fan_out(vec![claim(ExecutionMode::Broadcast, 1)], |_| {
+            vec!["a".into()]
+        });
+        assert_eq!(
+            (one[0].shard, one[0].worker_id.as_deref()),
+            (Shard::SINGLE, Some("a"))
+        );
     }
 
     #[test]
@@ -365,13 +379,19 @@ mod tests {
         );
         assert_eq!(p(Some("sharded"), None).unwrap_err().field, "shardCount");
         assert_eq!(p(Some("sharded"), Some(0)).unwrap_err().field, "shardCount");
-        assert_eq!(p(Some("sharded"), Some(17)).unwrap_err().field, "shardCount");
+        assert_eq!(
+            p(Some("sharded"), Some(17)).unwrap_err().field,
+            "shardCount"
+        );
         assert_eq!(
             p(Some("sharded"), Some(u64::MAX)).unwrap_err().field,
             "shardCount"
         );
         assert_eq!(p(Some("single"), Some(2)).unwrap_err().field, "shardCount");
-        assert_eq!(p(Some("broadcast"), Some(2)).unwrap_err().field, "shardCount");
+        assert_eq!(
+            p(Some("broadcast"), Some(2)).unwrap_err().field,
+            "shardCount"
+        );
         assert_eq!(p(Some("fanout"), None).unwrap_err().field, "executionMode");
     }
 

@@ -240,7 +240,11 @@ async fn the_context_tells_a_handler_its_shard() {
     let r = final_result(&seen, &third.execution_id).await;
     assert_eq!(r.output, Some(json!([3, 8])));
     let r = final_result(&seen, &single.execution_id).await;
-    assert_eq!(r.output, Some(json!([0, 1])), "a single job is shard 0 of 1");
+    assert_eq!(
+        r.output,
+        Some(json!([0, 1])),
+        "a single job is shard 0 of 1"
+    );
     stop.cancel();
     task.await.unwrap().unwrap();
 }

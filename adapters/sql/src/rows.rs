@@ -228,7 +228,10 @@ impl<'a> R<'a> {
 
     /// An execution's `shard_index` and `shard_count` columns.
     pub(crate) fn shard(&self) -> StoreResult<Shard> {
-        Ok(Shard::new(self.u32("shard_index")?, self.u32("shard_count")?))
+        Ok(Shard::new(
+            self.u32("shard_index")?,
+            self.u32("shard_count")?,
+        ))
     }
 
     /// The retry columns (`max_attempts`, `retry_backoff_ms`).

@@ -10,11 +10,13 @@ use store_support as support;
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
 use kairos_core::protocol::ResultKind::{Failed, Succeeded};
-use kairos_core::shard::{ExecutionMode, Shard, fan_out};
 use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION};
-use kairos_core::store::{CallbackStore, ControlOutcome, Dispatch, DispatchWork, JobStore, WorkerStore};
-use kairos_core::worker::WorkerState;
+use kairos_core::shard::{ExecutionMode, Shard, fan_out};
+use kairos_core::store::{
+    CallbackStore, ControlOutcome, Dispatch, DispatchWork, JobStore, WorkerStore,
+};
 use kairos_core::time::Millis;
+use kairos_core::worker::WorkerState;
 use kairos_store_sql::SqlStore;
 use support::{T0, create, executions, job_now, one_shot, result};
 
@@ -54,7 +56,11 @@ async fn claim_shards(store: &SqlStore, job: &Job, workers: &[&str]) -> Vec<Disp
 async fn callbacks(store: &SqlStore, job: &Job) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
     for e in executions(store, job).await {
-        for (c, _) in store.callbacks_for_execution(&job.tenant, &e.id).await.unwrap() {
+        for (c, _) in store
+            .callbacks_for_execution(&job.tenant, &e.id)
+            .await
+            .unwrap()
+        {
             out.push(serde_json::from_str(&c.payload).unwrap());
         }
     }
@@ -78,7 +84,11 @@ async fn a_sharded_trigger_makes_each_shard_once(store: SqlStore) {
     let mut indices: Vec<u32> = stored.iter().map(|e| e.shard.index).collect();
     indices.sort();
     assert_eq!(indices, [0, 1, 2, 3, 4]);
-    assert!(stored.iter().all(|e| e.shard.count == 5 && e.scheduled_at == T0));
+    assert!(
+        stored
+            .iter()
+            .all(|e| e.shard.count == 5 && e.scheduled_at == T0)
+    );
     let read = job_now(&store, &job).await;
     assert_eq!(read.execution_mode, ExecutionMode::Sharded { count: 5 });
 }
@@ -92,7 +102,11 @@ async fn a_broadcast_trigger_sends_a_shard_to_each_worker(store: SqlStore) {
         .collect();
     assert_eq!(
         placed,
-        [(0, 3, Some("w-a")), (1, 3, Some("w-b")), (2, 3, Some("w-c"))]
+        [
+            (0, 3, Some("w-a")),
+            (1, 3, Some("w-b")),
+            (2, 3, Some("w-c"))
+        ]
     );
     for e in executions(&store, &job).await {
         assert_eq!(e.status, ExecStatus::Dispatched, "claimed to its worker");
@@ -260,22 +274,39 @@ async fn a_manual_trigger_fans_out_too(store: SqlStore) {
         panic!("the trigger applies");
     };
     let execs = executions(&store, &sharded).await;
-    let mut shards: Vec<(u32, u32)> = execs.iter().map(|e| (e.shard.index, e.shard.count)).collect();
+    let mut shards: Vec<(u32, u32)> = execs
+        .iter()
+        .map(|e| (e.shard.index, e.shard.count))
+        .collect();
     shards.sort();
     assert_eq!(shards, [(0, 3), (1, 3), (2, 3)]);
-    assert!(execs.iter().all(|e| e.scheduled_at == T0 && e.status == ExecStatus::Pending));
+    assert!(
+        execs
+            .iter()
+            .all(|e| e.scheduled_at == T0 && e.status == ExecStatus::Pending)
+    );
 
     // A broadcast goes to the live workers serving the handler: a legacy
     // worker serves every handler; another handler's or a silent one's not.
     store
         .workers_record_heartbeats(
-            &[beat("bw1", Some(&["noop"])), beat("bw2", None), beat("bw3", Some(&["other"]))],
+            &[
+                beat("bw1", Some(&["noop"])),
+                beat("bw2", None),
+                beat("bw3", Some(&["other"])),
+            ],
             T0,
         )
         .await
         .unwrap();
     store
-        .workers_record_heartbeats(&[HeartbeatMsg { at: T0 - 60_000, ..beat("bw4", None) }], T0 - 60_000)
+        .workers_record_heartbeats(
+            &[HeartbeatMsg {
+                at: T0 - 60_000,
+                ..beat("bw4", None)
+            }],
+            T0 - 60_000,
+        )
         .await
         .unwrap();
     let mut new = one_shot("sh7", later);
@@ -286,7 +317,10 @@ async fn a_manual_trigger_fans_out_too(store: SqlStore) {
         .await
         .unwrap();
     let execs = executions(&store, &broadcast).await;
-    let mut shards: Vec<(u32, u32)> = execs.iter().map(|e| (e.shard.index, e.shard.count)).collect();
+    let mut shards: Vec<(u32, u32)> = execs
+        .iter()
+        .map(|e| (e.shard.index, e.shard.count))
+        .collect();
     shards.sort();
     assert_eq!(shards, [(0, 2), (1, 2)]);
 }

@@ -3,8 +3,8 @@
 //! OpenAPI document, and each execution's shard shown.
 
 use super::support::{App, one_shot};
-use kairos_core::tenant::DEFAULT_TENANT;
 use kairos_core::store::{Dispatch, JobStore};
+use kairos_core::tenant::DEFAULT_TENANT;
 use kairos_core::time::now_ms;
 use serde_json::{Value, json};
 
@@ -23,12 +23,30 @@ pub async fn execution_modes_are_validated_shown_and_documented(app: App) {
         (json!({"executionMode": "fanout"}), "executionMode"),
         (json!({"executionMode": 3}), "executionMode"),
         (json!({"executionMode": "sharded"}), "shardCount"),
-        (json!({"executionMode": "sharded", "shardCount": 0}), "shardCount"),
-        (json!({"executionMode": "sharded", "shardCount": -1}), "shardCount"),
-        (json!({"executionMode": "sharded", "shardCount": 1025}), "shardCount"),
-        (json!({"executionMode": "sharded", "shardCount": "8"}), "shardCount"),
-        (json!({"executionMode": "sharded", "shardCount": 2.5}), "shardCount"),
-        (json!({"executionMode": "broadcast", "shardCount": 2}), "shardCount"),
+        (
+            json!({"executionMode": "sharded", "shardCount": 0}),
+            "shardCount",
+        ),
+        (
+            json!({"executionMode": "sharded", "shardCount": -1}),
+            "shardCount",
+        ),
+        (
+            json!({"executionMode": "sharded", "shardCount": 1025}),
+            "shardCount",
+        ),
+        (
+            json!({"executionMode": "sharded", "shardCount": "8"}),
+            "shardCount",
+        ),
+        (
+            json!({"executionMode": "sharded", "shardCount": 2.5}),
+            "shardCount",
+        ),
+        (
+            json!({"executionMode": "broadcast", "shardCount": 2}),
+            "shardCount",
+        ),
         (json!({"shardCount": 2}), "shardCount"),
     ];
     for (extra, field) in refused {
@@ -44,7 +62,10 @@ pub async fn execution_modes_are_validated_shown_and_documented(app: App) {
 
     let single = app.create(&one_shot("single")).await;
     let shown = app.get(&format!("/openapi/jobs/{single}")).await.ok(200);
-    assert_eq!((&shown["executionMode"], &shown["shardCount"]), (&json!("single"), &Value::Null));
+    assert_eq!(
+        (&shown["executionMode"], &shown["shardCount"]),
+        (&json!("single"), &Value::Null)
+    );
     let broadcast = app
         .create(&with(json!({"executionMode": "broadcast"})))
         .await;
@@ -55,7 +76,10 @@ pub async fn execution_modes_are_validated_shown_and_documented(app: App) {
         .create(&with(json!({"executionMode": "sharded", "shardCount": 4})))
         .await;
     let shown = app.get(&format!("/openapi/jobs/{sharded}")).await.ok(200);
-    assert_eq!((&shown["executionMode"], &shown["shardCount"]), (&json!("sharded"), &json!(4)));
+    assert_eq!(
+        (&shown["executionMode"], &shown["shardCount"]),
+        (&json!("sharded"), &json!(4))
+    );
 
     // Its trigger claimed as the dispatcher does: four executions, each
     // showing its shard.
@@ -66,10 +90,16 @@ pub async fn execution_modes_are_validated_shown_and_documented(app: App) {
         .unwrap()
         .unwrap();
     let now = now_ms().max(job.next_trigger_at.unwrap());
-    let claims = kairos_core::shard::fan_out(kairos_core::trigger::claims_for([job], now), |_| {
-        Vec::new()
-    });
-    assert_eq!(app.store.triggers_claim(1, &claims, now).await.unwrap().len(), 4);
+    let claims =
+        kairos_core::shard::fan_out(kairos_core::trigger::claims_for([job], now), |_| Vec::new());
+    assert_eq!(
+        app.store
+            .triggers_claim(1, &claims, now)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
     let page = app
         .get(&format!("/openapi/jobs/{sharded}/executions"))
         .await
@@ -78,7 +108,12 @@ pub async fn execution_modes_are_validated_shown_and_documented(app: App) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["shardIndex"].as_u64().unwrap(), e["shardCount"].as_u64().unwrap()))
+        .map(|e| {
+            (
+                e["shardIndex"].as_u64().unwrap(),
+                e["shardCount"].as_u64().unwrap(),
+            )
+        })
         .collect();
     shards.sort();
     assert_eq!(shards, [(0, 4), (1, 4), (2, 4), (3, 4)]);
@@ -89,9 +124,15 @@ pub async fn execution_modes_are_validated_shown_and_documented(app: App) {
     assert_eq!(mode["enum"], json!(["single", "broadcast", "sharded"]));
     assert!(schemas["CreateJobRequest"]["properties"]["shardCount"].is_object());
     for field in ["executionMode", "shardCount"] {
-        assert!(schemas["JobView"]["properties"][field].is_object(), "{field}");
+        assert!(
+            schemas["JobView"]["properties"][field].is_object(),
+            "{field}"
+        );
     }
     for field in ["shardIndex", "shardCount"] {
-        assert!(schemas["ExecutionView"]["properties"][field].is_object(), "{field}");
+        assert!(
+            schemas["ExecutionView"]["properties"][field].is_object(),
+            "{field}"
+        );
     }
 }

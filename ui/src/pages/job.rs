@@ -11,11 +11,11 @@ use crate::view::{self, Nav};
 use axum::extract::{Path, Query, State};
 use axum::http::Method;
 use axum::response::{IntoResponse, Redirect, Response};
-use kairos_core::shard::ExecutionMode;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::execution::Execution;
 use kairos_core::job::{Job, JobTransition};
 use kairos_core::schedule::{Rule, Schedule};
+use kairos_core::shard::ExecutionMode;
 use maud::{Markup, html};
 use serde::Deserialize;
 

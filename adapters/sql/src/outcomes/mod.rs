@@ -18,12 +18,12 @@ use crate::inserts::{self, EventRow};
 use crate::rows::{self, EXEC_COLS, R};
 use crate::sql::{Sql, fetch_chunked, from_u64};
 use job_state::{JobState, continuation, count_live};
-use shards::{Ended, Triggers};
 use kairos_core::callback::Callback;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::outcome::{self, Continuation, ExecSnapshot, Origin, Plan, Verdict};
 use kairos_core::store::{Applied, StoreResult};
 use kairos_core::time::Millis;
+use shards::{Ended, Triggers};
 use std::collections::{HashMap, HashSet};
 use write_back::{TouchedExecutions, TouchedJobs, write_executions, write_jobs};
 

@@ -88,7 +88,10 @@ impl Triggers {
         if !exec.shard.is_fanned_out() {
             return Ended::Single;
         }
-        let Some(shards) = self.shards.get_mut(&(exec.job_id.clone(), exec.scheduled_at)) else {
+        let Some(shards) = self
+            .shards
+            .get_mut(&(exec.job_id.clone(), exec.scheduled_at))
+        else {
             // Not read (cannot happen: every ending execution's trigger
             // is): treat it as a trigger of its own rather than stall.
             return Ended::Single;
