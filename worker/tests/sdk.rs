@@ -228,6 +228,11 @@ async fn the_context_tells_a_handler_its_shard() {
         .unwrap();
     let stop = CancellationToken::new();
     let task = tokio::spawn(worker.run(stop.clone()));
+    // Its queue exists once it beats.
+    wait_for("a heartbeat", DEADLINE, || async {
+        (!seen.beats.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
     let single = dispatch("shard", json!({}), None);
     let third = DispatchMsg {
         execution_id: unique("e"),
