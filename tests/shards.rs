@@ -1,11 +1,17 @@
 //! Broadcast and sharded jobs on the services stack (MySQL, Redis,
 //! RabbitMQ, one process per role): a sharded job with `shardCount: 8` runs
 //! 8 executions across 2 workers, shard indices 0–7 once each; a broadcast
-//! job runs once on each of 3 workers. The workers are Rust services
+//! job runs once on each of 3 workers, and the sharded trigger's one
+//! callback carries every shard's result. The workers are Rust services
 //! embedding the worker library, whose handler answers with what
-//! `ctx.shard()` told it.
+//! `ctx.shard()` told it. Then the same fan-out under `kairos dev` (SQLite,
+//! in-process broker, its one worker).
 
 use kairos_testkit::cluster as support;
+
+use axum::Json;
+use axum::extract::State;
+use std::sync::Mutex;
 
 use kairos_client::{Client, Execution, NewJob, PageRequest};
 use kairos_core::protocol::Names;
@@ -67,6 +73,22 @@ async fn wait_dispatcher_sees(cluster: &Cluster, n: usize) {
     .await;
 }
 
+/// Callback bodies received, in order.
+type Received = Arc<Mutex<Vec<serde_json::Value>>>;
+
+async fn receive(State(rx): State<Received>, Json(body): Json<serde_json::Value>) {
+    rx.lock().unwrap().push(body);
+}
+
+/// A callback receiver; its URL and what it got.
+async fn start_receiver() -> (String, Received) {
+    let rx = Received::default();
+    let app = axum::Router::new()
+        .route("/hook", axum::routing::post(receive))
+        .with_state(rx.clone());
+    (support::receiver::serve(app, "/hook").await, rx)
+}
+
 /// Runs `job` to its end; its status and its executions by shard index.
 async fn run(client: &Client, job: NewJob) -> (String, BTreeMap<u32, Execution>) {
     let id = client.create_job(&job).await.expect("create").job_id;
@@ -108,7 +130,10 @@ async fn sharded_and_broadcast_jobs_fan_out_across_workers() {
     cluster.wait_workers(2).await;
     wait_dispatcher_sees(&cluster, 2).await;
 
-    let (status, shards) = run(&client, NewJob::one_shot("sharded", "shard").sharded(8)).await;
+    let (url, received) = start_receiver().await;
+    let mut job = NewJob::one_shot("sharded", "shard").sharded(8);
+    job.callback_url = Some(url);
+    let (status, shards) = run(&client, job).await;
     assert_eq!(status, "succeeded");
     assert_eq!(
         shards.keys().copied().collect::<Vec<_>>(),
@@ -124,6 +149,40 @@ async fn sharded_and_broadcast_jobs_fan_out_across_workers() {
         used.insert(out["worker"].as_str().unwrap().to_string());
     }
     assert_eq!(used.len(), 2, "spread across both workers: {used:?}");
+    // One callback for the trigger, written with the job's end: no
+    // execution of it has another.
+    let mut queued = 0;
+    for e in shards.values() {
+        let cbs = cluster
+            .get(&format!("/openapi/executions/{}/callbacks", e.execution_id))
+            .await;
+        queued += cbs["items"].as_array().map_or(0, Vec::len);
+    }
+    assert_eq!(queued, 1, "one callback per trigger");
+    let body = testkit::wait_for("the trigger's callback", LONG, || async {
+        received.lock().unwrap().first().cloned()
+    })
+    .await;
+    assert_eq!(
+        (body["status"].as_str(), body["shardCount"].as_u64()),
+        (Some("succeeded"), Some(8))
+    );
+    let reported: Vec<(u64, String)> = body["shards"]
+        .as_array()
+        .expect("shards")
+        .iter()
+        .map(|s| {
+            (
+                s["shardIndex"].as_u64().unwrap(),
+                s["executionId"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected: Vec<(u64, String)> = shards
+        .iter()
+        .map(|(i, e)| (u64::from(*i), e.execution_id.clone()))
+        .collect();
+    assert_eq!(reported, expected, "every shard's result, by index");
 
     workers.push(start_worker(&cluster, "shard-c", &stop).await);
     cluster.wait_workers(3).await;
@@ -157,5 +216,28 @@ async fn sharded_and_broadcast_jobs_fan_out_across_workers() {
     for w in workers {
         w.await.unwrap().unwrap();
     }
+    cluster.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kairos_dev_runs_a_sharded_job() {
+    let Some(mut cluster) = Cluster::start(Stack::Embedded, 0, 0).await else {
+        return;
+    };
+    let client = Client::with_key(cluster.base.clone(), &cluster.key).unwrap();
+    let job = NewJob::one_shot("sharded-dev", "noop")
+        .params(json!({"part": "of eight"}))
+        .sharded(8);
+    let (status, shards) = run(&client, job).await;
+    assert_eq!(status, "succeeded");
+    assert_eq!(
+        shards.keys().copied().collect::<Vec<_>>(),
+        (0..8).collect::<Vec<_>>()
+    );
+    assert!(
+        shards
+            .values()
+            .all(|e| e.status == "succeeded" && e.shard_count == 8)
+    );
     cluster.stop_all();
 }
