@@ -12,8 +12,13 @@ use crate::store::Claim;
 use crate::time::{Millis, to_rfc3339};
 use serde::{Deserialize, Serialize};
 
-/// Default upper bound of `shardCount` (`KAIROS_MAX_SHARD_COUNT`).
+/// Default upper bound of `shardCount` (`KAIROS_API_MAX_SHARD_COUNT`).
 pub const DEFAULT_MAX_SHARD_COUNT: u32 = 1024;
+
+/// Most executions one claim round creates once triggers are fanned out
+/// (see [`within_budget`]): a batch of due sharded jobs could otherwise
+/// make one claim transaction insert batch × `shardCount` rows.
+pub const FAN_OUT_PER_ROUND: usize = 10_000;
 
 /// How many executions one trigger of a job makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -269,6 +274,31 @@ pub fn fan_out(claims: Vec<Claim>, mut eligible: impl FnMut(&Job) -> Vec<String>
     out
 }
 
+/// Splits fanned-out claims into those of the first jobs whose executions
+/// fit in `budget` — whole jobs only (a job's claims win or lose together),
+/// and always the first job's — and the rest. The jobs left out are still
+/// due, and a later round claims them.
+pub fn within_budget(claims: Vec<Claim>, budget: usize) -> (Vec<Claim>, Vec<Claim>) {
+    if claims.len() <= budget {
+        return (claims, Vec::new());
+    }
+    let mut kept: Vec<Claim> = Vec::with_capacity(budget);
+    let mut rest = claims.into_iter().peekable();
+    while let Some(c) = rest.next() {
+        let job = c.job.clone();
+        let mut group = vec![c];
+        while let Some(next) = rest.next_if(|n| std::sync::Arc::ptr_eq(&n.job, &job)) {
+            group.push(next);
+        }
+        if !kept.is_empty() && kept.len() + group.len() > budget {
+            group.extend(rest);
+            return (kept, group);
+        }
+        kept.extend(group);
+    }
+    (kept, Vec::new())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,6 +379,26 @@ mod tests {
         let ids: std::collections::HashSet<&str> =
             out.iter().map(|c| c.execution_id.as_str()).collect();
         assert_eq!(ids.len(), out.len(), "one execution id per shard");
+    }
+
+    #[test]
+    fn a_round_fans_out_whole_jobs_within_its_budget() {
+        let out = fan_out(
+            vec![
+                claim(ExecutionMode::Sharded { count: 4 }, 1),
+                claim(ExecutionMode::Single, 2),
+                claim(ExecutionMode::Sharded { count: 3 }, 3),
+            ],
+            |_| Vec::new(),
+        );
+        let due = |cs: &[Claim]| cs.iter().map(|c| c.scheduled_at).collect::<Vec<_>>();
+        let (kept, left) = within_budget(out.clone(), 6);
+        assert_eq!(due(&kept), [1, 1, 1, 1, 2]);
+        assert_eq!(due(&left), [3, 3, 3], "the last job waits");
+        let (kept, left) = within_budget(out.clone(), 8);
+        assert_eq!((kept.len(), left.len()), (8, 0));
+        let (kept, left) = within_budget(out, 2);
+        assert_eq!((kept.len(), left.len()), (4, 4), "the first job goes whole");
     }
 
     #[test]

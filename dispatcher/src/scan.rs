@@ -305,9 +305,15 @@ impl DispatchLoop {
                 crowded,
             });
         }
-        let mut claims = self
+        let fanned = self
             .publisher
             .fan_out(kairos_core::trigger::claims_for(due, now), now);
+        // A batch of sharded jobs is claimed over several rounds rather
+        // than in one huge transaction.
+        let (mut claims, later) =
+            kairos_core::shard::within_budget(fanned, kairos_core::shard::FAN_OUT_PER_ROUND);
+        self.publisher.unassign_unclaimed(&later, &[]);
+        let more_due = more_due || !later.is_empty();
         self.publisher.assign(&mut claims, now);
         let work = match self.store.triggers_claim(term.fence, &claims, now).await {
             Ok(work) => work,
