@@ -31,6 +31,9 @@ pub const DEFAULT_API_KEY_NEGATIVE_TTL_MS: u64 = 60_000;
 /// Default of [`ApiConfig::api_key_cache_size`].
 pub const DEFAULT_API_KEY_CACHE_SIZE: usize = 10_000;
 
+/// Default of [`ApiConfig::api_max_shard_count`].
+pub const DEFAULT_MAX_SHARD_COUNT: u32 = kairos_core::shard::DEFAULT_MAX_SHARD_COUNT;
+
 /// Default of [`ApiConfig::api_sensitive_params`].
 pub fn default_sensitive_params() -> Vec<String> {
     kairos_core::sensitive::DEFAULT_SENSITIVE_KEYS
@@ -105,6 +108,10 @@ pub struct ApiConfig {
     /// (a proxy's `X-Forwarded-Proto: https`), `true` always, `false` never.
     #[arg(long, env = "KAIROS_UI_COOKIE_SECURE", value_name = "WHEN")]
     pub ui_cookie_secure: CookieSecure,
+    /// `KAIROS_API_MAX_SHARD_COUNT`: the largest `shardCount` a sharded job
+    /// may ask for (executions per trigger).
+    #[arg(long, env = "KAIROS_API_MAX_SHARD_COUNT", value_name = "N")]
+    pub api_max_shard_count: u32,
     /// How long a looked-up key is trusted before it is read again: the
     /// longest a revoked key keeps working on this instance.
     #[serde(skip)]
@@ -134,6 +141,7 @@ impl Default for ApiConfig {
             api_key_cache_size: DEFAULT_API_KEY_CACHE_SIZE,
             api_sensitive_params: default_sensitive_params(),
             ui_cookie_secure: DEFAULT_UI_COOKIE_SECURE,
+            api_max_shard_count: DEFAULT_MAX_SHARD_COUNT,
             key_cache_ttl: Duration::from_millis(500),
             max_params_bytes: 64 * 1024,
             max_body_bytes: 1024 * 1024,

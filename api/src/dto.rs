@@ -78,6 +78,15 @@ pub(crate) fn misfire_schema() -> Object {
     )
 }
 
+pub(crate) fn execution_mode_schema() -> Object {
+    string_enum(
+        "Executions per trigger: `single` (default: one), `broadcast` (one per \
+         live worker serving the handler in the job's group), `sharded` \
+         (`shardCount` of them, each with its shard index).",
+        kairos_core::shard::ExecutionMode::NAMES.iter().copied(),
+    )
+}
+
 pub(crate) fn overlap_schema() -> Object {
     string_enum(
         "Overlap policy of a recurring job: `allow` (default: run beside the \

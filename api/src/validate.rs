@@ -21,6 +21,7 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobHealth, JobStatus, NewJob, RetryPolicy};
 use kairos_core::priority::Priority;
 use kairos_core::schedule::{MisfirePolicy, OverlapPolicy};
+use kairos_core::shard::ExecutionMode;
 use kairos_core::time::Millis;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -85,6 +86,11 @@ pub fn new_job(
     let timeout_ms = req.timeout_ms.map(timeout).transpose()?;
     let worker_group = req.worker_group.as_deref().map(group).transpose()?;
     let priority = req.priority.map(priority).transpose()?.unwrap_or_default();
+    let execution_mode = execution_mode(
+        req.execution_mode.as_deref(),
+        req.shard_count,
+        cfg.api_max_shard_count,
+    )?;
 
     // The fingerprint covers the request with defaults applied and times
     // normalised, so equivalent spellings of one request replay each other.
@@ -132,8 +138,13 @@ pub fn new_job(
     if priority != Priority::DEFAULT {
         fingerprint["priority"] = json!(priority.get());
     }
+    if execution_mode != ExecutionMode::Single {
+        fingerprint["executionMode"] = json!(execution_mode.as_str());
+        fingerprint["shardCount"] = json!(execution_mode.shard_count());
+    }
 
     Ok(NewJob {
+        execution_mode,
         id,
         tenant: tenant.to_string(),
         name: name.to_string(),
@@ -162,6 +173,25 @@ pub(crate) fn sensitive_paths(paths: Option<&[String]>) -> Result<Vec<String>, A
     kairos_core::sensitive::check_paths(&paths)
         .map_err(|e| ApiError::invalid("sensitiveParams", format!("sensitiveParams: {e}")))?;
     Ok(paths)
+}
+
+/// A job's `executionMode` and `shardCount` (see
+/// [`kairos_core::shard::ExecutionMode::parse`]); the refusal names the field.
+pub(crate) fn execution_mode(
+    mode: Option<&str>,
+    shard_count: Option<i64>,
+    max: u32,
+) -> Result<ExecutionMode, ApiError> {
+    let count = match shard_count {
+        Some(n) => Some(u64::try_from(n).map_err(|_| {
+            ApiError::invalid(
+                "shardCount",
+                format!("shardCount must be between 1 and {max}"),
+            )
+        })?),
+        None => None,
+    };
+    ExecutionMode::parse(mode, count, max).map_err(|e| ApiError::invalid(e.field, e.to_string()))
 }
 
 /// A worker group name: 1–255 characters.

@@ -66,9 +66,43 @@ pub struct NewJob {
     /// 0 (lowest) to 9 (highest); absent: 5.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<u8>,
+    /// `single` (absent), `broadcast` or `sharded`: see
+    /// [`NewJob::broadcast`] and [`NewJob::sharded`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_mode: Option<String>,
+    /// Executions per trigger of a sharded job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_count: Option<u32>,
 }
 
 impl NewJob {
+    /// Each trigger runs once on every live worker serving the handler (in
+    /// the job's worker group); a handler reads its part with
+    /// `ctx.shard()`.
+    ///
+    /// ```
+    /// let j = kairos_client::NewJob::one_shot("n", "noop").broadcast();
+    /// assert_eq!(serde_json::to_value(&j).unwrap()["executionMode"], "broadcast");
+    /// ```
+    pub fn broadcast(mut self) -> Self {
+        self.execution_mode = Some("broadcast".into());
+        self.shard_count = None;
+        self
+    }
+
+    /// Each trigger runs `count` executions, shard indices `0..count`, each
+    /// placed on the least-loaded worker and retried on its own.
+    ///
+    /// ```
+    /// let j = kairos_client::NewJob::one_shot("n", "noop").sharded(8);
+    /// assert_eq!(serde_json::to_value(&j).unwrap()["shardCount"], 8);
+    /// ```
+    pub fn sharded(mut self, count: u32) -> Self {
+        self.execution_mode = Some("sharded".into());
+        self.shard_count = Some(count);
+        self
+    }
+
     /// A one-shot job due now.
     ///
     /// ```
@@ -372,9 +406,16 @@ pub struct Job {
     #[serde(default)]
     pub pause_reason: Option<String>,
     /// Outcome of the latest finished execution (`succeeded`, `failed`,
-    /// `timed_out`, `lost`, `cancelled`), before the first none.
+    /// `timed_out`, `lost`, `cancelled`), before the first none; of the
+    /// latest finished trigger for a broadcast or sharded job.
     #[serde(default)]
     pub last_result: Option<String>,
+    /// `single`, `broadcast` or `sharded` (absent from older servers: single).
+    #[serde(default)]
+    pub execution_mode: Option<String>,
+    /// Executions per trigger of a sharded job.
+    #[serde(default)]
+    pub shard_count: Option<u32>,
     /// `failing` for a recurring job whose last 3 finished runs failed,
     /// else `ok`.
     #[serde(default)]
@@ -436,6 +477,12 @@ pub struct Execution {
     /// Set while it waits for a worker serving its handler.
     #[serde(default)]
     pub waiting_for: Option<WaitingFor>,
+    /// Its part of a broadcast or sharded trigger (0 for a single job).
+    #[serde(default)]
+    pub shard_index: u32,
+    /// Executions of its trigger (1 for a single job; 0 from older servers).
+    #[serde(default)]
+    pub shard_count: u32,
 }
 
 /// One transition of an execution.

@@ -178,7 +178,7 @@ pub struct Execution {
     pub job_id: String,
     /// Owner (copied from the job so tenant filters need no join).
     pub tenant: String,
-    /// Due time of the trigger; unique per job.
+    /// Due time of the trigger; unique per job and shard index.
     pub scheduled_at: Millis,
     /// Attempt number, from 1.
     pub attempt: u32,
@@ -204,6 +204,8 @@ pub struct Execution {
     pub stop_requested_at: Option<Millis>,
     /// Latest progress (0–100) the handler reported, if any.
     pub progress: Option<f64>,
+    /// Its part of the trigger (`(0, 1)` unless the job is broadcast or sharded).
+    pub shard: crate::shard::Shard,
     /// Creation time.
     pub created_at: Millis,
 }

@@ -196,6 +196,8 @@ pub struct NewJob {
     pub priority: crate::priority::Priority,
     /// The trace its creator sent (`traceparent`), joined by its executions.
     pub trace: Option<crate::trace::CallerTrace>,
+    /// How many executions each trigger makes (see [`crate::shard`]).
+    pub execution_mode: crate::shard::ExecutionMode,
     /// Creation time (ms UTC).
     pub created_at: Millis,
     /// Prefix of the API key that asked for it. When set, the store records
@@ -257,6 +259,8 @@ pub struct Job {
     pub lane: crate::priority::Lane,
     /// The trace its creator sent, joined by its executions.
     pub trace: Option<crate::trace::CallerTrace>,
+    /// How many executions each trigger makes (see [`crate::shard`]).
+    pub execution_mode: crate::shard::ExecutionMode,
     /// Why the caller paused it, if they said (kept until it is resumed).
     pub pause_reason: Option<String>,
     /// The outcome of its latest finished execution (in the order results

@@ -24,6 +24,7 @@
 //! - [`redact`]: the one way to print a connection URL without its secret.
 //! - [`sensitive`]: which params values are masked for people who only
 //!   look, and their redaction from outputs and logs.
+//! - [`shard`]: broadcast and sharded jobs: a trigger's shards and their aggregate.
 //! - [`supervise`]: long-lived consumer loops that reopen with backoff, and
 //!   tasks whose panic stops the process.
 #![warn(missing_docs, unreachable_pub)]
@@ -42,6 +43,7 @@ pub mod reconcile;
 pub mod redact;
 pub mod schedule;
 pub mod sensitive;
+pub mod shard;
 pub mod store;
 pub mod supervise;
 pub mod tenant;

@@ -65,6 +65,11 @@ pub struct DispatchMsg {
     /// queue; workers may ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<crate::priority::Priority>,
+    /// Which part of a broadcast or sharded trigger this execution runs
+    /// (`{"index": i, "count": n}`); absent for a single job, which is
+    /// shard 0 of 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::Shard>,
 }
 
 impl DispatchMsg {
@@ -496,6 +501,7 @@ mod tests {
             group: None,
             trace: None,
             priority: None,
+            shard: None,
         };
         let one = encode_dispatches(&[d(1)]).unwrap();
         assert_eq!(

@@ -198,6 +198,10 @@ pub struct Claim {
     /// nothing left to record. `None`: it is created `pending`, and whoever
     /// publishes it picks a worker and records the confirm.
     pub worker_id: Option<String>,
+    /// The trigger's shard this claim runs ([`crate::shard::Shard::SINGLE`]
+    /// for a single job). Claims of one trigger share its due time and
+    /// win or lose together; each is one execution.
+    pub shard: crate::shard::Shard,
 }
 
 /// An execution ready to publish: everything the dispatch message needs.
@@ -230,6 +234,8 @@ pub struct DispatchWork {
     /// be published, hand it back (`executions_requeue_unstarted`). `None`:
     /// still `pending`, to be routed and recorded by its publisher.
     pub worker_id: Option<String>,
+    /// Its part of the trigger.
+    pub shard: crate::shard::Shard,
 }
 
 impl DispatchWork {
@@ -247,6 +253,7 @@ impl DispatchWork {
             group: self.worker_group.clone(),
             trace: self.trace.clone(),
             priority: Some(self.priority),
+            shard: self.shard.for_message(),
         }
     }
 }

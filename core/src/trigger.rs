@@ -61,6 +61,7 @@ pub fn claims_for(due: impl IntoIterator<Item = Job>, now: Millis) -> Vec<Claim>
             next_trigger_at: next,
             execution_id: uuid::Uuid::now_v7().to_string(),
             worker_id: None,
+            shard: crate::shard::Shard::SINGLE,
         };
         let Some(rec) = job.schedule.recurrence() else {
             out.push(claim(at, None));

@@ -203,6 +203,27 @@ impl Balancer {
         Some(slot.info.id.clone())
     }
 
+    /// Every live worker serving `want`, in id order, for a broadcast
+    /// trigger: one dispatch each, counted against each. A full worker is
+    /// not left out: a broadcast runs on every eligible worker, and one
+    /// that is really full refuses its dispatch, which is then rerouted.
+    pub fn broadcast(&mut self, now: Millis, want: Want<'_>) -> Vec<String> {
+        let chosen: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| {
+                let s = &self.slots[i];
+                self.live(s, now, None) && s.info.serves.accepts(want.handler, want.group)
+            })
+            .collect();
+        chosen
+            .into_iter()
+            .map(|i| {
+                let slot = &mut self.slots[i];
+                slot.sent_since_beat = slot.sent_since_beat.saturating_add(1);
+                slot.info.id.clone()
+            })
+            .collect()
+    }
+
     /// Most dispatches `worker` takes in one message (1 if unknown).
     pub fn dispatch_batch(&self, worker: &str) -> u32 {
         self.slots
@@ -438,6 +459,33 @@ mod tests {
             }])
         );
         assert!(r.accepts("noop", None) && !r.accepts("http", None));
+    }
+
+    #[test]
+    fn a_broadcast_goes_to_every_live_worker_serving_the_job() {
+        let mut b = Balancer::new(Strategy::EqualCost, 15_000);
+        let mut gone = serving("gone", &["http"], None);
+        gone.state = WorkerState::Offline;
+        let mut full = serving("full", &["http"], None);
+        full.active = 16;
+        b.refresh(vec![
+            serving("c", &["http"], None),
+            serving("a", &["http"], None),
+            serving("noop-only", &["noop"], None),
+            gone,
+            full,
+        ]);
+        assert_eq!(
+            b.broadcast(1_000, Want::handler("http")),
+            ["a", "c", "full"],
+            "in id order, full or not"
+        );
+        assert_eq!(
+            b.pick(1_000, Want::handler("http"), None).as_deref(),
+            Some("a"),
+            "the broadcast counts against each worker"
+        );
+        assert!(b.broadcast(1_000, Want::handler("sleep")).is_empty());
     }
 
     #[test]

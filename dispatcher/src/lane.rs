@@ -112,8 +112,16 @@ impl ImmediateLane {
         if due.is_empty() {
             return Ok(false);
         }
-        let full = due.len() as u32 >= self.batch;
-        let mut claims = kairos_core::trigger::claims_for(due, now);
+        let jobs = due.len();
+        let fanned = self
+            .publisher
+            .fan_out(kairos_core::trigger::claims_for(due, now), now);
+        // Broadcast and sharded jobs fan out; a huge fan-out is claimed over
+        // several rounds, as in the main loop.
+        let (mut claims, later) =
+            kairos_core::shard::within_budget(fanned, kairos_core::shard::FAN_OUT_PER_ROUND);
+        self.publisher.unassign_unclaimed(&later, &[]);
+        let full = jobs as u32 >= self.batch || !later.is_empty();
         self.publisher.assign(&mut claims, now);
         let work = match self.store.triggers_claim(term.fence, &claims, now).await {
             Ok(work) => work,

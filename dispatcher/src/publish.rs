@@ -90,9 +90,18 @@ impl Publisher {
     /// created `pending` and routed when it is published.
     pub fn assign(&self, claims: &mut [Claim], now: Millis) {
         let mut balancer = self.balancer();
-        for c in claims.iter_mut() {
+        for c in claims.iter_mut().filter(|c| c.worker_id.is_none()) {
             c.worker_id = balancer.pick(now, job_want(&c.job), None);
         }
+    }
+
+    /// One claim per shard of each broadcast or sharded trigger (see
+    /// [`kairos_core::shard::fan_out`]): a broadcast goes to every live
+    /// worker serving its job now, each shard of a sharded trigger is
+    /// placed by [`Publisher::assign`] like a single trigger.
+    pub fn fan_out(&self, claims: Vec<Claim>, now: Millis) -> Vec<Claim> {
+        let mut balancer = self.balancer();
+        kairos_core::shard::fan_out(claims, |job| balancer.broadcast(now, job_want(job)))
     }
 
     /// Gives back the choices of the claims that produced no work (their

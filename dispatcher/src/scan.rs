@@ -1,9 +1,10 @@
 //! The leader's dispatch loop: find due triggers, claim them, publish them.
 //!
 //! Each round reads due jobs through the `(status, next_trigger_at)` index,
-//! computes each job's following trigger, claims the batch in one transaction
-//! (version check per job, fencing token, unique `(job_id, scheduled_at)`), and
-//! hands the claimed work to publishing tasks.
+//! computes each job's following trigger, fans broadcast and sharded triggers
+//! out into one claim per shard, claims the batch in one transaction
+//! (version check per job, fencing token, unique `(job_id, scheduled_at,
+//! shard_index)`), and hands the claimed work to publishing tasks.
 //!
 //! Timing: a trigger is claimed a little *before* it is due (`claim_ahead`),
 //! so the claim transaction is paid while waiting, and its publishing task
@@ -325,7 +326,15 @@ impl DispatchLoop {
                 crowded,
             });
         }
-        let mut claims = kairos_core::trigger::claims_for(due, now);
+        let fanned = self
+            .publisher
+            .fan_out(kairos_core::trigger::claims_for(due, now), now);
+        // A batch of sharded jobs is claimed over several rounds rather
+        // than in one huge transaction.
+        let (mut claims, later) =
+            kairos_core::shard::within_budget(fanned, kairos_core::shard::FAN_OUT_PER_ROUND);
+        self.publisher.unassign_unclaimed(&later, &[]);
+        let more_due = more_due || !later.is_empty();
         self.publisher.assign(&mut claims, now);
         let work = match self.store.triggers_claim(term.fence, &claims, now).await {
             Ok(work) => work,

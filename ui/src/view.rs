@@ -222,6 +222,18 @@ pub(crate) fn exec_badge(s: ExecStatus) -> Markup {
     badge(s.as_str())
 }
 
+/// ` shard i/n` after a broadcast or sharded trigger's execution (the index
+/// from 0, as `ctx.shard()` gives it to the handler); nothing for a single one.
+pub(crate) fn shard(s: kairos_core::shard::Shard) -> Markup {
+    html! {
+        @if s.is_fanned_out() {
+            " " span.muted.shard title="shard index (from 0) / executions of the trigger" {
+                "shard " (s.index) "/" (s.count)
+            }
+        }
+    }
+}
+
 /// A time in UTC, to the second, machine-readable in `datetime`.
 pub(crate) fn time(ms: Option<Millis>) -> Markup {
     match ms.and_then(|ms| chrono::Utc.timestamp_millis_opt(ms).single()) {
@@ -307,4 +319,17 @@ pub(crate) fn csrf(ctx: &Ctx) -> Markup {
 /// Empty markup, for optional parts.
 pub(crate) fn nothing() -> Markup {
     PreEscaped(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kairos_core::shard::Shard;
+
+    #[test]
+    fn only_a_fanned_out_execution_shows_its_shard() {
+        assert_eq!(shard(Shard::SINGLE).into_string(), "");
+        let shown = shard(Shard::new(3, 8)).into_string();
+        assert!(shown.contains("shard 3/8"), "{shown}");
+    }
 }

@@ -442,6 +442,7 @@ async fn run(store: &SqlStore, job_id: &str, exec: &str, report: Report) -> Disp
     let job = store.job_get("default", job_id).await.unwrap().unwrap();
     let due = job.next_trigger_at.unwrap();
     let claim = Claim {
+        shard: Default::default(),
         job: Arc::new(job),
         scheduled_at: due,
         next_trigger_at: None,

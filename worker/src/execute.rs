@@ -88,6 +88,7 @@ impl Executor {
             params: msg.params,
             cancel: cancel.clone(),
             logs: self.logs.clone(),
+            shard: msg.shard.unwrap_or_default(),
         };
         let started = Instant::now();
         self.pool.report();

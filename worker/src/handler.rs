@@ -47,6 +47,8 @@ pub struct JobContext {
     pub cancel: CancellationToken,
     /// Where log lines and progress go; silent when the context was made by hand.
     pub(crate) logs: LogSink,
+    /// This execution's part of a broadcast or sharded trigger.
+    pub(crate) shard: kairos_core::shard::Shard,
 }
 
 impl JobContext {
@@ -68,7 +70,32 @@ impl JobContext {
             params,
             cancel: CancellationToken::new(),
             logs: LogSink::silent(),
+            shard: kairos_core::shard::Shard::SINGLE,
         }
+    }
+
+    /// Which part of its trigger this execution runs: `(index, count)`,
+    /// index from 0. A sharded job's trigger runs `shardCount` executions,
+    /// a broadcast job's one per eligible worker; a single job's is `(0, 1)`.
+    /// Split the work by it, e.g. take the rows whose id modulo `count` is
+    /// `index`.
+    ///
+    /// ```
+    /// let ctx = kairos_worker::JobContext::detached("e", serde_json::Value::Null);
+    /// assert_eq!(ctx.shard(), (0, 1));
+    /// assert_eq!(ctx.with_shard(2, 8).shard(), (2, 8));
+    /// ```
+    pub fn shard(&self) -> (u32, u32) {
+        (self.shard.index, self.shard.count)
+    }
+
+    /// The context as shard `index` of `count` (for calling a handler by
+    /// hand, as the worker would for that shard). `count` is at least 1 and
+    /// `index` below it.
+    pub fn with_shard(mut self, index: u32, count: u32) -> Self {
+        let count = count.max(1);
+        self.shard = kairos_core::shard::Shard::new(index.min(count - 1), count);
+        self
     }
 
     /// Writes a log line, readable at `GET /openapi/executions/{id}/logs`.

@@ -71,6 +71,7 @@ fn builder(names: &Names, broker: &Arc<MemoryBroker>) -> WorkerBuilder {
 
 fn dispatch(handler: &str, params: serde_json::Value, timeout_ms: Option<u64>) -> DispatchMsg {
     DispatchMsg {
+        shard: None,
         v: PROTOCOL_VERSION,
         execution_id: unique("e"),
         job_id: "j".into(),
@@ -212,6 +213,44 @@ async fn typed_handlers_log_report_progress_and_fail_permanently() {
         assert_eq!(r.retryable, Some(false), "a retry cannot help");
         assert!(r.error.unwrap().contains(why));
     }
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_tells_a_handler_its_shard() {
+    let (names, broker, seen) = setup().await;
+    let worker = builder(&names, &broker)
+        .handler("shard", |ctx: JobContext| async move {
+            let (index, count) = ctx.shard();
+            kairos_worker::HandlerOutcome::Success(json!([index, count]))
+        })
+        .build()
+        .unwrap();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(worker.run(stop.clone()));
+    // Its queue exists once it beats.
+    wait_for("a heartbeat", DEADLINE, || async {
+        (!seen.beats.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
+    let single = dispatch("shard", json!({}), None);
+    let third = DispatchMsg {
+        execution_id: unique("e"),
+        shard: Some(kairos_core::shard::Shard::new(3, 8)),
+        ..single.clone()
+    };
+    for msg in [&single, &third] {
+        broker.dispatch_publish("sdk-worker", msg).await.unwrap();
+    }
+    let r = final_result(&seen, &third.execution_id).await;
+    assert_eq!(r.output, Some(json!([3, 8])));
+    let r = final_result(&seen, &single.execution_id).await;
+    assert_eq!(
+        r.output,
+        Some(json!([0, 1])),
+        "a single job is shard 0 of 1"
+    );
     stop.cancel();
     task.await.unwrap().unwrap();
 }

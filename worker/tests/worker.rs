@@ -211,6 +211,7 @@ impl Running {
 /// Attempt 1 of `execution_id` for `handler`, without params or time limit.
 fn first_attempt(execution_id: &str, handler: &str) -> DispatchMsg {
     DispatchMsg {
+        shard: None,
         v: PROTOCOL_VERSION,
         execution_id: execution_id.to_string(),
         job_id: unique("j"),

@@ -323,6 +323,7 @@ mod tests {
 
     fn dispatch() -> DispatchMsg {
         DispatchMsg {
+            shard: None,
             v: PROTOCOL_VERSION,
             execution_id: "e".into(),
             job_id: "j".into(),

@@ -355,6 +355,8 @@ fn job_fields(job: &NewJob) -> Fields {
         .with("fail_streak", 0_i64)
         .with("priority", i64::from(job.priority.get()))
         .with("lane", i64::from(new_lane(job).code()))
+        .with("execution_mode", job.execution_mode.as_str())
+        .with("shard_count", job.execution_mode.shard_count())
 }
 
 /// The claim loop a new job's triggers go to (see [`kairos_core::priority`]).
@@ -400,6 +402,7 @@ fn created_job(job: NewJob) -> Job {
         fail_streak: 0,
         priority: job.priority,
         lane,
+        execution_mode: job.execution_mode,
         created_at: job.created_at,
         updated_at: job.created_at,
     }

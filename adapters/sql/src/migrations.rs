@@ -86,6 +86,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "priorities",
         include_str!("../migrations/mysql/0014_priorities.sql"),
     ),
+    (
+        16,
+        "shards",
+        include_str!("../migrations/mysql/0016_shards.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -160,6 +165,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "priorities",
         include_str!("../migrations/postgres/0014_priorities.sql"),
     ),
+    (
+        16,
+        "shards",
+        include_str!("../migrations/postgres/0016_shards.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -230,6 +240,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         14,
         "priorities",
         include_str!("../migrations/sqlite/0014_priorities.sql"),
+    ),
+    (
+        16,
+        "shards",
+        include_str!("../migrations/sqlite/0016_shards.sql"),
     ),
 ];
 
@@ -420,6 +435,7 @@ mod tests {
             .triggers_claim(
                 1,
                 &[Claim {
+                    shard: Default::default(),
                     job: std::sync::Arc::new(due[0].clone()),
                     scheduled_at: 1_767_225_600_123,
                     next_trigger_at: None,

@@ -9,13 +9,14 @@ use crate::sql::to_u32;
 use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::execution::{ExecEvent, ExecStatus, Execution};
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
+use kairos_core::shard::{ExecutionMode, Shard};
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
 use kairos_core::trace::CallerTrace;
 use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 36] = [
+pub(crate) const JOB_COLS: [&str; 38] = [
     "id",
     "tenant",
     "name",
@@ -52,10 +53,12 @@ pub(crate) const JOB_COLS: [&str; 36] = [
     "fail_streak",
     "priority",
     "lane",
+    "execution_mode",
+    "shard_count",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
-pub(crate) const EXEC_COLS: [&str; 16] = [
+pub(crate) const EXEC_COLS: [&str; 18] = [
     "id",
     "job_id",
     "tenant",
@@ -72,6 +75,8 @@ pub(crate) const EXEC_COLS: [&str; 16] = [
     "stop_requested_at",
     "created_at",
     "progress",
+    "shard_index",
+    "shard_count",
 ];
 
 /// Columns of `callbacks` that make a [`Callback`].
@@ -220,6 +225,26 @@ impl<'a> R<'a> {
         }
     }
 
+    /// The job's `execution_mode` and `shard_count` columns.
+    pub(crate) fn execution_mode(&self) -> StoreResult<ExecutionMode> {
+        let mode = self.string("execution_mode")?;
+        let count = self.opt_i64("shard_count")?.and_then(to_u32);
+        ExecutionMode::from_stored(&mode, count).ok_or_else(|| {
+            corrupt(
+                self.table,
+                format!("column execution_mode: {mode:?} with shard_count {count:?}"),
+            )
+        })
+    }
+
+    /// An execution's `shard_index` and `shard_count` columns.
+    pub(crate) fn shard(&self) -> StoreResult<Shard> {
+        Ok(Shard::new(
+            self.u32("shard_index")?,
+            self.u32("shard_count")?,
+        ))
+    }
+
     /// The retry columns (`max_attempts`, `retry_backoff_ms`).
     pub(crate) fn retry(&self) -> StoreResult<RetryPolicy> {
         Ok(RetryPolicy {
@@ -256,6 +281,7 @@ pub(crate) fn job(row: &Row) -> StoreResult<Job> {
         fail_streak: r.u32("fail_streak")?,
         priority: r.priority()?,
         lane: kairos_core::priority::Lane::from_code(r.u32("lane")?.min(255) as u8),
+        execution_mode: r.execution_mode()?,
         created_at: r.time("created_at")?,
         updated_at: r.time("updated_at")?,
     })
@@ -280,6 +306,7 @@ pub(crate) fn execution(row: &Row) -> StoreResult<Execution> {
         stop_requested_at: r.opt_time("stop_requested_at")?,
         created_at: r.time("created_at")?,
         progress: r.opt_f64("progress")?,
+        shard: r.shard()?,
     })
 }
 

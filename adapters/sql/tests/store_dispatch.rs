@@ -29,6 +29,7 @@ store_cases!(
 
 fn claim_of(job: &kairos_core::job::Job, next: Option<i64>) -> Claim {
     Claim {
+        shard: Default::default(),
         job: std::sync::Arc::new(job.clone()),
         scheduled_at: job.next_trigger_at.unwrap(),
         next_trigger_at: next,

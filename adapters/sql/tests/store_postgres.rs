@@ -24,6 +24,7 @@ async fn a_claim_passes_over_a_job_another_transaction_holds() {
     };
     let job = create(&store, one_shot("sk", T0)).await;
     let claim = Claim {
+        shard: Default::default(),
         job: std::sync::Arc::new(job.clone()),
         scheduled_at: T0,
         next_trigger_at: None,

@@ -48,6 +48,10 @@ pub struct ExecutionView {
     /// serves its handler (in its worker group, if the job names one): it
     /// waits for such a worker and runs as soon as one appears.
     pub waiting_for: Option<WaitingFor>,
+    /// Its part of a broadcast or sharded trigger, from 0 (0 for a single job).
+    pub shard_index: u32,
+    /// Executions its trigger made (1 for a single job).
+    pub shard_count: u32,
 }
 
 /// What a waiting execution needs: a live worker serving `handler` (in `group`).
@@ -77,6 +81,8 @@ impl From<Execution> for ExecutionView {
             error: e.error,
             progress: e.progress,
             waiting_for: None,
+            shard_index: e.shard.index,
+            shard_count: e.shard.count,
         }
     }
 }

@@ -99,12 +99,20 @@ pub struct JobView {
     /// 0 (lowest) to 9 (highest); 5 unless the creator chose.
     #[schema(minimum = 0, maximum = 9)]
     pub priority: u8,
+    /// How many executions each trigger makes: `single`, `broadcast` (one
+    /// per live eligible worker) or `sharded` (`shardCount` of them).
+    #[schema(schema_with = super::execution_mode_schema)]
+    pub execution_mode: String,
+    /// Executions per trigger of a `sharded` job; `null` otherwise.
+    pub shard_count: Option<u32>,
     /// Why the job was paused, as given to pause (`null` when none was
     /// given or the job is not paused).
     pub pause_reason: Option<String>,
     /// Outcome of the job's latest finished execution (`null` before the
     /// first): `succeeded`, `failed`, `timed_out`, `lost`, or `cancelled`
-    /// (stopped while dispatched or running).
+    /// (stopped while dispatched or running). For a broadcast or sharded
+    /// job, the outcome of its latest finished trigger: `succeeded` if every
+    /// execution of it succeeded, else `failed`.
     #[schema(schema_with = super::exec_status_schema_nullable)]
     pub last_result: Option<String>,
     /// When that execution finished; `null` before the first.
@@ -168,6 +176,8 @@ impl From<Job> for JobView {
             timeout_ms: job.timeout_ms,
             worker_group: job.worker_group,
             priority: job.priority.get(),
+            execution_mode: job.execution_mode.as_str().to_string(),
+            shard_count: job.execution_mode.shard_count(),
             pause_reason: job.pause_reason,
             last_result: job.last_result.map(|s| s.as_str().to_string()),
             last_result_at: opt_time(job.last_result_at),

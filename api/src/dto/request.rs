@@ -84,6 +84,18 @@ pub struct CreateJobRequest {
     /// the dispatcher's starvation bound behind them).
     #[schema(minimum = 0, maximum = 9, default = 5)]
     pub priority: Option<i64>,
+    /// How many executions each trigger makes: `single` (default, one on
+    /// the least-loaded worker), `broadcast` (one on every live worker
+    /// serving the handler, in the job's `workerGroup`, when the trigger
+    /// fires) or `sharded` (`shardCount` executions, each told its shard
+    /// index and placed by the balancer). A trigger's outcome is the
+    /// aggregate: succeeded only if every execution succeeded.
+    #[schema(schema_with = super::execution_mode_schema)]
+    pub execution_mode: Option<String>,
+    /// Executions per trigger of a `sharded` job (required then, refused
+    /// otherwise), from 1 to `KAIROS_API_MAX_SHARD_COUNT` (default 1024).
+    #[schema(minimum = 1, maximum = 1024, example = 8)]
+    pub shard_count: Option<i64>,
 }
 
 /// Body of `PATCH /openapi/jobs/{id}`: `version` plus the fields to change;

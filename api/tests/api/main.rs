@@ -18,6 +18,7 @@ mod routing;
 mod schedules;
 mod security;
 mod sensitive;
+mod shards;
 mod support;
 mod tenants;
 
@@ -80,6 +81,10 @@ on_every_store! { every_store:
 on_every_store! { busy_jobs:
     crate::busy::a_busy_job_is_changed_at_the_version_just_read => a_busy_job_is_changed_at_the_version_just_read,
     crate::busy::jobs_show_their_last_result_and_health => jobs_show_their_last_result_and_health,
+}
+
+on_every_store! { fan_out:
+    crate::shards::execution_modes_are_validated_shown_and_documented => execution_modes_are_validated_shown_and_documented,
 }
 
 on_both_stores! {

@@ -335,6 +335,7 @@ pub async fn claim_first(app: &App, job_id: &str) -> (String, Millis) {
         .expect("job exists");
     let due = job.next_trigger_at.expect("a due trigger");
     let claim = kairos_core::store::Claim {
+        shard: Default::default(),
         job: Arc::new(job),
         scheduled_at: due,
         next_trigger_at: None,

@@ -50,6 +50,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
     let job_id = uuid::Uuid::now_v7().to_string();
     let created = store
         .job_create(NewJob {
+            execution_mode: Default::default(),
             trace: None,
             id: job_id.clone(),
             tenant: TENANT.into(),
@@ -79,6 +80,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
         .triggers_claim(
             1,
             &[Claim {
+                shard: Default::default(),
                 job: std::sync::Arc::new(job),
                 scheduled_at: now,
                 next_trigger_at: None,

@@ -30,6 +30,7 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         priority: Default::default(),
         lane: Default::default(),
         trace: None,
+        execution_mode: Default::default(),
         pause_reason: None,
         last_result: None,
         last_result_at: None,

@@ -191,6 +191,7 @@ pub async fn next(queue: &mut DeliveryStream) -> Delivery {
 /// A `noop` job named `name`, not stored yet.
 pub fn new_job(name: &str, schedule: Schedule, next: Millis) -> NewJob {
     NewJob {
+        execution_mode: Default::default(),
         trace: None,
         id: uuid::Uuid::now_v7().to_string(),
         tenant: TENANT.into(),

@@ -24,6 +24,13 @@ async def echo(ctx: JobContext, params: Any) -> dict[str, Any]:
     return {"params": params, "worker": ctx.worker_id, "attempt": ctx.attempt}
 
 
+@worker.handler("shard")
+async def shard(ctx: JobContext, params: Any) -> dict[str, Any]:
+    """Succeeds with its part of a broadcast or sharded trigger."""
+    index, count = ctx.shard()
+    return {"index": index, "count": count, "worker": ctx.worker_id}
+
+
 @worker.handler("sleep")
 async def sleep(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
     """Sleeps `ms` milliseconds, logging and reporting progress as it goes;

@@ -3,7 +3,7 @@ a permanent failure without them, timeout, and registration through heartbeats."
 
 from __future__ import annotations
 
-from harness import Cluster
+from harness import Cluster, wait_for
 
 
 def test_a_handler_output_is_stored(cluster: Cluster) -> None:
@@ -17,6 +17,32 @@ def test_a_handler_output_is_stored(cluster: Cluster) -> None:
     assert execution["attempt"] == 1
     assert execution["output"] == {"params": {"n": 7, "s": "héllo"}, "worker": "py-a", "attempt": 1}
     assert execution["startedAt"] is not None
+
+
+def test_a_sharded_and_a_broadcast_job_tell_each_handler_its_shard(cluster: Cluster) -> None:
+    cluster.spawn_worker("py-a")
+    cluster.spawn_worker("py-b")
+    cluster.wait_workers({"py-a", "py-b"})
+    sharded = cluster.create_job(
+        {"jobName": "sharded", "jobHandler": "shard", "executionMode": "sharded", "shardCount": 4}
+    )
+    cluster.wait_job(sharded, {"succeeded"})
+    runs = sorted((e["shardIndex"], e["shardCount"], e["output"]["index"], e["output"]["count"])
+                  for e in cluster.executions(sharded))
+    assert runs == [(i, 4, i, 4) for i in range(4)]
+    # The dispatcher sees both workers once the API does (both read the
+    # heartbeats they store) within its worker refresh; a broadcast claimed
+    # before that would run once: wait until a single job has run on each.
+    def both_seen() -> bool | None:
+        job = cluster.create_job({"jobName": "probe", "jobHandler": "shard", "executionMode": "broadcast"})
+        cluster.wait_job(job, {"succeeded"})
+        return len(cluster.executions(job)) == 2 or None
+    wait_for("a broadcast to reach both workers", both_seen)
+    broadcast = cluster.create_job({"jobName": "broadcast", "jobHandler": "shard", "executionMode": "broadcast"})
+    cluster.wait_job(broadcast, {"succeeded"})
+    runs = sorted((e["shardIndex"], e["shardCount"], e["workerId"], e["output"]["index"])
+                  for e in cluster.executions(broadcast))
+    assert runs == [(0, 2, "py-a", 0), (1, 2, "py-b", 1)]
 
 
 def test_a_failure_is_stored_and_retried_per_max_attempts(cluster: Cluster) -> None:

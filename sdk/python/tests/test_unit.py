@@ -64,6 +64,34 @@ def test_a_dispatch_is_decoded() -> None:
     assert d.timeout_ms == 500
 
 
+def test_a_dispatch_carries_its_shard_and_a_single_job_is_shard_0_of_1() -> None:
+    assert decode_dispatch(json.dumps(DISPATCH).encode()).shard_index == 0
+    single = decode_dispatch(json.dumps(DISPATCH).encode())
+    assert (single.shard_index, single.shard_count) == (0, 1)
+    d = decode_dispatch(json.dumps({**DISPATCH, "shard": {"index": 3, "count": 8}}).encode())
+    assert (d.shard_index, d.shard_count) == (3, 8)
+    for bad in ({"index": 8, "count": 8}, {"index": 0, "count": 0}, {"index": -1, "count": 2},
+                {"index": "1", "count": 2}, [0, 1]):
+        with pytest.raises(MalformedDispatch, match="shard"):
+            decode_dispatch(json.dumps({**DISPATCH, "shard": bad}).encode())
+
+
+async def test_the_context_tells_a_handler_its_shard() -> None:
+    ctx = _ctx(None)
+    assert ctx.shard() == (0, 1)
+    ctx = JobContext(
+        execution_id="e", job_id="j", attempt=1, handler="h", worker_id="w",
+        scheduled_at_ms=0, timeout_ms=None, deadline=None, _sink=_Sink(),
+        shard_index=3, shard_count=8,
+    )
+
+    def handler(c: JobContext, params: Any) -> Any:
+        return list(c.shard())
+
+    report, _ = await run_attempt(handler, ctx, None, asyncio.Event(), asyncio.Event())
+    assert (report.kind, report.output) == ("succeeded", [3, 8])
+
+
 @pytest.mark.parametrize("group", ["gpu", None])
 def test_a_dispatch_naming_a_worker_group_is_run_like_any_other(group: str | None) -> None:
     # Dispatchers send a job with a `workerGroup` only to workers of that

@@ -101,6 +101,7 @@ impl Drop for Fx {
 /// A dispatch that differs in every field by `i`.
 pub fn dispatch(i: u64) -> DispatchMsg {
     DispatchMsg {
+        shard: None,
         v: PROTOCOL_VERSION,
         execution_id: format!("exec-{i}"),
         job_id: "job-1".into(),

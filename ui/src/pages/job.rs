@@ -15,6 +15,7 @@ use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::execution::Execution;
 use kairos_core::job::{Job, JobTransition};
 use kairos_core::schedule::{Rule, Schedule};
+use kairos_core::shard::ExecutionMode;
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -120,6 +121,11 @@ pub(crate) async fn page(
                     dt { "Callback URL" } dd { @match &job.callback_url { Some(u) => { code { (u) } }, None => { span.muted { "none" } } } }
                     dt { "Worker group" } dd { @match &job.worker_group { Some(g) => { code { (g) } }, None => { span.muted { "any" } } } }
                     dt { "Priority" } dd { (job.priority.get()) }
+                    @match job.execution_mode {
+                        ExecutionMode::Single => {},
+                        ExecutionMode::Broadcast => { dt { "Runs" } dd { "on every live worker serving its handler (broadcast)" } },
+                        ExecutionMode::Sharded { count } => { dt { "Runs" } dd { (count) " shards per trigger" } },
+                    }
                     dt { "Version" } dd { (job.revision) }
                     dt { "Created / updated" } dd { (view::time(Some(job.created_at))) " / " (view::time(Some(job.updated_at))) }
                 }
@@ -261,7 +267,7 @@ pub(crate) fn executions_table(
                         @for (i, e) in items.iter().enumerate() {
                             tr data-execution=(e.id) {
                                 td { (view::exec_badge(e.status)) }
-                                td.num { (e.attempt) }
+                                td.num { (e.attempt) (view::shard(e.shard)) }
                                 td { @match &e.worker_id { Some(w) => { code { (w) } }, None => { span.muted { "—" } } } }
                                 td {
                                     a.exec-link href={ "/ui/executions/" (e.id) } {

@@ -16,6 +16,7 @@ use crate::stop;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::job::{Job, JobStatus, JobTransition};
 use kairos_core::schedule::OverlapPolicy;
+use kairos_core::shard::Shard;
 use kairos_core::store::{Claim, DispatchWork, StoreError, StoreResult};
 use kairos_core::time::Millis;
 use kairos_core::trigger::{self, Fate, JobMove, Resolution};
@@ -42,6 +43,8 @@ struct NewExec<'a> {
     job: &'a Job,
     status: ExecStatus,
     error: Option<&'static str>,
+    /// Its part of the trigger.
+    shard: Shard,
 }
 
 /// Raises the stored dispatcher fence to ours (never lowers it) and
@@ -118,7 +121,7 @@ pub(super) async fn claim(
         groups.entry(c.job.id.as_str()).or_default().push(c);
     }
     for g in groups.values_mut() {
-        g.sort_by_key(|c| c.scheduled_at);
+        g.sort_by_key(|c| (c.scheduled_at, c.shard.index));
     }
     let ids: Vec<&str> = groups.keys().copied().collect();
     let stored = read_versions(&mut tx, &ids).await?;
@@ -158,7 +161,9 @@ pub(super) async fn claim(
     let mut won = Vec::with_capacity(candidates.len());
     let mut moves = Vec::with_capacity(candidates.len());
     for (job, claims) in candidates {
-        let due: Vec<Millis> = claims.iter().map(|c| c.scheduled_at).collect();
+        // The shards of one trigger are one due time.
+        let mut due: Vec<Millis> = claims.iter().map(|c| c.scheduled_at).collect();
+        due.dedup();
         let next = claims.last().and_then(|c| c.next_trigger_at);
         let live_before = live.get(&job.id).is_some_and(|v| !v.is_empty());
         let res = trigger::resolve(&job.schedule, &due, live_before, next.is_some(), now);
@@ -181,13 +186,16 @@ pub(super) async fn claim(
     let mut callbacks = Vec::new();
     let mut rows = Vec::new();
     for w in &won {
-        for (c, fate) in w.claims.iter().zip(&w.res.fates) {
+        for (c, fate) in with_fates(&w.claims, &w.res.fates) {
             let (status, error) = match fate {
                 // A claim that chose a worker is its dispatch record too.
                 Fate::Dispatch if c.worker_id.is_some() => {
                     (ExecTransition::Dispatch.to_state(), None)
                 }
                 Fate::Dispatch => (ExecStatus::Pending, None),
+                // A skipped trigger is one skipped execution, whatever
+                // its job's fan-out.
+                Fate::Skipped(_) if c.shard.index > 0 => continue,
                 Fate::Skipped(reason) => (ExecTransition::Skip.to_state(), Some(*reason)),
                 Fate::Dropped => continue,
             };
@@ -196,6 +204,11 @@ pub(super) async fn claim(
                 job: &w.job,
                 status,
                 error,
+                shard: if status.is_terminal() {
+                    Shard::SINGLE
+                } else {
+                    c.shard
+                },
             });
         }
     }
@@ -226,6 +239,7 @@ pub(super) async fn claim(
                 priority: job.priority,
                 trace: job.trace.clone(),
                 worker_id: r.worker_id().map(str::to_string),
+                shard: r.shard,
             });
         } else if let Some(url) = &job.callback_url {
             callbacks.push(inserts::new_callback(&skipped(r, now), url, now));
@@ -347,8 +361,8 @@ async fn update_claimed(tx: &mut Tx, moves: &[ClaimedJob], now: Millis) -> Store
     Ok(())
 }
 
-/// Inserts the rows, skipping triggers that already have an execution
-/// (unique `(job_id, scheduled_at)`). `None` if every row went in,
+/// Inserts the rows, skipping shards of triggers that already have their
+/// execution (unique `(job_id, scheduled_at, shard_index)`). `None` if every row went in,
 /// otherwise the ids that are present.
 async fn insert_executions(
     tx: &mut Tx,
@@ -381,6 +395,23 @@ async fn insert_executions(
         ids.insert(R::new(row, "executions").string("id")?);
     }
     Ok(Some(ids))
+}
+
+/// Each claim with its trigger's fate: `fates` has one entry per due time,
+/// and the claims (due times ascending) hold every shard of a trigger side
+/// by side.
+fn with_fates<'a, F>(claims: &'a [&'a Claim], fates: &'a [F]) -> Vec<(&'a Claim, &'a F)> {
+    let mut out = Vec::with_capacity(claims.len());
+    let mut trigger = 0;
+    for (i, c) in claims.iter().enumerate() {
+        if i > 0 && claims[i - 1].scheduled_at != c.scheduled_at {
+            trigger += 1;
+        }
+        if let Some(fate) = fates.get(trigger) {
+            out.push((*c, fate));
+        }
+    }
+    out
 }
 
 /// A claimed job's move, decided on its locked row.
@@ -421,6 +452,8 @@ impl NewExec<'_> {
             .with("error", self.error)
             .with("created_at", time(now))
             .with("updated_at", time(now))
+            .with("shard_index", self.shard.index)
+            .with("shard_count", self.shard.count)
     }
 }
 
@@ -443,5 +476,6 @@ fn skipped(r: &NewExec<'_>, now: Millis) -> Execution {
         stop_requested_at: None,
         created_at: now,
         progress: None,
+        shard: r.shard,
     }
 }

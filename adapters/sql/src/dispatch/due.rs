@@ -176,6 +176,7 @@ pub(super) fn work(row: &Row) -> StoreResult<DispatchWork> {
         priority: r.priority()?,
         trace: r.trace()?,
         worker_id: None,
+        shard: r.shard()?,
     })
 }
 
@@ -227,7 +228,9 @@ pub(super) fn unpublished(now: Millis, limit: u32, entries: &[&Serves]) -> Sql {
         "SELECT e.id AS id, e.job_id AS job_id, e.tenant AS tenant, e.attempt AS attempt, \
          e.scheduled_at AS scheduled_at, j.handler AS handler, j.params AS params, \
          j.timeout_ms AS timeout_ms, j.worker_group AS worker_group, \
-         j.priority AS priority, j.trace_context AS trace_context \
+         j.priority AS priority, \
+         j.trace_context AS trace_context, e.shard_index AS shard_index, \
+         e.shard_count AS shard_count \
          FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.status IN ",
     );
     s.list(

@@ -10,8 +10,10 @@ use crate::sql::{CHUNK, Fields, Sql, time};
 use crate::stop;
 use kairos_core::execution::{ExecStatus, ExecTransition};
 use kairos_core::job::{Job, JobTransition};
+use kairos_core::shard::ExecutionMode;
 use kairos_core::store::{ControlOutcome, StoreResult};
 use kairos_core::time::Millis;
+use kairos_core::worker::WorkerState;
 
 /// A caller's move of a job (pause, resume, cancel) in `tx`, committed when
 /// it applies; `Done` with the job as it is afterwards, or why not. `cancel`
@@ -115,7 +117,8 @@ async fn cancel_pending(tx: &mut Tx, job: &Job, now: Millis) -> StoreResult<()> 
 }
 
 /// The first free trigger time at or after `now` for a manual trigger
-/// (`(job_id, scheduled_at)` is unique).
+/// (a trigger's executions are unique per `(job_id, scheduled_at,
+/// shard_index)`: a free time has none).
 async fn free_slot(tx: &mut Tx, job_id: &str, now: Millis) -> StoreResult<Millis> {
     let found = Sql::new("SELECT scheduled_at FROM executions WHERE job_id = ")
         .bind(job_id)
@@ -158,21 +161,79 @@ pub(super) async fn trigger_now(
     }
     let at = free_slot(&mut tx, &job.id, now).await?;
     let pending = ExecStatus::Pending;
-    let exec = Fields::new()
-        .with("id", execution_id)
-        .with("job_id", job.id.as_str())
-        .with("tenant", job.tenant.as_str())
-        .with("scheduled_at", time(at))
-        .with("attempt", 1_i64)
-        .with("status", pending.as_str())
-        .with("not_before", time(at))
-        .with("created_at", time(now))
-        .with("updated_at", time(now));
-    Sql::new("INSERT INTO executions")
-        .rows([&exec])
-        .execute(&mut tx)
-        .await?;
-    inserts::events(&mut tx, &[EventRow::plain(execution_id, 1, pending, now)]).await?;
+    let count = shards_of(&mut tx, &job, now).await?;
+    // Shard 0 is the execution the caller is told of; the others of a
+    // broadcast or sharded job get ids of their own.
+    let ids: Vec<String> = (0..count)
+        .map(|i| match i {
+            0 => execution_id.to_string(),
+            _ => uuid::Uuid::now_v7().to_string(),
+        })
+        .collect();
+    let rows: Vec<Fields> = ids
+        .iter()
+        .zip(0_u32..)
+        .map(|(id, index)| {
+            Fields::new()
+                .with("id", id.as_str())
+                .with("job_id", job.id.as_str())
+                .with("tenant", job.tenant.as_str())
+                .with("scheduled_at", time(at))
+                .with("attempt", 1_i64)
+                .with("status", pending.as_str())
+                .with("not_before", time(at))
+                .with("created_at", time(now))
+                .with("updated_at", time(now))
+                .with("shard_index", index)
+                .with("shard_count", count)
+        })
+        .collect();
+    for chunk in rows.chunks(CHUNK) {
+        Sql::new("INSERT INTO executions")
+            .rows(chunk)
+            .execute(&mut tx)
+            .await?;
+    }
+    let events: Vec<EventRow> = ids
+        .iter()
+        .map(|id| EventRow::plain(id, 1, pending, now))
+        .collect();
+    inserts::events(&mut tx, &events).await?;
     tx.commit().await?;
     Ok(ControlOutcome::Done(job))
+}
+
+/// How long after its last heartbeat a worker counts as alive for a manual
+/// trigger of a broadcast job (the dispatcher's default threshold).
+const LIVE_WORKER_MS: Millis = 15_000;
+
+/// Executions one manual trigger of `job` makes: `shardCount` for a sharded
+/// job; for a broadcast job, one per live worker serving it now (at least
+/// one, which waits for a worker like a single job's). They are `pending`,
+/// and each is placed by the dispatcher's balancer when published.
+async fn shards_of(tx: &mut Tx, job: &Job, now: Millis) -> StoreResult<u32> {
+    match job.execution_mode {
+        ExecutionMode::Single => Ok(1),
+        ExecutionMode::Sharded { count } => Ok(count.max(1)),
+        ExecutionMode::Broadcast => {
+            let found = Sql::new(
+                "SELECT id, queue, capacity, active, avg_cost_ms, cpu_idle, state, \
+                 last_heartbeat_at, registered_at, handlers, worker_group, dispatch_batch \
+                 FROM workers WHERE state = ",
+            )
+            .bind(WorkerState::Online.as_str())
+            .push(" AND last_heartbeat_at >= ")
+            .bind(time(now - LIVE_WORKER_MS))
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut live = 0_u32;
+            for row in &found {
+                let w = rows::worker(row)?;
+                if w.serves.accepts(&job.handler, job.worker_group.as_deref()) {
+                    live += 1;
+                }
+            }
+            Ok(live.max(1))
+        }
+    }
 }

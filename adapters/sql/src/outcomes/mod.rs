@@ -10,6 +10,7 @@
 //! database holds: no other writer can move an execution in between.
 
 mod job_state;
+mod shards;
 mod write_back;
 
 use crate::db::Tx;
@@ -22,6 +23,7 @@ use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::outcome::{self, Continuation, ExecSnapshot, Origin, Plan, Verdict};
 use kairos_core::store::{Applied, StoreResult};
 use kairos_core::time::Millis;
+use shards::{Ended, Triggers};
 use std::collections::{HashMap, HashSet};
 use write_back::{TouchedExecutions, TouchedJobs, write_executions, write_jobs};
 
@@ -50,6 +52,8 @@ struct Tail {
     jobs: TouchedJobs,
     events: Vec<EventRow>,
     callbacks: Vec<Callback>,
+    /// The fanned-out triggers the batch may end (read, not written).
+    triggers: Triggers,
 }
 
 /// Applies `inputs` in order in `tx` and commits it.
@@ -68,8 +72,20 @@ pub(crate) async fn apply(
         .map(|(e, _)| e.job_id.as_str())
         .collect();
     count_live(&mut tx, &mut jobs, &ending).await?;
+    let triggers = {
+        let finals: Vec<&Execution> = inputs
+            .iter()
+            .filter(|i| i.verdict != Verdict::Started)
+            .filter_map(|i| execs.get(i.execution_id))
+            .map(|(e, _)| e)
+            .collect();
+        Triggers::load(&mut tx, &finals).await?
+    };
     let retired = retired_among(&mut tx, inputs).await?;
-    let mut tail = Tail::default();
+    let mut tail = Tail {
+        triggers,
+        ..Tail::default()
+    };
     let mut out = Vec::with_capacity(inputs.len());
     for input in inputs {
         let queued_before = tail.callbacks.len();
@@ -266,22 +282,32 @@ fn finish(
         exec.started_at = input.started_at;
     }
     job.live = job.live.saturating_sub(1);
-    // The job's last result and failures in a row, for its health: in the
-    // order results are applied, which is the order they finished in.
-    let streak = kairos_core::job::next_fail_streak(job.fail_streak, exec.status);
-    if let Some(n) = streak {
-        job.fail_streak = n;
-    }
-    tail.jobs
-        .finished(&exec.job_id, exec.status, input.at, streak);
     tail.events.push(EventRow {
         worker_id: exec.worker_id.clone(),
         error: exec.error.clone(),
         ..EventRow::plain(&exec.id, exec.attempt, exec.status, input.at)
     });
+    // A shard of a broadcast or sharded trigger ends the trigger only if
+    // it is the last one: the job then moves as the aggregate says.
+    let (outcome, shards, planned) = match tail.triggers.end(exec) {
+        Ended::Single => (exec.status, None, plan.job),
+        Ended::Pending => return,
+        Ended::Last(outcome, shards) => (
+            outcome,
+            Some(shards),
+            kairos_core::shard::job_move(plan.job, outcome),
+        ),
+    };
+    // The job's last result and failures in a row, for its health: in the
+    // order results are applied, which is the order they finished in.
+    let streak = kairos_core::job::next_fail_streak(job.fail_streak, outcome);
+    if let Some(n) = streak {
+        job.fail_streak = n;
+    }
+    tail.jobs.finished(&exec.job_id, outcome, input.at, streak);
     // The job row is locked with the execution, so its status in memory
     // is the stored one: the move's condition is checked here.
-    let moved = match plan.job {
+    let moved = match planned {
         Some(t) if t.allowed_from(job.status) => {
             job.status = t.to_state();
             tail.jobs
@@ -300,7 +326,13 @@ fn finish(
         job.continuation = Continuation::Scheduled;
     }
     if let Some(url) = &job.callback_url {
-        tail.callbacks.push(inserts::new_callback(exec, url, now));
+        let mut callback = inserts::new_callback(exec, url, now);
+        if let Some(shards) = shards {
+            let shards: Vec<&Execution> = shards.iter().collect();
+            callback.payload =
+                kairos_core::shard::callback_payload(exec, outcome, &shards).to_string();
+        }
+        tail.callbacks.push(callback);
     }
 }
 

@@ -88,6 +88,7 @@ pub fn id() -> String {
 /// A one-shot `noop` job of `tenant` due at `at`.
 pub fn one_shot(tenant: &str, at: Millis) -> NewJob {
     NewJob {
+        execution_mode: Default::default(),
         trace: None,
         id: id(),
         tenant: tenant.to_string(),
@@ -167,6 +168,7 @@ pub async fn create(store: &SqlStore, job: NewJob) -> Job {
 pub async fn claim(store: &SqlStore, job: &Job, next: Option<Millis>) -> DispatchWork {
     let due = job.next_trigger_at.expect("job has a trigger");
     let c = Claim {
+        shard: Default::default(),
         job: std::sync::Arc::new(job.clone()),
         scheduled_at: due,
         next_trigger_at: next,

@@ -10,6 +10,7 @@ const NOW: Millis = 1_772_359_200_000; // 2026-03-01T10:00:00Z
 
 fn job(schedule: Schedule) -> Job {
     Job {
+        execution_mode: Default::default(),
         id: "j".into(),
         tenant: "default".into(),
         name: "n".into(),

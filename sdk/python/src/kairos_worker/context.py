@@ -42,6 +42,16 @@ class JobContext:
     _loop_event: asyncio.Event = field(default_factory=asyncio.Event)
     _thread_event: threading.Event = field(default_factory=threading.Event)
     _reason: CancelReason | None = None
+    #: This execution's part of a broadcast or sharded trigger (see `shard`).
+    shard_index: int = 0
+    shard_count: int = 1
+
+    def shard(self) -> tuple[int, int]:
+        """Which part of its trigger this execution runs: (index, count),
+        index from 0. A sharded job's trigger runs `shardCount` executions, a
+        broadcast job's one per eligible worker; a single job's is (0, 1).
+        Split the work by it, e.g. take the rows whose id modulo count is index."""
+        return (self.shard_index, self.shard_count)
 
     @property
     def scheduled_at(self) -> datetime:

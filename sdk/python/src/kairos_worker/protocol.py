@@ -96,6 +96,10 @@ class Dispatch:
     params: Any
     scheduled_at: int
     timeout_ms: int | None
+    #: Which part of a broadcast or sharded trigger this is: index from 0,
+    #: of count (absent from the message for a single job: 0 of 1).
+    shard_index: int = 0
+    shard_count: int = 1
 
     @property
     def key(self) -> tuple[str, int]:
@@ -135,6 +139,7 @@ def decode_dispatch(body: bytes) -> Dispatch:
     timeout_ms = value.get("timeout_ms")
     if timeout_ms is not None and (not _is_int(timeout_ms) or not 0 <= timeout_ms <= _U64_MAX):
         raise MalformedDispatch("not a dispatch message: 'timeout_ms' must be null or a u64")
+    shard_index, shard_count = _shard(value.get("shard"))
     return Dispatch(
         execution_id=value["execution_id"],
         job_id=value["job_id"],
@@ -143,7 +148,23 @@ def decode_dispatch(body: bytes) -> Dispatch:
         params=value.get("params"),
         scheduled_at=scheduled_at,
         timeout_ms=timeout_ms,
+        shard_index=shard_index,
+        shard_count=shard_count,
     )
+
+
+def _shard(shard: Any) -> tuple[int, int]:
+    """The dispatch's `shard` ({"index": i, "count": n}), (0, 1) when absent."""
+    if shard is None:
+        return (0, 1)
+    if not isinstance(shard, dict):
+        raise MalformedDispatch("not a dispatch message: 'shard' must be an object")
+    index, count = shard.get("index"), shard.get("count")
+    if not _is_int(count) or not 1 <= count <= _U32_MAX or not _is_int(index) or not 0 <= index < count:
+        raise MalformedDispatch(
+            "not a dispatch message: 'shard' must have a count of at least 1 and an index below it"
+        )
+    return (index, count)
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -509,6 +509,8 @@ class _Running:
             timeout_ms=d.timeout_ms,
             deadline=deadline,
             _sink=self.logs,
+            shard_index=d.shard_index,
+            shard_count=d.shard_count,
         )
         stop = asyncio.Event()
         with self.shared.tracking(self.names.stop_key(d.execution_id, d.attempt), stop):

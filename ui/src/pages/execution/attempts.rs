@@ -142,6 +142,7 @@ mod tests {
 
     fn exec(attempt: u32, status: ExecStatus) -> Execution {
         Execution {
+            shard: Default::default(),
             id: "e".into(),
             job_id: "j".into(),
             tenant: "t".into(),

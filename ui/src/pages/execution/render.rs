@@ -28,6 +28,12 @@ pub(super) fn summary(exec: &Execution, job: Option<&Job>, now: Millis) -> Marku
                         (exec.attempt)
                         @if let Some(j) = job { " of " (j.retry.max_attempts) }
                     }
+                    @if exec.shard.is_fanned_out() {
+                        dt { "Shard" } dd id="execution-shard" {
+                            (exec.shard.index) " of " (exec.shard.count)
+                            span.muted { " (index from 0; the trigger ends with its last shard)" }
+                        }
+                    }
                     dt { "Worker" } dd { @match &exec.worker_id { Some(w) => { code { (w) } }, None => { span.muted { "—" } } } }
                     dt { "Id" } dd { code { (exec.id) } }
                 }

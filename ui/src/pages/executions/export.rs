@@ -361,6 +361,7 @@ mod tests {
         for i in 0..n {
             let at = t0 + i * 1_000;
             let new = NewJob {
+                execution_mode: Default::default(),
                 id: uuid_like(i),
                 tenant: "t".into(),
                 name: format!("job,{i}"),
@@ -384,6 +385,7 @@ mod tests {
                 panic!("a new job");
             };
             let claim = Claim {
+                shard: Default::default(),
                 job: Arc::new(job),
                 scheduled_at: at,
                 next_trigger_at: None,
@@ -520,6 +522,7 @@ mod tests {
     #[test]
     fn a_row_has_every_column_in_order() {
         let e = Execution {
+            shard: Default::default(),
             id: "e1".into(),
             job_id: "j1".into(),
             tenant: "t".into(),

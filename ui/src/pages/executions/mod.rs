@@ -231,7 +231,7 @@ fn table(ctx: &Ctx, items: &[Execution], jobs: &HashMap<String, Job>) -> Markup 
                                 th scope="row" { a href={ "/ui/jobs/" (e.job_id) } { (name) } }
                                 td data-label="Status" { (view::exec_badge(e.status)) }
                                 td data-label="Handler" { @if let Some(j) = job { a href=(filtered("handler", &j.handler)) { code { (j.handler) } } } }
-                                td.num data-label="Attempt" { (e.attempt) }
+                                td.num data-label="Attempt" { (e.attempt) (view::shard(e.shard)) }
                                 td data-label="Worker" { @if let Some(w) = &e.worker_id { a href=(filtered("worker", w)) { code { (w) } } } }
                                 td data-label="Scheduled" {
                                     a.exec-link href={ "/ui/executions/" (e.id) } {
