@@ -83,6 +83,7 @@ pub fn new_job(
     )?;
     let timeout_ms = req.timeout_ms.map(timeout).transpose()?;
     let worker_group = req.worker_group.as_deref().map(group).transpose()?;
+    let max_concurrency = req.max_concurrency.map(max_concurrency).transpose()?;
 
     // The fingerprint covers the request with defaults applied and times
     // normalised, so equivalent spellings of one request replay each other.
@@ -124,6 +125,9 @@ pub fn new_job(
     if let Some(g) = &worker_group {
         fingerprint["workerGroup"] = json!(g);
     }
+    if let Some(n) = max_concurrency {
+        fingerprint["maxConcurrency"] = json!(n);
+    }
     if !sensitive_params.is_empty() {
         fingerprint["sensitiveParams"] = json!(sensitive_params);
     }
@@ -143,6 +147,7 @@ pub fn new_job(
         retry,
         timeout_ms,
         worker_group,
+        max_concurrency,
         trace: None,
         created_at: now,
         created_by: None,
@@ -161,6 +166,12 @@ pub(crate) fn sensitive_paths(paths: Option<&[String]>) -> Result<Vec<String>, A
 /// A worker group name: 1–255 characters.
 pub(crate) fn group(raw: &str) -> Result<String, ApiError> {
     text("workerGroup", raw, MAX_NAME_CHARS).map(str::to_string)
+}
+
+/// A job's `maxConcurrency`: 1–100000.
+pub(crate) fn max_concurrency(raw: i64) -> Result<u32, ApiError> {
+    kairos_core::concurrency::check_limit(raw)
+        .map_err(|e| ApiError::invalid("maxConcurrency", format!("maxConcurrency {e}, got {raw}")))
 }
 
 /// Refuses `params` larger than the configured limit once serialized.

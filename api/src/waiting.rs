@@ -30,16 +30,19 @@ fn live(workers: &[WorkerInfo], now: Millis) -> Routable {
 }
 
 /// `execution` as shown, with `waitingFor` set if it is due and no live
-/// worker can run it.
+/// worker can run it, or a concurrency limit holds it back (the dispatcher
+/// recorded which).
 pub(crate) fn view(job: &Job, execution: Execution, routable: &Routable) -> ExecutionView {
-    let waiting = execution.status == ExecStatus::Pending
-        && execution.not_before <= now_ms()
-        && !routable.accepts(&job.handler, job.worker_group.as_deref());
+    let due = execution.status == ExecStatus::Pending && execution.not_before <= now_ms();
+    let limit = execution.waiting_for.clone().filter(|_| due);
+    let no_worker = due && !routable.accepts(&job.handler, job.worker_group.as_deref());
     let mut view = ExecutionView::from(execution);
-    if waiting {
+    if no_worker || limit.is_some() {
         view.waiting_for = Some(WaitingFor {
+            reason: if no_worker { "worker" } else { "concurrency" }.to_string(),
             handler: job.handler.clone(),
             group: job.worker_group.clone(),
+            limit: limit.filter(|_| !no_worker),
         });
     }
     view

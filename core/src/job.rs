@@ -192,6 +192,8 @@ pub struct NewJob {
     pub timeout_ms: Option<u64>,
     /// Only workers of this group may run it (`None`: any worker serving the handler).
     pub worker_group: Option<String>,
+    /// At most this many of its executions live at once (`maxConcurrency`).
+    pub max_concurrency: Option<u32>,
     /// The trace its creator sent (`traceparent`), joined by its executions.
     pub trace: Option<crate::trace::CallerTrace>,
     /// Creation time (ms UTC).
@@ -249,6 +251,8 @@ pub struct Job {
     pub timeout_ms: Option<u64>,
     /// Only workers of this group may run it.
     pub worker_group: Option<String>,
+    /// At most this many of its executions live at once (`maxConcurrency`).
+    pub max_concurrency: Option<u32>,
     /// The trace its creator sent, joined by its executions.
     pub trace: Option<crate::trace::CallerTrace>,
     /// Why the caller paused it, if they said (kept until it is resumed).

@@ -25,7 +25,10 @@
 //! The periodic scan stays as the safety net: a lost signal costs latency,
 //! never a trigger. Executions left `pending` (retries, failed publishes, a
 //! predecessor's unfinished work, work no worker could take) are swept up
-//! regularly, and at once after a publish left some behind.
+//! regularly, and at once after a publish left some behind. Work a
+//! concurrency limit holds back is swept on its own (so it never fills the
+//! other sweep's batch), with the regular sweep and, while some waits,
+//! whenever this dispatcher's results consumer saw a slot given back.
 
 use crate::balancer::Balancer;
 use crate::claim_lead::ClaimLead;
@@ -72,6 +75,8 @@ pub struct DispatchLoop {
     pub balancer: Arc<Mutex<Balancer>>,
     /// Due times announced by the API (see [`kairos_core::due`]).
     pub due: mpsc::Receiver<Millis>,
+    /// Notified when applied results gave concurrency slots back.
+    pub slots_freed: Arc<Notify>,
     /// Settings.
     pub cfg: ScanConfig,
 }
@@ -145,6 +150,9 @@ impl DispatchLoop {
         let mut ahead = None;
         let mut lead = ClaimLead::new(self.cfg.claim_ahead, self.cfg.lookahead);
         crate::metrics::claim_lead(lead.current());
+        // Whether work waits for a concurrency slot, and whether a slot was
+        // given back since the last look.
+        let (mut waiting, mut freed) = (false, false);
         while term.is_valid() {
             // Work left behind usually means the worker view is out of date
             // (a worker just started): reload it and sweep now, not later.
@@ -171,22 +179,28 @@ impl DispatchLoop {
                     ahead = None;
                     warn!(error = %e, "dispatch round failed; retrying");
                     let pause = self.cfg.interval.max(Duration::from_millis(500));
-                    self.sleep_until(&term, &unpublished, now_ms() + pause.as_millis() as Millis)
-                        .await;
+                    let wake_at = now_ms() + pause.as_millis() as Millis;
+                    self.sleep_until(&term, &unpublished, wake_at, false).await;
                     continue;
                 }
             };
             if (left_behind || last_sweep.elapsed() >= self.cfg.sweep_every) && term.is_valid() {
                 round.more_due |= self.sweep(&term, &unpublished).await;
+                waiting = self.sweep_waiting(&term, &unpublished).await;
                 last_sweep = Instant::now();
+            } else if waiting && freed && term.is_valid() {
+                waiting = self.sweep_waiting(&term, &unpublished).await;
             }
+            freed = false;
             if !round.more_due {
                 self.plan_lead(&mut lead, &round).await;
                 let safety_net = now_ms() + self.cfg.interval.as_millis() as Millis;
                 let wake_at = round
                     .next_due
                     .map_or(safety_net, |t| (t - lead.current()).min(safety_net));
-                self.sleep_until(&term, &unpublished, wake_at).await;
+                freed = self
+                    .sleep_until(&term, &unpublished, wake_at, waiting)
+                    .await;
             }
         }
         unpublished.tasks.close();
@@ -221,25 +235,35 @@ impl DispatchLoop {
     }
 
     /// Sleeps until `wake_at` (ms UTC), the end of the term, a due signal
-    /// whose claim time is before `wake_at`, or a publish that left work behind.
-    async fn sleep_until(&mut self, term: &Term, unpublished: &Unpublished, wake_at: Millis) {
+    /// whose claim time is before `wake_at`, a publish that left work behind,
+    /// or, when `waiting` (work waits for a concurrency slot), a slot given
+    /// back: then returns `true`.
+    async fn sleep_until(
+        &mut self,
+        term: &Term,
+        unpublished: &Unpublished,
+        wake_at: Millis,
+        waiting: bool,
+    ) -> bool {
         let ahead = self.claim_ahead_ms();
+        let slots_freed = self.slots_freed.clone();
         loop {
             let left = Duration::from_millis((wake_at - now_ms()).max(0) as u64);
             if left.is_zero() {
-                return;
+                return false;
             }
             tokio::select! {
-                _ = term.token.cancelled() => return,
-                _ = tokio::time::sleep(left) => return,
-                _ = unpublished.wake.notified() => return,
+                _ = term.token.cancelled() => return false,
+                _ = tokio::time::sleep(left) => return false,
+                _ = unpublished.wake.notified() => return false,
+                _ = slots_freed.notified(), if waiting => return true,
                 signal = self.due.recv() => match signal {
-                    Some(at) if at - ahead < wake_at => return,
+                    Some(at) if at - ahead < wake_at => return false,
                     Some(_) => continue,
                     // No signal source any more: the timer alone is enough.
                     None => {
                         tokio::time::sleep(left).await;
-                        return;
+                        return false;
                     }
                 },
             }
@@ -433,7 +457,7 @@ impl DispatchLoop {
                 if work.is_empty() {
                     return false;
                 }
-                let report = self.publisher.publish(work).await;
+                let report = self.publisher.publish(work, term.fence).await;
                 if report.no_worker > 0 || report.failed > 0 {
                     // Retried on the next round, not at once: no spinning.
                     unpublished.left_behind.store(true, Ordering::Release);
@@ -450,6 +474,60 @@ impl DispatchLoop {
         }
     }
 }
+
+impl DispatchLoop {
+    /// Publishes the work a concurrency limit held back, as far as slots
+    /// have come free; `true` if some still waits. Sets the gauge of
+    /// executions waiting for a slot.
+    async fn sweep_waiting(&self, term: &Term, unpublished: &Unpublished) -> bool {
+        let now = now_ms();
+        let routable = self
+            .balancer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .routable(now);
+        let work = match self
+            .store
+            .executions_find_waiting(now, self.cfg.batch, &routable)
+            .await
+        {
+            Ok(work) => work,
+            Err(e) => {
+                warn!(error = %e, "cannot sweep work waiting for a concurrency slot");
+                return true;
+            }
+        };
+        if work.is_empty() {
+            crate::metrics::waiting_for_concurrency(0);
+            return false;
+        }
+        let work: Vec<DispatchWork> = {
+            let held = unpublished.lock();
+            work.into_iter()
+                .filter(|w| !held.contains(&w.execution_id))
+                .collect()
+        };
+        if term.is_valid() && !work.is_empty() {
+            let report = self.publisher.publish(work, term.fence).await;
+            if report.dispatched > 0 {
+                debug!(?report, "published work that waited for a concurrency slot");
+            }
+        }
+        match self.store.executions_count_waiting(WAITING_COUNT_CAP).await {
+            Ok(n) => {
+                crate::metrics::waiting_for_concurrency(n);
+                n > 0
+            }
+            Err(e) => {
+                debug!(error = %e, "cannot count work waiting for a concurrency slot");
+                true
+            }
+        }
+    }
+}
+
+/// The gauge of work waiting for a concurrency slot counts no further.
+const WAITING_COUNT_CAP: u32 = 1_000_000;
 
 /// Sets the leader's `kairos_workers{state}` gauges from a fresh worker list.
 fn count_workers(workers: &[kairos_core::worker::WorkerInfo], stale_ms: i64) {
@@ -491,7 +569,7 @@ async fn publish_at(
     // Unpublished work is (or goes back to) `pending`: this term's sweep
     // (once released here) or the next leader's picks it up.
     if permit.is_some() && term.is_valid() {
-        let report = publisher.publish(batch).await;
+        let report = publisher.publish(batch, term.fence).await;
         if report.no_worker > 0 || report.failed > 0 {
             unpublished.leave_behind();
         }

@@ -352,6 +352,7 @@ fn job_fields(job: &NewJob) -> Fields {
         .with("last_result", None::<&str>)
         .with("last_result_at", time(None::<kairos_core::time::Millis>))
         .with("fail_streak", 0_i64)
+        .with("max_concurrency", job.max_concurrency.map(i64::from))
 }
 
 /// The stored form of a job's sensitive paths: `NULL` for none.
@@ -383,6 +384,7 @@ fn created_job(job: NewJob) -> Job {
         retry: job.retry,
         timeout_ms: job.timeout_ms,
         worker_group: job.worker_group,
+        max_concurrency: job.max_concurrency,
         trace: job.trace,
         pause_reason: None,
         revision: FIRST_VERSION,

@@ -81,6 +81,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "job revision health",
         include_str!("../migrations/mysql/0013_job_revision_health.sql"),
     ),
+    (
+        15,
+        "concurrency limits",
+        include_str!("../migrations/mysql/0015_concurrency_limits.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -150,6 +155,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "job revision health",
         include_str!("../migrations/postgres/0013_job_revision_health.sql"),
     ),
+    (
+        15,
+        "concurrency limits",
+        include_str!("../migrations/postgres/0015_concurrency_limits.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -215,6 +225,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         13,
         "job revision health",
         include_str!("../migrations/sqlite/0013_job_revision_health.sql"),
+    ),
+    (
+        15,
+        "concurrency limits",
+        include_str!("../migrations/sqlite/0015_concurrency_limits.sql"),
     ),
 ];
 

@@ -15,7 +15,7 @@ use kairos_core::trace::CallerTrace;
 use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 34] = [
+pub(crate) const JOB_COLS: [&str; 35] = [
     "id",
     "tenant",
     "name",
@@ -50,10 +50,11 @@ pub(crate) const JOB_COLS: [&str; 34] = [
     "last_result",
     "last_result_at",
     "fail_streak",
+    "max_concurrency",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
-pub(crate) const EXEC_COLS: [&str; 16] = [
+pub(crate) const EXEC_COLS: [&str; 17] = [
     "id",
     "job_id",
     "tenant",
@@ -70,6 +71,7 @@ pub(crate) const EXEC_COLS: [&str; 16] = [
     "stop_requested_at",
     "created_at",
     "progress",
+    "waiting_for",
 ];
 
 /// Columns of `callbacks` that make a [`Callback`].
@@ -237,6 +239,9 @@ pub(crate) fn job(row: &Row) -> StoreResult<Job> {
         retry: r.retry()?,
         timeout_ms: r.opt_u64("timeout_ms")?,
         worker_group: r.opt_string("worker_group")?,
+        max_concurrency: r
+            .opt_u64("max_concurrency")?
+            .and_then(|v| u32::try_from(v).ok()),
         trace: r.trace()?,
         pause_reason: r.opt_string("pause_reason")?,
         revision: r.i64("revision")?,
@@ -267,6 +272,7 @@ pub(crate) fn execution(row: &Row) -> StoreResult<Execution> {
         stop_requested_at: r.opt_time("stop_requested_at")?,
         created_at: r.time("created_at")?,
         progress: r.opt_f64("progress")?,
+        waiting_for: r.opt_string("waiting_for")?,
     })
 }
 

@@ -36,6 +36,7 @@ fn same(job: &Job) -> JobUpdate {
         retry: job.retry,
         timeout_ms: job.timeout_ms,
         worker_group: job.worker_group.clone(),
+        max_concurrency: None,
         sensitive_params: job.sensitive_params.clone(),
     }
 }

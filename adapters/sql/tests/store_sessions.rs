@@ -70,6 +70,7 @@ async fn sensitive_paths_are_stored_and_changed(store: SqlStore) {
         retry: read.retry,
         timeout_ms: read.timeout_ms,
         worker_group: read.worker_group.clone(),
+        max_concurrency: None,
     };
     let UpdateOutcome::Done(changed) = store
         .job_update("default", &job.id, read.version, &u, T0 + 1)

@@ -31,6 +31,7 @@ fn same(job: &Job) -> JobUpdate {
         retry: job.retry,
         timeout_ms: job.timeout_ms,
         worker_group: None,
+        max_concurrency: None,
     }
 }
 

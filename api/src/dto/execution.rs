@@ -44,20 +44,30 @@ pub struct ExecutionView {
     pub error: Option<String>,
     /// Latest progress (0–100) the handler reported; `null` if it reported none.
     pub progress: Option<f64>,
-    /// Set while the execution is `pending` and due, but no live worker
-    /// serves its handler (in its worker group, if the job names one): it
-    /// waits for such a worker and runs as soon as one appears.
+    /// Set while the execution is `pending` and due but cannot go yet:
+    /// `reason` `worker` when no live worker serves its handler (in its
+    /// worker group, if the job names one), so it runs as soon as one
+    /// appears; `concurrency` when a concurrency limit (`limit`) is reached,
+    /// so it runs as soon as an execution under that limit ends.
     pub waiting_for: Option<WaitingFor>,
 }
 
-/// What a waiting execution needs: a live worker serving `handler` (in `group`).
+/// What a waiting execution needs: a live worker serving `handler` (in
+/// `group`), or a free slot under the concurrency limit `limit`.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitingFor {
-    /// Handler no live worker serves.
+    /// `worker` or `concurrency`.
+    #[schema(example = "concurrency")]
+    pub reason: String,
+    /// The job's handler.
     pub handler: String,
     /// Worker group the job asked for; `null` for any.
     pub group: Option<String>,
+    /// For `concurrency`: the limit reached, `handler:<name>`,
+    /// `tenant:<id>` or `job:<id>`; `null` otherwise.
+    #[schema(example = "handler:export")]
+    pub limit: Option<String>,
 }
 
 impl From<Execution> for ExecutionView {

@@ -96,6 +96,9 @@ pub struct JobView {
     pub timeout_ms: Option<u64>,
     /// Worker group the job runs in; `null`: any worker serving its handler.
     pub worker_group: Option<String>,
+    /// At most this many of its executions dispatched or running at once;
+    /// `null`: no limit of its own.
+    pub max_concurrency: Option<u32>,
     /// Why the job was paused, as given to pause (`null` when none was
     /// given or the job is not paused).
     pub pause_reason: Option<String>,
@@ -164,6 +167,7 @@ impl From<Job> for JobView {
             retry_backoff_ms: job.retry.backoff_ms,
             timeout_ms: job.timeout_ms,
             worker_group: job.worker_group,
+            max_concurrency: job.max_concurrency,
             pause_reason: job.pause_reason,
             last_result: job.last_result.map(|s| s.as_str().to_string()),
             last_result_at: opt_time(job.last_result_at),

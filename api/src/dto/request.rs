@@ -79,6 +79,12 @@ pub struct CreateJobRequest {
     /// `KAIROS_WORKER_GROUP` run the job. Absent: any worker serving the handler.
     #[schema(min_length = 1, max_length = 255)]
     pub worker_group: Option<String>,
+    /// At most this many executions of the job dispatched or running at
+    /// once (1–100000); a trigger over it waits, `pending`, with
+    /// `waitingFor.reason` `concurrency`. Absent: no limit of its own
+    /// (handler and tenant limits still apply).
+    #[schema(minimum = 1, maximum = 100_000)]
+    pub max_concurrency: Option<i64>,
 }
 
 /// Body of `PATCH /openapi/jobs/{id}`: `version` plus the fields to change;
@@ -139,6 +145,11 @@ pub struct PatchJobRequest {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, nullable)]
     pub worker_group: Option<Option<String>>,
+    /// New limit on the job's executions dispatched or running at once
+    /// (1–100000); `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 100_000, nullable)]
+    pub max_concurrency: Option<Option<i64>>,
     /// New misfire policy of a recurring job.
     #[schema(schema_with = super::misfire_schema)]
     pub misfire_policy: Option<String>,

@@ -2,7 +2,9 @@
 //! definition ([`JobUpdate`]), validated as a create would be.
 
 use super::schedule::{self, Fields};
-use super::{callback_url, check_params, group, retry_policy, sensitive_paths, timeout};
+use super::{
+    callback_url, check_params, group, max_concurrency, retry_policy, sensitive_paths, timeout,
+};
 use crate::ApiConfig;
 use crate::dto::PatchJobRequest;
 use crate::error::ApiError;
@@ -63,6 +65,11 @@ pub fn job_update(
         Some(None) => None,
         None => job.worker_group.clone(),
     };
+    let max_concurrency = match req.max_concurrency {
+        Some(Some(n)) => Some(max_concurrency(n)?),
+        Some(None) => None,
+        None => job.max_concurrency,
+    };
     Ok(JobUpdate {
         schedule,
         reschedule,
@@ -72,6 +79,7 @@ pub fn job_update(
         retry: retry_policy(req.max_attempts, req.retry_backoff_ms, job.retry)?,
         timeout_ms,
         worker_group,
+        max_concurrency,
     })
 }
 

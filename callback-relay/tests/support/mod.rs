@@ -67,6 +67,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
             created_at: now,
             created_by: None,
             worker_group: None,
+            max_concurrency: None,
         })
         .await
         .expect("job_create");

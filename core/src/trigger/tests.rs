@@ -27,6 +27,7 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         created_at: 0,
         updated_at: 0,
         worker_group: None,
+        max_concurrency: None,
         trace: None,
         pause_reason: None,
         last_result: None,

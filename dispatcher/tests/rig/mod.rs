@@ -206,6 +206,7 @@ pub fn new_job(name: &str, schedule: Schedule, next: Millis) -> NewJob {
         retry: RetryPolicy::default(),
         timeout_ms: None,
         worker_group: None,
+        max_concurrency: None,
         created_at: now_ms(),
         created_by: None,
     }

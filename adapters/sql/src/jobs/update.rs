@@ -81,6 +81,7 @@ async fn write_update(
         .set("retry_backoff_ms", from_u64(u.retry.backoff_ms))
         .set("timeout_ms", u.timeout_ms.map(from_u64))
         .set("worker_group", u.worker_group.as_ref())
+        .set("max_concurrency", u.max_concurrency.map(i64::from))
         .set("updated_at", time(now));
     Sql::new("UPDATE jobs SET ")
         .set(&set)

@@ -105,6 +105,7 @@ pub fn one_shot(tenant: &str, at: Millis) -> NewJob {
         created_at: T0,
         created_by: None,
         worker_group: None,
+        max_concurrency: None,
     }
 }
 

@@ -32,6 +32,7 @@ fn job(schedule: Schedule) -> Job {
         created_at: NOW - 30_000,
         updated_at: NOW,
         worker_group: None,
+        max_concurrency: None,
         trace: None,
         pause_reason: None,
         last_result: None,
