@@ -87,7 +87,10 @@ async fn a_handler_limit_holds_claims_back_and_admits_them_as_slots_free(store: 
     let ids: Vec<&str> = work.iter().map(|w| w.execution_id.as_str()).collect();
     assert_eq!(
         ids,
-        [claims[0].execution_id.as_str(), claims[1].execution_id.as_str()],
+        [
+            claims[0].execution_id.as_str(),
+            claims[1].execution_id.as_str()
+        ],
         "the two oldest go, dispatched"
     );
     assert_eq!(in_use(&store, "handler:exp").await, 2);
@@ -111,7 +114,10 @@ async fn a_handler_limit_holds_claims_back_and_admits_them_as_slots_free(store: 
         .await
         .unwrap();
     assert_eq!(waiting.len(), 2);
-    assert_eq!(waiting[0].execution_id, claims[2].execution_id, "oldest first");
+    assert_eq!(
+        waiting[0].execution_id, claims[2].execution_id,
+        "oldest first"
+    );
     assert_eq!(store.executions_count_waiting(100).await.unwrap(), 2);
     let all: Vec<&DispatchWork> = waiting.iter().collect();
 
@@ -142,7 +148,12 @@ async fn a_handler_limit_holds_claims_back_and_admits_them_as_slots_free(store: 
         .unwrap()
         .unwrap();
     assert_eq!(
-        (e.status, e.worker_id.as_deref(), e.dispatched_at, e.waiting_for),
+        (
+            e.status,
+            e.worker_id.as_deref(),
+            e.dispatched_at,
+            e.waiting_for
+        ),
         (ExecStatus::Dispatched, Some("w2"), Some(T0 + 50), None)
     );
     assert_eq!(store.executions_count_waiting(100).await.unwrap(), 1);
@@ -256,7 +267,11 @@ async fn every_end_gives_the_slot_back(store: SqlStore) {
     let stopped = result(&w[5], 1, ResultKind::Failed, T0 + 70);
     let applied = store.results_apply(&[stopped], T0 + 70).await.unwrap();
     assert_eq!(applied[0].new_status, Some(ExecStatus::Cancelled));
-    assert_eq!(in_use(&store, key).await, 0, "no slot outlives its execution");
+    assert_eq!(
+        in_use(&store, key).await,
+        0,
+        "no slot outlives its execution"
+    );
 
     // What went back to pending takes a slot again when it is admitted.
     let again = store
@@ -279,10 +294,18 @@ async fn a_new_limit_counts_what_already_runs(store: SqlStore) {
     let jobs = jobs(&store, "nl", "late", 4).await;
     let claims: Vec<Claim> = jobs[..3].iter().map(|j| claim_to(j, "w1")).collect();
     assert_eq!(
-        store.triggers_claim(1, &claims, T0 + 10).await.unwrap().len(),
+        store
+            .triggers_claim(1, &claims, T0 + 10)
+            .await
+            .unwrap()
+            .len(),
         3
     );
-    assert_eq!(in_use(&store, "handler:late").await, 0, "no limit, no count");
+    assert_eq!(
+        in_use(&store, "handler:late").await,
+        0,
+        "no limit, no count"
+    );
     store
         .limit_set(
             &Limit {
@@ -323,7 +346,10 @@ async fn a_jobs_own_limit_holds_its_extra_triggers(store: SqlStore) {
     new.max_concurrency = Some(1);
     let job = create(&store, new).await;
     assert_eq!(job.max_concurrency, Some(1));
-    assert_eq!(support::job_now(&store, &job).await.max_concurrency, Some(1));
+    assert_eq!(
+        support::job_now(&store, &job).await.max_concurrency,
+        Some(1)
+    );
     for at in [T0, T0 + 1] {
         let exec = id();
         let ControlOutcome::Done(_) = store

@@ -212,6 +212,29 @@ pub fn new_job(name: &str, schedule: Schedule, next: Millis) -> NewJob {
     }
 }
 
+/// An execution with every field empty, for tests that set a few.
+pub fn execution_stub() -> Execution {
+    Execution {
+        id: String::new(),
+        job_id: String::new(),
+        tenant: TENANT.into(),
+        scheduled_at: 0,
+        attempt: 1,
+        status: ExecStatus::Pending,
+        worker_id: None,
+        output: None,
+        error: None,
+        not_before: 0,
+        dispatched_at: None,
+        started_at: None,
+        finished_at: None,
+        stop_requested_at: None,
+        progress: None,
+        created_at: 0,
+        waiting_for: None,
+    }
+}
+
 /// A heartbeat of an idle, online worker `id` serving `noop`, taken now
 /// (capacity 1000, no process id, nothing held, no batch offer).
 pub fn heartbeat(id: &str) -> HeartbeatMsg {
