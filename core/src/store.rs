@@ -512,6 +512,12 @@ pub trait Dispatch: Send + Sync {
     /// How many `pending` executions wait for a concurrency limit, counting
     /// at most `cap`.
     async fn executions_count_waiting(&self, cap: u32) -> StoreResult<u64>;
+    /// Deletes up to `limit` slot rows whose execution no longer holds its
+    /// slot (they count for nothing already; the gate deletes those of the
+    /// keys it checks, this catches keys never checked again, like a
+    /// finished job's). Fenced like [`Self::executions_admit`], so it never
+    /// races a gate that admits the same execution again. How many went.
+    async fn concurrency_slots_purge(&self, fence: u64, limit: u32) -> StoreResult<u64>;
     /// Applies worker results in one transaction, each through [`crate::outcome::plan`];
     /// terminal executions of jobs with a callback URL get their outbox row in
     /// the same transaction.

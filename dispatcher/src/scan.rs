@@ -147,6 +147,7 @@ impl DispatchLoop {
         let unpublished = Arc::new(Unpublished::new(self.cfg.publishers));
         let mut last_sweep = Instant::now() - self.cfg.sweep_every;
         let mut last_workers = Instant::now() - self.cfg.workers_every;
+        let mut last_purge = Instant::now();
         let mut ahead = None;
         let mut lead = ClaimLead::new(self.cfg.claim_ahead, self.cfg.lookahead);
         crate::metrics::claim_lead(lead.current());
@@ -190,6 +191,10 @@ impl DispatchLoop {
                 last_sweep = Instant::now();
             } else if waiting && freed && term.is_valid() {
                 waiting = self.sweep_waiting(&term, &unpublished).await;
+            }
+            if last_purge.elapsed() >= SLOTS_PURGE_EVERY && term.is_valid() {
+                self.purge_slots(&term).await;
+                last_purge = Instant::now();
             }
             freed = false;
             if !round.more_due {
@@ -525,6 +530,27 @@ impl DispatchLoop {
         }
     }
 }
+
+impl DispatchLoop {
+    /// Deletes slot rows that count for nothing any more (see
+    /// `concurrency_slots_purge`): housekeeping only, a failure costs nothing.
+    async fn purge_slots(&self, term: &Term) {
+        match self
+            .store
+            .concurrency_slots_purge(term.fence, SLOTS_PURGE_BATCH)
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => debug!(deleted = n, "slot rows of ended executions deleted"),
+            Err(e) => debug!(error = %e, "cannot purge slot rows now"),
+        }
+    }
+}
+
+/// How often the leader deletes slot rows of ended executions, and at most
+/// how many at a time.
+const SLOTS_PURGE_EVERY: Duration = Duration::from_secs(60);
+const SLOTS_PURGE_BATCH: u32 = 5_000;
 
 /// The gauge of work waiting for a concurrency slot counts no further.
 const WAITING_COUNT_CAP: u32 = 1_000_000;

@@ -147,6 +147,33 @@ async fn count_in_use(tx: &mut Tx, keys: &[&str]) -> StoreResult<HashMap<ScopeKe
     Ok(in_use)
 }
 
+/// Deletes up to `limit` rows whose execution holds no slot any more; the
+/// caller holds the fence's row lock, as a gate does.
+pub(crate) async fn purge(tx: &mut Tx, limit: u32) -> StoreResult<u64> {
+    let mut s = Sql::new(
+        "SELECT s.execution_id AS execution_id FROM concurrency_slots s \
+         LEFT JOIN executions e ON e.id = s.execution_id \
+         WHERE e.id IS NULL OR e.status NOT IN ",
+    );
+    s.list(OCCUPYING.iter().map(|st| st.as_str()))
+        .push(" LIMIT ")
+        .bind(limit);
+    let rows = s.fetch_all(&mut *tx).await?;
+    let mut ended = BTreeSet::new();
+    for row in &rows {
+        ended.insert(R::new(row, "concurrency_slots").string("execution_id")?);
+    }
+    let ended: Vec<String> = ended.into_iter().collect();
+    let mut gone = 0;
+    for chunk in ended.chunks(CHUNK) {
+        gone += Sql::new("DELETE FROM concurrency_slots WHERE execution_id IN ")
+            .list(chunk.iter())
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(gone)
+}
+
 /// `SELECT scope_key, COUNT(*)` of live executions holding a slot, for `key`
 /// or (`None`) every key.
 fn usage_sql(key: Option<&str>) -> Sql {

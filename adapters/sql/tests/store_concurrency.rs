@@ -272,6 +272,13 @@ async fn every_end_gives_the_slot_back(store: SqlStore) {
         0,
         "no slot outlives its execution"
     );
+    // Their rows, inert, are deleted by the leader's housekeeping.
+    assert_eq!(store.concurrency_slots_purge(1, 100).await.unwrap(), 6);
+    assert_eq!(store.concurrency_slots_purge(1, 100).await.unwrap(), 0);
+    assert!(
+        store.concurrency_slots_purge(0, 100).await.is_err(),
+        "fenced"
+    );
 
     // What went back to pending takes a slot again when it is admitted.
     let again = store

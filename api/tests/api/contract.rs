@@ -475,7 +475,11 @@ pub async fn every_route_answers_as_documented(app: App) {
         c.check("put", limit, &app.put_json(uri, &body).await);
     }
     c.check("get", "/openapi/limits", &app.get("/openapi/limits").await);
-    c.check("get", "/openapi/limits", &reader.get("/openapi/limits").await);
+    c.check(
+        "get",
+        "/openapi/limits",
+        &reader.get("/openapi/limits").await,
+    );
     for _ in 0..2 {
         let gone = app.delete("/openapi/limits/handler/export").await;
         c.check("delete", limit, &gone);

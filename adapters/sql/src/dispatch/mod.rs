@@ -98,6 +98,16 @@ impl Dispatch for SqlStore {
         found.iter().map(due::work).collect()
     }
 
+    async fn concurrency_slots_purge(&self, fence: u64, limit: u32) -> StoreResult<u64> {
+        self.transaction(|mut tx| async move {
+            claim::check_fence(&mut tx, fence).await?;
+            let n = crate::concurrency::purge(&mut tx, limit).await?;
+            tx.commit().await?;
+            Ok(n)
+        })
+        .await
+    }
+
     async fn executions_count_waiting(&self, cap: u32) -> StoreResult<u64> {
         let n: i64 = due::waiting_count(cap).scalar(self.read(), "n").await?;
         Ok(u64::try_from(n).unwrap_or_default())
