@@ -327,7 +327,7 @@ async fn a_new_limit_counts_what_already_runs(store: SqlStore) {
     assert_eq!(in_use(&store, "handler:late").await, 3);
     let fourth = claim_to(&jobs[3], "w1");
     let work = store
-        .triggers_claim(1, &[fourth.clone()], T0 + 30)
+        .triggers_claim(1, std::slice::from_ref(&fourth), T0 + 30)
         .await
         .unwrap();
     assert!(work.is_empty(), "over a limit lowered below what runs");
