@@ -119,6 +119,7 @@ pub(crate) async fn page(
                     dt { "Timeout" } dd { @match job.timeout_ms { Some(t) => { (view::duration(t as i64)) }, None => { span.muted { "none" } } } }
                     dt { "Callback URL" } dd { @match &job.callback_url { Some(u) => { code { (u) } }, None => { span.muted { "none" } } } }
                     dt { "Worker group" } dd { @match &job.worker_group { Some(g) => { code { (g) } }, None => { span.muted { "any" } } } }
+                    dt { "Max concurrency" } dd { @match job.max_concurrency { Some(n) => { (n) }, None => { span.muted { "no limit of its own" } } } }
                     dt { "Version" } dd { (job.revision) }
                     dt { "Created / updated" } dd { (view::time(Some(job.created_at))) " / " (view::time(Some(job.updated_at))) }
                 }

@@ -144,7 +144,12 @@ fn create_json(form: &Fields) -> Result<Value, FieldError> {
             out.insert(f.into(), json!(v));
         }
     }
-    for f in ["maxAttempts", "retryBackoffMs", "timeoutMs"] {
+    for f in [
+        "maxAttempts",
+        "retryBackoffMs",
+        "timeoutMs",
+        "maxConcurrency",
+    ] {
         if let Some(v) = int(form, f)? {
             out.insert(f.into(), json!(v));
         }
