@@ -464,9 +464,12 @@ pub trait Dispatch: Send + Sync {
         limit: u32,
         routable: &Routable,
     ) -> StoreResult<Vec<DispatchWork>>;
-    /// Records publisher confirms of work that was still `pending` (the
-    /// sweep's; a claim that chose a worker recorded its own dispatch):
-    /// `pending → dispatched` for the named attempt only.
+    /// Records publisher confirms of work that was still `pending`:
+    /// `pending → dispatched` for the named attempt only, after its publish.
+    /// The stock dispatcher records every dispatch before publishing instead
+    /// (a claim that chose a worker, or [`Self::executions_admit`], which
+    /// also applies the concurrency limits); this stays for publishers that
+    /// record confirms afterwards, and it bypasses those limits.
     /// Also reports the sent attempts that were cancelled meanwhile (their job
     /// was cancelled between claim and confirm): a worker now holds them, and
     /// must be asked to stop.
