@@ -3,6 +3,7 @@
 //! answer is never older than the last heartbeat and needs no bookkeeping.
 
 use crate::dto::{ExecutionView, WaitingFor};
+use kairos_core::concurrency::RATE_PREFIX;
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::job::Job;
 use kairos_core::store::{ApiStore, StoreResult};
@@ -38,11 +39,18 @@ pub(crate) fn view(job: &Job, execution: Execution, routable: &Routable) -> Exec
     let no_worker = due && !routable.accepts(&job.handler, job.worker_group.as_deref());
     let mut view = ExecutionView::from(execution);
     if no_worker || limit.is_some() {
+        let (reason, limit) = match limit.filter(|_| !no_worker) {
+            None => ("worker", None),
+            Some(l) => match l.strip_prefix(RATE_PREFIX) {
+                Some(key) => ("rate", Some(key.to_string())),
+                None => ("concurrency", Some(l)),
+            },
+        };
         view.waiting_for = Some(WaitingFor {
-            reason: if no_worker { "worker" } else { "concurrency" }.to_string(),
+            reason: reason.to_string(),
             handler: job.handler.clone(),
             group: job.worker_group.clone(),
-            limit: limit.filter(|_| !no_worker),
+            limit,
         });
     }
     view

@@ -332,10 +332,12 @@ pub struct Admitted {
     pub dispatched: Vec<(String, u32)>,
     /// Left `pending` because a limit is reached (`waiting_for` set).
     pub waiting: Vec<(String, u32)>,
+    /// When the earliest rate limit that held some back has a token again.
+    pub retry_at: Option<Millis>,
 }
 
 /// A limit with what runs under it now.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LimitUsage {
     /// The limit.
     pub limit: crate::concurrency::Limit,

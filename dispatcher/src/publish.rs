@@ -30,6 +30,8 @@ pub struct PublishReport {
     pub failed: usize,
     /// Left pending because a concurrency limit is reached.
     pub waiting: usize,
+    /// When a rate limit that held some back has room again.
+    pub retry_at: Option<Millis>,
 }
 
 /// What `w` needs from its worker.
@@ -178,6 +180,7 @@ impl Publisher {
             }
         };
         report.waiting += admitted.waiting.len();
+        report.retry_at = admitted.retry_at;
         let go: HashSet<&str> = admitted
             .dispatched
             .iter()

@@ -151,9 +151,11 @@ impl DispatchLoop {
         let mut ahead = None;
         let mut lead = ClaimLead::new(self.cfg.claim_ahead, self.cfg.lookahead);
         crate::metrics::claim_lead(lead.current());
-        // Whether work waits for a concurrency slot, and whether a slot was
-        // given back since the last look.
+        // Whether work waits for a concurrency slot, whether a slot was
+        // given back since the last look, and when a rate that holds some
+        // back has room again.
         let (mut waiting, mut freed) = (false, false);
+        let mut rate_retry: Option<Millis> = None;
         while term.is_valid() {
             // Work left behind usually means the worker view is out of date
             // (a worker just started): reload it and sweep now, not later.
@@ -187,10 +189,10 @@ impl DispatchLoop {
             };
             if (left_behind || last_sweep.elapsed() >= self.cfg.sweep_every) && term.is_valid() {
                 round.more_due |= self.sweep(&term, &unpublished).await;
-                waiting = self.sweep_waiting(&term, &unpublished).await;
+                (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
                 last_sweep = Instant::now();
             } else if waiting && freed && term.is_valid() {
-                waiting = self.sweep_waiting(&term, &unpublished).await;
+                (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
             }
             if last_purge.elapsed() >= SLOTS_PURGE_EVERY && term.is_valid() {
                 self.purge_slots(&term).await;
@@ -203,9 +205,14 @@ impl DispatchLoop {
                 let wake_at = round
                     .next_due
                     .map_or(safety_net, |t| (t - lead.current()).min(safety_net));
+                let wake_at = rate_retry
+                    .filter(|_| waiting)
+                    .map_or(wake_at, |t| t.min(wake_at));
                 freed = self
                     .sleep_until(&term, &unpublished, wake_at, waiting)
                     .await;
+                // A rate's next token is as good as a freed slot.
+                freed |= rate_retry.is_some_and(|t| now_ms() >= t);
             }
         }
         unpublished.tasks.close();
@@ -482,9 +489,14 @@ impl DispatchLoop {
 
 impl DispatchLoop {
     /// Publishes the work a concurrency limit held back, as far as slots
-    /// have come free; `true` if some still waits. Sets the gauge of
-    /// executions waiting for a slot.
-    async fn sweep_waiting(&self, term: &Term, unpublished: &Unpublished) -> bool {
+    /// (and rates) allow now; whether some still waits, and when a rate that
+    /// holds some back has room again. Sets the gauge of executions waiting
+    /// for a limit.
+    async fn sweep_waiting(
+        &self,
+        term: &Term,
+        unpublished: &Unpublished,
+    ) -> (bool, Option<Millis>) {
         let now = now_ms();
         let routable = self
             .balancer
@@ -499,13 +511,14 @@ impl DispatchLoop {
             Ok(work) => work,
             Err(e) => {
                 warn!(error = %e, "cannot sweep work waiting for a concurrency slot");
-                return true;
+                return (true, None);
             }
         };
         if work.is_empty() {
             crate::metrics::waiting_for_concurrency(0);
-            return false;
+            return (false, None);
         }
+        let mut retry_at = None;
         let work: Vec<DispatchWork> = {
             let held = unpublished.lock();
             work.into_iter()
@@ -514,6 +527,7 @@ impl DispatchLoop {
         };
         if term.is_valid() && !work.is_empty() {
             let report = self.publisher.publish(work, term.fence).await;
+            retry_at = report.retry_at;
             if report.dispatched > 0 {
                 debug!(?report, "published work that waited for a concurrency slot");
             }
@@ -521,11 +535,11 @@ impl DispatchLoop {
         match self.store.executions_count_waiting(WAITING_COUNT_CAP).await {
             Ok(n) => {
                 crate::metrics::waiting_for_concurrency(n);
-                n > 0
+                (n > 0, retry_at)
             }
             Err(e) => {
                 debug!(error = %e, "cannot count work waiting for a concurrency slot");
-                true
+                (true, retry_at)
             }
         }
     }

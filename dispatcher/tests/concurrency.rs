@@ -56,7 +56,8 @@ async fn a_handler_limit_of_five_is_never_exceeded() {
             &Limit {
                 scope: Scope::Handler,
                 name: "sleep".into(),
-                max_running: LIMIT,
+                max_running: Some(LIMIT),
+                rate_per_sec: None,
             },
             now_ms(),
         )

@@ -17,7 +17,9 @@ use crate::rows::R;
 use crate::sql::{self, CHUNK, Fields, Sql, time};
 use crate::store::SqlStore;
 use async_trait::async_trait;
-use kairos_core::concurrency::{Admission, Gate, Limit, OCCUPYING, Scope, ScopeKey, scopes_of};
+use kairos_core::concurrency::{
+    Admission, Bucket, Gate, Limit, OCCUPYING, Scope, ScopeKey, scopes_of,
+};
 use kairos_core::store::{LimitStore, LimitUsage, StoreError, StoreResult};
 use kairos_core::time::Millis;
 use std::collections::{BTreeSet, HashMap};
@@ -43,19 +45,29 @@ pub(crate) async fn gate(
         .iter()
         .map(|c| scopes_of(c.handler, c.tenant, c.job_id))
         .collect();
-    let mut limits = operator_limits(tx, &keys).await?;
+    let (mut limits, buckets) = operator_limits(tx, &keys, now).await?;
     for (c, k) in candidates.iter().zip(&keys) {
         if let Some(n) = c.max_concurrency {
             limits.insert(k[2].clone(), n);
         }
     }
-    if limits.is_empty() {
+    if limits.is_empty() && buckets.is_empty() {
         return Ok(vec![Admission::Unlimited; candidates.len()]);
     }
     let limited: Vec<&str> = limits.keys().map(ScopeKey::as_str).collect();
     let in_use = count_in_use(tx, &limited).await?;
-    let mut gate = Gate::new(limits, in_use);
+    let mut gate = Gate::new(limits, in_use).with_rates(buckets, now);
     let decisions: Vec<Admission> = keys.iter().map(|k| gate.admit(k)).collect();
+    for (key, b) in gate.buckets() {
+        Sql::new("UPDATE concurrency_limits SET rate_tokens = ")
+            .bind(b.tokens)
+            .push(", rate_at = ")
+            .bind(time(b.at))
+            .push(" WHERE scope_key = ")
+            .bind(key.as_str())
+            .execute(&mut *tx)
+            .await?;
+    }
 
     let mut slots = Vec::new();
     for (c, d) in candidates.iter().zip(&decisions) {
@@ -82,11 +94,16 @@ pub(crate) async fn gate(
     Ok(decisions)
 }
 
-/// The handler and tenant limits set for any of `keys`.
+/// Caps on what runs at once, and rate buckets, by key.
+type OperatorLimits = (HashMap<ScopeKey, u32>, HashMap<ScopeKey, Bucket>);
+
+/// The handler and tenant limits set for any of `keys`: their caps on what
+/// runs at once and their rate buckets (a new one full at `now`).
 async fn operator_limits(
     tx: &mut Tx,
     keys: &[[ScopeKey; 3]],
-) -> StoreResult<HashMap<ScopeKey, u32>> {
+    now: Millis,
+) -> StoreResult<OperatorLimits> {
     let wanted: Vec<&str> = keys
         .iter()
         .flat_map(|k| [k[0].as_str(), k[1].as_str()])
@@ -94,20 +111,37 @@ async fn operator_limits(
         .into_iter()
         .collect();
     let rows = sql::fetch_chunked(&mut *tx, &wanted, |chunk| {
-        let mut s =
-            Sql::new("SELECT scope_key, max_running FROM concurrency_limits WHERE scope_key IN ");
+        let mut s = Sql::new(
+            "SELECT scope_key, max_running, rate_per_sec, rate_tokens, rate_at \
+             FROM concurrency_limits WHERE scope_key IN ",
+        );
         s.list(chunk.iter().copied());
         s
     })
     .await?;
     let mut limits = HashMap::with_capacity(rows.len());
+    let mut buckets = HashMap::new();
     for row in &rows {
         let r = R::new(row, "concurrency_limits");
-        if let Some(key) = ScopeKey::parse(&r.string("scope_key")?) {
-            limits.insert(key, r.u32("max_running")?);
+        let Some(key) = ScopeKey::parse(&r.string("scope_key")?) else {
+            continue;
+        };
+        if let Some(n) = r.opt_i64("max_running")? {
+            limits.insert(key.clone(), u32::try_from(n).unwrap_or(u32::MAX));
+        }
+        if let Some(rate) = r.opt_f64("rate_per_sec")? {
+            let full = Bucket::full(rate, now);
+            buckets.insert(
+                key,
+                Bucket {
+                    rate,
+                    tokens: r.opt_f64("rate_tokens")?.unwrap_or(full.tokens),
+                    at: r.opt_time("rate_at")?.unwrap_or(now),
+                },
+            );
         }
     }
-    Ok(limits)
+    Ok((limits, buckets))
 }
 
 /// Live executions per key, and the rows of those no longer live deleted.
@@ -193,7 +227,8 @@ fn usage_sql(key: Option<&str>) -> Sql {
 impl LimitStore for SqlStore {
     async fn limits_list(&self) -> StoreResult<Vec<LimitUsage>> {
         let rows = Sql::new(
-            "SELECT scope_key, scope, name, max_running FROM concurrency_limits ORDER BY scope_key",
+            "SELECT scope_key, scope, name, max_running, rate_per_sec FROM concurrency_limits \
+             ORDER BY scope_key",
         )
         .fetch_all(self.read())
         .await?;
@@ -211,7 +246,10 @@ impl LimitStore for SqlStore {
                     limit: Limit {
                         scope,
                         name: r.string("name")?,
-                        max_running: r.u32("max_running")?,
+                        max_running: r
+                            .opt_i64("max_running")?
+                            .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+                        rate_per_sec: r.opt_f64("rate_per_sec")?,
                     },
                     running: running.get(&r.string("scope_key")?).copied().unwrap_or(0),
                 })
@@ -232,12 +270,28 @@ impl LimitStore for SqlStore {
             .with("scope", limit.scope.as_str())
             .with("name", limit.name.as_str())
             .with("max_running", limit.max_running)
+            .with("rate_per_sec", limit.rate_per_sec)
+            // A changed rate starts with a full bucket.
+            .with("rate_tokens", None::<f64>)
+            .with("rate_at", time(None::<Millis>))
             .with("updated_at", time(now));
         Sql::new("INSERT INTO concurrency_limits")
             .rows([&row])
-            .upsert("scope_key", &["max_running", "updated_at"])
+            .upsert(
+                "scope_key",
+                &[
+                    "max_running",
+                    "rate_per_sec",
+                    "rate_tokens",
+                    "rate_at",
+                    "updated_at",
+                ],
+            )
             .execute(self.write())
             .await?;
+        if limit.max_running.is_none() {
+            return Ok(());
+        }
         // What already runs under a new limit counts against it from the
         // start: its executions take their slots now.
         let mut seed = Sql::new("");

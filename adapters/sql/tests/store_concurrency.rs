@@ -27,6 +27,7 @@ store_cases!(
     a_new_limit_counts_what_already_runs,
     a_jobs_own_limit_holds_its_extra_triggers,
     without_limits_admission_records_every_dispatch,
+    a_handler_rate_admits_a_burst_then_one_token_at_a_time,
 );
 
 /// A claim of `job`'s current trigger, dispatched to `worker`.
@@ -78,7 +79,8 @@ async fn a_handler_limit_holds_claims_back_and_admits_them_as_slots_free(store: 
     let limit = Limit {
         scope: Scope::Handler,
         name: "exp".into(),
-        max_running: 2,
+        max_running: Some(2),
+        rate_per_sec: None,
     };
     store.limit_set(&limit, T0).await.unwrap();
     let jobs = jobs(&store, "hl", "exp", 4).await;
@@ -188,7 +190,8 @@ async fn every_end_gives_the_slot_back(store: SqlStore) {
             &Limit {
                 scope: Scope::Tenant,
                 name: "ends".into(),
-                max_running: 10,
+                max_running: Some(10),
+                rate_per_sec: None,
             },
             T0,
         )
@@ -318,7 +321,8 @@ async fn a_new_limit_counts_what_already_runs(store: SqlStore) {
             &Limit {
                 scope: Scope::Handler,
                 name: "late".into(),
-                max_running: 2,
+                max_running: Some(2),
+                rate_per_sec: None,
             },
             T0 + 20,
         )
@@ -426,4 +430,67 @@ async fn without_limits_admission_records_every_dispatch(store: SqlStore) {
         .await
         .unwrap();
     assert!(again.dispatched.is_empty() && again.waiting.is_empty());
+}
+
+async fn a_handler_rate_admits_a_burst_then_one_token_at_a_time(store: SqlStore) {
+    let limit = Limit {
+        scope: Scope::Handler,
+        name: "rl".into(),
+        max_running: None,
+        rate_per_sec: Some(2.0),
+    };
+    store.limit_set(&limit, T0).await.unwrap();
+    let jobs = jobs(&store, "rt", "rl", 4).await;
+    let claims: Vec<Claim> = jobs.iter().map(|j| claim_to(j, "w1")).collect();
+    let work = store.triggers_claim(1, &claims, T0 + 10).await.unwrap();
+    assert_eq!(work.len(), 2, "a second's worth at once");
+    for c in &claims[2..] {
+        assert_eq!(
+            status(&store, "rt", &c.execution_id).await,
+            (ExecStatus::Pending, Some("rate:handler:rl".to_string()))
+        );
+    }
+    let waiting = store
+        .executions_find_waiting(T0 + 10, 10, &Routable::Any)
+        .await
+        .unwrap();
+    let all: Vec<&DispatchWork> = waiting.iter().collect();
+    let none = store
+        .executions_admit(1, &picks(&all, "w1"), T0 + 10)
+        .await
+        .unwrap();
+    assert_eq!(none.waiting.len(), 2);
+    assert_eq!(none.retry_at, Some(T0 + 510), "the next token's time");
+    let one = store
+        .executions_admit(1, &picks(&all, "w1"), T0 + 510)
+        .await
+        .unwrap();
+    assert_eq!(one.dispatched, [(claims[2].execution_id.clone(), 1)]);
+    assert_eq!(one.retry_at, Some(T0 + 1_010));
+    let last = store
+        .executions_admit(1, &picks(&all[1..], "w1"), T0 + 1_010)
+        .await
+        .unwrap();
+    assert_eq!(last.dispatched, [(claims[3].execution_id.clone(), 1)]);
+    assert_eq!(
+        in_use(&store, "handler:rl").await,
+        0,
+        "a rate takes no slot"
+    );
+    let listed = store.limits_list().await.unwrap();
+    assert_eq!(listed[0].limit, limit);
+    // Setting the limit again starts with a full bucket.
+    store.limit_set(&limit, T0 + 1_020).await.unwrap();
+    let mut more = one_shot("rt", T0);
+    more.handler = "rl".into();
+    let more = create(&store, more).await;
+    let c = claim_to(&more, "w1");
+    assert_eq!(
+        store
+            .triggers_claim(1, &[c], T0 + 1_030)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }

@@ -8,9 +8,15 @@ use utoipa::ToSchema;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ConcurrencyLimitRequest {
-    /// Executions dispatched or running at once under the limit (1–100000).
+    /// Executions dispatched or running at once under the limit (1–100000);
+    /// absent: no cap on what runs at once.
     #[schema(minimum = 1, maximum = 100_000, example = 5)]
-    pub max_running: i64,
+    pub max_running: Option<i64>,
+    /// Dispatches per second (above 0, at most 100000), in bursts of up to
+    /// one second's worth; absent: no cap on the rate. At least one of the
+    /// two is needed.
+    #[schema(example = 50.0)]
+    pub rate_per_sec: Option<f64>,
 }
 
 /// A concurrency limit and what runs under it.
@@ -24,8 +30,10 @@ pub struct ConcurrencyLimitView {
     /// The handler's name or the tenant's id.
     #[schema(example = "export")]
     pub name: String,
-    /// Executions dispatched or running at once it allows.
-    pub max_running: u32,
+    /// Executions dispatched or running at once it allows; `null`: no cap.
+    pub max_running: Option<u32>,
+    /// Dispatches per second it allows; `null`: no cap.
+    pub rate_per_sec: Option<f64>,
     /// Executions dispatched or running under it now.
     pub running: u32,
 }
@@ -36,6 +44,7 @@ impl From<LimitUsage> for ConcurrencyLimitView {
             scope: u.limit.scope.as_str().to_string(),
             name: u.limit.name,
             max_running: u.limit.max_running,
+            rate_per_sec: u.limit.rate_per_sec,
             running: u.running,
         }
     }

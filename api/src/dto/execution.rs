@@ -48,7 +48,8 @@ pub struct ExecutionView {
     /// `reason` `worker` when no live worker serves its handler (in its
     /// worker group, if the job names one), so it runs as soon as one
     /// appears; `concurrency` when a concurrency limit (`limit`) is reached,
-    /// so it runs as soon as an execution under that limit ends.
+    /// so it runs as soon as an execution under that limit ends; `rate` when
+    /// the limit's rate is used up, so it runs when the rate allows.
     pub waiting_for: Option<WaitingFor>,
 }
 
@@ -57,14 +58,14 @@ pub struct ExecutionView {
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitingFor {
-    /// `worker` or `concurrency`.
+    /// `worker`, `concurrency` or `rate`.
     #[schema(example = "concurrency")]
     pub reason: String,
     /// The job's handler.
     pub handler: String,
     /// Worker group the job asked for; `null` for any.
     pub group: Option<String>,
-    /// For `concurrency`: the limit reached, `handler:<name>`,
+    /// For `concurrency` and `rate`: the limit reached, `handler:<name>`,
     /// `tenant:<id>` or `job:<id>`; `null` otherwise.
     #[schema(example = "handler:export")]
     pub limit: Option<String>,

@@ -10,7 +10,7 @@ use crate::extract::{ApiJson, ApiPath};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use kairos_core::concurrency::{Limit, Scope, check_limit};
+use kairos_core::concurrency::{Limit, Scope, check_limit, check_rate};
 use kairos_core::time::now_ms;
 
 /// The longest handler name or tenant id a limit names.
@@ -39,8 +39,10 @@ pub(crate) async fn list_limits(
 /// the tenant's jobs are dispatched or running at once, whichever
 /// dispatcher sends them; a trigger over the limit waits, `pending`, with
 /// `waitingFor.reason` `concurrency`, and goes when one ends. Executions
-/// already running count from the moment the limit is set. Applies from the
-/// next dispatch.
+/// already running count from the moment the limit is set. With
+/// `ratePerSec`, at most that many are dispatched a second (bursts of a
+/// second's worth); one over it waits with `waitingFor.reason` `rate`.
+/// Replaces the limit's previous values; applies from the next dispatch.
 #[utoipa::path(
     put, path = "/openapi/limits/{scope}/{name}", tag = "limits",
     params(
@@ -59,15 +61,31 @@ pub(crate) async fn set_limit(
     ApiPath((scope, name)): ApiPath<(String, String)>,
     ApiJson(req): ApiJson<ConcurrencyLimitRequest>,
 ) -> Result<Json<ConcurrencyLimitView>, ApiError> {
+    let max_running = req
+        .max_running
+        .map(|n| {
+            check_limit(n)
+                .map_err(|e| ApiError::invalid("maxRunning", format!("maxRunning {e}, got {n}")))
+        })
+        .transpose()?;
+    let rate_per_sec = req
+        .rate_per_sec
+        .map(|r| {
+            check_rate(r)
+                .map_err(|e| ApiError::invalid("ratePerSec", format!("ratePerSec {e}, got {r}")))
+        })
+        .transpose()?;
+    if max_running.is_none() && rate_per_sec.is_none() {
+        return Err(ApiError::invalid(
+            "maxRunning",
+            "give maxRunning, ratePerSec or both (DELETE removes a limit)",
+        ));
+    }
     let limit = Limit {
         scope: scope_of(&scope)?,
         name: name_of(&name)?,
-        max_running: check_limit(req.max_running).map_err(|e| {
-            ApiError::invalid(
-                "maxRunning",
-                format!("maxRunning {e}, got {}", req.max_running),
-            )
-        })?,
+        max_running,
+        rate_per_sec,
     };
     state.store.limit_set(&limit, now_ms()).await?;
     state

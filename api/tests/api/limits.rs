@@ -90,7 +90,7 @@ pub async fn operators_set_limits_and_held_work_shows_it(app: App) {
         .ok(200);
     assert_eq!(
         set,
-        json!({"scope": "handler", "name": "export", "maxRunning": 1, "running": 0})
+        json!({"scope": "handler", "name": "export", "maxRunning": 1, "ratePerSec": null, "running": 0})
     );
     let refused = app
         .put_json("/openapi/limits/job/x", &json!({"maxRunning": 1}))
@@ -102,6 +102,23 @@ pub async fn operators_set_limits_and_held_work_shows_it(app: App) {
         .await
         .error(422, "invalid_field");
     assert_eq!(refused["field"], "maxRunning");
+    let refused = app
+        .put_json("/openapi/limits/tenant/default", &json!({}))
+        .await
+        .error(422, "invalid_field");
+    assert_eq!(refused["field"], "maxRunning", "one of the two is needed");
+    let refused = app
+        .put_json("/openapi/limits/handler/x", &json!({"ratePerSec": 0}))
+        .await
+        .error(422, "invalid_field");
+    assert_eq!(refused["field"], "ratePerSec");
+    let rated = app
+        .put_json("/openapi/limits/handler/slow", &json!({"ratePerSec": 0.5}))
+        .await
+        .ok(200);
+    assert_eq!(rated["ratePerSec"], 0.5);
+    assert_eq!(rated["maxRunning"], Value::Null);
+    app.delete("/openapi/limits/handler/slow").await;
     let admin = app.as_new_key("default", Role::Admin).await;
     admin.get("/openapi/limits").await.error(403, "forbidden");
 
@@ -151,7 +168,7 @@ pub async fn operators_set_limits_and_held_work_shows_it(app: App) {
     let list = app.get("/openapi/limits").await.ok(200);
     assert_eq!(
         list["items"],
-        json!([{"scope": "handler", "name": "export", "maxRunning": 1, "running": 1}])
+        json!([{"scope": "handler", "name": "export", "maxRunning": 1, "ratePerSec": null, "running": 1}])
     );
     let gone = app.delete("/openapi/limits/handler/export").await;
     assert_eq!(gone.status.as_u16(), 204);

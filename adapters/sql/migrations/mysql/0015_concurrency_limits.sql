@@ -6,7 +6,10 @@
 -- its execution is live (the gate joins `executions`), so an execution that
 -- ends by any path gives its slot back at once, and the row itself is
 -- deleted the next time its key is gated. `executions.waiting_for` names
--- the key a pending execution waits for.
+-- the key a pending execution waits for (`rate:<key>` for a rate). An
+-- operator's limit may cap the rate of dispatches instead or as well: a
+-- token bucket, `rate_tokens` counted at `rate_at`, written back by the
+-- transaction that takes its tokens.
 ALTER TABLE jobs
     ADD COLUMN max_concurrency BIGINT NULL;
 ALTER TABLE executions
@@ -15,8 +18,11 @@ CREATE TABLE concurrency_limits (
     scope_key   VARCHAR(400) NOT NULL,
     scope       VARCHAR(16)  NOT NULL,
     name        VARCHAR(384) NOT NULL,
-    max_running BIGINT       NOT NULL,
-    updated_at  DATETIME(3)  NOT NULL,
+    max_running  BIGINT      NULL,
+    rate_per_sec DOUBLE      NULL,
+    rate_tokens  DOUBLE      NULL,
+    rate_at      DATETIME(3) NULL,
+    updated_at   DATETIME(3) NOT NULL,
     PRIMARY KEY (scope_key)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 CREATE TABLE concurrency_slots (

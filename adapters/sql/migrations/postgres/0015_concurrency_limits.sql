@@ -6,7 +6,10 @@
 -- its execution is live (the gate joins `executions`), so an execution that
 -- ends by any path gives its slot back at once, and the row itself is
 -- deleted the next time its key is gated. `executions.waiting_for` names
--- the key a pending execution waits for.
+-- the key a pending execution waits for (`rate:<key>` for a rate). An
+-- operator's limit may cap the rate of dispatches instead or as well: a
+-- token bucket, `rate_tokens` counted at `rate_at`, written back by the
+-- transaction that takes its tokens.
 ALTER TABLE jobs
     ADD COLUMN max_concurrency BIGINT NULL;
 ALTER TABLE executions
@@ -15,8 +18,11 @@ CREATE TABLE concurrency_limits (
     scope_key   VARCHAR(400) COLLATE "C" NOT NULL,
     scope       VARCHAR(16)  COLLATE "C" NOT NULL,
     name        VARCHAR(384) COLLATE "C" NOT NULL,
-    max_running BIGINT       NOT NULL,
-    updated_at  TIMESTAMPTZ  NOT NULL,
+    max_running  BIGINT           NULL,
+    rate_per_sec DOUBLE PRECISION NULL,
+    rate_tokens  DOUBLE PRECISION NULL,
+    rate_at      TIMESTAMPTZ      NULL,
+    updated_at   TIMESTAMPTZ      NOT NULL,
     CONSTRAINT pk_concurrency_limits PRIMARY KEY (scope_key)
 );
 CREATE TABLE concurrency_slots (

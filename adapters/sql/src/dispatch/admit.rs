@@ -67,15 +67,15 @@ pub(super) async fn admit(
     let mut events = Vec::new();
     for ((p, _), d) in movable.iter().zip(decisions) {
         let target = (p.execution_id.clone(), p.attempt);
-        match d {
-            Admission::Waiting(key) => {
-                waiting
-                    .entry(key.as_str().to_string())
-                    .or_default()
-                    .push(&p.execution_id);
+        if let Admission::RateLimited(_, at) = &d {
+            out.retry_at = Some(out.retry_at.map_or(*at, |t: Millis| t.min(*at)));
+        }
+        match d.waiting_for() {
+            Some(key) => {
+                waiting.entry(key).or_default().push(&p.execution_id);
                 out.waiting.push(target);
             }
-            Admission::Unlimited | Admission::Admitted(_) => {
+            None => {
                 groups
                     .entry((p.worker_id.as_str(), p.attempt))
                     .or_default()

@@ -14,7 +14,6 @@ use crate::rows::{self, EXEC_COLS, R};
 use crate::rows_update::{Col, RowsUpdate, rows_per_statement};
 use crate::sql::{self, CHUNK, Fields, Sql, from_u64, time};
 use crate::stop;
-use kairos_core::concurrency::Admission;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::job::{Job, JobStatus, JobTransition};
 use kairos_core::schedule::OverlapPolicy;
@@ -267,9 +266,9 @@ async fn hold_over_limit(tx: &mut Tx, rows: &mut [NewExec<'_>], now: Millis) -> 
         .collect();
     let decisions = concurrency::gate(tx, &candidates, now).await?;
     for (i, d) in at.into_iter().zip(decisions) {
-        if let Admission::Waiting(key) = d {
+        if let Some(waiting) = d.waiting_for() {
             rows[i].status = ExecStatus::Pending;
-            rows[i].waiting = Some(key.as_str().to_string());
+            rows[i].waiting = Some(waiting);
         }
     }
     Ok(())
