@@ -120,3 +120,48 @@ async fn a_handler_limit_of_five_is_never_exceeded() {
     );
     rig.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_rate_spreads_dispatches_over_time() {
+    const JOBS: usize = 30;
+    const RATE: f64 = 10.0;
+    let mut rig = Rig::new().await;
+    rig.store
+        .limit_set(
+            &Limit {
+                scope: Scope::Handler,
+                name: "noop".into(),
+                max_running: None,
+                rate_per_sec: Some(RATE),
+            },
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    rig.dispatcher(rig.stop.clone());
+    rig.worker("w-1");
+    let due = now_ms() + 1_000;
+    let jobs: Vec<_> = (0..JOBS)
+        .map(|i| new_job(&format!("r{i}"), Schedule::Once { at: due }, due))
+        .collect();
+    let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+    rig.store.jobs_create_many(jobs).await.expect("create");
+    let mut sent = Vec::with_capacity(JOBS);
+    for id in &ids {
+        let e = rig.wait_succeeded(id, 1).await;
+        sent.push(e[0].dispatched_at.expect("dispatched"));
+    }
+    sent.sort();
+    // A second's worth at once (taken when the claim ran, at most the claim
+    // lead before the due time), then one every 100 ms: the last of the 20
+    // others no sooner than 2 s after the bucket was full, less that lead.
+    let span = sent[JOBS - 1] - sent[0];
+    assert!(span >= 1_500, "30 dispatches at 10/s took only {span} ms");
+    // In any second, at most a full bucket and a second's refill (and a
+    // token of slack for the lead).
+    for (i, t) in sent.iter().enumerate() {
+        let within = sent[i..].iter().take_while(|&&u| u < t + 1_000).count();
+        assert!(within <= 21, "{within} dispatches within a second of {t}");
+    }
+    rig.shutdown().await;
+}
