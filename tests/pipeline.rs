@@ -151,7 +151,7 @@ async fn failures_end_failed_and_unknown_handlers_wait(stack: Stack) {
     assert_eq!(job["status"], "running", "claimed, not failed: {job}");
     assert_eq!(
         job["waitingFor"],
-        json!({"handler": "no-such-handler", "group": null}),
+        json!({"reason": "worker", "handler": "no-such-handler", "group": null, "limit": null}),
         "{job}"
     );
     assert_eq!(job["lastExecution"]["status"], "pending");

@@ -316,6 +316,9 @@ impl Chaos {
     }
 }
 
+/// The soak's concurrency limit on the `sleep` handler.
+const SLEEP_LIMIT: i32 = 10;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn chaos_soak() {
     if std::env::var("KAIROS_SOAK").as_deref() != Ok("1") {
@@ -417,6 +420,15 @@ async fn chaos_soak() {
         .default_headers(auth)
         .build()
         .expect("HTTP client");
+    // The sleep handler runs under a concurrency limit through the chaos:
+    // it must hold, and no slot may outlive its execution.
+    let limit = http
+        .put(format!("{base}/openapi/limits/handler/sleep"))
+        .json(&json!({"maxRunning": SLEEP_LIMIT}))
+        .send()
+        .await
+        .expect("set the sleep handler's limit");
+    assert_eq!(limit.status().as_u16(), 200, "the limit is set");
     let mut specs = Vec::with_capacity(jobs);
     for i in 0..jobs {
         let kind = match rng.range(0, 100) {
@@ -543,6 +555,38 @@ async fn chaos_soak() {
         "seed {seed}: {} wrong:\n{}",
         wrong.len(),
         wrong[..wrong.len().min(30)].join("\n")
+    );
+
+    // The limit held (each execution's last attempt ran inside the slot it
+    // was admitted with), and every slot went with its execution.
+    let in_slots: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM concurrency_slots s JOIN executions e ON e.id = s.execution_id \
+         WHERE e.status IN ('dispatched','running')",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count slots");
+    assert_eq!(in_slots, 0, "seed {seed}: slots held after the drain");
+    let ran: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT CAST(UNIX_TIMESTAMP(e.started_at) * 1000 AS SIGNED), \
+         CAST(UNIX_TIMESTAMP(e.finished_at) * 1000 AS SIGNED) \
+         FROM executions e JOIN jobs j ON j.id = e.job_id \
+         WHERE j.handler = 'sleep' AND e.started_at IS NOT NULL AND e.finished_at IS NOT NULL",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("sleep executions");
+    let mut edges: Vec<(i64, i32)> = ran.iter().flat_map(|&(s, f)| [(s, 1), (f, -1)]).collect();
+    edges.sort();
+    let (mut now, mut most) = (0, 0);
+    for (_, d) in edges {
+        now += d;
+        most = most.max(now);
+    }
+    println!("concurrency: at most {most} sleep executions at once (limit {SLEEP_LIMIT})");
+    assert!(
+        most <= SLEEP_LIMIT,
+        "seed {seed}: {most} sleep executions ran at once under a limit of {SLEEP_LIMIT}"
     );
 
     // One callback row per terminal execution, each delivered under one id.

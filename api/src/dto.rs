@@ -4,6 +4,7 @@
 mod admin;
 mod batch;
 mod callback;
+mod concurrency;
 mod execution;
 mod health;
 mod job;
@@ -19,6 +20,7 @@ pub use admin::{
 };
 pub use batch::{BatchCreateRequest, BatchCreateResponse, BatchItemResult, MAX_BATCH};
 pub use callback::{CallbackAttemptView, CallbackList, CallbackView};
+pub use concurrency::{ConcurrencyLimitList, ConcurrencyLimitRequest, ConcurrencyLimitView};
 pub use execution::{ExecEventView, ExecutionDetail, ExecutionPage, ExecutionView, WaitingFor};
 pub use health::{HealthBody, ReadyBody};
 pub use job::{CreatedJob, JobDetail, JobPage, JobView, TriggeredExecution};

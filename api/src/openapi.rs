@@ -22,6 +22,7 @@ jobs, follow their executions, and control them. Every `/openapi/*` route needs 
         (name = "executions", description = "Triggers of jobs and their history"),
         (name = "callbacks", description = "Deliveries of execution outcomes to callback URLs"),
         (name = "workers", description = "Workers and their load (operator keys)"),
+        (name = "limits", description = "Concurrency limits per handler and per tenant (operator keys)"),
         (name = "admin", description = "Tenants (operator keys); API keys, callback secrets and the audit trail (admin keys: their own tenant; operator keys: every tenant)"),
         (name = "operations", description = "Health, readiness and metrics")
     )

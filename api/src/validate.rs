@@ -91,6 +91,7 @@ pub fn new_job(
         req.shard_count,
         cfg.api_max_shard_count,
     )?;
+    let max_concurrency = req.max_concurrency.map(max_concurrency).transpose()?;
 
     // The fingerprint covers the request with defaults applied and times
     // normalised, so equivalent spellings of one request replay each other.
@@ -132,6 +133,9 @@ pub fn new_job(
     if let Some(g) = &worker_group {
         fingerprint["workerGroup"] = json!(g);
     }
+    if let Some(n) = max_concurrency {
+        fingerprint["maxConcurrency"] = json!(n);
+    }
     if !sensitive_params.is_empty() {
         fingerprint["sensitiveParams"] = json!(sensitive_params);
     }
@@ -160,6 +164,7 @@ pub fn new_job(
         timeout_ms,
         worker_group,
         priority,
+        max_concurrency,
         trace: None,
         created_at: now,
         created_by: None,
@@ -197,6 +202,12 @@ pub(crate) fn execution_mode(
 /// A worker group name: 1–255 characters.
 pub(crate) fn group(raw: &str) -> Result<String, ApiError> {
     text("workerGroup", raw, MAX_NAME_CHARS).map(str::to_string)
+}
+
+/// A job's `maxConcurrency`: 1–100000.
+pub(crate) fn max_concurrency(raw: i64) -> Result<u32, ApiError> {
+    kairos_core::concurrency::check_limit(raw)
+        .map_err(|e| ApiError::invalid("maxConcurrency", format!("maxConcurrency {e}, got {raw}")))
 }
 
 /// Refuses `params` larger than the configured limit once serialized.

@@ -3,6 +3,7 @@
 //! answer is never older than the last heartbeat and needs no bookkeeping.
 
 use crate::dto::{ExecutionView, WaitingFor};
+use kairos_core::concurrency::RATE_PREFIX;
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::job::Job;
 use kairos_core::store::{ApiStore, StoreResult};
@@ -30,16 +31,26 @@ fn live(workers: &[WorkerInfo], now: Millis) -> Routable {
 }
 
 /// `execution` as shown, with `waitingFor` set if it is due and no live
-/// worker can run it.
+/// worker can run it, or a concurrency limit holds it back (the dispatcher
+/// recorded which).
 pub(crate) fn view(job: &Job, execution: Execution, routable: &Routable) -> ExecutionView {
-    let waiting = execution.status == ExecStatus::Pending
-        && execution.not_before <= now_ms()
-        && !routable.accepts(&job.handler, job.worker_group.as_deref());
+    let due = execution.status == ExecStatus::Pending && execution.not_before <= now_ms();
+    let limit = execution.waiting_for.clone().filter(|_| due);
+    let no_worker = due && !routable.accepts(&job.handler, job.worker_group.as_deref());
     let mut view = ExecutionView::from(execution);
-    if waiting {
+    if no_worker || limit.is_some() {
+        let (reason, limit) = match limit.filter(|_| !no_worker) {
+            None => ("worker", None),
+            Some(l) => match l.strip_prefix(RATE_PREFIX) {
+                Some(key) => ("rate", Some(key.to_string())),
+                None => ("concurrency", Some(l)),
+            },
+        };
         view.waiting_for = Some(WaitingFor {
+            reason: reason.to_string(),
             handler: job.handler.clone(),
             group: job.worker_group.clone(),
+            limit,
         });
     }
     view

@@ -73,6 +73,9 @@ pub struct NewJob {
     /// Executions per trigger of a sharded job.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard_count: Option<u32>,
+    /// At most this many of its executions dispatched or running at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
 }
 
 impl NewJob {
@@ -216,6 +219,17 @@ impl NewJob {
     /// ```
     pub fn priority(mut self, priority: u8) -> Self {
         self.priority = Some(priority);
+        self
+    }
+
+    /// At most `n` of its executions dispatched or running at once.
+    ///
+    /// ```
+    /// let j = kairos_client::NewJob::one_shot("n", "export").max_concurrency(5);
+    /// assert_eq!(serde_json::to_value(&j).unwrap()["maxConcurrency"], 5);
+    /// ```
+    pub fn max_concurrency(mut self, n: u32) -> Self {
+        self.max_concurrency = Some(n);
         self
     }
 
@@ -401,6 +415,9 @@ pub struct Job {
     /// Priority, 0–9 (5 when an older server does not say).
     #[serde(default = "default_priority")]
     pub priority: u8,
+    /// Limit on its executions dispatched or running at once.
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
     /// Why it was paused, while it is (set through the REST API or the
     /// dashboard; `pause_job` gives none).
     #[serde(default)]
@@ -424,13 +441,21 @@ pub struct Job {
     pub created_at: String,
 }
 
-/// What a waiting execution needs: a live worker serving `handler` (in `group`).
+/// What a waiting execution needs: a live worker serving `handler` (in
+/// `group`), or a free slot under the concurrency limit `limit`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct WaitingFor {
-    /// Handler no live worker serves.
+    /// `worker` or `concurrency` (absent from servers before limits).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The job's handler.
     pub handler: String,
     /// The job's worker group.
     pub group: Option<String>,
+    /// The concurrency limit reached (`handler:<name>`, `tenant:<id>`,
+    /// `job:<id>`).
+    #[serde(default)]
+    pub limit: Option<String>,
 }
 
 /// `GET /openapi/jobs/{id}`: the job and its newest execution.

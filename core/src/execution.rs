@@ -208,6 +208,10 @@ pub struct Execution {
     pub shard: crate::shard::Shard,
     /// Creation time.
     pub created_at: Millis,
+    /// The concurrency limit (a [`crate::concurrency::ScopeKey`]) this
+    /// `pending` execution waits for, set when the gate held it back and
+    /// cleared when it is dispatched.
+    pub waiting_for: Option<String>,
 }
 
 /// One recorded transition, for the execution's history.

@@ -194,6 +194,8 @@ pub struct NewJob {
     pub worker_group: Option<String>,
     /// Which of its due triggers' peers it goes before (see [`crate::priority`]).
     pub priority: crate::priority::Priority,
+    /// At most this many of its executions live at once (`maxConcurrency`).
+    pub max_concurrency: Option<u32>,
     /// The trace its creator sent (`traceparent`), joined by its executions.
     pub trace: Option<crate::trace::CallerTrace>,
     /// How many executions each trigger makes (see [`crate::shard`]).
@@ -257,6 +259,8 @@ pub struct Job {
     pub priority: crate::priority::Priority,
     /// Which claim loop serves it, fixed at creation.
     pub lane: crate::priority::Lane,
+    /// At most this many of its executions live at once (`maxConcurrency`).
+    pub max_concurrency: Option<u32>,
     /// The trace its creator sent, joined by its executions.
     pub trace: Option<crate::trace::CallerTrace>,
     /// How many executions each trigger makes (see [`crate::shard`]).

@@ -12,6 +12,7 @@
 //! - [`trigger`]: what a due trigger becomes (claims, misfires, overlaps).
 //! - [`protocol`]: the JSON messages on the broker and the names of queues and keys.
 //! - [`outcome`]: what a result or a reaper verdict does to an execution and its job.
+//! - [`concurrency`]: limits on live executions per handler, tenant and job, and the gate.
 //! - [`reconcile`]: which attempts a restarted or forgetful worker no longer holds.
 //! - [`worker`]: what a worker reports about itself and what the balancer reads.
 //! - [`callback`]: the callback outbox row and its body.
@@ -31,6 +32,7 @@
 
 pub mod broker;
 pub mod callback;
+pub mod concurrency;
 pub mod coord;
 pub mod due;
 pub mod execution;

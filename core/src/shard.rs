@@ -324,6 +324,7 @@ mod tests {
             worker_group: None,
             priority: Default::default(),
             lane: Default::default(),
+            max_concurrency: None,
             trace: None,
             execution_mode: mode,
             pause_reason: None,

@@ -146,6 +146,8 @@ pub struct JobUpdate {
     pub worker_group: Option<String>,
     /// Claim order under a backlog.
     pub priority: crate::priority::Priority,
+    /// At most this many of its executions live at once.
+    pub max_concurrency: Option<u32>,
 }
 
 /// Outcome of [`JobStore::job_update`].
@@ -334,6 +336,27 @@ pub struct Marked {
     pub cancelled: Vec<(String, u32)>,
 }
 
+/// What recording dispatches under the concurrency limits did (see
+/// [`Dispatch::executions_admit`]), as `(execution_id, attempt)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admitted {
+    /// Moved to `dispatched` to the worker chosen for them: to publish now.
+    pub dispatched: Vec<(String, u32)>,
+    /// Left `pending` because a limit is reached (`waiting_for` set).
+    pub waiting: Vec<(String, u32)>,
+    /// When the earliest rate limit that held some back has a token again.
+    pub retry_at: Option<Millis>,
+}
+
+/// A limit with what runs under it now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitUsage {
+    /// The limit.
+    pub limit: crate::concurrency::Limit,
+    /// Live executions counted against it.
+    pub running: u32,
+}
+
 /// What applying one result or verdict did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
@@ -477,9 +500,12 @@ pub trait Dispatch: Send + Sync {
         limit: u32,
         routable: &Routable,
     ) -> StoreResult<Vec<DispatchWork>>;
-    /// Records publisher confirms of work that was still `pending` (the
-    /// sweep's; a claim that chose a worker recorded its own dispatch):
-    /// `pending → dispatched` for the named attempt only.
+    /// Records publisher confirms of work that was still `pending`:
+    /// `pending → dispatched` for the named attempt only, after its publish.
+    /// The stock dispatcher records every dispatch before publishing instead
+    /// (a claim that chose a worker, or [`Self::executions_admit`], which
+    /// also applies the concurrency limits); this stays for publishers that
+    /// record confirms afterwards, and it bypasses those limits.
     /// Also reports the sent attempts that were cancelled meanwhile (their job
     /// was cancelled between claim and confirm): a worker now holds them, and
     /// must be asked to stop.
@@ -497,6 +523,40 @@ pub trait Dispatch: Send + Sync {
         reason: &str,
         now: Millis,
     ) -> StoreResult<bool>;
+    /// Records, before publishing, the dispatch of `pending` work to the
+    /// worker chosen for each, in one transaction under the concurrency
+    /// limits: fenced like [`Self::triggers_claim`] (which serializes every
+    /// dispatcher's limit decisions), it counts the live executions of each
+    /// limited handler, tenant and job, moves the named attempts still
+    /// `pending` to `dispatched` oldest first while their limits allow
+    /// (taking their slots), and marks the rest as waiting. Attempts no
+    /// longer `pending` (cancelled, already dispatched) are in neither list.
+    /// What is then not published must be handed back
+    /// ([`Maintenance::executions_requeue_unstarted`]).
+    async fn executions_admit(
+        &self,
+        fence: u64,
+        picks: &[DispatchedTo],
+        now: Millis,
+    ) -> StoreResult<Admitted>;
+    /// Like [`Self::executions_find_unpublished`], but only the executions
+    /// held back by a concurrency limit (which that scan leaves out, so
+    /// they never fill its batch), oldest first.
+    async fn executions_find_waiting(
+        &self,
+        now: Millis,
+        limit: u32,
+        routable: &Routable,
+    ) -> StoreResult<Vec<DispatchWork>>;
+    /// How many `pending` executions wait for a concurrency limit, counting
+    /// at most `cap`.
+    async fn executions_count_waiting(&self, cap: u32) -> StoreResult<u64>;
+    /// Deletes up to `limit` slot rows whose execution no longer holds its
+    /// slot (they count for nothing already; the gate deletes those of the
+    /// keys it checks, this catches keys never checked again, like a
+    /// finished job's). Fenced like [`Self::executions_admit`], so it never
+    /// races a gate that admits the same execution again. How many went.
+    async fn concurrency_slots_purge(&self, fence: u64, limit: u32) -> StoreResult<u64>;
     /// Applies worker results in one transaction, each through [`crate::outcome::plan`];
     /// terminal executions of jobs with a callback URL get their outbox row in
     /// the same transaction.
@@ -754,6 +814,22 @@ pub trait TenantStore: Send + Sync {
     async fn jobs_count_live(&self, tenant: &str) -> StoreResult<u64>;
 }
 
+/// Operators' concurrency limits per handler and per tenant (a job's own
+/// limit is a field of the job), and what runs under them.
+#[async_trait]
+pub trait LimitStore: Send + Sync {
+    /// Every operator limit, by key, with its live executions.
+    async fn limits_list(&self) -> StoreResult<Vec<LimitUsage>>;
+    /// Sets (creates or replaces) a limit; it applies from the next dispatch.
+    async fn limit_set(&self, limit: &crate::concurrency::Limit, now: Millis) -> StoreResult<()>;
+    /// Removes a limit; `false` if there was none.
+    async fn limit_delete(&self, scope: crate::concurrency::Scope, name: &str)
+    -> StoreResult<bool>;
+    /// Live executions counted against `key` now: those admitted under it
+    /// that are still `dispatched` or `running`.
+    async fn concurrency_in_use(&self, key: &crate::concurrency::ScopeKey) -> StoreResult<u32>;
+}
+
 /// The dashboard's sessions, kept in the database so that every API
 /// instance serves them and a restart keeps them.
 #[async_trait]
@@ -849,7 +925,15 @@ impl<T> DispatcherStore for T where T: Dispatch + Maintenance + WorkerStore + Lo
 /// logs, callbacks, tenants and keys, dashboard sessions, and the
 /// database's liveness.
 pub trait ApiStore:
-    JobStore + History + WorkerStore + LogStore + CallbackStore + TenantStore + SessionStore + Health
+    JobStore
+    + History
+    + WorkerStore
+    + LogStore
+    + CallbackStore
+    + TenantStore
+    + SessionStore
+    + LimitStore
+    + Health
 {
 }
 impl<T> ApiStore for T where
@@ -860,6 +944,7 @@ impl<T> ApiStore for T where
         + CallbackStore
         + TenantStore
         + SessionStore
+        + LimitStore
         + Health
 {
 }

@@ -11,6 +11,7 @@ use crate::attempts::Attempts;
 use crate::recover;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerResult, Delivery, DeliveryStream};
+use kairos_core::concurrency::OCCUPYING;
 use kairos_core::protocol::{HeartbeatMsg, LogMsg, PROTOCOL_VERSION, ResultMsg};
 use kairos_core::store::{DispatcherStore, LogLimits, StoreResult};
 use kairos_core::supervise::{self, Backoff, Subscription};
@@ -47,6 +48,7 @@ trait Sink: Send + Sync {
 struct Results {
     store: Arc<dyn DispatcherStore>,
     on_applied: Option<Arc<Notify>>,
+    slots_freed: Arc<Notify>,
 }
 
 #[async_trait::async_trait]
@@ -72,6 +74,14 @@ impl Sink for Results {
         let queued = applied.iter().any(|a| a.callback_queued);
         if queued && let Some(n) = &self.on_applied {
             n.notify_waiters();
+        }
+        // An execution that left `dispatched`/`running` gave its
+        // concurrency slot back: work waiting for one may go now.
+        let freed = applied
+            .iter()
+            .any(|a| a.new_status.is_some_and(|s| !OCCUPYING.contains(&s)));
+        if freed {
+            self.slots_freed.notify_one();
         }
         Ok(())
     }
@@ -168,14 +178,26 @@ pub async fn run_logs(
 }
 
 /// Applies worker results until `shutdown`. `on_applied` is notified when a
-/// batch queued a callback (the in-process callback relay waits on it).
+/// batch queued a callback (the in-process callback relay waits on it);
+/// `slots_freed` when one ended or requeued an attempt (the leader's sweep
+/// of work waiting for a concurrency slot waits on it).
 pub async fn run_results(
     store: Arc<dyn DispatcherStore>,
     broker: Arc<dyn Broker>,
     on_applied: Option<Arc<Notify>>,
+    slots_freed: Arc<Notify>,
     shutdown: CancellationToken,
 ) {
-    run(Results { store, on_applied }, broker, shutdown).await
+    run(
+        Results {
+            store,
+            on_applied,
+            slots_freed,
+        },
+        broker,
+        shutdown,
+    )
+    .await
 }
 
 /// Records worker heartbeats until `shutdown`; when a worker id comes back

@@ -25,6 +25,7 @@ pub(crate) async fn run_term(
     broker: Arc<dyn Broker>,
     attempts: Attempts,
     due: Option<Arc<dyn DueSignal>>,
+    slots_freed: Arc<tokio::sync::Notify>,
     cfg: DispatcherConfig,
     term: Term,
 ) {
@@ -62,12 +63,12 @@ pub(crate) async fn run_term(
             store,
             broker,
             balancer.clone(),
-            attempts,
             cfg.max_in_flight,
         )),
         balancer,
         due: due_rx,
         lane,
+        slots_freed,
         cfg: ScanConfig {
             interval: cfg.scan_interval,
             lookahead: cfg.lookahead,

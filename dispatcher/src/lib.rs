@@ -244,12 +244,14 @@ impl Dispatcher {
         stop_consuming: CancellationToken,
     ) {
         metrics::register();
+        let slots_freed = Arc::new(Notify::new());
         let results = self.tasks.spawn(
             "results consumer",
             consume::run_results(
                 self.store.clone(),
                 self.broker.clone(),
                 self.on_callbacks.clone(),
+                slots_freed.clone(),
                 stop_consuming.clone(),
             ),
         );
@@ -308,6 +310,7 @@ impl Dispatcher {
                 broker.clone(),
                 attempts.clone(),
                 due.clone(),
+                slots_freed.clone(),
                 cfg.clone(),
                 term,
             )

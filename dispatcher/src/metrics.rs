@@ -71,6 +71,10 @@ pub(crate) fn register() {
         "How long before their due time the leader claims triggers (raised for a burst ahead)"
     );
     describe_gauge!("kairos_workers", "Workers by state as the leader sees them");
+    describe_gauge!(
+        "kairos_executions_waiting_for_concurrency",
+        "Pending executions held back by a concurrency limit (handler, tenant or job), as the leader last counted"
+    );
     leadership(false, 0);
     claimed(0, 0);
     metrics::counter!("kairos_triggers_dispatched_total").increment(0);
@@ -96,6 +100,12 @@ pub(crate) fn register() {
     }
     due_backlog(0);
     workers(0, 0, 0);
+    waiting_for_concurrency(0);
+}
+
+/// Pending executions a concurrency limit holds back.
+pub(crate) fn waiting_for_concurrency(n: u64) {
+    metrics::gauge!("kairos_executions_waiting_for_concurrency").set(n as f64);
 }
 
 /// Whether this instance holds the lease, and the fencing token of its term

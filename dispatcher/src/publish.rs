@@ -1,12 +1,12 @@
 //! Publishes claimed work to worker queues: routes each execution (or takes
-//! the worker its claim already recorded), keeps many publisher confirms in
-//! flight at once, and records the confirms of work that was still
-//! `pending` in one batched update. Work its claim recorded as dispatched
-//! and that cannot be published is handed back to `pending`. An execution
-//! cancelled between its claim and that record is asked to stop, since a
-//! worker holds it now.
+//! the worker its claim already recorded), and keeps many publisher
+//! confirms in flight at once. Every dispatch is recorded before its
+//! publish: work still `pending` is first admitted in one batched
+//! transaction (`executions_admit`, under the concurrency limits; what a
+//! limit holds back stays `pending`, waiting), so nothing over a limit
+//! reaches a worker, and a cancelled execution is never sent. Recorded work
+//! that cannot be published is handed back to `pending`.
 
-use crate::attempts::Attempts;
 use crate::balancer::{Balancer, Want};
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerError};
@@ -28,6 +28,10 @@ pub struct PublishReport {
     pub no_worker: usize,
     /// Left pending because the publish failed.
     pub failed: usize,
+    /// Left pending because a concurrency limit is reached.
+    pub waiting: usize,
+    /// When a rate limit that held some back has room again.
+    pub retry_at: Option<Millis>,
 }
 
 /// What `w` needs from its worker.
@@ -59,7 +63,6 @@ pub struct Publisher {
     store: Arc<dyn DispatcherStore>,
     broker: Arc<dyn Broker>,
     balancer: Arc<Mutex<Balancer>>,
-    attempts: Attempts,
     max_in_flight: usize,
 }
 
@@ -69,14 +72,12 @@ impl Publisher {
         store: Arc<dyn DispatcherStore>,
         broker: Arc<dyn Broker>,
         balancer: Arc<Mutex<Balancer>>,
-        attempts: Attempts,
         max_in_flight: usize,
     ) -> Self {
         Self {
             store,
             broker,
             balancer,
-            attempts,
             max_in_flight: max_in_flight.max(1),
         }
     }
@@ -156,10 +157,67 @@ impl Publisher {
         }
     }
 
-    /// Publishes `work`. Work still `pending` that is not confirmed stays
-    /// so, and the unpublished sweep picks it up again; work its claim
-    /// recorded as dispatched is handed back to `pending`.
-    pub async fn publish(&self, work: Vec<DispatchWork>) -> PublishReport {
+    /// Records the dispatch of routed work still `pending` (see
+    /// `executions_admit`, fenced with `fence`): what is admitted is from
+    /// then on recorded work; what a limit holds back, or what is no longer
+    /// pending, is dropped here and its pick given back.
+    async fn admit(
+        &self,
+        routed: Vec<Routed>,
+        fence: u64,
+        report: &mut PublishReport,
+    ) -> Vec<Routed> {
+        let picks: Vec<DispatchedTo> = routed
+            .iter()
+            .filter(|r| !r.recorded)
+            .map(|r| DispatchedTo {
+                execution_id: r.work.execution_id.clone(),
+                attempt: r.work.attempt,
+                worker_id: r.worker.clone(),
+            })
+            .collect();
+        if picks.is_empty() {
+            return routed;
+        }
+        let admitted = match self.store.executions_admit(fence, &picks, now_ms()).await {
+            Ok(admitted) => admitted,
+            // Nothing was recorded: all of it stays pending for the sweep.
+            Err(e) => {
+                warn!(error = %e, count = picks.len(), "could not record dispatches; the work stays pending");
+                report.failed += picks.len();
+                kairos_core::store::Admitted::default()
+            }
+        };
+        report.waiting += admitted.waiting.len();
+        report.retry_at = admitted.retry_at;
+        let go: HashSet<&str> = admitted
+            .dispatched
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect();
+        let mut balancer = self.balancer();
+        routed
+            .into_iter()
+            .filter_map(|mut r| {
+                if r.recorded {
+                    return Some(r);
+                }
+                if go.contains(r.work.execution_id.as_str()) {
+                    r.recorded = true;
+                    r.work.worker_id = Some(r.worker.clone());
+                    return Some(r);
+                }
+                balancer.unpick(&r.worker);
+                None
+            })
+            .collect()
+    }
+
+    /// Publishes `work`, leader of the term with `fence`. Work still
+    /// `pending` is admitted (recorded as dispatched) first; what is left
+    /// behind stays `pending`, and the sweep picks it up again. Recorded
+    /// work that is not confirmed is handed back to `pending`.
+    pub async fn publish(&self, work: Vec<DispatchWork>, fence: u64) -> PublishReport {
         let mut report = PublishReport::default();
         if work.is_empty() {
             return report;
@@ -193,6 +251,13 @@ impl Publisher {
                 "no live worker serving their handler can take work; it stays pending"
             );
         }
+        let routed = self.admit(routed, fence, &mut report).await;
+        if report.waiting > 0 {
+            debug!(
+                count = report.waiting,
+                "a concurrency limit is reached; the work waits, pending"
+            );
+        }
         let batches = {
             let balancer = self.balancer();
             batches(
@@ -208,61 +273,27 @@ impl Publisher {
             .collect()
             .await;
         let confirmed_at = now_ms();
-        let mut sent = Vec::with_capacity(outcomes.len());
-        let mut due_times = Vec::with_capacity(outcomes.len());
         let mut unsent = Vec::new();
         for (r, outcome) in outcomes {
             match outcome {
-                Ok(()) if r.recorded => {
+                Ok(()) => {
                     report.dispatched += 1;
                     crate::metrics::dispatched(r.work.scheduled_at, r.work.priority, confirmed_at);
-                }
-                Ok(()) => {
-                    due_times.push((r.work.scheduled_at, r.work.priority));
-                    sent.push(DispatchedTo {
-                        execution_id: r.work.execution_id,
-                        attempt: r.work.attempt,
-                        worker_id: r.worker,
-                    });
                 }
                 Err(e) => {
                     report.failed += 1;
                     if report.failed == 1 {
-                        warn!(worker = %r.worker, error = %e, "publish failed; the work stays pending and is retried");
+                        warn!(worker = %r.worker, error = %e, "publish failed; the work goes back to pending and is retried");
                     }
-                    if r.recorded {
-                        // `hand_back` gives the pick back with the row.
-                        unsent.push(r.work);
-                    } else {
-                        self.balancer().unpick(&r.worker);
-                    }
+                    // Every routed piece is recorded by now: `hand_back`
+                    // gives the pick back with the row.
+                    unsent.push(r.work);
                 }
             }
         }
         let published = started.elapsed();
         self.hand_back(&unsent, "not published: the broker did not confirm it")
             .await;
-        if !sent.is_empty() {
-            // A failure here leaves rows `pending` although their messages are in
-            // worker queues; the sweep publishes them again and the worker's
-            // once-per-attempt guard drops the duplicate.
-            match self.store.executions_mark_dispatched(&sent, now_ms()).await {
-                Ok(marked) => {
-                    report.dispatched += sent.len();
-                    let confirmed_at = now_ms();
-                    for (due, priority) in due_times {
-                        crate::metrics::dispatched(due, priority, confirmed_at);
-                    }
-                    self.attempts
-                        .stop(
-                            &marked.cancelled,
-                            "cancelled before their dispatch was recorded",
-                        )
-                        .await;
-                }
-                Err(e) => warn!(error = %e, count = sent.len(), "could not record dispatches"),
-            }
-        }
         crate::metrics::publish_failed(report.failed);
         debug!(
             count = report.dispatched,

@@ -26,7 +26,10 @@
 //! The periodic scan stays as the safety net: a lost signal costs latency,
 //! never a trigger. Executions left `pending` (retries, failed publishes, a
 //! predecessor's unfinished work, work no worker could take) are swept up
-//! regularly, and at once after a publish left some behind.
+//! regularly, and at once after a publish left some behind. Work a
+//! concurrency limit holds back is swept on its own (so it never fills the
+//! other sweep's batch), with the regular sweep and, while some waits,
+//! whenever this dispatcher's results consumer saw a slot given back.
 
 use crate::balancer::Balancer;
 use crate::claim_lead::ClaimLead;
@@ -77,6 +80,8 @@ pub struct DispatchLoop {
     pub balancer: Arc<Mutex<Balancer>>,
     /// Due times announced by the API (see [`kairos_core::due`]).
     pub due: mpsc::Receiver<Millis>,
+    /// Notified when applied results gave concurrency slots back.
+    pub slots_freed: Arc<Notify>,
     /// Settings.
     pub cfg: ScanConfig,
     /// Tells the immediate lane when a backlog starts and ends.
@@ -158,9 +163,15 @@ impl DispatchLoop {
         unpublished.tasks.spawn(lane.run(term.clone()));
         let mut last_sweep = Instant::now() - self.cfg.sweep_every;
         let mut last_workers = Instant::now() - self.cfg.workers_every;
+        let mut last_purge = Instant::now();
         let mut ahead = None;
         let mut lead = ClaimLead::new(self.cfg.claim_ahead, self.cfg.lookahead);
         crate::metrics::claim_lead(lead.current());
+        // Whether work waits for a concurrency slot, whether a slot was
+        // given back since the last look, and when a rate that holds some
+        // back has room again.
+        let (mut waiting, mut freed) = (false, false);
+        let mut rate_retry: Option<Millis> = None;
         while term.is_valid() {
             // Work left behind usually means the worker view is out of date
             // (a worker just started): reload it and sweep now, not later.
@@ -187,8 +198,8 @@ impl DispatchLoop {
                     ahead = None;
                     warn!(error = %e, "dispatch round failed; retrying");
                     let pause = self.cfg.interval.max(Duration::from_millis(500));
-                    self.sleep_until(&term, &unpublished, now_ms() + pause.as_millis() as Millis)
-                        .await;
+                    let wake_at = now_ms() + pause.as_millis() as Millis;
+                    self.sleep_until(&term, &unpublished, wake_at, false).await;
                     continue;
                 }
             };
@@ -197,15 +208,30 @@ impl DispatchLoop {
                 && term.is_valid()
             {
                 round.more_due |= self.sweep(&term, &unpublished).await;
+                (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
                 last_sweep = Instant::now();
+            } else if waiting && freed && term.is_valid() {
+                (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
             }
+            if last_purge.elapsed() >= SLOTS_PURGE_EVERY && term.is_valid() {
+                self.purge_slots(&term).await;
+                last_purge = Instant::now();
+            }
+            freed = false;
             if !round.more_due {
                 self.plan_lead(&mut lead, &round).await;
                 let safety_net = now_ms() + self.cfg.interval.as_millis() as Millis;
                 let wake_at = round
                     .next_due
                     .map_or(safety_net, |t| (t - lead.current()).min(safety_net));
-                self.sleep_until(&term, &unpublished, wake_at).await;
+                let wake_at = rate_retry
+                    .filter(|_| waiting)
+                    .map_or(wake_at, |t| t.min(wake_at));
+                freed = self
+                    .sleep_until(&term, &unpublished, wake_at, waiting)
+                    .await;
+                // A rate's next token is as good as a freed slot.
+                freed |= rate_retry.is_some_and(|t| now_ms() >= t);
             }
         }
         unpublished.tasks.close();
@@ -240,25 +266,35 @@ impl DispatchLoop {
     }
 
     /// Sleeps until `wake_at` (ms UTC), the end of the term, a due signal
-    /// whose claim time is before `wake_at`, or a publish that left work behind.
-    async fn sleep_until(&mut self, term: &Term, unpublished: &Unpublished, wake_at: Millis) {
+    /// whose claim time is before `wake_at`, a publish that left work behind,
+    /// or, when `waiting` (work waits for a concurrency slot), a slot given
+    /// back: then returns `true`.
+    async fn sleep_until(
+        &mut self,
+        term: &Term,
+        unpublished: &Unpublished,
+        wake_at: Millis,
+        waiting: bool,
+    ) -> bool {
         let ahead = self.claim_ahead_ms();
+        let slots_freed = self.slots_freed.clone();
         loop {
             let left = Duration::from_millis((wake_at - now_ms()).max(0) as u64);
             if left.is_zero() {
-                return;
+                return false;
             }
             tokio::select! {
-                _ = term.token.cancelled() => return,
-                _ = tokio::time::sleep(left) => return,
-                _ = unpublished.wake.notified() => return,
+                _ = term.token.cancelled() => return false,
+                _ = tokio::time::sleep(left) => return false,
+                _ = unpublished.wake.notified() => return false,
+                _ = slots_freed.notified(), if waiting => return true,
                 signal = self.due.recv() => match signal {
-                    Some(at) if at - ahead < wake_at => return,
+                    Some(at) if at - ahead < wake_at => return false,
                     Some(_) => continue,
                     // No signal source any more: the timer alone is enough.
                     None => {
                         tokio::time::sleep(left).await;
-                        return;
+                        return false;
                     }
                 },
             }
@@ -467,7 +503,7 @@ impl DispatchLoop {
                 if work.is_empty() {
                     return false;
                 }
-                let report = self.publisher.publish(work).await;
+                let report = self.publisher.publish(work, term.fence).await;
                 if report.no_worker > 0 || report.failed > 0 {
                     // Retried on the next round, not at once: no spinning.
                     unpublished.left_behind.store(true, Ordering::Release);
@@ -484,6 +520,88 @@ impl DispatchLoop {
         }
     }
 }
+
+impl DispatchLoop {
+    /// Publishes the work a concurrency limit held back, as far as slots
+    /// (and rates) allow now; whether some still waits, and when a rate that
+    /// holds some back has room again. Sets the gauge of executions waiting
+    /// for a limit.
+    async fn sweep_waiting(
+        &self,
+        term: &Term,
+        unpublished: &Unpublished,
+    ) -> (bool, Option<Millis>) {
+        let now = now_ms();
+        let routable = self
+            .balancer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .routable(now);
+        let work = match self
+            .store
+            .executions_find_waiting(now, self.cfg.batch, &routable)
+            .await
+        {
+            Ok(work) => work,
+            Err(e) => {
+                warn!(error = %e, "cannot sweep work waiting for a concurrency slot");
+                return (true, None);
+            }
+        };
+        if work.is_empty() {
+            crate::metrics::waiting_for_concurrency(0);
+            return (false, None);
+        }
+        let mut retry_at = None;
+        let work: Vec<DispatchWork> = {
+            let held = unpublished.lock();
+            work.into_iter()
+                .filter(|w| !held.contains(&w.execution_id))
+                .collect()
+        };
+        if term.is_valid() && !work.is_empty() {
+            let report = self.publisher.publish(work, term.fence).await;
+            retry_at = report.retry_at;
+            if report.dispatched > 0 {
+                debug!(?report, "published work that waited for a concurrency slot");
+            }
+        }
+        match self.store.executions_count_waiting(WAITING_COUNT_CAP).await {
+            Ok(n) => {
+                crate::metrics::waiting_for_concurrency(n);
+                (n > 0, retry_at)
+            }
+            Err(e) => {
+                debug!(error = %e, "cannot count work waiting for a concurrency slot");
+                (true, retry_at)
+            }
+        }
+    }
+}
+
+impl DispatchLoop {
+    /// Deletes slot rows that count for nothing any more (see
+    /// `concurrency_slots_purge`): housekeeping only, a failure costs nothing.
+    async fn purge_slots(&self, term: &Term) {
+        match self
+            .store
+            .concurrency_slots_purge(term.fence, SLOTS_PURGE_BATCH)
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => debug!(deleted = n, "slot rows of ended executions deleted"),
+            Err(e) => debug!(error = %e, "cannot purge slot rows now"),
+        }
+    }
+}
+
+/// How often the leader deletes slot rows of ended executions, and at most
+/// how many at a time.
+const SLOTS_PURGE_EVERY: Duration = Duration::from_secs(60);
+const SLOTS_PURGE_BATCH: u32 = 5_000;
+
+/// The gauge of work waiting for a concurrency slot counts no further.
+const WAITING_COUNT_CAP: u32 = 1_000_000;
 
 /// Sets the leader's `kairos_workers{state}` gauges from a fresh worker list.
 fn count_workers(workers: &[kairos_core::worker::WorkerInfo], stale_ms: i64) {
@@ -525,7 +643,7 @@ async fn publish_at(
     // Unpublished work is (or goes back to) `pending`: this term's sweep
     // (once released here) or the next leader's picks it up.
     if permit.is_some() && term.is_valid() {
-        let report = publisher.publish(batch).await;
+        let report = publisher.publish(batch, term.fence).await;
         if report.no_worker > 0 || report.failed > 0 {
             unpublished.leave_behind();
         }

@@ -357,6 +357,7 @@ fn job_fields(job: &NewJob) -> Fields {
         .with("lane", i64::from(new_lane(job).code()))
         .with("execution_mode", job.execution_mode.as_str())
         .with("shard_count", job.execution_mode.shard_count())
+        .with("max_concurrency", job.max_concurrency.map(i64::from))
 }
 
 /// The claim loop a new job's triggers go to (see [`kairos_core::priority`]).
@@ -394,6 +395,7 @@ fn created_job(job: NewJob) -> Job {
         retry: job.retry,
         timeout_ms: job.timeout_ms,
         worker_group: job.worker_group,
+        max_concurrency: job.max_concurrency,
         trace: job.trace,
         pause_reason: None,
         revision: FIRST_VERSION,

@@ -102,6 +102,7 @@
 //! `dialect`.
 
 mod callbacks;
+mod concurrency;
 mod create;
 mod db;
 mod dialect;

@@ -87,6 +87,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         include_str!("../migrations/mysql/0014_priorities.sql"),
     ),
     (
+        15,
+        "concurrency limits",
+        include_str!("../migrations/mysql/0015_concurrency_limits.sql"),
+    ),
+    (
         16,
         "shards",
         include_str!("../migrations/mysql/0016_shards.sql"),
@@ -166,6 +171,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         include_str!("../migrations/postgres/0014_priorities.sql"),
     ),
     (
+        15,
+        "concurrency limits",
+        include_str!("../migrations/postgres/0015_concurrency_limits.sql"),
+    ),
+    (
         16,
         "shards",
         include_str!("../migrations/postgres/0016_shards.sql"),
@@ -240,6 +250,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         14,
         "priorities",
         include_str!("../migrations/sqlite/0014_priorities.sql"),
+    ),
+    (
+        15,
+        "concurrency limits",
+        include_str!("../migrations/sqlite/0015_concurrency_limits.sql"),
     ),
     (
         16,

@@ -16,7 +16,7 @@ use kairos_core::trace::CallerTrace;
 use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 38] = [
+pub(crate) const JOB_COLS: [&str; 39] = [
     "id",
     "tenant",
     "name",
@@ -55,10 +55,11 @@ pub(crate) const JOB_COLS: [&str; 38] = [
     "lane",
     "execution_mode",
     "shard_count",
+    "max_concurrency",
 ];
 
 /// Columns of `executions` that make an [`Execution`].
-pub(crate) const EXEC_COLS: [&str; 18] = [
+pub(crate) const EXEC_COLS: [&str; 19] = [
     "id",
     "job_id",
     "tenant",
@@ -77,6 +78,7 @@ pub(crate) const EXEC_COLS: [&str; 18] = [
     "progress",
     "shard_index",
     "shard_count",
+    "waiting_for",
 ];
 
 /// Columns of `callbacks` that make a [`Callback`].
@@ -273,6 +275,9 @@ pub(crate) fn job(row: &Row) -> StoreResult<Job> {
         retry: r.retry()?,
         timeout_ms: r.opt_u64("timeout_ms")?,
         worker_group: r.opt_string("worker_group")?,
+        max_concurrency: r
+            .opt_u64("max_concurrency")?
+            .and_then(|v| u32::try_from(v).ok()),
         trace: r.trace()?,
         pause_reason: r.opt_string("pause_reason")?,
         revision: r.i64("revision")?,
@@ -307,6 +312,7 @@ pub(crate) fn execution(row: &Row) -> StoreResult<Execution> {
         created_at: r.time("created_at")?,
         progress: r.opt_f64("progress")?,
         shard: r.shard()?,
+        waiting_for: r.opt_string("waiting_for")?,
     })
 }
 

@@ -145,6 +145,7 @@ async fn priority_survives_create_update_and_claim(store: SqlStore) {
         timeout_ms: read.timeout_ms,
         worker_group: read.worker_group.clone(),
         priority: Priority::new(2).unwrap(),
+        max_concurrency: read.max_concurrency,
     };
     let UpdateOutcome::Done(changed) = store
         .job_update("acme", &job.id, read.revision, &u, T0 + 1)

@@ -37,6 +37,7 @@ fn same(job: &Job) -> JobUpdate {
         timeout_ms: job.timeout_ms,
         worker_group: job.worker_group.clone(),
         priority: job.priority,
+        max_concurrency: None,
         sensitive_params: job.sensitive_params.clone(),
     }
 }

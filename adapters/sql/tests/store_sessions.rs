@@ -71,6 +71,7 @@ async fn sensitive_paths_are_stored_and_changed(store: SqlStore) {
         timeout_ms: read.timeout_ms,
         worker_group: read.worker_group.clone(),
         priority: read.priority,
+        max_concurrency: None,
     };
     let UpdateOutcome::Done(changed) = store
         .job_update("default", &job.id, read.version, &u, T0 + 1)

@@ -32,6 +32,7 @@ fn same(job: &Job) -> JobUpdate {
         timeout_ms: job.timeout_ms,
         worker_group: None,
         priority: job.priority,
+        max_concurrency: None,
     }
 }
 

@@ -66,7 +66,7 @@ pub struct SessionKey {
 }
 
 /// Paths only operator keys may use (whatever the method): they span tenants.
-const OPERATOR_PATHS: [&str; 2] = ["/openapi/workers", "/openapi/tenants"];
+const OPERATOR_PATHS: [&str; 3] = ["/openapi/workers", "/openapi/tenants", "/openapi/limits"];
 /// Paths admin keys may use, each handler scoping them to the key's own
 /// tenant unless the key is an operator's ([`Caller::manages`]).
 const ADMIN_PATHS: [&str; 2] = ["/openapi/keys", "/openapi/audit"];

@@ -44,9 +44,12 @@ pub struct ExecutionView {
     pub error: Option<String>,
     /// Latest progress (0–100) the handler reported; `null` if it reported none.
     pub progress: Option<f64>,
-    /// Set while the execution is `pending` and due, but no live worker
-    /// serves its handler (in its worker group, if the job names one): it
-    /// waits for such a worker and runs as soon as one appears.
+    /// Set while the execution is `pending` and due but cannot go yet:
+    /// `reason` `worker` when no live worker serves its handler (in its
+    /// worker group, if the job names one), so it runs as soon as one
+    /// appears; `concurrency` when a concurrency limit (`limit`) is reached,
+    /// so it runs as soon as an execution under that limit ends; `rate` when
+    /// the limit's rate is used up, so it runs when the rate allows.
     pub waiting_for: Option<WaitingFor>,
     /// Its part of a broadcast or sharded trigger, from 0 (0 for a single job).
     pub shard_index: u32,
@@ -54,14 +57,22 @@ pub struct ExecutionView {
     pub shard_count: u32,
 }
 
-/// What a waiting execution needs: a live worker serving `handler` (in `group`).
+/// What a waiting execution needs: a live worker serving `handler` (in
+/// `group`), or a free slot under the concurrency limit `limit`.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitingFor {
-    /// Handler no live worker serves.
+    /// `worker`, `concurrency` or `rate`.
+    #[schema(example = "concurrency")]
+    pub reason: String,
+    /// The job's handler.
     pub handler: String,
     /// Worker group the job asked for; `null` for any.
     pub group: Option<String>,
+    /// For `concurrency` and `rate`: the limit reached, `handler:<name>`,
+    /// `tenant:<id>` or `job:<id>`; `null` otherwise.
+    #[schema(example = "handler:export")]
+    pub limit: Option<String>,
 }
 
 impl From<Execution> for ExecutionView {

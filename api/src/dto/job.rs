@@ -105,6 +105,9 @@ pub struct JobView {
     pub execution_mode: String,
     /// Executions per trigger of a `sharded` job; `null` otherwise.
     pub shard_count: Option<u32>,
+    /// At most this many of its executions dispatched or running at once;
+    /// `null`: no limit of its own.
+    pub max_concurrency: Option<u32>,
     /// Why the job was paused, as given to pause (`null` when none was
     /// given or the job is not paused).
     pub pause_reason: Option<String>,
@@ -178,6 +181,7 @@ impl From<Job> for JobView {
             priority: job.priority.get(),
             execution_mode: job.execution_mode.as_str().to_string(),
             shard_count: job.execution_mode.shard_count(),
+            max_concurrency: job.max_concurrency,
             pause_reason: job.pause_reason,
             last_result: job.last_result.map(|s| s.as_str().to_string()),
             last_result_at: opt_time(job.last_result_at),

@@ -96,6 +96,12 @@ pub struct CreateJobRequest {
     /// otherwise), from 1 to `KAIROS_API_MAX_SHARD_COUNT` (default 1024).
     #[schema(minimum = 1, maximum = 1024, example = 8)]
     pub shard_count: Option<i64>,
+    /// At most this many executions of the job dispatched or running at
+    /// once (1–100000); a trigger over it waits, `pending`, with
+    /// `waitingFor.reason` `concurrency`. Absent: no limit of its own
+    /// (handler and tenant limits still apply).
+    #[schema(minimum = 1, maximum = 100_000)]
+    pub max_concurrency: Option<i64>,
 }
 
 /// Body of `PATCH /openapi/jobs/{id}`: `version` plus the fields to change;
@@ -159,6 +165,11 @@ pub struct PatchJobRequest {
     /// New priority, 0 (lowest) to 9 (highest).
     #[schema(minimum = 0, maximum = 9)]
     pub priority: Option<i64>,
+    /// New limit on the job's executions dispatched or running at once
+    /// (1–100000); `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 100_000, nullable)]
+    pub max_concurrency: Option<Option<i64>>,
     /// New misfire policy of a recurring job.
     #[schema(schema_with = super::misfire_schema)]
     pub misfire_policy: Option<String>,

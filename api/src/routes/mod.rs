@@ -4,6 +4,7 @@
 mod admin;
 mod batch;
 mod callbacks;
+mod concurrency;
 mod control;
 mod executions;
 mod health;
@@ -39,6 +40,8 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(callbacks::list_callbacks))
         .routes(routes!(callbacks::redeliver_callback))
         .routes(routes!(workers::list_workers))
+        .routes(routes!(concurrency::list_limits))
+        .routes(routes!(concurrency::set_limit, concurrency::delete_limit))
         .routes(routes!(admin::create_tenant, admin::list_tenants))
         .routes(routes!(admin::rotate_secret))
         .routes(routes!(limits::set_tenant_limits))

@@ -2,7 +2,10 @@
 //! definition ([`JobUpdate`]), validated as a create would be.
 
 use super::schedule::{self, Fields};
-use super::{callback_url, check_params, group, priority, retry_policy, sensitive_paths, timeout};
+use super::{
+    callback_url, check_params, group, max_concurrency, priority, retry_policy, sensitive_paths,
+    timeout,
+};
 use crate::ApiConfig;
 use crate::dto::PatchJobRequest;
 use crate::error::ApiError;
@@ -68,6 +71,11 @@ pub fn job_update(
         .map(priority)
         .transpose()?
         .unwrap_or(job.priority);
+    let max_concurrency = match req.max_concurrency {
+        Some(Some(n)) => Some(max_concurrency(n)?),
+        Some(None) => None,
+        None => job.max_concurrency,
+    };
     Ok(JobUpdate {
         schedule,
         reschedule,
@@ -78,6 +86,7 @@ pub fn job_update(
         timeout_ms,
         worker_group,
         priority,
+        max_concurrency,
     })
 }
 

@@ -465,6 +465,25 @@ pub async fn every_route_answers_as_documented(app: App) {
         "/openapi/workers",
         &reader.get("/openapi/workers").await,
     );
+    // Concurrency limits.
+    let limit = "/openapi/limits/{scope}/{name}";
+    for (uri, body) in [
+        ("/openapi/limits/handler/export", json!({"maxRunning": 5})),
+        ("/openapi/limits/job/export", json!({"maxRunning": 5})),
+        ("/openapi/limits/tenant/acme", json!({"maxRunning": 0})),
+    ] {
+        c.check("put", limit, &app.put_json(uri, &body).await);
+    }
+    c.check("get", "/openapi/limits", &app.get("/openapi/limits").await);
+    c.check(
+        "get",
+        "/openapi/limits",
+        &reader.get("/openapi/limits").await,
+    );
+    for _ in 0..2 {
+        let gone = app.delete("/openapi/limits/handler/export").await;
+        c.check("delete", limit, &gone);
+    }
     let tenant = app
         .post_json(
             "/openapi/tenants",

@@ -12,6 +12,7 @@ mod contract;
 mod control;
 mod executions;
 mod jobs;
+mod limits;
 mod ops;
 mod patch;
 mod routing;
@@ -119,6 +120,11 @@ on_both_stores! {
     crate::routing::worker_groups_and_waiting_executions => worker_groups_and_waiting_executions,
     crate::routing::priorities_are_set_shown_changed_and_checked => priorities_are_set_shown_changed_and_checked,
     crate::routing::execution_logs_are_paged_and_progress_is_shown => execution_logs_are_paged_and_progress_is_shown,
+}
+
+on_every_store! { concurrency:
+    crate::limits::max_concurrency_is_validated_and_shown => max_concurrency_is_validated_and_shown,
+    crate::limits::operators_set_limits_and_held_work_shows_it => operators_set_limits_and_held_work_shows_it,
 }
 
 on_every_store! { sensitive_params:

@@ -46,7 +46,7 @@ pub async fn worker_groups_and_waiting_executions(app: App) {
     assert_eq!(job["waitingFor"], Value::Null, "nothing claimed yet");
 
     let exec = claim_first(&app, &id).await;
-    let want = json!({"handler": "report", "group": "edge"});
+    let want = json!({"reason": "worker", "handler": "report", "group": "edge", "limit": null});
     let job = app.get(&format!("/openapi/jobs/{id}")).await.ok(200);
     assert_eq!(job["waitingFor"], want, "no worker at all");
     assert_eq!(job["lastExecution"]["waitingFor"], want);

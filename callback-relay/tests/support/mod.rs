@@ -69,6 +69,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
             created_by: None,
             worker_group: None,
             priority: Default::default(),
+            max_concurrency: None,
         })
         .await
         .expect("job_create");

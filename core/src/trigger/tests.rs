@@ -29,6 +29,7 @@ fn job(schedule: Schedule, next: Millis) -> Job {
         worker_group: None,
         priority: Default::default(),
         lane: Default::default(),
+        max_concurrency: None,
         trace: None,
         execution_mode: Default::default(),
         pause_reason: None,

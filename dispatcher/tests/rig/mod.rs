@@ -208,8 +208,33 @@ pub fn new_job(name: &str, schedule: Schedule, next: Millis) -> NewJob {
         timeout_ms: None,
         worker_group: None,
         priority: Default::default(),
+        max_concurrency: None,
         created_at: now_ms(),
         created_by: None,
+    }
+}
+
+/// An execution with every field empty, for tests that set a few.
+pub fn execution_stub() -> Execution {
+    Execution {
+        id: String::new(),
+        job_id: String::new(),
+        tenant: TENANT.into(),
+        scheduled_at: 0,
+        attempt: 1,
+        status: ExecStatus::Pending,
+        worker_id: None,
+        output: None,
+        error: None,
+        not_before: 0,
+        dispatched_at: None,
+        started_at: None,
+        finished_at: None,
+        stop_requested_at: None,
+        progress: None,
+        created_at: 0,
+        waiting_for: None,
+        shard: kairos_core::shard::Shard::SINGLE,
     }
 }
 

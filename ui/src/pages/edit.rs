@@ -26,17 +26,24 @@ use maud::html;
 use serde_json::{Map, Value, json};
 
 /// Fields that `null` clears.
-const CLEARABLE: [&str; 3] = ["timeoutMs", "callbackUrl", "workerGroup"];
+const CLEARABLE: [&str; 4] = ["timeoutMs", "callbackUrl", "workerGroup", "maxConcurrency"];
 /// Fields sent as numbers.
-const NUMBERS: [&str; 4] = ["maxAttempts", "retryBackoffMs", "timeoutMs", "priority"];
+const NUMBERS: [&str; 5] = [
+    "maxAttempts",
+    "retryBackoffMs",
+    "timeoutMs",
+    "priority",
+    "maxConcurrency",
+];
 /// Fields compared one by one (the schedule is compared as a whole).
-const PLAIN: [&str; 8] = [
+const PLAIN: [&str; 9] = [
     "priority",
     "maxAttempts",
     "retryBackoffMs",
     "timeoutMs",
     "callbackUrl",
     "workerGroup",
+    "maxConcurrency",
     "sensitiveParams",
     "params",
 ];
@@ -101,6 +108,12 @@ fn values(job: &Job) -> Vec<(&'static str, String)> {
         ("callbackUrl", job.callback_url.clone().unwrap_or_default()),
         ("workerGroup", job.worker_group.clone().unwrap_or_default()),
         ("priority", job.priority.get().to_string()),
+        (
+            "maxConcurrency",
+            job.max_concurrency
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+        ),
         ("sensitiveParams", job.sensitive_params.join(", ")),
         (
             "params",
@@ -364,6 +377,7 @@ mod tests {
             ("timeoutMs", "5000"),
             ("callbackUrl", ""),
             ("workerGroup", ""),
+            ("maxConcurrency", ""),
             ("params", "{\"a\": 1}"),
         ];
         let mut pairs = vec![("version".to_string(), "3".to_string())];
@@ -378,6 +392,20 @@ mod tests {
     #[test]
     fn an_untouched_form_sends_the_version_alone() {
         assert_eq!(patch_json(&cron_form(&[])).unwrap(), json!({"version": 3}));
+    }
+
+    #[test]
+    fn max_concurrency_is_sent_as_a_number_and_cleared_as_null() {
+        let body = patch_json(&cron_form(&[("maxConcurrency", "5")])).unwrap();
+        assert_eq!(body, json!({"version": 3, "maxConcurrency": 5}));
+        let mut form = cron_form(&[]);
+        for (k, v) in form.0.iter_mut() {
+            if k == "orig_maxConcurrency" {
+                *v = "5".into();
+            }
+        }
+        let body = patch_json(&form).unwrap();
+        assert_eq!(body, json!({"version": 3, "maxConcurrency": null}));
     }
 
     #[test]

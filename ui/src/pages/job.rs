@@ -126,6 +126,7 @@ pub(crate) async fn page(
                         ExecutionMode::Broadcast => { dt { "Runs" } dd { "on every live worker serving its handler (broadcast)" } },
                         ExecutionMode::Sharded { count } => { dt { "Runs" } dd { (count) " shards per trigger" } },
                     }
+                    dt { "Max concurrency" } dd { @match job.max_concurrency { Some(n) => { (n) }, None => { span.muted { "no limit of its own" } } } }
                     dt { "Version" } dd { (job.revision) }
                     dt { "Created / updated" } dd { (view::time(Some(job.created_at))) " / " (view::time(Some(job.updated_at))) }
                 }

@@ -150,7 +150,7 @@ pub(crate) fn schedule_fields(
     }
 }
 
-/// Retries, time limit, callback and worker group.
+/// Retries, time limit, callback, worker group and concurrency limit.
 pub(crate) fn delivery_fields(form: &Fields, error: Option<&FieldError>) -> Markup {
     html! {
         fieldset {
@@ -161,6 +161,7 @@ pub(crate) fn delivery_fields(form: &Fields, error: Option<&FieldError>) -> Mark
             (input(form, error, "callbackUrl", "Callback URL", "url", Some("Optional: receives each execution's outcome.")))
             (input(form, error, "workerGroup", "Worker group", "text", Some("Optional: only workers of this group run it.")))
             (input(form, error, "priority", "Priority", "number", Some("0–9, default 5: higher goes first when more is due than can start at once.")))
+            (input(form, error, "maxConcurrency", "Max concurrency", "number", Some("Optional, 1–100000: at most this many of its executions at once; the rest wait.")))
         }
     }
 }

@@ -144,7 +144,13 @@ fn create_json(form: &Fields) -> Result<Value, FieldError> {
             out.insert(f.into(), json!(v));
         }
     }
-    for f in ["maxAttempts", "retryBackoffMs", "timeoutMs", "priority"] {
+    for f in [
+        "maxAttempts",
+        "retryBackoffMs",
+        "timeoutMs",
+        "priority",
+        "maxConcurrency",
+    ] {
         if let Some(v) = int(form, f)? {
             out.insert(f.into(), json!(v));
         }

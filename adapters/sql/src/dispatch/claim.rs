@@ -6,6 +6,7 @@
 //! claim that names its worker inserts its execution already `dispatched`:
 //! the dispatch is recorded with the claim, not in a write of its own.
 
+use crate::concurrency::{self, Candidate};
 use crate::db::Tx;
 use crate::dialect::Dialect;
 use crate::inserts::{self, EventRow};
@@ -45,19 +46,24 @@ struct NewExec<'a> {
     error: Option<&'static str>,
     /// Its part of the trigger.
     shard: Shard,
+    /// The concurrency limit it waits for (created `pending` instead of
+    /// dispatched).
+    waiting: Option<String>,
 }
 
 /// Raises the stored dispatcher fence to ours (never lowers it) and
-/// fails if a newer leader's is already there.
-async fn check_fence(tx: &mut Tx, fence: u64) -> StoreResult<()> {
+/// fails if a newer leader's is already there. Its row lock, held to the
+/// commit, also serializes the concurrency gate's decisions.
+pub(super) async fn check_fence(tx: &mut Tx, fence: u64) -> StoreResult<()> {
     let ours = from_u64(fence);
-    // Within a term the stored fence is already ours: read it under a
-    // shared lock, so one leader's claims run side by side (its immediate
-    // lane beside a backlog's claims) instead of queuing on this row, while
-    // a newer leader's raise still waits for them to commit.
+    // Within a term the stored fence is already ours: one locking read
+    // checks it. The lock is exclusive: it is also what serializes the
+    // concurrency gate's counts (`crate::concurrency`) between the leader's
+    // claim loops and admissions, so two transactions never both see the
+    // last free slot. A newer leader's raise waits for them to commit.
     let mut read = Sql::new("SELECT fence FROM leader_fences WHERE name = ");
     read.bind(DISPATCH_FENCE)
-        .dialect(" LOCK IN SHARE MODE", " FOR SHARE", "");
+        .dialect(" FOR UPDATE", " FOR UPDATE", "");
     let stored = match read.fetch_optional(&mut *tx).await? {
         Some(row) => Some(row.get::<i64>("leader_fences", "fence")?),
         None => None,
@@ -209,9 +215,11 @@ pub(super) async fn claim(
                 } else {
                     c.shard
                 },
+                waiting: None,
             });
         }
     }
+    hold_over_limit(&mut tx, &mut rows, now).await?;
     let present = insert_executions(&mut tx, &rows, now).await?;
     let mut out = Vec::new();
     for r in rows.iter().filter(|r| {
@@ -221,10 +229,15 @@ pub(super) async fn claim(
     }) {
         let job = r.job;
         events.push(EventRow {
-            error: r.error.map(str::to_string),
+            error: r.error.map(str::to_string).or_else(|| r.waiting_note()),
             worker_id: r.worker_id().map(str::to_string),
             ..EventRow::plain(&r.claim.execution_id, 1, r.status, now)
         });
+        if r.waiting.is_some() {
+            // Left for the sweep of waiting work, which admits it when a
+            // slot frees.
+            continue;
+        }
         if !r.status.is_terminal() {
             out.push(DispatchWork {
                 execution_id: r.claim.execution_id.clone(),
@@ -265,6 +278,37 @@ pub(super) async fn claim(
     inserts::callbacks(&mut tx, &callbacks).await?;
     tx.commit().await?;
     Ok(out)
+}
+
+/// Triggers dispatched at claim time go through the concurrency gate: one
+/// whose handler, tenant or job is at its limit is created `pending`,
+/// waiting for a slot, instead (its worker's pick is given back by the
+/// dispatcher, as for any claim that produced no work).
+async fn hold_over_limit(tx: &mut Tx, rows: &mut [NewExec<'_>], now: Millis) -> StoreResult<()> {
+    let at: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].status == ExecStatus::Dispatched)
+        .collect();
+    if at.is_empty() {
+        return Ok(());
+    }
+    let candidates: Vec<Candidate<'_>> = at
+        .iter()
+        .map(|&i| Candidate {
+            execution_id: &rows[i].claim.execution_id,
+            handler: &rows[i].job.handler,
+            tenant: &rows[i].job.tenant,
+            job_id: &rows[i].job.id,
+            max_concurrency: rows[i].job.max_concurrency,
+        })
+        .collect();
+    let decisions = concurrency::gate(tx, &candidates, now).await?;
+    for (i, d) in at.into_iter().zip(decisions) {
+        if let Some(waiting) = d.waiting_for() {
+            rows[i].status = ExecStatus::Pending;
+            rows[i].waiting = Some(waiting);
+        }
+    }
+    Ok(())
 }
 
 /// The named jobs' stored versions and states, by id, locked.
@@ -423,6 +467,13 @@ struct ClaimedJob {
 }
 
 impl NewExec<'_> {
+    /// The history's note for a trigger held back by a limit.
+    fn waiting_note(&self) -> Option<String> {
+        self.waiting
+            .as_ref()
+            .map(|k| format!("waiting for a concurrency slot ({k})"))
+    }
+
     /// The worker the row is dispatched to, if its claim chose one.
     fn worker_id(&self) -> Option<&str> {
         match self.status {
@@ -450,6 +501,7 @@ impl NewExec<'_> {
                 time(self.status.is_terminal().then_some(now)),
             )
             .with("error", self.error)
+            .with("waiting_for", self.waiting.as_deref())
             .with("created_at", time(now))
             .with("updated_at", time(now))
             .with("shard_index", self.shard.index)
@@ -477,5 +529,6 @@ fn skipped(r: &NewExec<'_>, now: Millis) -> Execution {
         created_at: now,
         progress: None,
         shard: r.shard,
+        waiting_for: None,
     }
 }

@@ -160,6 +160,22 @@ pub(super) fn due_count(until: Millis, cap: u32) -> Sql {
     s
 }
 
+/// `pending` executions waiting for a concurrency limit, at most `cap`.
+pub(super) fn waiting_count(cap: u32) -> Sql {
+    let mut s =
+        Sql::new("SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM executions e WHERE e.status IN ");
+    s.list(
+        ExecTransition::Dispatch
+            .from_states()
+            .iter()
+            .map(|s| s.as_str()),
+    )
+    .push(" AND e.waiting_for IS NOT NULL LIMIT ")
+    .bind(cap)
+    .push(") w");
+    s
+}
+
 /// `DispatchWork` from a row carrying the execution and job columns it needs.
 pub(super) fn work(row: &Row) -> StoreResult<DispatchWork> {
     let r = R::new(row, "executions");
@@ -222,8 +238,9 @@ fn routable_filter(s: &mut Sql, entries: &[&Serves]) {
 }
 
 /// The scan for unpublished work that some announcement of `entries` can
-/// run (see [`routable_entries`]), with what its dispatch message needs.
-pub(super) fn unpublished(now: Millis, limit: u32, entries: &[&Serves]) -> Sql {
+/// run (see [`routable_entries`]), with what its dispatch message needs:
+/// either the work a concurrency limit holds back (`waiting`) or the rest.
+pub(super) fn unpublished(now: Millis, limit: u32, entries: &[&Serves], waiting: bool) -> Sql {
     let mut s = Sql::new(
         "SELECT e.id AS id, e.job_id AS job_id, e.tenant AS tenant, e.attempt AS attempt, \
          e.scheduled_at AS scheduled_at, j.handler AS handler, j.params AS params, \
@@ -240,7 +257,12 @@ pub(super) fn unpublished(now: Millis, limit: u32, entries: &[&Serves]) -> Sql {
             .map(|s| s.as_str()),
     )
     .push(" AND e.not_before <= ")
-    .bind(time(now));
+    .bind(time(now))
+    .push(if waiting {
+        " AND e.waiting_for IS NOT NULL"
+    } else {
+        " AND e.waiting_for IS NULL"
+    });
     routable_filter(&mut s, entries);
     s.push(" ORDER BY e.not_before LIMIT ").bind(limit);
     s

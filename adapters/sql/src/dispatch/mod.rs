@@ -3,6 +3,7 @@
 //! confirms and reroutes (`confirm`), and worker results (through
 //! `crate::outcomes`).
 
+mod admit;
 mod claim;
 mod confirm;
 mod due;
@@ -17,7 +18,7 @@ use kairos_core::job::Job;
 use kairos_core::outcome::Verdict;
 use kairos_core::protocol::{ResultMsg, incarnation_id};
 use kairos_core::store::{
-    Applied, Claim, Dispatch, DispatchWork, DispatchedTo, Marked, StoreResult,
+    Admitted, Applied, Claim, Dispatch, DispatchWork, DispatchedTo, Marked, StoreResult,
 };
 use kairos_core::time::Millis;
 use kairos_core::worker::Routable;
@@ -91,10 +92,53 @@ impl Dispatch for SqlStore {
         let Some(entries) = due::routable_entries(routable) else {
             return Ok(Vec::new());
         };
-        let found = due::unpublished(now, limit, &entries)
+        let found = due::unpublished(now, limit, &entries, false)
             .fetch_all(self.read())
             .await?;
         found.iter().map(due::work).collect()
+    }
+
+    async fn executions_admit(
+        &self,
+        fence: u64,
+        picks: &[DispatchedTo],
+        now: Millis,
+    ) -> StoreResult<Admitted> {
+        if picks.is_empty() {
+            return Ok(Admitted::default());
+        }
+        self.transaction(|tx| admit::admit(tx, fence, picks, now))
+            .await
+    }
+
+    async fn executions_find_waiting(
+        &self,
+        now: Millis,
+        limit: u32,
+        routable: &Routable,
+    ) -> StoreResult<Vec<DispatchWork>> {
+        let Some(entries) = due::routable_entries(routable) else {
+            return Ok(Vec::new());
+        };
+        let found = due::unpublished(now, limit, &entries, true)
+            .fetch_all(self.read())
+            .await?;
+        found.iter().map(due::work).collect()
+    }
+
+    async fn concurrency_slots_purge(&self, fence: u64, limit: u32) -> StoreResult<u64> {
+        self.transaction(|mut tx| async move {
+            claim::check_fence(&mut tx, fence).await?;
+            let n = crate::concurrency::purge(&mut tx, limit).await?;
+            tx.commit().await?;
+            Ok(n)
+        })
+        .await
+    }
+
+    async fn executions_count_waiting(&self, cap: u32) -> StoreResult<u64> {
+        let n: i64 = due::waiting_count(cap).scalar(self.read(), "n").await?;
+        Ok(u64::try_from(n).unwrap_or_default())
     }
 
     async fn executions_mark_dispatched(

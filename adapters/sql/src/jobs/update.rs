@@ -82,6 +82,7 @@ async fn write_update(
         .set("timeout_ms", u.timeout_ms.map(from_u64))
         .set("worker_group", u.worker_group.as_ref())
         .set("priority", i64::from(u.priority.get()))
+        .set("max_concurrency", u.max_concurrency.map(i64::from))
         .set("updated_at", time(now));
     Sql::new("UPDATE jobs SET ")
         .set(&set)

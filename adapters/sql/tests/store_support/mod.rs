@@ -107,6 +107,7 @@ pub fn one_shot(tenant: &str, at: Millis) -> NewJob {
         created_by: None,
         worker_group: None,
         priority: Default::default(),
+        max_concurrency: None,
     }
 }
 

@@ -35,6 +35,7 @@ fn job(schedule: Schedule) -> Job {
         worker_group: None,
         priority: Default::default(),
         lane: Default::default(),
+        max_concurrency: None,
         trace: None,
         pause_reason: None,
         last_result: None,

@@ -158,6 +158,7 @@ mod tests {
             finished_at: None,
             stop_requested_at: None,
             progress: None,
+            waiting_for: None,
             created_at: 0,
         }
     }

@@ -376,6 +376,7 @@ mod tests {
                 timeout_ms: None,
                 worker_group: None,
                 priority: Default::default(),
+                max_concurrency: None,
                 trace: None,
                 created_at: t0,
                 created_by: None,
@@ -538,6 +539,7 @@ mod tests {
             finished_at: Some(1_772_359_201_750),
             stop_requested_at: None,
             progress: None,
+            waiting_for: None,
             created_at: 0,
         };
         let job = JobInfo {
