@@ -11,9 +11,10 @@
 //! main loop's ranked scan takes the oldest first, so the two rarely pick
 //! the same job, and when they do the version check lets one win) and
 //! publishes it itself, without waiting for the main loop's publishers.
-//! Both loops claim under the same term and fence; the store reads the
-//! fence under a shared lock, so their claims do not queue behind each
-//! other.
+//! Both loops claim under the same term and fence. The store locks the
+//! fence row (the concurrency gate counts under that lock), so the two
+//! loops' claim transactions take turns, but the lane never waits for the
+//! backlog's scans or publishers.
 
 use crate::lease::Term;
 use crate::publish::Publisher;
