@@ -69,16 +69,24 @@ async fn dashboard_in_a_browser() {
     b.wait_text("invalid cron expression", Duration::from_secs(5))
         .await;
     b.click("form#new-job button[type=submit]").await;
+    // The live preview already shows the error text, so wait for the
+    // server's re-rendered form, which marks the field itself.
+    kairos_testkit::wait_for(
+        "the cron field marked invalid by the server",
+        Duration::from_secs(5),
+        || async {
+            let attr = b
+                .exec(
+                    "return document.getElementById('cronExpr').getAttribute('aria-invalid')",
+                    json!([]),
+                )
+                .await;
+            (attr == "true").then_some(())
+        },
+    )
+    .await;
     b.wait_text("invalid cron expression", Duration::from_secs(5))
         .await;
-    assert_eq!(
-        b.exec(
-            "return document.getElementById('cronExpr').getAttribute('aria-invalid')",
-            json!([])
-        )
-        .await,
-        "true"
-    );
     b.fill("#cronExpr", "* * * * * *").await;
     b.click("form#new-job button[type=submit]").await;
     b.wait_text("Created.", Duration::from_secs(10)).await;
