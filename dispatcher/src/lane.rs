@@ -137,7 +137,7 @@ impl ImmediateLane {
         self.unpublished.hold(&work);
         let ids: Vec<String> = work.iter().map(|w| w.execution_id.clone()).collect();
         if term.is_valid() {
-            let report = self.publisher.publish(work, term.fence).await;
+            let report = self.publisher.publish(work, term).await;
             if report.no_worker > 0 || report.failed > 0 {
                 self.unpublished.leave_behind();
             }

@@ -8,10 +8,11 @@
 //! that cannot be published is handed back to `pending`.
 
 use crate::balancer::{Balancer, Want};
+use crate::lease::Term;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerError};
 use kairos_core::job::Job;
-use kairos_core::store::{Claim, DispatchWork, DispatchedTo, DispatcherStore};
+use kairos_core::store::{Claim, DispatchWork, DispatchedTo, DispatcherStore, StoreError};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::trace::{CallerTrace, Stage, TraceContext};
 use std::collections::{HashMap, HashSet};
@@ -158,13 +159,14 @@ impl Publisher {
     }
 
     /// Records the dispatch of routed work still `pending` (see
-    /// `executions_admit`, fenced with `fence`): what is admitted is from
-    /// then on recorded work; what a limit holds back, or what is no longer
-    /// pending, is dropped here and its pick given back.
+    /// `executions_admit`, fenced with the term's fence): what is admitted
+    /// is from then on recorded work; what a limit holds back, or what is no
+    /// longer pending, is dropped here and its pick given back. Storage
+    /// holding a newer fence ends `term`: this leader is stale.
     async fn admit(
         &self,
         routed: Vec<Routed>,
-        fence: u64,
+        term: &Term,
         report: &mut PublishReport,
     ) -> Vec<Routed> {
         let picks: Vec<DispatchedTo> = routed
@@ -179,8 +181,22 @@ impl Publisher {
         if picks.is_empty() {
             return routed;
         }
-        let admitted = match self.store.executions_admit(fence, &picks, now_ms()).await {
+        let admitted = match self
+            .store
+            .executions_admit(term.fence, &picks, now_ms())
+            .await
+        {
             Ok(admitted) => admitted,
+            Err(StoreError::Fenced { ours, current }) => {
+                warn!(
+                    ours,
+                    current,
+                    "storage holds a newer fence while recording dispatches; stepping down"
+                );
+                term.fenced(current);
+                report.failed += picks.len();
+                kairos_core::store::Admitted::default()
+            }
             // Nothing was recorded: all of it stays pending for the sweep.
             Err(e) => {
                 warn!(error = %e, count = picks.len(), "could not record dispatches; the work stays pending");
@@ -213,11 +229,11 @@ impl Publisher {
             .collect()
     }
 
-    /// Publishes `work`, leader of the term with `fence`. Work still
-    /// `pending` is admitted (recorded as dispatched) first; what is left
-    /// behind stays `pending`, and the sweep picks it up again. Recorded
-    /// work that is not confirmed is handed back to `pending`.
-    pub async fn publish(&self, work: Vec<DispatchWork>, fence: u64) -> PublishReport {
+    /// Publishes `work`, leader of `term`. Work still `pending` is admitted
+    /// (recorded as dispatched) first; what is left behind stays `pending`,
+    /// and the sweep picks it up again. Recorded work that is not confirmed
+    /// is handed back to `pending`.
+    pub async fn publish(&self, work: Vec<DispatchWork>, term: &Term) -> PublishReport {
         let mut report = PublishReport::default();
         if work.is_empty() {
             return report;
@@ -251,7 +267,7 @@ impl Publisher {
                 "no live worker serving their handler can take work; it stays pending"
             );
         }
-        let routed = self.admit(routed, fence, &mut report).await;
+        let routed = self.admit(routed, term, &mut report).await;
         if report.waiting > 0 {
             debug!(
                 count = report.waiting,

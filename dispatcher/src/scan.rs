@@ -503,7 +503,7 @@ impl DispatchLoop {
                 if work.is_empty() {
                     return false;
                 }
-                let report = self.publisher.publish(work, term.fence).await;
+                let report = self.publisher.publish(work, term).await;
                 if report.no_worker > 0 || report.failed > 0 {
                     // Retried on the next round, not at once: no spinning.
                     unpublished.left_behind.store(true, Ordering::Release);
@@ -560,7 +560,7 @@ impl DispatchLoop {
                 .collect()
         };
         if term.is_valid() && !work.is_empty() {
-            let report = self.publisher.publish(work, term.fence).await;
+            let report = self.publisher.publish(work, term).await;
             retry_at = report.retry_at;
             if report.dispatched > 0 {
                 debug!(?report, "published work that waited for a concurrency slot");
@@ -590,6 +590,10 @@ impl DispatchLoop {
         {
             Ok(0) => {}
             Ok(n) => debug!(deleted = n, "slot rows of ended executions deleted"),
+            Err(StoreError::Fenced { ours, current }) => {
+                warn!(ours, current, "storage holds a newer fence; stepping down");
+                term.fenced(current);
+            }
             Err(e) => debug!(error = %e, "cannot purge slot rows now"),
         }
     }
@@ -643,7 +647,7 @@ async fn publish_at(
     // Unpublished work is (or goes back to) `pending`: this term's sweep
     // (once released here) or the next leader's picks it up.
     if permit.is_some() && term.is_valid() {
-        let report = publisher.publish(batch, term.fence).await;
+        let report = publisher.publish(batch, &term).await;
         if report.no_worker > 0 || report.failed > 0 {
             unpublished.leave_behind();
         }

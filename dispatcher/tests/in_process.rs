@@ -290,3 +290,41 @@ async fn a_job_cancelled_while_its_trigger_is_claimed_ahead_never_runs() {
     assert_eq!(ended.started_at, None, "the handler never started");
     rig.shutdown().await;
 }
+
+/// A leader whose claim rounds find nothing due never meets the stored
+/// fence there; when storage refuses its sweep's dispatches as stale, it
+/// steps down all the same, and its next term (one past the stored fence)
+/// dispatches the work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_leader_refused_by_its_sweep_steps_down_and_recovers() {
+    let mut rig = Rig::new().await;
+    rig.dispatcher(rig.stop.clone());
+    rig.worker("w-1");
+    let witness = rig.one_shot("witness", now_ms()).await;
+    rig.wait_succeeded(&witness, 1).await;
+
+    // A newer fence reaches storage (as when the lock service lost its
+    // counter and another term wrote first): the running term is stale.
+    rig.store
+        .concurrency_slots_purge(1_000, 1)
+        .await
+        .expect("raise the stored fence");
+    // Nothing is due for the claim rounds; only the sweep sees this.
+    let hourly = Schedule::Recurring(Recurrence {
+        rule: Rule::Every {
+            every_ms: 3_600_000,
+        },
+        start_at: None,
+        end_at: None,
+        misfire: Default::default(),
+        overlap: Default::default(),
+    });
+    let job = rig.create("hourly", hourly, now_ms() + 3_600_000).await;
+    rig.store
+        .job_trigger_now(TENANT, &job, "manual-1", now_ms())
+        .await
+        .expect("trigger now");
+    let execs = rig.wait_succeeded(&job, 1).await;
+    assert_eq!(execs.len(), 1, "{execs:?}");
+    rig.shutdown().await;
+}
