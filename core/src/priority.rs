@@ -106,9 +106,31 @@ impl Lane {
     }
 }
 
+/// How many delivery ranks a worker's queue orders by (see
+/// [`delivery_rank`]): RabbitMQ's `x-max-priority` for worker queues.
+pub const DELIVERY_RANKS: u8 = 2 * Priority::MAX.0 + 1;
+
+/// The rank a worker's queue delivers a dispatch by, higher first: its
+/// priority, and within one priority work someone waits for (`immediate`:
+/// an immediate-lane job or a retry) before work a schedule made. Without
+/// the half step, an immediate job dispatched during a flood of the same
+/// priority would wait in the worker's queue behind every flood dispatch
+/// published before it.
+pub fn delivery_rank(priority: Priority, immediate: bool) -> u8 {
+    2 * priority.0 + u8::from(immediate)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delivery_ranks_put_priority_first_and_immediate_work_within_it() {
+        assert_eq!(delivery_rank(Priority::MIN, false), 0);
+        assert_eq!(delivery_rank(Priority::MAX, true), DELIVERY_RANKS);
+        assert!(delivery_rank(Priority(5), true) > delivery_rank(Priority(5), false));
+        assert!(delivery_rank(Priority(6), false) > delivery_rank(Priority(5), true));
+    }
 
     #[test]
     fn priorities_are_zero_to_nine_and_default_to_five() {

@@ -70,6 +70,11 @@ pub struct DispatchMsg {
     /// shard 0 of 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<crate::shard::Shard>,
+    /// Someone waits for this attempt (an immediate-lane job or a retry);
+    /// brokers deliver it before scheduled work of the same priority.
+    /// Absent means `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub immediate: bool,
 }
 
 impl DispatchMsg {
@@ -79,14 +84,15 @@ impl DispatchMsg {
     }
 }
 
-/// The broker priority of one message carrying `msgs`: its most urgent
-/// dispatch's (the claim loops batch one priority at a time, so a batch
-/// rarely mixes).
-pub fn batch_priority(msgs: &[DispatchMsg]) -> crate::priority::Priority {
+/// The broker priority of one message carrying `msgs` (see
+/// [`crate::priority::delivery_rank`]): its most urgent dispatch's (the
+/// claim loops batch one priority and lane at a time, so a batch rarely
+/// mixes).
+pub fn batch_rank(msgs: &[DispatchMsg]) -> u8 {
     msgs.iter()
-        .map(DispatchMsg::priority)
+        .map(|m| crate::priority::delivery_rank(m.priority(), m.immediate))
         .max()
-        .unwrap_or_default()
+        .unwrap_or_else(|| crate::priority::delivery_rank(Default::default(), false))
 }
 
 /// What a result reports.
@@ -502,6 +508,7 @@ mod tests {
             trace: None,
             priority: None,
             shard: None,
+            immediate: false,
         };
         let one = encode_dispatches(&[d(1)]).unwrap();
         assert_eq!(

@@ -238,6 +238,9 @@ pub struct DispatchWork {
     pub worker_id: Option<String>,
     /// Its part of the trigger.
     pub shard: crate::shard::Shard,
+    /// Someone waits for this attempt (an immediate-lane job, or a retry):
+    /// the worker's queue delivers it before scheduled work of its priority.
+    pub immediate: bool,
 }
 
 impl DispatchWork {
@@ -255,6 +258,7 @@ impl DispatchWork {
             group: self.worker_group.clone(),
             trace: self.trace.clone(),
             priority: Some(self.priority),
+            immediate: self.immediate,
             shard: self.shard.for_message(),
         }
     }

@@ -72,6 +72,7 @@ fn builder(names: &Names, broker: &Arc<MemoryBroker>) -> WorkerBuilder {
 fn dispatch(handler: &str, params: serde_json::Value, timeout_ms: Option<u64>) -> DispatchMsg {
     DispatchMsg {
         shard: None,
+        immediate: false,
         v: PROTOCOL_VERSION,
         execution_id: unique("e"),
         job_id: "j".into(),

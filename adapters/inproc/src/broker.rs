@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use async_trait::async_trait;
 
 use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
-use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_priority};
+use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_rank};
 
 use queue::{Message, Queue, QueueKind};
 
@@ -177,7 +177,7 @@ impl Broker for MemoryBroker {
             [msg] => kairos_core::trace::dispatch_traceparent(msg),
             _ => None,
         };
-        let msg = Message::new(body, traceparent).with_priority(batch_priority(msgs).get());
+        let msg = Message::new(body, traceparent).with_priority(batch_rank(msgs));
         self.publish_at(&queue, msg)
     }
 
@@ -324,6 +324,7 @@ mod tests {
     fn dispatch() -> DispatchMsg {
         DispatchMsg {
             shard: None,
+            immediate: false,
             v: PROTOCOL_VERSION,
             execution_id: "e".into(),
             job_id: "j".into(),

@@ -29,8 +29,8 @@ use lapin::options::{QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 
 use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
-use kairos_core::priority::Priority;
-use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_priority};
+use kairos_core::priority::{DELIVERY_RANKS, Priority};
+use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_rank};
 
 use link::LinkHandle;
 
@@ -163,31 +163,38 @@ impl Broker for AmqpBroker {
             "x-dead-letter-exchange".into(),
             AMQPValue::LongString(self.names.reroute_exchange().into()),
         );
-        let plain = args.clone();
-        // Higher priorities first (see `kairos_core::priority`): a classic
-        // priority queue with one level per priority.
-        args.insert(
-            "x-max-priority".into(),
-            AMQPValue::ShortShortUInt(Priority::MAX.get()),
-        );
+        // Higher delivery ranks first (see `kairos_core::priority`): a
+        // classic priority queue with one level per rank. A queue declared
+        // earlier keeps its arguments (redeclaring with others fails), so
+        // the older shapes are tried next: ten levels (priorities only),
+        // then none (first come, first served).
+        let shapes = [Some(DELIVERY_RANKS), Some(Priority::MAX.get()), None];
         let link = self.link.get().await?;
         let mut ch = link.temp_channel().await?;
-        let op = ch.queue_declare(queue.clone(), QueueDeclareOptions::durable(), args);
-        match link.bounded_raw("queue.declare", op).await? {
-            Ok(_) => {}
-            // A queue declared before priorities existed (a worker with a
-            // fixed id, upgraded) keeps its arguments: it is used as it is,
-            // first come first served, until it is deleted.
-            Err(e) if link::is_precondition_failed(&e) => {
-                tracing::warn!(
-                    queue = %queue,
-                    "worker queue predates priorities; delete it (with the worker stopped) to serve higher priorities first"
-                );
-                ch = link.temp_channel().await?;
-                let op = ch.queue_declare(queue.clone(), QueueDeclareOptions::durable(), plain);
-                link.bounded("queue.declare", op).await?;
+        for (i, levels) in shapes.iter().enumerate() {
+            let mut args = args.clone();
+            if let Some(levels) = levels {
+                args.insert("x-max-priority".into(), AMQPValue::ShortShortUInt(*levels));
             }
-            Err(e) => return Err(link.unavailable("queue.declare", &e)),
+            let op = ch.queue_declare(queue.clone(), QueueDeclareOptions::durable(), args);
+            match link.bounded_raw("queue.declare", op).await? {
+                Ok(_) => {
+                    if i > 0 {
+                        tracing::warn!(
+                            queue = %queue,
+                            levels = levels.unwrap_or(0),
+                            "worker queue predates the current delivery ranks; delete it (with the worker stopped) to serve immediate work first"
+                        );
+                    }
+                    break;
+                }
+                // The channel is closed by the failed declare: the next
+                // shape needs a new one.
+                Err(e) if link::is_precondition_failed(&e) && i + 1 < shapes.len() => {
+                    ch = link.temp_channel().await?;
+                }
+                Err(e) => return Err(link.unavailable("queue.declare", &e)),
+            }
         }
         let exchange = short(&self.names.dispatch_exchange())?;
         let op = ch.queue_bind(
@@ -249,7 +256,7 @@ impl Broker for AmqpBroker {
                 headers.push((publish::TRACESTATE, state.to_string()));
             }
         }
-        let priority = Some(batch_priority(msgs).get());
+        let priority = Some(batch_rank(msgs));
         publish::publish(&link, &exchange, worker_id, &body, true, &headers, priority).await
     }
 

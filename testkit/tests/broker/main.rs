@@ -364,8 +364,9 @@ async fn log_batches_round_trip_and_consumers_compete(fx: &Fx) {
     );
 }
 
-/// A worker's queue delivers higher priorities first, first come first
-/// served within one; a batch goes at its most urgent dispatch's priority.
+/// A worker's queue delivers higher priorities first, immediate work first
+/// within one priority, then first come first served; a batch goes at its
+/// most urgent dispatch's rank.
 async fn higher_priorities_are_delivered_first(fx: &Fx) {
     use kairos_core::priority::Priority;
     let w = fx.worker("w").await;
@@ -382,9 +383,14 @@ async fn higher_priorities_are_delivered_first(fx: &Fx) {
         .await
         .unwrap();
     fx.broker.dispatch_publish(&w, &at(6, 9)).await.unwrap();
+    let urgent = DispatchMsg {
+        immediate: true,
+        ..dispatch(7)
+    };
+    fx.broker.dispatch_publish(&w, &urgent).await.unwrap();
     let mut s = fx.broker.dispatch_consume(&w, 1).await.unwrap();
     let mut order = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..6 {
         let d = next(&mut s).await;
         let ids: Vec<String> = kairos_core::protocol::decode_dispatches(&d.payload)
             .unwrap()
@@ -396,8 +402,15 @@ async fn higher_priorities_are_delivered_first(fx: &Fx) {
     }
     assert_eq!(
         order,
-        ["exec-4+exec-5", "exec-6", "exec-2", "exec-3", "exec-1"],
-        "9 (the batch, then the single), 5 (explicit, then absent: the default), 0"
+        [
+            "exec-4+exec-5",
+            "exec-6",
+            "exec-7",
+            "exec-2",
+            "exec-3",
+            "exec-1"
+        ],
+        "9 (the batch, then the single), 5 (immediate, published last; then explicit, then absent: the default), 0"
     );
 }
 

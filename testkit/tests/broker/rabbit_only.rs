@@ -121,3 +121,60 @@ async fn topology_deleted_under_the_broker_is_redeclared() {
     assert_eq!(decode(&next(&mut s).await), dispatch(1));
     assert_eq!(decode(&next(&mut s).await), dispatch(3));
 }
+
+/// A worker queue an older version declared with ten priority levels (or
+/// none) is used as it is: declaring it again succeeds and it delivers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_queue_declared_by_an_older_version_is_kept() {
+    use kairos_core::broker::Broker;
+    use lapin::options::QueueDeclareOptions;
+    use lapin::types::{AMQPValue, FieldTable};
+    let Some(url) = testkit::amqp_available().await else {
+        return;
+    };
+    let names = Names::new(testkit::unique("t"));
+    let conn = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
+        .await
+        .expect("connect");
+    let ch = conn.create_channel().await.expect("channel");
+    let mut shapes = Vec::new();
+    for (tag, levels) in [("ten", Some(9u8)), ("none", None)] {
+        let id = format!("{tag}-{}", names.namespace());
+        let mut args = FieldTable::default();
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            AMQPValue::LongString(names.reroute_exchange().into()),
+        );
+        if let Some(levels) = levels {
+            args.insert("x-max-priority".into(), AMQPValue::ShortShortUInt(levels));
+        }
+        ch.queue_declare(
+            names.worker_queue(&id).as_str().into(),
+            QueueDeclareOptions::durable(),
+            args,
+        )
+        .await
+        .expect("declare as an older version did");
+        shapes.push(id);
+    }
+    let broker = AmqpBroker::connect(&url, names.clone())
+        .await
+        .expect("connect the adapter");
+    for id in &shapes {
+        broker
+            .worker_queue_declare(id)
+            .await
+            .expect("an existing queue is taken as it is");
+        broker
+            .dispatch_publish(id, &dispatch(1))
+            .await
+            .expect("publish");
+        let mut s = broker.dispatch_consume(id, 1).await.expect("consume");
+        let d = next(&mut s).await;
+        assert_eq!(decode(&d).execution_id, "exec-1");
+        d.acker.ack().await.expect("ack");
+        drop(s);
+        let _ = broker.worker_queue_delete(id).await;
+    }
+    let _ = broker.topology_delete().await;
+}

@@ -112,6 +112,18 @@ pub(crate) fn job_fields(form: &Fields, error: Option<&FieldError>, handlers: &[
         }
         (schedule_fields(form, error, &NEW_KINDS))
         (delivery_fields(form, error))
+        (execution_fields(form, error))
+    }
+}
+
+/// How many executions each trigger makes; fixed when the job is created.
+fn execution_fields(form: &Fields, error: Option<&FieldError>) -> Markup {
+    html! {
+        fieldset {
+            legend { "Executions per trigger" }
+            (select(form, "executionMode", "Execution mode", &[("single", "single: one, on the least-loaded worker"), ("broadcast", "broadcast: one on every live worker"), ("sharded", "sharded: a shard count of executions")]))
+            (input(form, error, "shardCount", "Shard count", "number", Some("For “sharded” only: 1–1024 executions, each told its index.")))
+        }
     }
 }
 

@@ -139,6 +139,9 @@ fn create_json(form: &Fields) -> Result<Value, FieldError> {
             }
         }
     }
+    if let Some(mode) = form.opt("executionMode").filter(|m| *m != "single") {
+        out.insert("executionMode".into(), json!(mode));
+    }
     for f in ["callbackUrl", "workerGroup"] {
         if let Some(v) = form.opt(f) {
             out.insert(f.into(), json!(v));
@@ -150,6 +153,7 @@ fn create_json(form: &Fields) -> Result<Value, FieldError> {
         "timeoutMs",
         "priority",
         "maxConcurrency",
+        "shardCount",
     ] {
         if let Some(v) = int(form, f)? {
             out.insert(f.into(), json!(v));
@@ -370,5 +374,30 @@ mod tests {
         let e = create_json(&form(&[("params", "{nope")])).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("params"));
         assert!(e.message.starts_with("params is not valid JSON"));
+    }
+
+    #[test]
+    fn a_sharded_job_sends_its_mode_and_a_single_one_sends_none() {
+        let base = [("jobName", "n"), ("jobHandler", "noop"), ("kind", "now")];
+        let sharded = create_json(&form(
+            &[
+                &base[..],
+                &[("executionMode", "sharded"), ("shardCount", "8")],
+            ]
+            .concat(),
+        ))
+        .unwrap();
+        assert_eq!(sharded["executionMode"], "sharded");
+        assert_eq!(sharded["shardCount"], 8);
+        let single = create_json(&form(
+            &[
+                &base[..],
+                &[("executionMode", "single"), ("shardCount", "")],
+            ]
+            .concat(),
+        ))
+        .unwrap();
+        assert!(single.get("executionMode").is_none(), "{single}");
+        assert!(single.get("shardCount").is_none(), "{single}");
     }
 }

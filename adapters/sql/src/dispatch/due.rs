@@ -177,13 +177,17 @@ pub(super) fn waiting_count(cap: u32) -> Sql {
 }
 
 /// `DispatchWork` from a row carrying the execution and job columns it needs.
+/// Someone waits for a retry as for an immediate-lane job: both are
+/// delivered before scheduled work of their priority.
 pub(super) fn work(row: &Row) -> StoreResult<DispatchWork> {
     let r = R::new(row, "executions");
+    let attempt = r.u32("attempt")?;
+    let lane = Lane::from_code(r.u32("lane")?.min(255) as u8);
     Ok(DispatchWork {
         execution_id: r.string("id")?,
         job_id: r.string("job_id")?,
         tenant: r.string("tenant")?,
-        attempt: r.u32("attempt")?,
+        attempt,
         handler: r.string("handler")?,
         params: r.json("params")?,
         scheduled_at: r.time("scheduled_at")?,
@@ -193,6 +197,7 @@ pub(super) fn work(row: &Row) -> StoreResult<DispatchWork> {
         trace: r.trace()?,
         worker_id: None,
         shard: r.shard()?,
+        immediate: lane == Lane::Immediate || attempt > 1,
     })
 }
 
@@ -245,7 +250,7 @@ pub(super) fn unpublished(now: Millis, limit: u32, entries: &[&Serves], waiting:
         "SELECT e.id AS id, e.job_id AS job_id, e.tenant AS tenant, e.attempt AS attempt, \
          e.scheduled_at AS scheduled_at, j.handler AS handler, j.params AS params, \
          j.timeout_ms AS timeout_ms, j.worker_group AS worker_group, \
-         j.priority AS priority, \
+         j.priority AS priority, j.lane AS lane, \
          j.trace_context AS trace_context, e.shard_index AS shard_index, \
          e.shard_count AS shard_count \
          FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.status IN ",

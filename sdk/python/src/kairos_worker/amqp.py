@@ -20,6 +20,10 @@ from .protocol import HEARTBEAT_TTL_MS, Names
 
 log = logging.getLogger("kairos_worker.amqp")
 
+#: Levels of a worker queue's priority: the dispatcher's delivery ranks,
+#: 2 x priority (0-9) + 1 for immediate work.
+DELIVERY_RANKS = 19
+
 #: Bound on connecting, declaring and waiting for one confirm.
 OP_TIMEOUT = 5.0
 
@@ -80,12 +84,33 @@ class Link:
     async def declare_worker_queue(self, ch: AbstractChannel, worker_id: str) -> AbstractQueue:
         """The worker's own queue: rejected dispatches dead-letter to the
         reroute exchange; bound to the dispatch exchange by the worker id."""
-        q = await ch.declare_queue(
-            self._names.worker_queue(worker_id),
-            durable=True,
-            arguments={"x-dead-letter-exchange": self._names.reroute_exchange},
-            timeout=OP_TIMEOUT,
-        )
+        # A priority queue with one level per delivery rank (2 x priority +
+        # immediate, as the Rust dispatcher and worker declare it). A queue
+        # declared earlier keeps its arguments: the older shapes are tried
+        # next. The shapes are tried on a scratch channel (a failed declare
+        # closes it), so `ch` (its QoS set by the caller) stays open.
+        name = self._names.worker_queue(worker_id)
+        dlx = {"x-dead-letter-exchange": self._names.reroute_exchange}
+        shapes = [{**dlx, "x-max-priority": DELIVERY_RANKS}, {**dlx, "x-max-priority": 9}, dlx]
+        conn = await self.connection()
+        arguments = shapes[-1]
+        for i, shape in enumerate(shapes):
+            scratch = await conn.channel(publisher_confirms=False)
+            try:
+                await scratch.declare_queue(name, durable=True, arguments=shape, timeout=OP_TIMEOUT)
+            except aio_pika.exceptions.ChannelPreconditionFailed:
+                continue
+            finally:
+                if not scratch.is_closed:
+                    await scratch.close()
+            if i > 0:
+                log.warning(
+                    "worker queue predates the current delivery ranks; delete it "
+                    "(with the worker stopped) to serve immediate work first"
+                )
+            arguments = shape
+            break
+        q = await ch.declare_queue(name, durable=True, arguments=arguments, timeout=OP_TIMEOUT)
         await q.bind(self._names.dispatch_exchange, routing_key=worker_id, timeout=OP_TIMEOUT)
         return q
 
