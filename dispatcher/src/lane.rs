@@ -114,25 +114,9 @@ impl ImmediateLane {
             return Ok(false);
         }
         let jobs = due.len();
-        let fanned = self
-            .publisher
-            .fan_out(kairos_core::trigger::claims_for(due, now), now);
-        // Broadcast and sharded jobs fan out; a huge fan-out is claimed over
-        // several rounds, as in the main loop.
-        let (mut claims, later) =
-            kairos_core::shard::within_budget(fanned, kairos_core::shard::FAN_OUT_PER_ROUND);
-        self.publisher.unassign_unclaimed(&later, &[]);
-        let full = jobs as u32 >= self.batch || !later.is_empty();
-        self.publisher.assign(&mut claims, now);
-        let work = match self.store.triggers_claim(term.fence, &claims, now).await {
-            Ok(work) => work,
-            Err(e) => {
-                self.publisher.unassign_unclaimed(&claims, &[]);
-                return Err(e);
-            }
-        };
-        self.publisher.unassign_unclaimed(&claims, &work);
-        crate::metrics::claimed(work.len(), claims.len().saturating_sub(work.len()));
+        let claimed = self.publisher.claim_due(due, term.fence, now).await?;
+        let full = jobs as u32 >= self.batch || claimed.more;
+        let work = claimed.work;
         debug!(claimed = work.len(), "immediate lane round");
         self.unpublished.hold(&work);
         let ids: Vec<String> = work.iter().map(|w| w.execution_id.clone()).collect();

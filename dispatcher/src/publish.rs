@@ -35,6 +35,18 @@ pub struct PublishReport {
     pub retry_at: Option<Millis>,
 }
 
+/// What one claim of due triggers produced.
+pub struct Claimed {
+    /// The work the claim won, recorded as dispatched where a worker was
+    /// chosen already.
+    pub work: Vec<DispatchWork>,
+    /// How many claims were tried (one per execution after fan-out).
+    pub tried: usize,
+    /// Part of a fan-out was left for the next round (over
+    /// [`kairos_core::shard::FAN_OUT_PER_ROUND`]).
+    pub more: bool,
+}
+
 /// What `w` needs from its worker.
 fn want(w: &DispatchWork) -> Want<'_> {
     Want {
@@ -104,6 +116,37 @@ impl Publisher {
     pub fn fan_out(&self, claims: Vec<Claim>, now: Millis) -> Vec<Claim> {
         let mut balancer = self.balancer();
         kairos_core::shard::fan_out(claims, |job| balancer.broadcast(now, job_want(job)))
+    }
+
+    /// Claims the triggers of `due` under the term with `fence`: fans
+    /// broadcast and sharded jobs out (a huge fan-out over several rounds
+    /// rather than in one transaction), picks a worker for each claim, and
+    /// gives back the picks of the claims that won nothing.
+    pub async fn claim_due(
+        &self,
+        due: Vec<Job>,
+        fence: u64,
+        now: Millis,
+    ) -> Result<Claimed, StoreError> {
+        let fanned = self.fan_out(kairos_core::trigger::claims_for(due, now), now);
+        let (mut claims, later) =
+            kairos_core::shard::within_budget(fanned, kairos_core::shard::FAN_OUT_PER_ROUND);
+        self.unassign_unclaimed(&later, &[]);
+        self.assign(&mut claims, now);
+        let work = match self.store.triggers_claim(fence, &claims, now).await {
+            Ok(work) => work,
+            Err(e) => {
+                self.unassign_unclaimed(&claims, &[]);
+                return Err(e);
+            }
+        };
+        self.unassign_unclaimed(&claims, &work);
+        crate::metrics::claimed(work.len(), claims.len().saturating_sub(work.len()));
+        Ok(Claimed {
+            work,
+            tried: claims.len(),
+            more: !later.is_empty(),
+        })
     }
 
     /// Gives back the choices of the claims that produced no work (their

@@ -362,36 +362,20 @@ impl DispatchLoop {
                 crowded,
             });
         }
-        let fanned = self
-            .publisher
-            .fan_out(kairos_core::trigger::claims_for(due, now), now);
-        // A batch of sharded jobs is claimed over several rounds rather
-        // than in one huge transaction.
-        let (mut claims, later) =
-            kairos_core::shard::within_budget(fanned, kairos_core::shard::FAN_OUT_PER_ROUND);
-        self.publisher.unassign_unclaimed(&later, &[]);
-        let more_due = more_due || !later.is_empty();
-        self.publisher.assign(&mut claims, now);
-        let work = match self.store.triggers_claim(term.fence, &claims, now).await {
-            Ok(work) => work,
-            Err(e) => {
-                self.publisher.unassign_unclaimed(&claims, &[]);
-                return Err(e);
-            }
-        };
-        self.publisher.unassign_unclaimed(&claims, &work);
+        let claimed = self.publisher.claim_due(due, term.fence, now).await?;
+        let more_due = more_due || claimed.more;
+        let work = claimed.work;
         let claim_took = started.elapsed() - scanned;
-        lead.measured(claims.len(), claim_took);
+        lead.measured(claimed.tried, claim_took);
         debug!(
             claimed = work.len(),
             scan_ms = scanned.as_millis() as u64,
             claim_ms = claim_took.as_millis() as u64,
             "claim round"
         );
-        crate::metrics::claimed(work.len(), claims.len().saturating_sub(work.len()));
-        if work.len() < claims.len() {
+        if work.len() < claimed.tried {
             debug!(
-                lost = claims.len() - work.len(),
+                lost = claimed.tried - work.len(),
                 "some claims produced no work (version check lost, skipped or dropped)"
             );
         }
