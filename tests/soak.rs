@@ -567,8 +567,8 @@ async fn chaos_soak() {
     .await
     .expect("count slots");
     assert_eq!(in_slots, 0, "seed {seed}: slots held after the drain");
-    let ran: Vec<(i64, i64)> = sqlx::query_as(
-        "SELECT CAST(UNIX_TIMESTAMP(e.started_at) * 1000 AS SIGNED), \
+    let ran: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT e.id, CAST(UNIX_TIMESTAMP(e.started_at) * 1000 AS SIGNED), \
          CAST(UNIX_TIMESTAMP(e.finished_at) * 1000 AS SIGNED) \
          FROM executions e JOIN jobs j ON j.id = e.job_id \
          WHERE j.handler = 'sleep' AND e.started_at IS NOT NULL AND e.finished_at IS NOT NULL",
@@ -576,14 +576,38 @@ async fn chaos_soak() {
     .fetch_all(&pool)
     .await
     .expect("sleep executions");
-    let mut edges: Vec<(i64, i32)> = ran.iter().flat_map(|&(s, f)| [(s, 1), (f, -1)]).collect();
+    let mut edges: Vec<(i64, i32)> = ran
+        .iter()
+        .flat_map(|(_, s, f)| [(*s, 1), (*f, -1)])
+        .collect();
     edges.sort();
-    let (mut now, mut most) = (0, 0);
-    for (_, d) in edges {
+    let (mut now, mut most, mut most_at) = (0, 0, 0);
+    for (at, d) in edges {
         now += d;
-        most = most.max(now);
+        if now > most {
+            (most, most_at) = (now, at);
+        }
     }
     println!("concurrency: at most {most} sleep executions at once (limit {SLEEP_LIMIT})");
+    if most > SLEEP_LIMIT {
+        // Say which executions overlapped, with their histories, so a
+        // failure can be diagnosed from the log alone.
+        for (id, started, finished) in ran.iter().filter(|(_, s, f)| *s <= most_at && most_at < *f)
+        {
+            let events: Vec<(i64, String, Option<String>, i64)> = sqlx::query_as(
+                "SELECT attempt, status, worker_id, occurred_at FROM execution_events \
+                 WHERE execution_id = ? ORDER BY id",
+            )
+            .bind(id)
+            .fetch_all(&pool)
+            .await
+            .expect("execution events");
+            println!(
+                "at {most_at}: {id} ran {started}..{finished} ({} ms), events {events:?}",
+                finished - started
+            );
+        }
+    }
     assert!(
         most <= SLEEP_LIMIT,
         "seed {seed}: {most} sleep executions ran at once under a limit of {SLEEP_LIMIT}"

@@ -69,20 +69,46 @@ pub(crate) async fn gate(
             .await?;
     }
 
-    let mut slots = Vec::new();
-    for (c, d) in candidates.iter().zip(&decisions) {
-        if let Admission::Admitted(keys) = d {
-            for k in keys {
-                slots.push(
-                    Fields::new()
-                        .with("scope_key", k.as_str())
-                        .with("execution_id", c.execution_id)
-                        .with("created_at", time(now)),
-                );
-            }
-        }
-    }
-    for chunk in slots.chunks(CHUNK) {
+    let admitted: Vec<(&str, &[ScopeKey])> = candidates
+        .iter()
+        .zip(&decisions)
+        .filter_map(|(c, d)| match d {
+            Admission::Admitted(keys) => Some((c.execution_id, keys.as_slice())),
+            _ => None,
+        })
+        .collect();
+    insert_slots(tx, &admitted, now).await?;
+    Ok(decisions)
+}
+
+/// Records that each execution occupies a slot under each of its keys,
+/// without a decision: it runs already (see the outcomes' ghost starts).
+pub(crate) async fn occupy(
+    tx: &mut Tx,
+    running: &[(String, [ScopeKey; 3])],
+    now: Millis,
+) -> StoreResult<()> {
+    let slots: Vec<(&str, &[ScopeKey])> = running
+        .iter()
+        .map(|(id, keys)| (id.as_str(), keys.as_slice()))
+        .collect();
+    insert_slots(tx, &slots, now).await
+}
+
+/// One slot row per (execution, key); rows already there are kept.
+async fn insert_slots(tx: &mut Tx, slots: &[(&str, &[ScopeKey])], now: Millis) -> StoreResult<()> {
+    let rows: Vec<Fields> = slots
+        .iter()
+        .flat_map(|(id, keys)| {
+            keys.iter().map(move |k| {
+                Fields::new()
+                    .with("scope_key", k.as_str())
+                    .with("execution_id", *id)
+                    .with("created_at", time(now))
+            })
+        })
+        .collect();
+    for chunk in rows.chunks(CHUNK) {
         Sql::new("")
             .insert_ignore_into()
             .push("concurrency_slots")
@@ -91,7 +117,7 @@ pub(crate) async fn gate(
             .execute(&mut *tx)
             .await?;
     }
-    Ok(decisions)
+    Ok(())
 }
 
 /// Caps on what runs at once, and rate buckets, by key.

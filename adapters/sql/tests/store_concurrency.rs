@@ -28,6 +28,7 @@ store_cases!(
     a_jobs_own_limit_holds_its_extra_triggers,
     without_limits_admission_records_every_dispatch,
     a_handler_rate_admits_a_burst_then_one_token_at_a_time,
+    an_attempt_started_after_its_hand_back_occupies_a_slot,
 );
 
 /// A claim of `job`'s current trigger, dispatched to `worker`.
@@ -494,4 +495,66 @@ async fn a_handler_rate_admits_a_burst_then_one_token_at_a_time(store: SqlStore)
             .len(),
         1
     );
+}
+
+/// A dispatch handed back to `pending` (its publish was not confirmed) that
+/// reached a worker all the same: its start is recorded, and from then on it
+/// counts against the limit, so the gate holds the next one back.
+async fn an_attempt_started_after_its_hand_back_occupies_a_slot(store: SqlStore) {
+    store
+        .limit_set(
+            &Limit {
+                scope: Scope::Handler,
+                name: "ghost".into(),
+                max_running: Some(1),
+                rate_per_sec: None,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    let jobs = jobs(&store, "gh", "ghost", 2).await;
+    let key = "handler:ghost";
+    let won = store
+        .triggers_claim(1, &[claim_to(&jobs[0], "w1")], T0 + 10)
+        .await
+        .unwrap();
+    assert_eq!(in_use(&store, key).await, 1);
+    let handed_back = [(won[0].execution_id.clone(), 1)];
+    store
+        .executions_requeue_unstarted(&handed_back, "not confirmed", T0 + 11)
+        .await
+        .unwrap();
+    assert_eq!(in_use(&store, key).await, 0, "pending holds no slot");
+    // The gate's counting deletes the rows of what holds no slot.
+    let c = claim_to(&jobs[1], "w1");
+    let other = store.triggers_claim(1, &[c], T0 + 12).await.unwrap();
+    assert_eq!(in_use(&store, key).await, 1);
+    store
+        .executions_requeue_unstarted(
+            &[(other[0].execution_id.clone(), 1)],
+            "not confirmed",
+            T0 + 13,
+        )
+        .await
+        .unwrap();
+    assert_eq!(in_use(&store, key).await, 0);
+
+    // The first one's message was delivered after all: its worker starts it.
+    let started = result(&won[0], 1, ResultKind::Started, T0 + 20);
+    let applied = store.results_apply(&[started], T0 + 20).await.unwrap();
+    assert_eq!(applied[0].new_status, Some(ExecStatus::Running));
+    assert_eq!(in_use(&store, key).await, 1, "it runs: it occupies a slot");
+    let pending = store
+        .executions_find_unpublished(T0 + 30, 10, &Routable::Any)
+        .await
+        .unwrap();
+    assert_eq!(pending.len(), 1, "the other one");
+    let all: Vec<&DispatchWork> = pending.iter().collect();
+    let admitted = store
+        .executions_admit(1, &picks(&all, "w2"), T0 + 30)
+        .await
+        .unwrap();
+    assert!(admitted.dispatched.is_empty(), "the limit is full");
+    assert_eq!(admitted.waiting.len(), 1);
 }

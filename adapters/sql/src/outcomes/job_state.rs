@@ -13,6 +13,8 @@ use std::collections::{HashMap, HashSet};
 /// The job of one or more executions in the batch, as it is now.
 pub(super) struct JobState {
     pub(super) status: JobStatus,
+    /// Its handler: a limit's scope.
+    pub(super) handler: String,
     pub(super) continuation: Continuation,
     pub(super) retry: RetryPolicy,
     pub(super) timeout_ms: Option<u64>,

@@ -19,6 +19,7 @@ use crate::rows::{self, EXEC_COLS, R};
 use crate::sql::{Sql, fetch_chunked, from_u64};
 use job_state::{JobState, continuation, count_live};
 use kairos_core::callback::Callback;
+use kairos_core::concurrency::{ScopeKey, scopes_of};
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::outcome::{self, Continuation, ExecSnapshot, Origin, Plan, Verdict};
 use kairos_core::store::{Applied, StoreResult};
@@ -54,6 +55,9 @@ struct Tail {
     callbacks: Vec<Callback>,
     /// The fanned-out triggers the batch may end (read, not written).
     triggers: Triggers,
+    /// Attempts that started while `pending` (see [`ghost_start`]), with
+    /// the scopes their slots count under.
+    ghost_starts: Vec<(String, [ScopeKey; 3])>,
 }
 
 /// Applies `inputs` in order in `tx` and commits it.
@@ -117,6 +121,7 @@ pub(crate) async fn apply(
     write_jobs(&mut tx, &tail.jobs, now).await?;
     inserts::events(&mut tx, &tail.events).await?;
     inserts::callbacks(&mut tx, &tail.callbacks).await?;
+    crate::concurrency::occupy(&mut tx, &tail.ghost_starts, now).await?;
     tx.commit().await?;
     Ok(out)
 }
@@ -136,7 +141,7 @@ async fn load(
         let mut s = Sql::new("SELECT ");
         s.columns("e", &EXEC_COLS)
             .push(
-                ", e.incarnation AS held_by, j.status AS job_status, \
+                ", e.incarnation AS held_by, j.status AS job_status, j.handler AS job_handler, \
                  j.schedule_kind AS schedule_kind, j.next_trigger_at AS next_trigger_at, \
                  j.max_attempts AS max_attempts, j.retry_backoff_ms AS retry_backoff_ms, \
                  j.timeout_ms AS timeout_ms, j.callback_url AS callback_url, \
@@ -156,6 +161,7 @@ async fn load(
         let r = R::new(row, "jobs");
         let job = JobState {
             status: r.job_status("job_status")?,
+            handler: r.string("job_handler")?,
             continuation: continuation(&r)?,
             retry: r.retry()?,
             timeout_ms: r.opt_u64("timeout_ms")?,
@@ -223,6 +229,9 @@ fn apply_one(
     }
     let applied = match plan.exec {
         ExecTransition::Start => {
+            if exec.status == ExecStatus::Pending {
+                ghost_start(exec, job, tail);
+            }
             start(exec, job, input, tail);
             *held_by = input.incarnation.map(str::to_string);
             tail.executions.held_by(&exec.id, held_by.clone());
@@ -334,6 +343,18 @@ fn finish(
         }
         tail.callbacks.push(callback);
     }
+}
+
+/// An attempt reported `started` while its execution is `pending`: its
+/// dispatch was handed back (the publish was not confirmed, or its worker
+/// was replaced) and yet the message reached a worker, which took the
+/// attempt. It runs now, so it occupies a slot under every limit of its
+/// job like any admitted execution, and the gate counts it from here on.
+fn ghost_start(exec: &Execution, job: &JobState, tail: &mut Tail) {
+    tail.ghost_starts.push((
+        exec.id.clone(),
+        scopes_of(&job.handler, &exec.tenant, &exec.job_id),
+    ));
 }
 
 /// `started`: the attempt runs, with its deadline if the job has a time limit.
