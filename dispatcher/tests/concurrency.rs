@@ -48,7 +48,7 @@ fn overlap_is_counted_from_the_times() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_limit_of_five_is_never_exceeded() {
-    const JOBS: usize = 300;
+    const JOBS: usize = 1_000;
     const LIMIT: u32 = 5;
     let mut rig = Rig::new().await;
     rig.store
