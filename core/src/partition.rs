@@ -104,7 +104,10 @@ mod tests {
             counts[of(&uuid::Uuid::now_v7().to_string(), 256) as usize] += 1;
         }
         // 100 expected per partition.
-        assert!(counts.iter().all(|&c| (40..=180).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (40..=180).contains(&c)),
+            "{counts:?}"
+        );
     }
 
     fn members(n: usize) -> Vec<String> {

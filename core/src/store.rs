@@ -595,8 +595,12 @@ pub trait Dispatch: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<Job>>;
     /// [`Self::jobs_count_due`] among the jobs of `partitions` only.
-    async fn jobs_count_due_in(&self, partitions: &[u32], until: Millis, cap: u32)
-    -> StoreResult<u32>;
+    async fn jobs_count_due_in(
+        &self,
+        partitions: &[u32],
+        until: Millis,
+        cap: u32,
+    ) -> StoreResult<u32>;
     /// [`Self::triggers_claim`] by a partitioned dispatcher, which holds the
     /// leases (and fences) of the partitions in `owned`. In one transaction,
     /// the stored fence of each partition the claims fall in is raised to

@@ -257,8 +257,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn members_drop_out_when_their_announcement_expires() {
         let c = MemoryCoord::new();
-        c.member_announce("g", "b", Duration::from_secs(1)).await.unwrap();
-        c.member_announce("g", "a", Duration::from_secs(3)).await.unwrap();
+        c.member_announce("g", "b", Duration::from_secs(1))
+            .await
+            .unwrap();
+        c.member_announce("g", "a", Duration::from_secs(3))
+            .await
+            .unwrap();
         assert_eq!(c.members("g").await.unwrap(), ["a", "b"]);
         tokio::time::advance(Duration::from_secs(2)).await;
         assert_eq!(c.members("g").await.unwrap(), ["a"]);

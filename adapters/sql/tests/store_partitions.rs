@@ -90,7 +90,11 @@ async fn due_scans_see_only_the_partitions_asked_for(store: SqlStore) {
     );
     let all: Vec<u32> = (0..N).collect();
     assert_eq!(
-        store.jobs_find_due_in(&all, T0, 100, &[]).await.unwrap().len(),
+        store
+            .jobs_find_due_in(&all, T0, 100, &[])
+            .await
+            .unwrap()
+            .len(),
         12,
         "every partition: every job"
     );
@@ -147,7 +151,10 @@ async fn a_stale_owner_is_refused_and_the_new_one_claims(store: SqlStore) {
         }]
     );
     assert_eq!(stale.work.len(), 1);
-    assert_eq!(stale.work[0].job_id, k.id, "its other partition still claims");
+    assert_eq!(
+        stale.work[0].job_id, k.id,
+        "its other partition still claims"
+    );
     // The new owner goes on.
     let again = store
         .triggers_claim_partitioned(&owned(&[(p, 2)]), &claims(&j).await, T0)

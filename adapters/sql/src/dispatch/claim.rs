@@ -69,8 +69,7 @@ pub(super) async fn check_fence_named(tx: &mut Tx, name: &str, fence: u64) -> St
     // claim loops and admissions, so two transactions never both see the
     // last free slot. A newer leader's raise waits for them to commit.
     let mut read = Sql::new("SELECT fence FROM leader_fences WHERE name = ");
-    read.bind(name)
-        .dialect(" FOR UPDATE", " FOR UPDATE", "");
+    read.bind(name).dialect(" FOR UPDATE", " FOR UPDATE", "");
     let stored = match read.fetch_optional(&mut *tx).await? {
         Some(row) => Some(row.get::<i64>("leader_fences", "fence")?),
         None => None,
@@ -85,9 +84,7 @@ pub(super) async fn check_fence_named(tx: &mut Tx, name: &str, fence: u64) -> St
         }
         _ => {}
     }
-    let row = Fields::new()
-        .with("name", name)
-        .with("fence", ours);
+    let row = Fields::new().with("name", name).with("fence", ours);
     let mut upsert = Sql::new("INSERT INTO leader_fences");
     upsert.rows([&row]).dialect(
         " ON DUPLICATE KEY UPDATE fence = GREATEST(fence, VALUES(fence))",
@@ -130,7 +127,9 @@ async fn lock_leader_fence(tx: &mut Tx) -> StoreResult<()> {
         if read.fetch_optional(&mut *tx).await?.is_some() {
             return Ok(());
         }
-        let row = Fields::new().with("name", DISPATCH_FENCE).with("fence", 0_i64);
+        let row = Fields::new()
+            .with("name", DISPATCH_FENCE)
+            .with("fence", 0_i64);
         Sql::new("")
             .insert_ignore_into()
             .push("leader_fences")

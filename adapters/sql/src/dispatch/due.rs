@@ -126,7 +126,14 @@ pub(super) fn due_ranked(
     parts: Parts<'_>,
 ) -> Sql {
     let mut s = Sql::new("SELECT * FROM (");
-    ranked_part(&mut s, None, starving_before.min(due_by), limit, except, parts);
+    ranked_part(
+        &mut s,
+        None,
+        starving_before.min(due_by),
+        limit,
+        except,
+        parts,
+    );
     for p in Priority::highest_first() {
         s.push(" UNION ALL ");
         ranked_part(&mut s, Some(p), due_by, limit, except, parts);

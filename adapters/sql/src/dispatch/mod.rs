@@ -68,7 +68,9 @@ impl Dispatch for SqlStore {
     }
 
     async fn jobs_count_due(&self, until: Millis, cap: u32) -> StoreResult<u32> {
-        let n: i64 = due::due_count(until, cap, None).scalar(self.read(), "n").await?;
+        let n: i64 = due::due_count(until, cap, None)
+            .scalar(self.read(), "n")
+            .await?;
         Ok(u32::try_from(n).unwrap_or(cap))
     }
 
