@@ -105,6 +105,7 @@ pub(crate) fn register() {
     due_backlog(0);
     workers(0, 0, 0);
     waiting_for_concurrency(0);
+    partitions_owned(0);
 }
 
 /// Pending executions a concurrency limit holds back.
