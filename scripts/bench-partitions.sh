@@ -2,13 +2,16 @@
 # Dispatch capacity against the number of partitioned dispatchers: for each
 # count (default 1 2 4), a fresh services stack (scripts/stack.sh) whose
 # dispatchers run with KAIROS_DISPATCH_PARTITIONED=true and are each held to
-# KAIROS_DISPATCH_MAX_RATE claims a second, and a `kairos bench burst` of N
-# jobs due at one instant: the drain rate from the due time is what the
-# dispatchers together sustain. Prints one line per count.
+# KAIROS_DISPATCH_MAX_RATE claims a second, and a `kairos bench burst` of
+# JOBS × count jobs due at one instant (each run drains for about the same
+# time, so the up to 2 s of claims made ahead of a burst weigh the same in
+# each): the drain rate from the due time is what the dispatchers together
+# sustain. Prints one line per count.
 #
-#   scripts/bench-partitions.sh [RATE] [JOBS] [COUNTS...]
+#   scripts/bench-partitions.sh [RATE] [JOBS_PER_DISPATCHER] [COUNTS...]
 #   scripts/bench-partitions.sh 100 6000 1 2 4
 #
+# The bench's own output is kept in $KAIROS_STACK_DIR/partitions/.
 # Settings as for scripts/stack.sh (KAIROS_BIN, the service URLs); each count
 # uses its own database kairos_parts_<count> (dropped first) and namespace.
 set -euo pipefail
@@ -47,12 +50,13 @@ for k in $counts; do
     [ "$(held "$k")" = 256 ] && break
     sleep 0.1
   done
-  "$bin" bench burst -n "$jobs" -c 16 --batch 1000 --url "$url" --key "$key" \
+  n=$((jobs * k))
+  "$bin" bench burst -n "$n" -c 16 --batch 1000 --url "$url" --key "$key" \
     --json "$out/burst-$k.json" >"$out/burst-$k.txt" 2>&1 || true
   scripts/stack.sh down
   scripts/stack.sh purge
   rate_seen=$(python3 -c 'import json,sys
 r = json.load(open(sys.argv[1]))
 print(next((round(f["value"]) for f in r["figures"] if f["name"] == "jobs/s from the due time"), "?"))' "$out/burst-$k.json" 2>/dev/null || echo "?")
-  echo "dispatchers=$k max_rate=$rate jobs=$jobs drain=${rate_seen} jobs/s (ideal $((k * rate)))"
+  echo "dispatchers=$k max_rate=$rate jobs=$n drain=${rate_seen} jobs/s (ideal $((k * rate)))"
 done

@@ -165,12 +165,13 @@ pub(crate) fn spawn_partitioned(
             ttl: shared.cfg.lease_ttl(),
             view,
         };
-        // The claim loop stops first, so no claim starts with a lease
-        // that is being released.
+        // The claim loop stops first and the leases go after it, so no
+        // claim runs with a lease already released.
         let claims_stop = CancellationToken::new();
+        let leases_stop = CancellationToken::new();
         let leases = spawn_critical(
             "partition leases",
-            partitions::run(lock, members, pcfg, count, owned.clone(), stop.clone()),
+            partitions::run(lock, members, pcfg, count, owned.clone(), leases_stop.clone()),
         );
         let store: Arc<dyn DispatcherStore> =
             Arc::new(ScopedStore::partitioned(shared.store.clone(), owned));
@@ -187,6 +188,7 @@ pub(crate) fn spawn_partitioned(
         };
         let term = Term::unbounded(claims_stop.clone());
         tokio::join!(dispatch.run(term), forward);
+        leases_stop.cancel();
         if let Some(l) = listener {
             let _ = l.await;
         }

@@ -1,11 +1,11 @@
 //! Partition leases (`KAIROS_DISPATCH_PARTITIONED`): each dispatcher
 //! announces itself as a member of the deployment's group, computes its fair
-//! share of the partitions from the live members by rendezvous hashing
-//! ([`kairos_core::partition::owner`]), takes the leases of the partitions it
+//! share of the partitions from the live members by rendezvous hashing with
+//! bounded loads ([`kairos_core::partition::owners`]), takes the leases of the partitions it
 //! should own, renews them, and gives up those it should not own any more.
 //!
 //! Every member computes the same owners from the same member list, so a
-//! join moves only the joiner's share (its previous owners release it on
+//! join moves mostly the joiner's share (its previous owners release it on
 //! their next tick, and the joiner takes each lease as soon as it is free),
 //! and a member that dies drops out of the list when its announcement
 //! expires; its leases expire with the same TTL and the survivors take them.

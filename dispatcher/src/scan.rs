@@ -208,12 +208,11 @@ impl DispatchLoop {
                 self.refresh_workers().await;
                 last_workers = Instant::now();
             }
-            let claimed = match self.cfg.duty.claims() {
-                true => {
-                    self.claim_round(&term, &unpublished, &mut ahead, &mut lead)
-                        .await
-                }
-                false => Ok(Round::default()),
+            let claimed = if self.cfg.duty.claims() {
+                self.claim_round(&term, &unpublished, &mut ahead, &mut lead)
+                    .await
+            } else {
+                Ok(Round::default())
             };
             let mut round = match claimed {
                 Ok(round) => round,

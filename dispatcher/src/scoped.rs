@@ -16,7 +16,11 @@ use kairos_core::job::Job;
 use kairos_core::outcome::Verdict;
 use kairos_core::partition::Owned;
 use kairos_core::protocol::{HeartbeatMsg, LogMsg, ResultMsg};
-use kairos_core::store::*;
+use kairos_core::store::{
+    Admitted, Applied, Claim, Dispatch, DispatchWork, DispatchedTo, DispatcherStore, HeldAttempt,
+    LogLimits, LogStore, Maintenance, Marked, Page, PartitionedClaim, Reincarnation, StopRequest,
+    StoreResult, StoredLogLine, WorkerLedger, WorkerStore,
+};
 use kairos_core::time::Millis;
 use kairos_core::worker::{Routable, WorkerInfo, WorkerState};
 use std::sync::Arc;
@@ -56,6 +60,11 @@ impl ScopedStore {
             .or(self.rate.as_deref())
     }
 
+    /// A scan's `limit`, no more than a limited rate can claim at once.
+    fn page(&self, limit: u32) -> u32 {
+        self.rate().map_or(limit, |r| limit.min(r.burst().max(1)))
+    }
+
     /// The claims of `claims` the rate allows now (whole jobs), waiting for
     /// the first token; the rest stay due for a later round.
     async fn within_rate<'a>(&self, claims: &'a [Claim]) -> &'a [Claim] {
@@ -93,6 +102,7 @@ impl Dispatch for ScopedStore {
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>> {
+        let limit = self.page(limit);
         match &self.owned {
             None => self.inner.jobs_find_due(now, limit, except).await,
             Some(o) => match scope(o) {
@@ -109,6 +119,7 @@ impl Dispatch for ScopedStore {
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>> {
+        let limit = self.page(limit);
         match &self.owned {
             None => {
                 self.inner
@@ -127,6 +138,7 @@ impl Dispatch for ScopedStore {
     }
 
     async fn jobs_find_due_immediate(&self, due_by: Millis, limit: u32) -> StoreResult<Vec<Job>> {
+        let limit = self.page(limit);
         match &self.owned {
             None => self.inner.jobs_find_due_immediate(due_by, limit).await,
             Some(o) => match scope(o) {
