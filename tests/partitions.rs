@@ -68,9 +68,7 @@ async fn one_shots_run(cluster: &Cluster, tag: &str, n: usize) -> Vec<String> {
 fn scheduled(execs: &[Value]) -> Vec<Millis> {
     let mut at: Vec<Millis> = execs
         .iter()
-        .map(|e| {
-            parse_rfc3339(e["scheduledAt"].as_str().unwrap_or_default()).expect("RFC 3339")
-        })
+        .map(|e| parse_rfc3339(e["scheduledAt"].as_str().unwrap_or_default()).expect("RFC 3339"))
         .collect();
     at.sort_unstable();
     at
@@ -82,7 +80,12 @@ async fn four_partitioned_dispatchers_through_kills_freezes_and_restarts() {
         return;
     };
     cluster.wait_workers(2).await;
-    let all = ["dispatcher-0", "dispatcher-1", "dispatcher-2", "dispatcher-3"];
+    let all = [
+        "dispatcher-0",
+        "dispatcher-1",
+        "dispatcher-2",
+        "dispatcher-3",
+    ];
     shared_among(&cluster, &all).await;
 
     let created = now_ms();
@@ -107,7 +110,10 @@ async fn four_partitioned_dispatchers_through_kills_freezes_and_restarts() {
 
     // Terminated (its leases released at once), then started again.
     cluster.signal("dispatcher-3", "TERM");
-    assert!(cluster.wait_exit("dispatcher-3"), "dispatcher-3 exits cleanly");
+    assert!(
+        cluster.wait_exit("dispatcher-3"),
+        "dispatcher-3 exits cleanly"
+    );
     shared_among(&cluster, &["dispatcher-0", "dispatcher-1", "dispatcher-2"]).await;
     cluster.spawn("dispatcher-3", &["dispatcher"]);
     // Killed and started again at once, with work due meanwhile.
@@ -145,7 +151,11 @@ async fn four_partitioned_dispatchers_through_kills_freezes_and_restarts() {
             "{id}: its first trigger ran: {at:?}"
         );
         for w in at.windows(2) {
-            assert_eq!(w[1] - w[0], 1_000, "{id}: a trigger skipped or repeated: {at:?}");
+            assert_eq!(
+                w[1] - w[0],
+                1_000,
+                "{id}: a trigger skipped or repeated: {at:?}"
+            );
         }
         assert!(at.len() >= 5, "{id}: {} triggers", at.len());
     }

@@ -66,10 +66,7 @@ pub fn owners(members: &[String], count: u32) -> Vec<Option<usize>> {
                 .collect();
             // Highest weight first; ties (never in practice) by name order.
             ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            let m = ranked
-                .iter()
-                .map(|&(_, m)| m)
-                .find(|&m| load[m] < cap)?;
+            let m = ranked.iter().map(|&(_, m)| m).find(|&m| load[m] < cap)?;
             load[m] += 1;
             Some(m)
         })

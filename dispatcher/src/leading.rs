@@ -171,7 +171,14 @@ pub(crate) fn spawn_partitioned(
         let leases_stop = CancellationToken::new();
         let leases = spawn_critical(
             "partition leases",
-            partitions::run(lock, members, pcfg, count, owned.clone(), leases_stop.clone()),
+            partitions::run(
+                lock,
+                members,
+                pcfg,
+                count,
+                owned.clone(),
+                leases_stop.clone(),
+            ),
         );
         let store: Arc<dyn DispatcherStore> =
             Arc::new(ScopedStore::partitioned(shared.store.clone(), owned));

@@ -94,7 +94,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn unused_tokens_go_back() {
-        let r = RateLimit::new(10).unwrap();
+        // One saved up at most.
+        let r = RateLimit::new(5).unwrap();
         assert_eq!(r.take(5).await, 1);
         r.settle(1, 0);
         assert_eq!(r.take(5).await, 1, "given back: no wait");
