@@ -1,11 +1,14 @@
-//! Partitioned dispatch on the services stack (MariaDB, Redis, RabbitMQ,
-//! one process per role): four dispatchers with `KAIROS_DISPATCH_PARTITIONED`
+//! Partitioned dispatch on the services stack (MariaDB or PostgreSQL,
+//! Redis, RabbitMQ, one process per role; `mariadb::…` and `postgres::…`): four dispatchers with `KAIROS_DISPATCH_PARTITIONED`
 //! share the 256 partitions while cron and one-shot jobs run, and are killed,
 //! frozen (SIGSTOP past their lease, then SIGCONT), terminated and started
 //! again. After each fault the survivors hold every partition; at the end
 //! every one-shot ran exactly once and every cron trigger exactly once (no
 //! gap, no repeat: `misfirePolicy: fireAll` makes a late trigger run late
 //! rather than vanish), and nothing is left unfinished.
+
+#[macro_use]
+extern crate kairos_testkit;
 
 use kairos_testkit::cluster as support;
 
@@ -74,9 +77,10 @@ fn scheduled(execs: &[Value]) -> Vec<Millis> {
     at
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn four_partitioned_dispatchers_through_kills_freezes_and_restarts() {
-    let Some(mut cluster) = Cluster::start_with(Stack::Services, 4, 2, ENV).await else {
+on_server_stacks!(four_partitioned_dispatchers_through_kills_freezes_and_restarts);
+
+async fn four_partitioned_dispatchers_through_kills_freezes_and_restarts(stack: Stack) {
+    let Some(mut cluster) = Cluster::start_with(stack, 4, 2, ENV).await else {
         return;
     };
     cluster.wait_workers(2).await;
