@@ -15,7 +15,10 @@
 # database is created if missing), KAIROS_REDIS_URL, KAIROS_AMQP_URL,
 # KAIROS_NAMESPACE (default kstack), KAIROS_STACK_DIR (default /tmp/kairos-stack),
 # KAIROS_WORKER_CAPACITY (default 32, the worker's own), KAIROS_HTTP_ADDR (default 127.0.0.1:8080),
-# KAIROS_CALLBACK_SECRET (default: random per stack).
+# KAIROS_CALLBACK_SECRET (default: random per stack), KAIROS_STACK_DISPATCHERS
+# (default 2; the third and later on metrics ports 9201, 9202, …). Other
+# KAIROS_* settings in the environment (e.g. KAIROS_DISPATCH_PARTITIONED)
+# reach every process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,8 +52,10 @@ up)
   "$bin" migrate >"$dir/migrate.log" 2>&1
   key=$("$bin" keys create --tenant default --role operator | grep -Eo 'kai_[A-Za-z0-9_]+' | head -1)
   KAIROS_HTTP_ADDR=$http start api 9190 "$bin" api
-  start dispatcher-1 9191 "$bin" dispatcher
-  start dispatcher-2 9192 "$bin" dispatcher
+  for i in $(seq 1 "${KAIROS_STACK_DISPATCHERS:-2}"); do
+    port=$((i <= 2 ? 9190 + i : 9198 + i))
+    start "dispatcher-$i" "$port" "$bin" dispatcher
+  done
   KAIROS_WORKER_ID=worker-1 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-32} start worker-1 9193 "$bin" worker
   KAIROS_WORKER_ID=worker-2 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-32} start worker-2 9194 "$bin" worker
   start relay 9195 "$bin" callback-relay

@@ -79,6 +79,20 @@ pub trait StopBoard: Send + Sync {
     async fn stops_posted(&self, keys: &[String]) -> CoordResult<Vec<bool>>;
 }
 
+/// Live members of a group (the dispatchers of a deployment in partitioned
+/// mode): each announces itself with a TTL and renews it; one that stops
+/// renewing drops out when its TTL runs out. Kept apart from
+/// [`Coordination`] so that coordination services without it stay valid.
+#[async_trait]
+pub trait Membership: Send + Sync {
+    /// Announces `member` in `group` for `ttl` from now (again: renews it).
+    async fn member_announce(&self, group: &str, member: &str, ttl: Duration) -> CoordResult<()>;
+    /// The members of `group` whose announcement has not expired, sorted.
+    async fn members(&self, group: &str) -> CoordResult<Vec<String>>;
+    /// Takes `member` out of `group` at once (a clean shutdown).
+    async fn member_leave(&self, group: &str, member: &str) -> CoordResult<()>;
+}
+
 /// The whole coordination port: what the dispatcher and the worker are given.
 pub trait Coordination: LeaseStore + OnceGuard + StopBoard {}
 

@@ -25,6 +25,8 @@
 //! - [`redact`]: the one way to print a connection URL without its secret.
 //! - [`sensitive`]: which params values are masked for people who only
 //!   look, and their redaction from outputs and logs.
+//! - [`partition`]: jobs hashed into partitions, and which live dispatcher
+//!   owns each (rendezvous hashing), for partitioned dispatch.
 //! - [`shard`]: broadcast and sharded jobs: a trigger's shards and their aggregate.
 //! - [`supervise`]: long-lived consumer loops that reopen with backoff, and
 //!   tasks whose panic stops the process.
@@ -39,6 +41,7 @@ pub mod execution;
 pub mod job;
 pub mod outcome;
 pub mod overview;
+pub mod partition;
 pub mod priority;
 pub mod protocol;
 pub mod reconcile;

@@ -206,6 +206,16 @@ pub struct Claim {
     pub shard: crate::shard::Shard,
 }
 
+/// What a partitioned claim did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PartitionedClaim {
+    /// The work claimed, as [`Dispatch::triggers_claim`] returns it.
+    pub work: Vec<DispatchWork>,
+    /// Partitions a newer owner has claimed in: the caller no longer owns
+    /// them, and none of their claims was made.
+    pub fenced: Vec<crate::partition::Fenced>,
+}
+
 /// An execution ready to publish: everything the dispatch message needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DispatchWork {
@@ -561,6 +571,54 @@ pub trait Dispatch: Send + Sync {
     /// finished job's). Fenced like [`Self::executions_admit`], so it never
     /// races a gate that admits the same execution again. How many went.
     async fn concurrency_slots_purge(&self, fence: u64, limit: u32) -> StoreResult<u64>;
+    /// The number of partitions jobs hash into, as recorded at migration
+    /// (see [`crate::partition`]).
+    async fn partitions_count(&self) -> StoreResult<u32>;
+    /// [`Self::jobs_find_due`] among the jobs of `partitions` only.
+    async fn jobs_find_due_in(
+        &self,
+        partitions: &[u32],
+        now: Millis,
+        limit: u32,
+        except: &[&str],
+    ) -> StoreResult<Vec<Job>>;
+    /// [`Self::jobs_find_due_ranked`] among the jobs of `partitions` only.
+    async fn jobs_find_due_ranked_in(
+        &self,
+        partitions: &[u32],
+        due_by: Millis,
+        starving_before: Millis,
+        limit: u32,
+        except: &[&str],
+    ) -> StoreResult<Vec<Job>>;
+    /// [`Self::jobs_find_due_immediate`] among the jobs of `partitions` only.
+    async fn jobs_find_due_immediate_in(
+        &self,
+        partitions: &[u32],
+        due_by: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<Job>>;
+    /// [`Self::jobs_count_due`] among the jobs of `partitions` only.
+    async fn jobs_count_due_in(
+        &self,
+        partitions: &[u32],
+        until: Millis,
+        cap: u32,
+    ) -> StoreResult<u32>;
+    /// [`Self::triggers_claim`] by a partitioned dispatcher, which holds the
+    /// leases (and fences) of the partitions in `owned`. In one transaction,
+    /// the stored fence of each partition the claims fall in is raised to
+    /// ours or, if a newer owner's is there, reported in
+    /// [`PartitionedClaim::fenced`] and that partition's claims dropped;
+    /// claims of partitions not in `owned` are dropped too. The rest is
+    /// claimed as [`Self::triggers_claim`] claims, with the concurrency
+    /// gate serialized with every other dispatcher's.
+    async fn triggers_claim_partitioned(
+        &self,
+        owned: &crate::partition::Owned,
+        claims: &[Claim],
+        now: Millis,
+    ) -> StoreResult<PartitionedClaim>;
     /// Applies worker results in one transaction, each through [`crate::outcome::plan`];
     /// terminal executions of jobs with a callback URL get their outbox row in
     /// the same transaction.

@@ -44,6 +44,12 @@ impl Term {
         }
     }
 
+    /// A term that ends only when `token` is cancelled: a partitioned claim
+    /// loop's, whose validity is per partition (`crate::partitions`).
+    pub(crate) fn unbounded(token: CancellationToken) -> Self {
+        Self::new(0, token, Duration::from_secs(100 * 365 * 24 * 3600))
+    }
+
     /// Ends the term because storage holds the newer fence `current`. The
     /// lease's counter is raised past it when the term is given up.
     pub fn fenced(&self, current: u64) {

@@ -14,10 +14,15 @@
 //! - [`consume`]: results and heartbeats, applied in batches (every instance).
 //! - [`reaper`]: dead workers' work rescued, silent attempts timed out (every instance).
 //! - [`recover`]: a restarted worker's old work and attempts its heartbeats no longer list, recovered.
+//! - [`partitions`]: partition leases (`KAIROS_DISPATCH_PARTITIONED`): every instance claims its share.
+//! - `scoped`: the store as a claim loop sees it (its partitions, `KAIROS_DISPATCH_MAX_RATE`).
 //! - [`stops`]: stop requests recorded in the database carried to workers (leader only).
 //! - [`logs`]: execution log lines purged after their retention (every instance).
 //!
-//! Any number of instances may run; exactly one holds the lease and dispatches.
+//! Any number of instances may run; exactly one holds the lease and dispatches
+//! or, with `KAIROS_DISPATCH_PARTITIONED`, every one claims the partitions
+//! it holds leases on and the lease holder keeps the sweeps and the other
+//! leader-only work.
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod attempts;
@@ -29,17 +34,20 @@ mod leading;
 pub mod lease;
 pub mod logs;
 mod metrics;
+pub mod partitions;
 pub mod publish;
+mod rate;
 pub mod reaper;
 pub mod recover;
 pub mod reroute;
 pub mod scan;
+mod scoped;
 pub mod stops;
 
 use attempts::Attempts;
 use balancer::Strategy;
 use kairos_core::broker::Broker;
-use kairos_core::coord::{Coordination, LeaseStore};
+use kairos_core::coord::{Coordination, LeaseStore, Membership};
 use kairos_core::due::DueSignal;
 use kairos_core::protocol::Names;
 use kairos_core::store::DispatcherStore;
@@ -89,6 +97,16 @@ pub struct DispatcherConfig {
     /// claims at once; past it, it goes before every priority.
     #[arg(long, env = "KAIROS_DISPATCH_STARVATION_MS", value_name = "MS")]
     pub dispatch_starvation_ms: u64,
+    /// `KAIROS_DISPATCH_PARTITIONED`: every dispatcher claims the jobs of
+    /// the partitions it holds leases on (active-active), instead of one
+    /// leader claiming everything; the leader keeps the sweeps and the
+    /// other maintenance (see [`partitions`]).
+    #[arg(long, env = "KAIROS_DISPATCH_PARTITIONED", value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub dispatch_partitioned: bool,
+    /// `KAIROS_DISPATCH_MAX_RATE`: at most this many triggers claimed per
+    /// second by this dispatcher (0: no limit). For measurements.
+    #[arg(long, env = "KAIROS_DISPATCH_MAX_RATE", value_name = "PER_SEC")]
+    pub dispatch_max_rate: u32,
     /// Dead-worker, timeout and recovery detection.
     #[serde(flatten)]
     #[command(flatten)]
@@ -101,6 +119,11 @@ pub struct DispatcherConfig {
     #[serde(skip)]
     #[arg(skip)]
     pub lease_name: String,
+    /// This instance's id in the partitioned dispatchers' group; empty: a
+    /// fresh one per run.
+    #[serde(skip)]
+    #[arg(skip)]
+    pub member_id: String,
     /// Longest pause between scans when nothing wakes the loop.
     #[serde(skip)]
     #[arg(skip)]
@@ -143,9 +166,12 @@ impl Default for DispatcherConfig {
             balancer: Strategy::EqualCost,
             lease_ttl_ms: DEFAULT_LEASE_TTL_MS,
             dispatch_starvation_ms: 30_000,
+            dispatch_partitioned: false,
+            dispatch_max_rate: 0,
             reaper: reaper::ReaperConfig::default(),
             logs: logs::LogConfig::default(),
             lease_name: "dispatcher".into(),
+            member_id: String::new(),
             scan_interval: Duration::from_millis(100),
             lookahead: Duration::from_secs(2),
             claim_ahead: Duration::from_millis(100),
@@ -185,6 +211,8 @@ pub struct Dispatcher {
     cfg: DispatcherConfig,
     due: Option<Arc<dyn DueSignal>>,
     on_callbacks: Option<Arc<Notify>>,
+    members: Option<Arc<dyn Membership>>,
+    held: partitions::HeldView,
     tasks: CriticalTasks,
 }
 
@@ -204,6 +232,8 @@ impl Dispatcher {
             cfg,
             due: None,
             on_callbacks: None,
+            members: None,
+            held: partitions::HeldView::default(),
             tasks: CriticalTasks::new(),
         }
     }
@@ -212,6 +242,20 @@ impl Dispatcher {
     /// leader dispatches them at once instead of at its next scan.
     pub fn due_signal(mut self, due: Arc<dyn DueSignal>) -> Self {
         self.due = Some(due);
+        self
+    }
+
+    /// The group partitioned dispatchers announce themselves in (the same
+    /// Redis, or in-process service, as the leases): needed by
+    /// `KAIROS_DISPATCH_PARTITIONED`.
+    pub fn membership(mut self, members: Arc<dyn Membership>) -> Self {
+        self.members = Some(members);
+        self
+    }
+
+    /// Shows the partitions this instance holds in `view` (partitioned mode).
+    pub fn partitions_view(mut self, view: partitions::HeldView) -> Self {
+        self.held = view;
         self
     }
 
@@ -299,10 +343,33 @@ impl Dispatcher {
             name: self.cfg.lease_name.clone(),
             ttl: self.cfg.lease_ttl(),
         };
+        let mut cfg = self.cfg.clone();
+        let claims = match (&self.members, cfg.dispatch_partitioned) {
+            (Some(members), true) => Some(leading::spawn_partitioned(
+                leading::Shared {
+                    store: self.store.clone(),
+                    broker: self.broker.clone(),
+                    due: self.due.clone(),
+                    slots_freed: slots_freed.clone(),
+                    cfg: cfg.clone(),
+                },
+                self.coord.clone(),
+                members.clone(),
+                self.held.clone(),
+                stop_leading.clone(),
+            )),
+            (None, true) => {
+                tracing::error!(
+                    "KAIROS_DISPATCH_PARTITIONED needs a member group (Dispatcher::membership); dispatching from the leader alone"
+                );
+                cfg.dispatch_partitioned = false;
+                None
+            }
+            (_, false) => None,
+        };
         let store = self.store.clone();
         let broker = self.broker.clone();
         let due = self.due.clone();
-        let cfg = self.cfg.clone();
         let lock: Arc<dyn LeaseStore> = self.coord.clone();
         lease::campaign(lock, lease_cfg, stop_leading, move |term: Term| {
             leading::run_term(
@@ -316,6 +383,9 @@ impl Dispatcher {
             )
         })
         .await;
+        if let Some(claims) = claims {
+            let _ = claims.await;
+        }
         let _ = results.await;
         let _ = heartbeats.await;
         let _ = log_lines.await;

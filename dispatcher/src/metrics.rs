@@ -20,6 +20,10 @@ pub(crate) fn register() {
         "1 while this instance holds the lease"
     );
     describe_gauge!(
+        "kairos_dispatcher_partitions_owned",
+        "Partitions whose leases this instance holds (partitioned dispatch)"
+    );
+    describe_gauge!(
         "kairos_dispatcher_fencing_token",
         "Fencing token of this instance's term (0 while following)"
     );
@@ -101,6 +105,7 @@ pub(crate) fn register() {
     due_backlog(0);
     workers(0, 0, 0);
     waiting_for_concurrency(0);
+    partitions_owned(0);
 }
 
 /// Pending executions a concurrency limit holds back.
@@ -113,6 +118,11 @@ pub(crate) fn waiting_for_concurrency(n: u64) {
 pub(crate) fn leadership(leader: bool, fence: u64) {
     metrics::gauge!("kairos_dispatcher_is_leader").set(if leader { 1.0 } else { 0.0 });
     metrics::gauge!("kairos_dispatcher_fencing_token").set(fence as f64);
+}
+
+/// How many partition leases this instance holds.
+pub(crate) fn partitions_owned(n: usize) {
+    metrics::gauge!("kairos_dispatcher_partitions_owned").set(n as f64);
 }
 
 /// One claim round: `claimed` triggers became executions to publish,

@@ -68,6 +68,32 @@ pub struct ScanConfig {
     /// The longest a due trigger waits behind higher priorities in a
     /// backlog: past it, it is claimed before any priority.
     pub starvation: Duration,
+    /// What this loop does: everything (the single leader), or in
+    /// partitioned mode either the claims of a dispatcher's partitions or
+    /// the leader's sweeps.
+    pub duty: Duty,
+}
+
+/// A dispatch loop's share of the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Duty {
+    /// Claims of due triggers (and the immediate lane) and the sweeps of
+    /// pending and waiting work: the single leader.
+    All,
+    /// Claims only: a partitioned dispatcher's loop over its partitions.
+    Claims,
+    /// Sweeps and slot purges only: the leader in partitioned mode.
+    Sweeps,
+}
+
+impl Duty {
+    fn claims(self) -> bool {
+        self != Duty::Sweeps
+    }
+
+    fn sweeps(self) -> bool {
+        self != Duty::Claims
+    }
 }
 
 /// Everything the loop needs.
@@ -160,7 +186,9 @@ impl DispatchLoop {
             batch: self.cfg.batch,
             interval: self.cfg.interval.max(Duration::from_millis(250)),
         };
-        unpublished.tasks.spawn(lane.run(term.clone()));
+        if self.cfg.duty.claims() {
+            unpublished.tasks.spawn(lane.run(term.clone()));
+        }
         let mut last_sweep = Instant::now() - self.cfg.sweep_every;
         let mut last_workers = Instant::now() - self.cfg.workers_every;
         let mut last_purge = Instant::now();
@@ -180,10 +208,13 @@ impl DispatchLoop {
                 self.refresh_workers().await;
                 last_workers = Instant::now();
             }
-            let mut round = match self
-                .claim_round(&term, &unpublished, &mut ahead, &mut lead)
-                .await
-            {
+            let claimed = if self.cfg.duty.claims() {
+                self.claim_round(&term, &unpublished, &mut ahead, &mut lead)
+                    .await
+            } else {
+                Ok(Round::default())
+            };
+            let mut round = match claimed {
                 Ok(round) => round,
                 Err(StoreError::Fenced { ours, current }) => {
                     warn!(
@@ -204,16 +235,18 @@ impl DispatchLoop {
                 }
             };
             let asked = self.lane.take_sweep();
+            let sweeps = self.cfg.duty.sweeps();
             if (left_behind || asked || last_sweep.elapsed() >= self.cfg.sweep_every)
+                && sweeps
                 && term.is_valid()
             {
                 round.more_due |= self.sweep(&term, &unpublished).await;
                 (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
                 last_sweep = Instant::now();
-            } else if waiting && freed && term.is_valid() {
+            } else if waiting && freed && sweeps && term.is_valid() {
                 (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
             }
-            if last_purge.elapsed() >= SLOTS_PURGE_EVERY && term.is_valid() {
+            if last_purge.elapsed() >= SLOTS_PURGE_EVERY && sweeps && term.is_valid() {
                 self.purge_slots(&term).await;
                 last_purge = Instant::now();
             }

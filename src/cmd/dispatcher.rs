@@ -31,6 +31,8 @@ pub async fn run(cfg: DispatcherCmd) -> Result<()> {
         worker_dead_after_ms = dcfg.reaper.worker_dead_after_ms,
         default_timeout_ms = dcfg.reaper.default_timeout_ms,
         reconcile_grace_ms = dcfg.reaper.reconcile_grace_ms,
+        dispatch_partitioned = dcfg.dispatch_partitioned,
+        dispatch_max_rate = dcfg.dispatch_max_rate,
         "dispatcher starting"
     );
     let store = Arc::new(store);
@@ -51,8 +53,9 @@ pub async fn run(cfg: DispatcherCmd) -> Result<()> {
         shutdown.clone(),
     )
     .await?;
-    Dispatcher::new(store, broker, coord, dcfg)
+    Dispatcher::new(store, broker, coord.clone(), dcfg)
         .due_signal(Arc::new(due))
+        .membership(coord)
         .critical_tasks(tasks)
         .run(shutdown)
         .await;

@@ -6,8 +6,8 @@
 //! move leases and guards through their lifetime without waiting.
 
 use async_trait::async_trait;
-use kairos_core::coord::{CoordResult, Lease, LeaseStore, OnceGuard, StopBoard};
-use std::collections::HashMap;
+use kairos_core::coord::{CoordResult, Lease, LeaseStore, Membership, OnceGuard, StopBoard};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -32,6 +32,8 @@ struct State {
     once: HashMap<String, Marker>,
     /// Expiry per posted stop request.
     stops: HashMap<String, Instant>,
+    /// Expiry of each announced member, by group.
+    members: HashMap<String, BTreeMap<String, Instant>>,
     /// Size of `once` at which expired keys are next swept; doubling it after
     /// each sweep keeps the cost per call constant.
     sweep_at: usize,
@@ -203,6 +205,36 @@ impl StopBoard for MemoryCoord {
     }
 }
 
+#[async_trait]
+impl Membership for MemoryCoord {
+    async fn member_announce(&self, group: &str, member: &str, ttl: Duration) -> CoordResult<()> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let group = state.members.entry(group.to_string()).or_default();
+        group.retain(|_, expires| now < *expires);
+        group.insert(member.to_string(), expiry(now, ttl));
+        Ok(())
+    }
+
+    async fn members(&self, group: &str) -> CoordResult<Vec<String>> {
+        let now = Instant::now();
+        let state = self.lock();
+        Ok(state.members.get(group).map_or_else(Vec::new, |g| {
+            g.iter()
+                .filter(|(_, expires)| now < **expires)
+                .map(|(m, _)| m.clone())
+                .collect()
+        }))
+    }
+
+    async fn member_leave(&self, group: &str, member: &str) -> CoordResult<()> {
+        if let Some(g) = self.lock().members.get_mut(group) {
+            g.remove(member);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +252,22 @@ mod tests {
         tokio::time::advance(Duration::from_secs(2)).await;
         assert!(c.once("fresh", "w", Duration::from_secs(1)).await.unwrap());
         assert_eq!(c.lock().once.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn members_drop_out_when_their_announcement_expires() {
+        let c = MemoryCoord::new();
+        c.member_announce("g", "b", Duration::from_secs(1))
+            .await
+            .unwrap();
+        c.member_announce("g", "a", Duration::from_secs(3))
+            .await
+            .unwrap();
+        assert_eq!(c.members("g").await.unwrap(), ["a", "b"]);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(c.members("g").await.unwrap(), ["a"]);
+        c.member_leave("g", "a").await.unwrap();
+        assert!(c.members("g").await.unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -23,7 +23,9 @@
 //! if the reconnect itself fails, and later ones succeed once Redis is back.
 
 use async_trait::async_trait;
-use kairos_core::coord::{CoordError, CoordResult, Lease, LeaseStore, OnceGuard, StopBoard};
+use kairos_core::coord::{
+    CoordError, CoordResult, Lease, LeaseStore, Membership, OnceGuard, StopBoard,
+};
 use kairos_core::protocol::Names;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, AsyncConnectionConfig, RedisError, RedisResult, Script};
@@ -98,6 +100,29 @@ if v then
     end
 end
 return 0",
+    )
+});
+
+/// Announces ARGV[1] in the member set KEYS[1] until the server's clock
+/// passes ARGV[2] ms from now, dropping expired members on the way. The
+/// server's clock alone decides expiry, so members' clocks may drift.
+static ANNOUNCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 10)
+return 0",
+    )
+});
+
+/// The members of KEYS[1] whose announcement has not expired.
+static MEMBERS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')",
     )
 });
 
@@ -378,6 +403,51 @@ impl OnceGuard for RedisCoord {
     }
 }
 
+/// The member set of `group`: a sorted set scored by expiry (server ms).
+fn members_key(names: &Names, group: &str) -> String {
+    names.lease_key(&format!("{group}:members"))
+}
+
+#[async_trait]
+impl Membership for RedisCoord {
+    async fn member_announce(&self, group: &str, member: &str, ttl: Duration) -> CoordResult<()> {
+        let key = members_key(&self.names, group);
+        let ms = ttl_ms(ttl);
+        self.idempotent(|mut c| {
+            let mut call = ANNOUNCE.key(&key);
+            call.arg(member).arg(ms);
+            async move { call.invoke_async::<u64>(&mut c).await }
+        })
+        .await
+        .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    async fn members(&self, group: &str) -> CoordResult<Vec<String>> {
+        let key = members_key(&self.names, group);
+        let mut found: Vec<String> = self
+            .idempotent(|mut c| {
+                let call = MEMBERS.key(&key);
+                async move { call.invoke_async(&mut c).await }
+            })
+            .await
+            .map_err(|e| self.error(e))?;
+        found.sort();
+        Ok(found)
+    }
+
+    async fn member_leave(&self, group: &str, member: &str) -> CoordResult<()> {
+        let key = members_key(&self.names, group);
+        self.idempotent(|mut c| {
+            let key = key.clone();
+            async move { c.zrem::<_, _, u64>(key, member).await }
+        })
+        .await
+        .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl StopBoard for RedisCoord {
     async fn stops_post(&self, keys: &[String], ttl: Duration) -> CoordResult<()> {
@@ -407,5 +477,32 @@ impl StopBoard for RedisCoord {
             .await
             .map_err(|e| self.error(e))?;
         Ok(found.iter().map(Option::is_some).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn redis_members_expire_by_the_servers_clock() {
+        let Some(url) = kairos_testkit::redis_available().await else {
+            return;
+        };
+        let names = Names::new(kairos_testkit::unique("members"));
+        let c = RedisCoord::connect(&url, names).await.unwrap();
+        c.member_announce("g", "b", Duration::from_millis(300))
+            .await
+            .unwrap();
+        c.member_announce("g", "a", Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(c.members("g").await.unwrap().contains(&"a".to_string()));
+        kairos_testkit::wait_for("b to expire", Duration::from_secs(10), || async {
+            (c.members("g").await.unwrap() == ["a"]).then_some(())
+        })
+        .await;
+        c.member_leave("g", "a").await.unwrap();
+        assert!(c.members("g").await.unwrap().is_empty());
     }
 }

@@ -10,7 +10,9 @@
 //! those paths knowing about limits: no slot can outlive its execution. Rows
 //! of executions no longer live are deleted when their key is gated next.
 //! The callers hold the dispatcher fence's row lock (taken first in their
-//! transaction), which serializes every count-then-admit decision.
+//! transaction, or, in a partitioned claim, just before the gate and only
+//! when [`any_limit`] finds a limit), which serializes every
+//! count-then-admit decision.
 
 use crate::db::Tx;
 use crate::rows::R;
@@ -118,6 +120,26 @@ async fn insert_slots(tx: &mut Tx, slots: &[(&str, &[ScopeKey])], now: Millis) -
             .await?;
     }
     Ok(())
+}
+
+/// Whether any limit (a job's own, an operator's cap or rate) applies to
+/// one of `candidates`: read without a lock, so a partitioned claim takes
+/// the gate's lock only when it has something to count. A limit set while
+/// the claim runs counts from the next claim, as it would under the lock.
+pub(crate) async fn any_limit(
+    tx: &mut Tx,
+    candidates: &[Candidate<'_>],
+    now: Millis,
+) -> StoreResult<bool> {
+    if candidates.iter().any(|c| c.max_concurrency.is_some()) {
+        return Ok(true);
+    }
+    let keys: Vec<[ScopeKey; 3]> = candidates
+        .iter()
+        .map(|c| scopes_of(c.handler, c.tenant, c.job_id))
+        .collect();
+    let (limits, buckets) = operator_limits(tx, &keys, now).await?;
+    Ok(!limits.is_empty() || !buckets.is_empty())
 }
 
 /// Caps on what runs at once, and rate buckets, by key.

@@ -358,6 +358,7 @@ fn job_fields(job: &NewJob) -> Fields {
         .with("execution_mode", job.execution_mode.as_str())
         .with("shard_count", job.execution_mode.shard_count())
         .with("max_concurrency", job.max_concurrency.map(i64::from))
+        .with("partition_no", crate::partitions::of_new(&job.id))
 }
 
 /// The claim loop a new job's triggers go to (see [`kairos_core::priority`]).

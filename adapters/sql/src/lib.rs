@@ -117,6 +117,7 @@ mod maintenance;
 mod migrations;
 mod moves;
 mod outcomes;
+mod partitions;
 mod rows;
 mod rows_update;
 mod sched_cols;

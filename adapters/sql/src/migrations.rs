@@ -96,6 +96,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "shards",
         include_str!("../migrations/mysql/0016_shards.sql"),
     ),
+    (
+        18,
+        "partitions",
+        include_str!("../migrations/mysql/0018_partitions.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -180,6 +185,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "shards",
         include_str!("../migrations/postgres/0016_shards.sql"),
     ),
+    (
+        18,
+        "partitions",
+        include_str!("../migrations/postgres/0018_partitions.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -261,6 +271,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "shards",
         include_str!("../migrations/sqlite/0016_shards.sql"),
     ),
+    (
+        18,
+        "partitions",
+        include_str!("../migrations/sqlite/0018_partitions.sql"),
+    ),
 ];
 
 fn migrations(dialect: Dialect) -> Vec<Migration> {
@@ -288,7 +303,8 @@ fn migrator(dialect: Dialect) -> Migrator {
 
 /// Applies every migration not applied yet.
 pub(crate) async fn run(pool: &Pool) -> StoreResult<()> {
-    apply(migrator(pool.dialect()), pool).await
+    apply(migrator(pool.dialect()), pool).await?;
+    crate::partitions::fill_in(pool).await
 }
 
 async fn apply(migrator: Migrator, pool: &Pool) -> StoreResult<()> {
@@ -337,6 +353,15 @@ mod tests {
         store.migrate().await.expect("later schemas");
         let job = store.job_get("t", "j1").await.unwrap().expect("the job");
         assert_eq!(job.schedule, Schedule::cron("0 * * * * *", "UTC"));
+        let partition: i64 = crate::sql::Sql::new("SELECT partition_no FROM jobs WHERE id = 'j1'")
+            .scalar(store.read(), "partition_no")
+            .await
+            .expect("partition");
+        assert_eq!(
+            partition,
+            i64::from(kairos_core::partition::of("j1", 256)),
+            "a job older than the partitions gets its partition"
+        );
         assert_eq!(job.worker_group, None);
         let r = job.schedule.recurrence().unwrap();
         assert_eq!(

@@ -67,6 +67,16 @@ impl Rig {
         leading: CancellationToken,
         tweak: impl FnOnce(&mut DispatcherConfig),
     ) {
+        self.dispatcher_showing(leading, tweak, Default::default());
+    }
+
+    /// Like [`Rig::dispatcher_with`], showing the partitions it holds in `held`.
+    pub fn dispatcher_showing(
+        &mut self,
+        leading: CancellationToken,
+        tweak: impl FnOnce(&mut DispatcherConfig),
+        held: kairos_dispatcher::partitions::HeldView,
+    ) {
         let mut cfg = DispatcherConfig {
             names: self.names.clone(),
             lease_ttl_ms: 2_000,
@@ -79,7 +89,9 @@ impl Rig {
             self.coord.clone(),
             cfg,
         )
-        .due_signal(self.due.clone());
+        .due_signal(self.due.clone())
+        .membership(self.coord.clone())
+        .partitions_view(held);
         let consuming = self.stop.clone();
         self.tasks
             .push(tokio::spawn(d.run_until(leading, consuming)));

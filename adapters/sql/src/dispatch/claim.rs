@@ -14,6 +14,7 @@ use crate::rows::{self, EXEC_COLS, R};
 use crate::rows_update::{Col, RowsUpdate, rows_per_statement};
 use crate::sql::{self, CHUNK, Fields, Sql, from_u64, time};
 use crate::stop;
+use kairos_core::concurrency::Admission;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::job::{Job, JobStatus, JobTransition};
 use kairos_core::schedule::OverlapPolicy;
@@ -55,6 +56,12 @@ struct NewExec<'a> {
 /// fails if a newer leader's is already there. Its row lock, held to the
 /// commit, also serializes the concurrency gate's decisions.
 pub(super) async fn check_fence(tx: &mut Tx, fence: u64) -> StoreResult<()> {
+    check_fence_named(tx, DISPATCH_FENCE, fence).await
+}
+
+/// [`check_fence`] for the fence row `name` (the leader's, or a
+/// partition's: `crate::partitions`).
+pub(super) async fn check_fence_named(tx: &mut Tx, name: &str, fence: u64) -> StoreResult<()> {
     let ours = from_u64(fence);
     // Within a term the stored fence is already ours: one locking read
     // checks it. The lock is exclusive: it is also what serializes the
@@ -62,8 +69,7 @@ pub(super) async fn check_fence(tx: &mut Tx, fence: u64) -> StoreResult<()> {
     // claim loops and admissions, so two transactions never both see the
     // last free slot. A newer leader's raise waits for them to commit.
     let mut read = Sql::new("SELECT fence FROM leader_fences WHERE name = ");
-    read.bind(DISPATCH_FENCE)
-        .dialect(" FOR UPDATE", " FOR UPDATE", "");
+    read.bind(name).dialect(" FOR UPDATE", " FOR UPDATE", "");
     let stored = match read.fetch_optional(&mut *tx).await? {
         Some(row) => Some(row.get::<i64>("leader_fences", "fence")?),
         None => None,
@@ -78,9 +84,7 @@ pub(super) async fn check_fence(tx: &mut Tx, fence: u64) -> StoreResult<()> {
         }
         _ => {}
     }
-    let row = Fields::new()
-        .with("name", DISPATCH_FENCE)
-        .with("fence", ours);
+    let row = Fields::new().with("name", name).with("fence", ours);
     let mut upsert = Sql::new("INSERT INTO leader_fences");
     upsert.rows([&row]).dialect(
         " ON DUPLICATE KEY UPDATE fence = GREATEST(fence, VALUES(fence))",
@@ -93,7 +97,7 @@ pub(super) async fn check_fence(tx: &mut Tx, fence: u64) -> StoreResult<()> {
     let current: i64 = if tx.dialect() == Dialect::MySql {
         upsert.execute(&mut *tx).await?;
         Sql::new("SELECT fence FROM leader_fences WHERE name = ")
-            .bind(DISPATCH_FENCE)
+            .bind(name)
             .scalar(&mut *tx, "fence")
             .await?
     } else {
@@ -111,6 +115,32 @@ pub(super) async fn check_fence(tx: &mut Tx, fence: u64) -> StoreResult<()> {
     Ok(())
 }
 
+/// Takes the leader fence row's lock without checking or raising the
+/// fence: what serializes the concurrency gate of partitioned claims with
+/// each other and with the leader's admissions. The row is created (at
+/// fence 0, which every leader's raises) if no leader wrote yet: a lock on a
+/// missing row would serialize nothing under `READ COMMITTED`.
+async fn lock_leader_fence(tx: &mut Tx) -> StoreResult<()> {
+    for _ in 0..2 {
+        let mut read = Sql::new("SELECT fence FROM leader_fences WHERE name = ");
+        read.bind(DISPATCH_FENCE).for_update();
+        if read.fetch_optional(&mut *tx).await?.is_some() {
+            return Ok(());
+        }
+        let row = Fields::new()
+            .with("name", DISPATCH_FENCE)
+            .with("fence", 0_i64);
+        Sql::new("")
+            .insert_ignore_into()
+            .push("leader_fences")
+            .rows([&row])
+            .on_conflict_ignore()
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
 /// `triggers_claim`'s transaction.
 pub(super) async fn claim(
     mut tx: Tx,
@@ -119,7 +149,27 @@ pub(super) async fn claim(
     now: Millis,
 ) -> StoreResult<Vec<DispatchWork>> {
     check_fence(&mut tx, fence).await?;
+    claim_checked(tx, claims, now, Gate::UnderFence).await
+}
 
+/// How a claim's concurrency gate is serialized with every other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Gate {
+    /// The caller holds the leader fence's row lock already.
+    UnderFence,
+    /// A partitioned claim, which holds partition fences only: the leader
+    /// fence's row is locked (not checked) before the gate, and only when
+    /// a limit applies to one of its executions.
+    LockWhenLimited,
+}
+
+/// The claim after its fences were checked: everything but the check.
+pub(super) async fn claim_checked(
+    mut tx: Tx,
+    claims: &[Claim],
+    now: Millis,
+    gate: Gate,
+) -> StoreResult<Vec<DispatchWork>> {
     // Claims grouped per job, due times ascending. A BTreeMap keeps the
     // jobs in id order, so two claimers lock them in one order.
     let mut groups: BTreeMap<&str, Vec<&Claim>> = BTreeMap::new();
@@ -219,7 +269,7 @@ pub(super) async fn claim(
             });
         }
     }
-    hold_over_limit(&mut tx, &mut rows, now).await?;
+    hold_over_limit(&mut tx, &mut rows, now, gate).await?;
     let present = insert_executions(&mut tx, &rows, now).await?;
     let mut out = Vec::new();
     for r in rows.iter().filter(|r| {
@@ -285,7 +335,12 @@ pub(super) async fn claim(
 /// whose handler, tenant or job is at its limit is created `pending`,
 /// waiting for a slot, instead (its worker's pick is given back by the
 /// dispatcher, as for any claim that produced no work).
-async fn hold_over_limit(tx: &mut Tx, rows: &mut [NewExec<'_>], now: Millis) -> StoreResult<()> {
+async fn hold_over_limit(
+    tx: &mut Tx,
+    rows: &mut [NewExec<'_>],
+    now: Millis,
+    gate: Gate,
+) -> StoreResult<()> {
     let at: Vec<usize> = (0..rows.len())
         .filter(|&i| rows[i].status == ExecStatus::Dispatched)
         .collect();
@@ -302,7 +357,14 @@ async fn hold_over_limit(tx: &mut Tx, rows: &mut [NewExec<'_>], now: Millis) -> 
             max_concurrency: rows[i].job.max_concurrency,
         })
         .collect();
-    let decisions = concurrency::gate(tx, &candidates, now).await?;
+    let decisions = match gate {
+        Gate::UnderFence => concurrency::gate(tx, &candidates, now).await?,
+        Gate::LockWhenLimited if concurrency::any_limit(tx, &candidates, now).await? => {
+            lock_leader_fence(tx).await?;
+            concurrency::gate(tx, &candidates, now).await?
+        }
+        Gate::LockWhenLimited => vec![Admission::Unlimited; candidates.len()],
+    };
     for (i, d) in at.into_iter().zip(decisions) {
         if let Some(waiting) = d.waiting_for() {
             rows[i].status = ExecStatus::Pending;

@@ -19,13 +19,13 @@ use kairos_core::worker::{Routable, Serves};
 /// it must read through the `(status, next_trigger_at)` index
 /// `idx_jobs_status_next`.
 pub fn due_scan_sql(dialect: Dialect) -> String {
-    due_scan(0, 0, &[]).text(dialect)
+    due_scan(0, 0, &[], None).text(dialect)
 }
 
 /// The due-trigger scan, leaving out the jobs in `except`. The dispatcher
 /// names a full batch there (the one its claim holds), so the list's length,
 /// and with it the statement, stays the same from round to round.
-pub(super) fn due_scan(now: Millis, limit: u32, except: &[&str]) -> Sql {
+pub(super) fn due_scan(now: Millis, limit: u32, except: &[&str], parts: Parts<'_>) -> Sql {
     let mut s = Sql::new("SELECT ");
     s.columns("j", &JOB_COLS)
         .push(" FROM jobs j WHERE j.status IN ")
@@ -37,11 +37,25 @@ pub(super) fn due_scan(now: Millis, limit: u32, except: &[&str]) -> Sql {
         )
         .push(" AND j.next_trigger_at <= ")
         .bind(time(now));
+    in_partitions(&mut s, parts);
     if !except.is_empty() {
         s.push(" AND j.id NOT IN ").list(except.iter().copied());
     }
     s.push(" ORDER BY j.next_trigger_at LIMIT ").bind(limit);
     s
+}
+
+/// The partitions a partitioned dispatcher scans (`None`: every job, the
+/// single leader's scans).
+pub(super) type Parts<'a> = Option<&'a [u32]>;
+
+/// ` AND j.partition_no IN (…)` for a partitioned scan, read through
+/// `idx_jobs_partition_next`.
+fn in_partitions(s: &mut Sql, parts: Parts<'_>) {
+    if let Some(parts) = parts {
+        s.push(" AND j.partition_no IN ")
+            .list(parts.iter().map(|&p| i64::from(p)));
+    }
 }
 
 /// `claim_rank` of each part of the ranked scan: the starving part above
@@ -69,6 +83,7 @@ fn ranked_part(
     due_by: Millis,
     limit: u32,
     except: &[&str],
+    parts: Parts<'_>,
 ) {
     let rank = priority.map_or(RANK_AS.len() - 1, |p| usize::from(p.get()));
     s.push("SELECT * FROM (SELECT ");
@@ -90,6 +105,7 @@ fn ranked_part(
         None => " AND j.next_trigger_at < ",
     })
     .bind(time(due_by));
+    in_partitions(s, parts);
     if !except.is_empty() {
         s.push(" AND j.id NOT IN ").list(except.iter().copied());
     }
@@ -107,12 +123,20 @@ pub(super) fn due_ranked(
     starving_before: Millis,
     limit: u32,
     except: &[&str],
+    parts: Parts<'_>,
 ) -> Sql {
     let mut s = Sql::new("SELECT * FROM (");
-    ranked_part(&mut s, None, starving_before.min(due_by), limit, except);
+    ranked_part(
+        &mut s,
+        None,
+        starving_before.min(due_by),
+        limit,
+        except,
+        parts,
+    );
     for p in Priority::highest_first() {
         s.push(" UNION ALL ");
-        ranked_part(&mut s, Some(p), due_by, limit, except);
+        ranked_part(&mut s, Some(p), due_by, limit, except, parts);
     }
     s.push(") u ORDER BY u.claim_rank DESC, u.next_trigger_at LIMIT ")
         .bind(limit);
@@ -121,7 +145,7 @@ pub(super) fn due_ranked(
 
 /// The immediate lane's due jobs, highest priority first, newest first
 /// within one (see `Dispatch::jobs_find_due_immediate`).
-pub(super) fn due_immediate(due_by: Millis, limit: u32) -> Sql {
+pub(super) fn due_immediate(due_by: Millis, limit: u32, parts: Parts<'_>) -> Sql {
     let mut s = Sql::new("SELECT ");
     s.columns("j", &JOB_COLS)
         .push(" FROM jobs j WHERE j.lane = ")
@@ -134,8 +158,9 @@ pub(super) fn due_immediate(due_by: Millis, limit: u32) -> Sql {
                 .map(|s| s.as_str()),
         )
         .push(" AND j.next_trigger_at <= ")
-        .bind(time(due_by))
-        .push(" ORDER BY j.priority DESC, j.next_trigger_at DESC LIMIT ")
+        .bind(time(due_by));
+    in_partitions(&mut s, parts);
+    s.push(" ORDER BY j.priority DESC, j.next_trigger_at DESC LIMIT ")
         .bind(limit);
     s
 }
@@ -143,7 +168,7 @@ pub(super) fn due_immediate(due_by: Millis, limit: u32) -> Sql {
 /// The due triggers by `until`, at most `cap` of them, counted: the due
 /// scan's predicate and index, with the limit inside so a million stored
 /// jobs cost no more than `cap` index entries.
-pub(super) fn due_count(until: Millis, cap: u32) -> Sql {
+pub(super) fn due_count(until: Millis, cap: u32, parts: Parts<'_>) -> Sql {
     let mut s =
         Sql::new("SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM jobs j WHERE j.status IN ");
     s.list(
@@ -153,10 +178,9 @@ pub(super) fn due_count(until: Millis, cap: u32) -> Sql {
             .map(|s| s.as_str()),
     )
     .push(" AND j.next_trigger_at <= ")
-    .bind(time(until))
-    .push(" LIMIT ")
-    .bind(cap)
-    .push(") due");
+    .bind(time(until));
+    in_partitions(&mut s, parts);
+    s.push(" LIMIT ").bind(cap).push(") due");
     s
 }
 

@@ -7,6 +7,7 @@ mod admit;
 mod claim;
 mod confirm;
 mod due;
+mod partitioned;
 
 pub use due::due_scan_sql;
 
@@ -18,7 +19,8 @@ use kairos_core::job::Job;
 use kairos_core::outcome::Verdict;
 use kairos_core::protocol::{ResultMsg, incarnation_id};
 use kairos_core::store::{
-    Admitted, Applied, Claim, Dispatch, DispatchWork, DispatchedTo, Marked, StoreResult,
+    Admitted, Applied, Claim, Dispatch, DispatchWork, DispatchedTo, Marked, PartitionedClaim,
+    StoreResult,
 };
 use kairos_core::time::Millis;
 use kairos_core::worker::Routable;
@@ -31,7 +33,7 @@ impl Dispatch for SqlStore {
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>> {
-        let found = due::due_scan(now, limit, except)
+        let found = due::due_scan(now, limit, except, None)
             .fetch_all(self.read())
             .await?;
         found.iter().map(rows::job).collect()
@@ -44,7 +46,7 @@ impl Dispatch for SqlStore {
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>> {
-        let found = due::due_ranked(due_by, starving_before, limit, except)
+        let found = due::due_ranked(due_by, starving_before, limit, except, None)
             .fetch_all(self.read())
             .await?;
         let mut seen = std::collections::HashSet::with_capacity(found.len());
@@ -59,14 +61,16 @@ impl Dispatch for SqlStore {
     }
 
     async fn jobs_find_due_immediate(&self, due_by: Millis, limit: u32) -> StoreResult<Vec<Job>> {
-        let found = due::due_immediate(due_by, limit)
+        let found = due::due_immediate(due_by, limit, None)
             .fetch_all(self.read())
             .await?;
         found.iter().map(rows::job).collect()
     }
 
     async fn jobs_count_due(&self, until: Millis, cap: u32) -> StoreResult<u32> {
-        let n: i64 = due::due_count(until, cap).scalar(self.read(), "n").await?;
+        let n: i64 = due::due_count(until, cap, None)
+            .scalar(self.read(), "n")
+            .await?;
         Ok(u32::try_from(n).unwrap_or(cap))
     }
 
@@ -160,6 +164,83 @@ impl Dispatch for SqlStore {
         now: Millis,
     ) -> StoreResult<bool> {
         self.transaction(|tx| confirm::mark_rerouted(tx, sent, reason, now))
+            .await
+    }
+
+    async fn partitions_count(&self) -> StoreResult<u32> {
+        crate::partitions::recorded(self.read()).await
+    }
+
+    async fn jobs_find_due_in(
+        &self,
+        partitions: &[u32],
+        now: Millis,
+        limit: u32,
+        except: &[&str],
+    ) -> StoreResult<Vec<Job>> {
+        let found = due::due_scan(now, limit, except, Some(partitions))
+            .fetch_all(self.read())
+            .await?;
+        found.iter().map(rows::job).collect()
+    }
+
+    async fn jobs_find_due_ranked_in(
+        &self,
+        partitions: &[u32],
+        due_by: Millis,
+        starving_before: Millis,
+        limit: u32,
+        except: &[&str],
+    ) -> StoreResult<Vec<Job>> {
+        let found = due::due_ranked(due_by, starving_before, limit, except, Some(partitions))
+            .fetch_all(self.read())
+            .await?;
+        let mut seen = std::collections::HashSet::with_capacity(found.len());
+        let mut jobs = Vec::with_capacity(found.len());
+        for row in &found {
+            let job = rows::job(row)?;
+            if seen.insert(job.id.clone()) {
+                jobs.push(job);
+            }
+        }
+        Ok(jobs)
+    }
+
+    async fn jobs_find_due_immediate_in(
+        &self,
+        partitions: &[u32],
+        due_by: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<Job>> {
+        let found = due::due_immediate(due_by, limit, Some(partitions))
+            .fetch_all(self.read())
+            .await?;
+        found.iter().map(rows::job).collect()
+    }
+
+    async fn jobs_count_due_in(
+        &self,
+        partitions: &[u32],
+        until: Millis,
+        cap: u32,
+    ) -> StoreResult<u32> {
+        let n: i64 = due::due_count(until, cap, Some(partitions))
+            .scalar(self.read(), "n")
+            .await?;
+        Ok(u32::try_from(n).unwrap_or(cap))
+    }
+
+    async fn triggers_claim_partitioned(
+        &self,
+        owned: &kairos_core::partition::Owned,
+        claims: &[Claim],
+        now: Millis,
+    ) -> StoreResult<PartitionedClaim> {
+        if claims.is_empty() {
+            return Ok(PartitionedClaim::default());
+        }
+        let count = crate::partitions::recorded(self.read()).await?;
+        self.transaction(|tx| partitioned::claim(tx, owned, count, claims, now))
             .await
     }
 
