@@ -26,6 +26,7 @@
 //! - [`sensitive`]: which params values are masked for people who only
 //!   look, and their redaction from outputs and logs.
 //! - [`shard`]: broadcast and sharded jobs: a trigger's shards and their aggregate.
+//! - [`workflow`]: DAGs of job templates, their runs and what a run does next.
 //! - [`supervise`]: long-lived consumer loops that reopen with backoff, and
 //!   tasks whose panic stops the process.
 #![warn(missing_docs, unreachable_pub)]
@@ -53,3 +54,4 @@ pub mod time;
 pub mod trace;
 pub mod trigger;
 pub mod worker;
+pub mod workflow;
