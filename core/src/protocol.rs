@@ -70,6 +70,11 @@ pub struct DispatchMsg {
     /// shard 0 of 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<crate::shard::Shard>,
+    /// A workflow node's parents' outputs: an object keyed by parent node
+    /// id, each the output its execution reported (`null` if none). Absent
+    /// for executions that are not workflow nodes, and for root nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_outputs: Option<serde_json::Value>,
 }
 
 impl DispatchMsg {
@@ -502,6 +507,7 @@ mod tests {
             trace: None,
             priority: None,
             shard: None,
+            parent_outputs: None,
         };
         let one = encode_dispatches(&[d(1)]).unwrap();
         assert_eq!(

@@ -238,6 +238,9 @@ pub struct DispatchWork {
     pub worker_id: Option<String>,
     /// Its part of the trigger.
     pub shard: crate::shard::Shard,
+    /// A workflow node's parents' outputs, by parent node id (`None` for
+    /// an execution that is no workflow node, or a root node).
+    pub parent_outputs: Option<serde_json::Value>,
 }
 
 impl DispatchWork {
@@ -256,6 +259,7 @@ impl DispatchWork {
             trace: self.trace.clone(),
             priority: Some(self.priority),
             shard: self.shard.for_message(),
+            parent_outputs: self.parent_outputs.clone(),
         }
     }
 }
@@ -933,6 +937,7 @@ pub trait ApiStore:
     + TenantStore
     + SessionStore
     + LimitStore
+    + crate::workflow::WorkflowStore
     + Health
 {
 }
@@ -945,6 +950,7 @@ impl<T> ApiStore for T where
         + TenantStore
         + SessionStore
         + LimitStore
+        + crate::workflow::WorkflowStore
         + Health
 {
 }

@@ -72,6 +72,7 @@ fn builder(names: &Names, broker: &Arc<MemoryBroker>) -> WorkerBuilder {
 fn dispatch(handler: &str, params: serde_json::Value, timeout_ms: Option<u64>) -> DispatchMsg {
     DispatchMsg {
         shard: None,
+        parent_outputs: None,
         v: PROTOCOL_VERSION,
         execution_id: unique("e"),
         job_id: "j".into(),
@@ -238,6 +239,7 @@ async fn the_context_tells_a_handler_its_shard() {
     let third = DispatchMsg {
         execution_id: unique("e"),
         shard: Some(kairos_core::shard::Shard::new(3, 8)),
+        parent_outputs: None,
         ..single.clone()
     };
     for msg in [&single, &third] {

@@ -212,6 +212,7 @@ impl Running {
 fn first_attempt(execution_id: &str, handler: &str) -> DispatchMsg {
     DispatchMsg {
         shard: None,
+        parent_outputs: None,
         v: PROTOCOL_VERSION,
         execution_id: execution_id.to_string(),
         job_id: unique("j"),

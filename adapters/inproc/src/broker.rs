@@ -324,6 +324,7 @@ mod tests {
     fn dispatch() -> DispatchMsg {
         DispatchMsg {
             shard: None,
+            parent_outputs: None,
             v: PROTOCOL_VERSION,
             execution_id: "e".into(),
             job_id: "j".into(),

@@ -99,7 +99,8 @@
 //! `moves` (execution moves several aggregates make), `inserts` (history and
 //! outbox rows), `rows` and `sched_cols` (decoding and encoding rows),
 //! `rows_update` and `sql` (statements), `db` (the drivers), `error` and
-//! `dialect`.
+//! `dialect`. `workflows` ([`kairos_core::workflow::WorkflowStore`]) is
+//! also called by `outcomes`, which advances runs as their nodes end.
 
 mod callbacks;
 mod concurrency;
@@ -126,6 +127,7 @@ mod stop;
 mod store;
 mod tenants;
 mod workers;
+mod workflows;
 
 pub use dialect::Dialect;
 pub use dispatch::due_scan_sql;

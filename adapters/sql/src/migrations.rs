@@ -96,6 +96,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "shards",
         include_str!("../migrations/mysql/0016_shards.sql"),
     ),
+    (
+        17,
+        "workflows",
+        include_str!("../migrations/mysql/0017_workflows.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -180,6 +185,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "shards",
         include_str!("../migrations/postgres/0016_shards.sql"),
     ),
+    (
+        17,
+        "workflows",
+        include_str!("../migrations/postgres/0017_workflows.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -260,6 +270,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         16,
         "shards",
         include_str!("../migrations/sqlite/0016_shards.sql"),
+    ),
+    (
+        17,
+        "workflows",
+        include_str!("../migrations/sqlite/0017_workflows.sql"),
     ),
 ];
 

@@ -102,6 +102,7 @@ impl Drop for Fx {
 pub fn dispatch(i: u64) -> DispatchMsg {
     DispatchMsg {
         shard: None,
+        parent_outputs: None,
         v: PROTOCOL_VERSION,
         execution_id: format!("exec-{i}"),
         job_id: "job-1".into(),

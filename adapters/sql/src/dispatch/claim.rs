@@ -253,6 +253,7 @@ pub(super) async fn claim(
                 trace: job.trace.clone(),
                 worker_id: r.worker_id().map(str::to_string),
                 shard: r.shard,
+                parent_outputs: None,
             });
         } else if let Some(url) = &job.callback_url {
             callbacks.push(inserts::new_callback(&skipped(r, now), url, now));

@@ -1,0 +1,54 @@
+-- Issue 34: workflows. `workflows` holds a DAG of job templates (its
+-- definition as a JSON document) and the internal job backing each node
+-- (`node_jobs`, node id -> job id): a node's executions are ordinary
+-- executions of that job, so retries, timeouts, logs and recovery are the
+-- ones every job has. Those jobs carry `jobs.workflow_id`, have no trigger
+-- of their own (the scan never finds them) and are left out of job listings.
+-- `workflow_runs` is one run (unique per workflow and trigger time, which is
+-- also the `scheduled_at` of every node execution of the run, so the
+-- executions key (job_id, scheduled_at, shard_index) allows one execution
+-- per node per run); `workflow_run_nodes` one node of a run, with its
+-- execution once it became due. `executions.parent_outputs` is what a node's
+-- dispatch carries of its parents' outputs.
+ALTER TABLE jobs
+    ADD COLUMN workflow_id VARCHAR(36) NULL;
+ALTER TABLE executions
+    ADD COLUMN parent_outputs JSON NULL;
+CREATE TABLE workflows (
+    id                VARCHAR(36)  NOT NULL,
+    tenant            VARCHAR(128) NOT NULL,
+    name              VARCHAR(255) NOT NULL,
+    definition        JSON         NOT NULL,
+    node_jobs         JSON         NOT NULL,
+    status            VARCHAR(16)  NOT NULL,
+    client_request_id VARCHAR(255) NULL,
+    request_hash      VARCHAR(64)  NULL,
+    created_at        DATETIME(3)  NOT NULL,
+    updated_at        DATETIME(3)  NOT NULL,
+    PRIMARY KEY (id),
+    UNIQUE KEY uq_workflows_tenant_request (tenant, client_request_id),
+    KEY idx_workflows_tenant_created (tenant, created_at, id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+CREATE TABLE workflow_runs (
+    id           VARCHAR(36)  NOT NULL,
+    workflow_id  VARCHAR(36)  NOT NULL,
+    tenant       VARCHAR(128) NOT NULL,
+    status       VARCHAR(16)  NOT NULL,
+    scheduled_at DATETIME(3)  NOT NULL,
+    created_at   DATETIME(3)  NOT NULL,
+    finished_at  DATETIME(3)  NULL,
+    updated_at   DATETIME(3)  NOT NULL,
+    PRIMARY KEY (id),
+    UNIQUE KEY uq_workflow_runs_trigger (workflow_id, scheduled_at)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+CREATE TABLE workflow_run_nodes (
+    run_id       VARCHAR(36)  NOT NULL,
+    node_id      VARCHAR(64)  NOT NULL,
+    position     BIGINT       NOT NULL,
+    status       VARCHAR(16)  NOT NULL,
+    execution_id VARCHAR(36)  NULL,
+    decided_at   DATETIME(3)  NULL,
+    updated_at   DATETIME(3)  NOT NULL,
+    PRIMARY KEY (run_id, node_id),
+    UNIQUE KEY uq_workflow_run_nodes_execution (execution_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
