@@ -13,6 +13,7 @@ mod limits;
 mod preview;
 mod update;
 mod workers;
+mod workflows;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -39,6 +40,18 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(executions::execution_logs))
         .routes(routes!(callbacks::list_callbacks))
         .routes(routes!(callbacks::redeliver_callback))
+        .routes(routes!(
+            workflows::create_workflow,
+            workflows::list_workflows
+        ))
+        .routes(routes!(
+            workflows::get_workflow,
+            workflows::delete_workflow
+        ))
+        .routes(routes!(workflows::trigger_workflow))
+        .routes(routes!(workflows::list_runs))
+        .routes(routes!(workflows::get_run))
+        .routes(routes!(workflows::cancel_run))
         .routes(routes!(workers::list_workers))
         .routes(routes!(concurrency::list_limits))
         .routes(routes!(concurrency::set_limit, concurrency::delete_limit))
