@@ -5,7 +5,8 @@
 //! each node once, and the fan-in node sees all three outputs; a failing
 //! middle node fails the run (the fan-in is skipped); an `onFailure` branch
 //! runs when its parent fails. Then the same DAGs under `kairos dev`
-//! (SQLite, in-process broker, its stock worker's `noop` and `fail`).
+//! (SQLite, in-process broker, its stock worker's `noop` and `fail`), and
+//! a scheduled workflow (`everyMs`) starting runs by itself.
 
 use kairos_testkit::cluster as support;
 
@@ -132,7 +133,9 @@ async fn one_execution_per_node(cluster: &Cluster, run: &Value) -> Vec<(String, 
         };
         let e = cluster.get(&format!("/openapi/executions/{exec}")).await;
         let job = e["jobId"].as_str().unwrap();
-        let all = cluster.get(&format!("/openapi/jobs/{job}/executions")).await;
+        let all = cluster
+            .get(&format!("/openapi/jobs/{job}/executions"))
+            .await;
         assert_eq!(
             all["items"].as_array().map(Vec::len),
             Some(1),
@@ -206,5 +209,31 @@ async fn kairos_dev_runs_a_dag() {
     let repaired = run_to_end(&cluster, &repair("noop", "fail")).await;
     assert_eq!(repaired["status"], "succeeded", "{repaired}");
     assert_eq!(node_of(&repaired, "fix")["state"], "succeeded");
+
+    // A scheduled workflow starts a run per trigger by itself.
+    let mut every = diamond("noop", None, None);
+    every["everyMs"] = json!(500);
+    let (status, created) = cluster.post("/openapi/workflows", &every).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created["run"].is_null());
+    let wf = created["workflow"]["id"].as_str().unwrap().to_string();
+    testkit::wait_for("two scheduled runs to succeed", LONG, || async {
+        let runs = cluster.get(&format!("/openapi/workflows/{wf}/runs")).await;
+        let done = runs["items"]
+            .as_array()?
+            .iter()
+            .filter(|r| r["status"] == "succeeded")
+            .count();
+        (done >= 2).then_some(())
+    })
+    .await;
+    let (status, _) = cluster
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/openapi/workflows/{wf}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
     cluster.stop_all();
 }

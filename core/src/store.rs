@@ -921,9 +921,15 @@ pub trait Health: Send + Sync {
 }
 
 /// What the dispatcher uses: its hot path, maintenance (the reaper and
-/// recovery), workers' heartbeats and logs.
-pub trait DispatcherStore: Dispatch + Maintenance + WorkerStore + LogStore {}
-impl<T> DispatcherStore for T where T: Dispatch + Maintenance + WorkerStore + LogStore {}
+/// recovery), workers' heartbeats and logs, and scheduled workflows' triggers.
+pub trait DispatcherStore:
+    Dispatch + Maintenance + WorkerStore + LogStore + crate::workflow::WorkflowScheduler
+{
+}
+impl<T> DispatcherStore for T where
+    T: Dispatch + Maintenance + WorkerStore + LogStore + crate::workflow::WorkflowScheduler
+{
+}
 
 /// What the API and the dashboard use: jobs, executions' history, workers,
 /// logs, callbacks, tenants and keys, dashboard sessions, and the

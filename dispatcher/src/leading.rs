@@ -1,6 +1,7 @@
 //! The work a dispatcher does while it leads, for one term of the lease (see
 //! [`crate::lease`]): the dispatch loop ([`crate::scan`]), the reroute
-//! consumer, the stop relay and the due-signal listener. Everything here
+//! consumer, the stop relay, the due-signal listener and the triggers of
+//! scheduled workflows ([`crate::workflows`]). Everything here
 //! ends with the term; the next term starts it afresh.
 
 use crate::attempts::Attempts;
@@ -49,6 +50,15 @@ pub(crate) async fn run_term(
             term.token.clone(),
         ),
     );
+    // Issue 34: the runs of scheduled workflows.
+    let workflows = spawn_critical(
+        "workflow triggers",
+        crate::workflows::run(
+            store.clone(),
+            cfg.scan_interval.max(Duration::from_millis(250)),
+            term.token.clone(),
+        ),
+    );
     let (due_tx, due_rx) = mpsc::channel(1024);
     let lane = Arc::new(LaneSignal::default());
     let listener = due.map(|d| {
@@ -84,6 +94,7 @@ pub(crate) async fn run_term(
     term.token.cancel();
     let _ = reroute.await;
     let _ = stop_relay.await;
+    let _ = workflows.await;
     if let Some(l) = listener {
         let _ = l.await;
     }

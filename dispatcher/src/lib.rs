@@ -35,6 +35,7 @@ pub mod recover;
 pub mod reroute;
 pub mod scan;
 pub mod stops;
+mod workflows;
 
 use attempts::Attempts;
 use balancer::Strategy;

@@ -284,7 +284,10 @@ async fn a_workflow_node_reads_its_parents_outputs() {
     let r = final_result(&seen, &node.execution_id).await;
     assert_eq!(r.output, Some(json!({"b1": 1, "b2": {"k": 2}, "b3": null})));
     let r = final_result(&seen, &root.execution_id).await;
-    assert_eq!(r.output, None, "a root node has no parents (null: no output)");
+    assert_eq!(
+        r.output, None,
+        "a root node has no parents (null: no output)"
+    );
     stop.cancel();
     task.await.unwrap().unwrap();
 }

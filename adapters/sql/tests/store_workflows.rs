@@ -29,6 +29,7 @@ store_cases!(
     a_node_is_settled_only_after_its_retries,
     cancel_ends_the_run_and_its_nodes,
     create_is_idempotent_and_delete_cancels_running_runs,
+    scheduled_workflows_start_a_run_per_trigger,
 );
 
 /// 1 → 3 in parallel → 1.
@@ -56,6 +57,8 @@ fn new_wf(tenant: &str, def: Workflow, run_now: bool) -> NewWorkflow {
         client_request_id: None,
         request_hash: None,
         run_now: run_now.then(id),
+        schedule: None,
+        next_trigger_at: None,
         created_at: T0,
     }
 }
@@ -93,7 +96,13 @@ fn nodes(found: &[(String, DispatchWork)]) -> Vec<&str> {
     found.iter().map(|(n, _)| n.as_str()).collect()
 }
 
-fn outcome(w: &DispatchWork, attempt: u32, kind: ResultKind, output: serde_json::Value, at: Millis) -> ResultMsg {
+fn outcome(
+    w: &DispatchWork,
+    attempt: u32,
+    kind: ResultKind,
+    output: serde_json::Value,
+    at: Millis,
+) -> ResultMsg {
     let mut r = result(w, attempt, kind, at);
     if kind == Succeeded {
         r.output = Some(output);
@@ -123,7 +132,18 @@ async fn a_diamond_runs_to_succeeded_and_the_fan_in_sees_every_output(store: Sql
     assert_eq!(nodes(&due), ["a"]);
     assert_eq!(due[0].1.parent_outputs, None, "a root has no parents");
     assert_eq!(due[0].1.scheduled_at, run.scheduled_at);
-    apply(&store, &[outcome(&due[0].1, 1, Succeeded, json!({"from": "a"}), T0 + 1)], T0 + 1).await;
+    apply(
+        &store,
+        &[outcome(
+            &due[0].1,
+            1,
+            Succeeded,
+            json!({"from": "a"}),
+            T0 + 1,
+        )],
+        T0 + 1,
+    )
+    .await;
 
     let mid = sweep(&store, T0 + 2).await;
     assert_eq!(nodes(&mid), ["b1", "b2", "b3"]);
@@ -141,22 +161,48 @@ async fn a_diamond_runs_to_succeeded_and_the_fan_in_sees_every_output(store: Sql
         T0 + 3,
     )
     .await;
-    assert_eq!(nodes(&sweep(&store, T0 + 4).await), ["b3"], "c waits for b3");
+    assert_eq!(
+        nodes(&sweep(&store, T0 + 4).await),
+        ["b3"],
+        "c waits for b3"
+    );
     assert_eq!(run_now(&store, &run).await.run.status, RunStatus::Running);
-    apply(&store, &[outcome(&mid[2].1, 1, Succeeded, json!(3), T0 + 5)], T0 + 5).await;
+    apply(
+        &store,
+        &[outcome(&mid[2].1, 1, Succeeded, json!(3), T0 + 5)],
+        T0 + 5,
+    )
+    .await;
     let last = sweep(&store, T0 + 6).await;
     assert_eq!(nodes(&last), ["c"], "b3 ended, c is due");
-    assert_eq!(last[0].1.parent_outputs, Some(json!({"b1": 1, "b2": 2, "b3": 3})));
+    assert_eq!(
+        last[0].1.parent_outputs,
+        Some(json!({"b1": 1, "b2": 2, "b3": 3}))
+    );
     // A replayed result changes nothing: still one execution per node.
-    apply(&store, &[outcome(&mid[2].1, 1, Succeeded, json!(3), T0 + 5)], T0 + 6).await;
+    apply(
+        &store,
+        &[outcome(&mid[2].1, 1, Succeeded, json!(3), T0 + 5)],
+        T0 + 6,
+    )
+    .await;
     assert_eq!(nodes(&sweep(&store, T0 + 6).await), ["c"]);
 
-    apply(&store, &[outcome(&last[0].1, 1, Succeeded, json!("done"), T0 + 7)], T0 + 7).await;
+    apply(
+        &store,
+        &[outcome(&last[0].1, 1, Succeeded, json!("done"), T0 + 7)],
+        T0 + 7,
+    )
+    .await;
     let d = run_now(&store, &run).await;
     assert_eq!(d.run.status, RunStatus::Succeeded);
     assert_eq!(d.run.finished_at, Some(T0 + 7));
     assert!(d.nodes.iter().all(|n| n.status == NodeStatus::Succeeded));
-    assert!(d.nodes.iter().all(|n| n.execution_status == Some(ExecStatus::Succeeded)));
+    assert!(
+        d.nodes
+            .iter()
+            .all(|n| n.execution_status == Some(ExecStatus::Succeeded))
+    );
     let order: Vec<&str> = d.nodes.iter().map(|n| n.node_id.as_str()).collect();
     assert_eq!(order, ["a", "b1", "b2", "b3", "c"]);
     // The node executions are the tenant's executions; the node jobs are
@@ -167,13 +213,25 @@ async fn a_diamond_runs_to_succeeded_and_the_fan_in_sees_every_output(store: Sql
         limit: 100,
         ..JobFilter::default()
     };
-    assert!(store.job_list("wf1", &filter).await.unwrap().items.is_empty());
+    assert!(
+        store
+            .job_list("wf1", &filter)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 async fn a_failing_middle_node_skips_the_fan_in_and_fails_the_run(store: SqlStore) {
     let run = started(&store, "wf2", diamond()).await;
     let a = sweep(&store, T0).await;
-    apply(&store, &[outcome(&a[0].1, 1, Succeeded, json!(0), T0 + 1)], T0 + 1).await;
+    apply(
+        &store,
+        &[outcome(&a[0].1, 1, Succeeded, json!(0), T0 + 1)],
+        T0 + 1,
+    )
+    .await;
     let mid = sweep(&store, T0 + 2).await;
     apply(
         &store,
@@ -184,8 +242,17 @@ async fn a_failing_middle_node_skips_the_fan_in_and_fails_the_run(store: SqlStor
         T0 + 3,
     )
     .await;
-    assert_eq!(run_now(&store, &run).await.run.status, RunStatus::Running, "b3 still runs");
-    apply(&store, &[outcome(&mid[2].1, 1, Succeeded, json!(3), T0 + 4)], T0 + 4).await;
+    assert_eq!(
+        run_now(&store, &run).await.run.status,
+        RunStatus::Running,
+        "b3 still runs"
+    );
+    apply(
+        &store,
+        &[outcome(&mid[2].1, 1, Succeeded, json!(3), T0 + 4)],
+        T0 + 4,
+    )
+    .await;
     let d = run_now(&store, &run).await;
     assert_eq!(d.run.status, RunStatus::Failed);
     assert_eq!(state_of(&d, "b2"), NodeStatus::Failed);
@@ -201,13 +268,27 @@ async fn an_on_failure_branch_runs_when_its_parent_fails(store: SqlStore) {
     .unwrap();
     let run = started(&store, "wf3", def).await;
     let a = sweep(&store, T0).await;
-    apply(&store, &[outcome(&a[0].1, 1, Failed, json!(null), T0 + 1)], T0 + 1).await;
+    apply(
+        &store,
+        &[outcome(&a[0].1, 1, Failed, json!(null), T0 + 1)],
+        T0 + 1,
+    )
+    .await;
     let next = sweep(&store, T0 + 2).await;
     assert_eq!(nodes(&next), ["fix"]);
     assert_eq!(next[0].1.parent_outputs, Some(json!({"a": null})));
-    apply(&store, &[outcome(&next[0].1, 1, Succeeded, json!(1), T0 + 3)], T0 + 3).await;
+    apply(
+        &store,
+        &[outcome(&next[0].1, 1, Succeeded, json!(1), T0 + 3)],
+        T0 + 3,
+    )
+    .await;
     let d = run_now(&store, &run).await;
-    assert_eq!(d.run.status, RunStatus::Succeeded, "the failure was handled");
+    assert_eq!(
+        d.run.status,
+        RunStatus::Succeeded,
+        "the failure was handled"
+    );
     assert_eq!(state_of(&d, "ok"), NodeStatus::Skipped);
 }
 
@@ -220,14 +301,24 @@ async fn a_node_is_settled_only_after_its_retries(store: SqlStore) {
     .unwrap();
     let run = started(&store, "wf4", def).await;
     let a = sweep(&store, T0).await;
-    apply(&store, &[outcome(&a[0].1, 1, Failed, json!(null), T0 + 1)], T0 + 1).await;
+    apply(
+        &store,
+        &[outcome(&a[0].1, 1, Failed, json!(null), T0 + 1)],
+        T0 + 1,
+    )
+    .await;
     let d = run_now(&store, &run).await;
     assert_eq!(state_of(&d, "a"), NodeStatus::Active);
     assert_eq!(d.nodes[0].attempt, Some(2));
     let retry = sweep(&store, T0 + 20).await;
     assert_eq!(nodes(&retry), ["a"]);
     assert_eq!(retry[0].1.attempt, 2);
-    apply(&store, &[outcome(&retry[0].1, 2, Succeeded, json!("second"), T0 + 21)], T0 + 21).await;
+    apply(
+        &store,
+        &[outcome(&retry[0].1, 2, Succeeded, json!("second"), T0 + 21)],
+        T0 + 21,
+    )
+    .await;
     let b = sweep(&store, T0 + 22).await;
     assert_eq!(nodes(&b), ["b"]);
     assert_eq!(b[0].1.parent_outputs, Some(json!({"a": "second"})));
@@ -251,12 +342,25 @@ async fn cancel_ends_the_run_and_its_nodes(store: SqlStore) {
     assert!(matches!(done, RunControl::Done(ref r) if r.status == RunStatus::Cancelled));
     let d = run_now(&store, &run).await;
     assert!(d.nodes.iter().all(|n| n.status == NodeStatus::Cancelled));
-    let r = store.execution_get("wf5", &due[1].1.execution_id).await.unwrap().unwrap();
+    let r = store
+        .execution_get("wf5", &due[1].1.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(r.status, ExecStatus::Cancelled, "pending node cancelled");
-    let a = store.execution_get("wf5", &due[0].1.execution_id).await.unwrap().unwrap();
+    let a = store
+        .execution_get("wf5", &due[0].1.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(a.stop_requested_at.is_some(), "running node asked to stop");
     // Its stop ends the execution; the run stays as it is.
-    apply(&store, &[outcome(&due[0].1, 1, Failed, json!(null), T0 + 3)], T0 + 3).await;
+    apply(
+        &store,
+        &[outcome(&due[0].1, 1, Failed, json!(null), T0 + 3)],
+        T0 + 3,
+    )
+    .await;
     assert_eq!(run_now(&store, &run).await.run.status, RunStatus::Cancelled);
     assert!(sweep(&store, T0 + 4).await.is_empty());
     let again = store
@@ -284,13 +388,31 @@ async fn create_is_idempotent_and_delete_cancels_running_runs(store: SqlStore) {
         .unwrap();
     assert_eq!(again, WorkflowCreated::Existing(wf.clone()));
     assert_eq!(wf.node_jobs.len(), 5);
-    assert!(sweep(&store, T0).await.is_empty(), "nothing runs before a trigger");
+    assert!(
+        sweep(&store, T0).await.is_empty(),
+        "nothing runs before a trigger"
+    );
 
-    let first = store.workflow_trigger("wf6", &wf.id, &id(), T0).await.unwrap().unwrap();
-    let second = store.workflow_trigger("wf6", &wf.id, &id(), T0).await.unwrap().unwrap();
-    assert_eq!((first.scheduled_at, second.scheduled_at), (T0, T0 + 1), "one trigger time each");
+    let first = store
+        .workflow_trigger("wf6", &wf.id, &id(), T0)
+        .await
+        .unwrap()
+        .unwrap();
+    let second = store
+        .workflow_trigger("wf6", &wf.id, &id(), T0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (first.scheduled_at, second.scheduled_at),
+        (T0, T0 + 1),
+        "one trigger time each"
+    );
     assert_eq!(nodes(&sweep(&store, T0 + 1).await), ["a", "a"]);
-    let runs = store.workflow_runs_list("wf6", &wf.id, 10, None).await.unwrap();
+    let runs = store
+        .workflow_runs_list("wf6", &wf.id, 10, None)
+        .await
+        .unwrap();
     let ids: Vec<&str> = runs.items.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, [second.id.as_str(), first.id.as_str()], "newest first");
     let listed = store.workflows_list("wf6", 10, None).await.unwrap();
@@ -299,10 +421,91 @@ async fn create_is_idempotent_and_delete_cancels_running_runs(store: SqlStore) {
 
     assert!(store.workflow_delete("wf6", &wf.id, T0 + 2).await.unwrap());
     assert!(!store.workflow_delete("wf6", &wf.id, T0 + 3).await.unwrap());
-    assert!(store.workflows_list("wf6", 10, None).await.unwrap().items.is_empty());
+    assert!(
+        store
+            .workflows_list("wf6", 10, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     for r in [&first, &second] {
         assert_eq!(run_now(&store, r).await.run.status, RunStatus::Cancelled);
     }
-    assert!(sweep(&store, T0 + 4).await.is_empty(), "pending roots cancelled");
-    assert!(store.workflow_trigger("wf6", &wf.id, &id(), T0 + 5).await.unwrap().is_none());
+    assert!(
+        sweep(&store, T0 + 4).await.is_empty(),
+        "pending roots cancelled"
+    );
+    assert!(
+        store
+            .workflow_trigger("wf6", &wf.id, &id(), T0 + 5)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn scheduled_workflows_start_a_run_per_trigger(store: SqlStore) {
+    use kairos_core::schedule::Schedule;
+    use kairos_core::workflow::WorkflowScheduler;
+    let mut once = new_wf("wf7", diamond(), false);
+    once.schedule = Some(Schedule::Once { at: T0 + 100 });
+    once.next_trigger_at = Some(T0 + 100);
+    store.workflow_create(once.clone()).await.unwrap();
+    let mut cron = new_wf("wf7", diamond(), false);
+    cron.schedule = Some(Schedule::cron("*/10 * * * * *", "UTC"));
+    cron.next_trigger_at = Some(T0 + 10_000);
+    store.workflow_create(cron.clone()).await.unwrap();
+
+    assert!(store.workflows_fire_due(T0, 10).await.unwrap().is_empty());
+    let runs = store.workflows_fire_due(T0 + 100, 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        (runs[0].workflow_id.as_str(), runs[0].scheduled_at),
+        (once.id.as_str(), T0 + 100)
+    );
+    assert_eq!(nodes(&sweep(&store, T0 + 100).await), ["a"]);
+    let wf = store.workflow_get("wf7", &once.id).await.unwrap().unwrap();
+    assert_eq!(wf.next_trigger_at, None, "a one-shot fires once");
+    assert!(
+        store
+            .workflows_fire_due(T0 + 200, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Three cron triggers missed: one late run, then the next one ahead.
+    let runs = store.workflows_fire_due(T0 + 35_000, 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].scheduled_at, T0 + 10_000);
+    let wf = store.workflow_get("wf7", &cron.id).await.unwrap().unwrap();
+    assert_eq!(wf.next_trigger_at, Some(T0 + 40_000));
+    assert!(
+        store
+            .workflows_fire_due(T0 + 39_999, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .workflows_fire_due(T0 + 40_000, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // A deleted workflow fires no more.
+    store
+        .workflow_delete("wf7", &cron.id, T0 + 40_001)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .workflows_fire_due(T0 + 60_000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -2,6 +2,7 @@
 //! request, a workflow, its runs and a run's nodes.
 
 use kairos_core::execution::ExecStatus;
+use kairos_core::schedule::Rule;
 use kairos_core::store::Page;
 use kairos_core::time::to_rfc3339;
 use kairos_core::workflow::{
@@ -22,9 +23,22 @@ pub struct CreateWorkflowRequest {
     /// Parent → child dependencies (default: none, every node is a root).
     #[serde(default)]
     pub edges: Vec<WorkflowEdge>,
-    /// Start a run at once, in the create's transaction (default `true`);
-    /// `false`: runs start only through `POST …/trigger`.
+    /// Start a run at once, in the create's transaction (default: `true`
+    /// without a schedule, `false` with one); `false` and no schedule: runs
+    /// start only through `POST …/trigger`.
     pub run_now: Option<bool>,
+    /// Cron expression (five fields, or six with seconds first): a run per
+    /// trigger. At most one of `cronExpr`, `everyMs` and `triggerAt`.
+    #[schema(example = "0 0 2 * * *")]
+    pub cron_expr: Option<String>,
+    /// IANA time zone of the cron expression (default `UTC`).
+    pub timezone: Option<String>,
+    /// Fixed rate in ms (at least 100): a run every `everyMs` from creation.
+    #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
+    pub every_ms: Option<i64>,
+    /// RFC 3339 time of one scheduled run.
+    #[schema(format = DateTime)]
+    pub trigger_at: Option<String>,
     /// Idempotency key (at most 128 characters): a repeated create with the
     /// same key and body returns the existing workflow (200).
     pub client_request_id: Option<String>,
@@ -104,6 +118,14 @@ pub struct WorkflowView {
     pub edges: Vec<WorkflowEdge>,
     /// The idempotency key it was created with.
     pub client_request_id: Option<String>,
+    /// Its cron expression, if scheduled by one.
+    pub cron_expr: Option<String>,
+    /// The cron expression's time zone.
+    pub timezone: Option<String>,
+    /// Its fixed rate, if scheduled by one.
+    pub every_ms: Option<u64>,
+    /// When its next scheduled run starts (RFC 3339); `null` without one.
+    pub next_trigger_at: Option<String>,
     /// Creation time (RFC 3339).
     pub created_at: String,
     /// Last change (RFC 3339).
@@ -141,6 +163,28 @@ impl From<&StoredWorkflow> for WorkflowView {
                 })
                 .collect(),
             client_request_id: w.client_request_id.clone(),
+            cron_expr: match w.schedule.as_ref().and_then(|s| s.recurrence()) {
+                Some(r) => match &r.rule {
+                    Rule::Cron { expr, .. } => Some(expr.clone()),
+                    _ => None,
+                },
+                None => None,
+            },
+            timezone: match w.schedule.as_ref().and_then(|s| s.recurrence()) {
+                Some(r) => match &r.rule {
+                    Rule::Cron { tz, .. } => Some(tz.clone()),
+                    _ => None,
+                },
+                None => None,
+            },
+            every_ms: match w.schedule.as_ref().and_then(|s| s.recurrence()) {
+                Some(r) => match &r.rule {
+                    Rule::Every { every_ms } => Some(*every_ms),
+                    _ => None,
+                },
+                None => None,
+            },
+            next_trigger_at: w.next_trigger_at.map(to_rfc3339),
             created_at: to_rfc3339(w.created_at),
             updated_at: to_rfc3339(w.updated_at),
         }

@@ -44,10 +44,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
             workflows::create_workflow,
             workflows::list_workflows
         ))
-        .routes(routes!(
-            workflows::get_workflow,
-            workflows::delete_workflow
-        ))
+        .routes(routes!(workflows::get_workflow, workflows::delete_workflow))
         .routes(routes!(workflows::trigger_workflow))
         .routes(routes!(workflows::list_runs))
         .routes(routes!(workflows::get_run))

@@ -47,7 +47,11 @@ pub(crate) fn new_workflow(
     }
     // The node count first: a huge request is refused before any node is read.
     let mut nodes = Vec::with_capacity(req.nodes.len().min(cfg.workflow_max_nodes));
-    for n in req.nodes.iter().take(cfg.workflow_max_nodes.saturating_add(1)) {
+    for n in req
+        .nodes
+        .iter()
+        .take(cfg.workflow_max_nodes.saturating_add(1))
+    {
         text("nodes.handler", &n.handler, 255)?;
         check_params(&n.params, cfg)?;
         let retry = retry_policy(n.max_attempts, n.retry_backoff_ms, RetryPolicy::default())?;
@@ -84,11 +88,35 @@ pub(crate) fn new_workflow(
     definition
         .validate(cfg.workflow_max_nodes)
         .map_err(dag_error)?;
-    let run_now = req.run_now.unwrap_or(true);
+    let scheduled = req.cron_expr.is_some() || req.every_ms.is_some() || req.trigger_at.is_some();
+    let (schedule, next_trigger_at) = if scheduled {
+        let fields = super::schedule::Fields {
+            cron_expr: req.cron_expr.as_deref(),
+            timezone: req.timezone.as_deref(),
+            trigger_at: super::schedule::time_field("triggerAt", req.trigger_at.as_deref())?,
+            every_ms: req.every_ms,
+            ..Default::default()
+        };
+        let schedule = super::schedule::build(&fields, now)?;
+        let first = schedule
+            .first_trigger(now)
+            .map_err(super::schedule::schedule_error)?;
+        (Some(schedule), Some(first))
+    } else {
+        if req.timezone.is_some() {
+            return Err(ApiError::invalid(
+                "timezone",
+                "timezone applies to cronExpr; set cronExpr too",
+            ));
+        }
+        (None, None)
+    };
+    let run_now = req.run_now.unwrap_or(!scheduled);
     let fingerprint = json!({
         "name": name,
         "definition": definition,
         "runNow": run_now,
+        "schedule": schedule,
         "clientRequestId": req.client_request_id,
     });
     Ok(NewWorkflow {
@@ -99,6 +127,8 @@ pub(crate) fn new_workflow(
         definition,
         client_request_id: req.client_request_id,
         run_now: run_now.then(|| uuid::Uuid::now_v7().to_string()),
+        schedule,
+        next_trigger_at,
         created_at: now,
     })
 }
@@ -139,12 +169,17 @@ mod tests {
         let r = req(json!({"name": "n", "nodes": [
             {"id": "a", "handler": "h"}, {"id": "b", "handler": "h"}, {"id": "c", "handler": "h"}]}));
         let err = new_workflow(r, &cfg, "t", "w".into(), 0).unwrap_err();
-        assert!(matches!(err, ApiError::InvalidWorkflow { node: Some(ref n), reason: "too_many_nodes", .. } if n == "c"));
+        assert!(
+            matches!(err, ApiError::InvalidWorkflow { node: Some(ref n), reason: "too_many_nodes", .. } if n == "c")
+        );
     }
 
     #[test]
     fn nodes_are_checked_like_jobs_and_the_hash_ignores_key_order() {
-        assert!(check(json!({"name": "n", "nodes": [{"id": "a", "handler": "h", "maxAttempts": 0}]})).is_err());
+        assert!(
+            check(json!({"name": "n", "nodes": [{"id": "a", "handler": "h", "maxAttempts": 0}]}))
+                .is_err()
+        );
         assert!(check(json!({"name": "n", "nodes": [{"id": "a", "handler": ""}]})).is_err());
         let bad = check(json!({"name": "n", "nodes": [{"id": "a", "handler": "h"}],
             "edges": [{"from": "a", "to": "a", "condition": "sometimes"}]}));

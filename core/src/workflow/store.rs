@@ -5,6 +5,7 @@
 
 use super::{NodeStatus, RunStatus, Workflow};
 use crate::execution::ExecStatus;
+use crate::schedule::Schedule;
 use crate::store::{Page, StoreResult};
 use crate::time::Millis;
 use async_trait::async_trait;
@@ -28,6 +29,10 @@ pub struct NewWorkflow {
     /// A run to start in the create's own transaction (its id), for a
     /// workflow created to run now.
     pub run_now: Option<String>,
+    /// When it starts runs by itself (`None`: only when triggered).
+    pub schedule: Option<Schedule>,
+    /// Its first scheduled trigger.
+    pub next_trigger_at: Option<Millis>,
     /// Creation time.
     pub created_at: Millis,
 }
@@ -74,6 +79,10 @@ pub struct StoredWorkflow {
     pub node_jobs: BTreeMap<String, String>,
     /// Active or deleted.
     pub status: WorkflowStatus,
+    /// When it starts runs by itself (`None`: only when triggered).
+    pub schedule: Option<Schedule>,
+    /// Its next scheduled trigger, `None` when none is left.
+    pub next_trigger_at: Option<Millis>,
     /// Caller's idempotency key.
     pub client_request_id: Option<String>,
     /// Fingerprint of the create request.
@@ -210,4 +219,17 @@ pub trait WorkflowStore: Send + Sync {
         run_id: &str,
         now: Millis,
     ) -> StoreResult<RunControl>;
+}
+
+/// The leading dispatcher's side of scheduled workflows.
+#[async_trait]
+pub trait WorkflowScheduler: Send + Sync {
+    /// Starts a run (with its roots' executions, pending and due now) for
+    /// each active workflow whose next trigger is due by `now`, at most
+    /// `limit`, and moves each to its following trigger (a trigger missed
+    /// while no leader ran fires once, late; a one-shot has none after),
+    /// one transaction per call. The run's trigger time is the schedule's,
+    /// unique per workflow, so a trigger starts at most one run even if two
+    /// leaders overlap. Returns the runs started.
+    async fn workflows_fire_due(&self, now: Millis, limit: u32) -> StoreResult<Vec<WorkflowRun>>;
 }

@@ -123,10 +123,20 @@ fn children_are_due_when_their_parent_succeeded_and_the_fan_in_waits_for_all() {
     assert_eq!(step.due, vec!["b1", "b2", "b3"]);
     let step = advance(
         &w,
-        &states(&[("a", Succeeded), ("b1", Succeeded), ("b2", Succeeded), ("b3", Active)]),
+        &states(&[
+            ("a", Succeeded),
+            ("b1", Succeeded),
+            ("b2", Succeeded),
+            ("b3", Active),
+        ]),
     );
     assert_eq!(step, Step::default(), "c waits for b3");
-    let all = states(&[("a", Succeeded), ("b1", Succeeded), ("b2", Succeeded), ("b3", Succeeded)]);
+    let all = states(&[
+        ("a", Succeeded),
+        ("b1", Succeeded),
+        ("b2", Succeeded),
+        ("b3", Succeeded),
+    ]);
     assert_eq!(advance(&w, &all).due, vec!["c"]);
     let mut done = all;
     done.insert("c".into(), Succeeded);
@@ -136,7 +146,12 @@ fn children_are_due_when_their_parent_succeeded_and_the_fan_in_waits_for_all() {
 #[test]
 fn a_failed_middle_node_skips_the_fan_in_and_fails_the_run() {
     let w = diamond();
-    let s = states(&[("a", Succeeded), ("b1", Succeeded), ("b2", Failed), ("b3", Succeeded)]);
+    let s = states(&[
+        ("a", Succeeded),
+        ("b1", Succeeded),
+        ("b2", Failed),
+        ("b3", Succeeded),
+    ]);
     let step = advance(&w, &s);
     assert_eq!(step.skipped, vec!["c"]);
     assert!(step.due.is_empty());
@@ -153,27 +168,46 @@ fn an_on_failure_branch_runs_and_handles_the_failure() {
     assert_eq!(step.due, vec!["fix"]);
     assert_eq!(step.skipped, vec!["ok"]);
     assert_eq!(step.finished, None);
-    let end = advance(&w, &states(&[("a", Failed), ("ok", Skipped), ("fix", Succeeded)]));
+    let end = advance(
+        &w,
+        &states(&[("a", Failed), ("ok", Skipped), ("fix", Succeeded)]),
+    );
     assert_eq!(end.finished, Some(RunStatus::Succeeded));
     // The same run where `a` succeeded skips the repair branch.
     let step = advance(&w, &states(&[("a", Succeeded)]));
-    assert_eq!((step.due, step.skipped), (vec!["ok".into()], vec!["fix".into()]));
+    assert_eq!(
+        (step.due, step.skipped),
+        (vec!["ok".into()], vec!["fix".into()])
+    );
 }
 
 #[test]
 fn skips_cascade_and_always_edges_still_run() {
     let w = wf(
         &["a", "b", "c", "cleanup"],
-        &[("a", "b", OnSuccess), ("b", "c", OnSuccess), ("c", "cleanup", Always)],
+        &[
+            ("a", "b", OnSuccess),
+            ("b", "c", OnSuccess),
+            ("c", "cleanup", Always),
+        ],
     );
     let step = advance(&w, &states(&[("a", Failed)]));
     assert_eq!(step.skipped, vec!["b", "c"]);
     assert_eq!(step.due, vec!["cleanup"]);
     let end = advance(
         &w,
-        &states(&[("a", Failed), ("b", Skipped), ("c", Skipped), ("cleanup", Succeeded)]),
+        &states(&[
+            ("a", Failed),
+            ("b", Skipped),
+            ("c", Skipped),
+            ("cleanup", Succeeded),
+        ]),
     );
-    assert_eq!(end.finished, Some(RunStatus::Failed), "a's failure is not handled");
+    assert_eq!(
+        end.finished,
+        Some(RunStatus::Failed),
+        "a's failure is not handled"
+    );
 }
 
 #[test]
@@ -192,7 +226,11 @@ fn node_and_run_moves_are_legal_only_from_their_states() {
     assert!(!NodeTransition::Settle(Succeeded).allowed_from(Cancelled));
     assert!(NodeTransition::Cancel.allowed_from(Active));
     assert!(!NodeTransition::Cancel.allowed_from(Succeeded));
-    for end in [RunStatus::Succeeded, RunStatus::Failed, RunStatus::Cancelled] {
+    for end in [
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+    ] {
         let t = RunTransition::ending_in(end).unwrap();
         assert!(t.allowed_from(RunStatus::Running));
         for from in RunStatus::ALL.into_iter().filter(|s| s.is_terminal()) {

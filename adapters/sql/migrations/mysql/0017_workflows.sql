@@ -9,7 +9,10 @@
 -- executions key (job_id, scheduled_at, shard_index) allows one execution
 -- per node per run); `workflow_run_nodes` one node of a run, with its
 -- execution once it became due. `executions.parent_outputs` is what a node's
--- dispatch carries of its parents' outputs.
+-- dispatch carries of its parents' outputs. A workflow with a schedule
+-- (`schedule`, as the API accepted it) has its next trigger in
+-- `next_trigger_at`: the leading dispatcher starts a run for each, read
+-- through (status, next_trigger_at).
 ALTER TABLE jobs
     ADD COLUMN workflow_id VARCHAR(36) NULL;
 ALTER TABLE executions
@@ -20,6 +23,8 @@ CREATE TABLE workflows (
     name              VARCHAR(255) NOT NULL,
     definition        JSON         NOT NULL,
     node_jobs         JSON         NOT NULL,
+    schedule          JSON         NULL,
+    next_trigger_at   DATETIME(3)  NULL,
     status            VARCHAR(16)  NOT NULL,
     client_request_id VARCHAR(255) NULL,
     request_hash      VARCHAR(64)  NULL,
@@ -27,7 +32,8 @@ CREATE TABLE workflows (
     updated_at        DATETIME(3)  NOT NULL,
     PRIMARY KEY (id),
     UNIQUE KEY uq_workflows_tenant_request (tenant, client_request_id),
-    KEY idx_workflows_tenant_created (tenant, created_at, id)
+    KEY idx_workflows_tenant_created (tenant, created_at, id),
+    KEY idx_workflows_status_next (status, next_trigger_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 CREATE TABLE workflow_runs (
     id           VARCHAR(36)  NOT NULL,

@@ -9,7 +9,10 @@
 -- executions key (job_id, scheduled_at, shard_index) allows one execution
 -- per node per run); `workflow_run_nodes` one node of a run, with its
 -- execution once it became due. `executions.parent_outputs` is what a node's
--- dispatch carries of its parents' outputs.
+-- dispatch carries of its parents' outputs. A workflow with a schedule
+-- (`schedule`, as the API accepted it) has its next trigger in
+-- `next_trigger_at`: the leading dispatcher starts a run for each, read
+-- through (status, next_trigger_at).
 ALTER TABLE jobs
     ADD COLUMN workflow_id VARCHAR(36) COLLATE "C" NULL;
 ALTER TABLE executions
@@ -20,6 +23,8 @@ CREATE TABLE workflows (
     name              VARCHAR(255) COLLATE "C" NOT NULL,
     definition        JSONB        NOT NULL,
     node_jobs         JSONB        NOT NULL,
+    schedule          JSONB        NULL,
+    next_trigger_at   TIMESTAMPTZ  NULL,
     status            VARCHAR(16)  COLLATE "C" NOT NULL,
     client_request_id VARCHAR(255) COLLATE "C" NULL,
     request_hash      VARCHAR(64)  COLLATE "C" NULL,
@@ -29,6 +34,7 @@ CREATE TABLE workflows (
     CONSTRAINT uq_workflows_tenant_request UNIQUE (tenant, client_request_id)
 );
 CREATE INDEX idx_workflows_tenant_created ON workflows (tenant, created_at, id);
+CREATE INDEX idx_workflows_status_next ON workflows (status, next_trigger_at);
 CREATE TABLE workflow_runs (
     id           VARCHAR(36)  COLLATE "C" NOT NULL,
     workflow_id  VARCHAR(36)  COLLATE "C" NOT NULL,

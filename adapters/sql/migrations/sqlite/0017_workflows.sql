@@ -9,7 +9,10 @@
 -- executions key (job_id, scheduled_at, shard_index) allows one execution
 -- per node per run); `workflow_run_nodes` one node of a run, with its
 -- execution once it became due. `executions.parent_outputs` is what a node's
--- dispatch carries of its parents' outputs.
+-- dispatch carries of its parents' outputs. A workflow with a schedule
+-- (`schedule`, as the API accepted it) has its next trigger in
+-- `next_trigger_at`: the leading dispatcher starts a run for each, read
+-- through (status, next_trigger_at).
 ALTER TABLE jobs ADD COLUMN workflow_id TEXT NULL;
 ALTER TABLE executions ADD COLUMN parent_outputs TEXT NULL;
 CREATE TABLE workflows (
@@ -18,6 +21,8 @@ CREATE TABLE workflows (
     name              TEXT    NOT NULL,
     definition        TEXT    NOT NULL,
     node_jobs         TEXT    NOT NULL,
+    schedule          TEXT    NULL,
+    next_trigger_at   INTEGER NULL,
     status            TEXT    NOT NULL,
     client_request_id TEXT    NULL,
     request_hash      TEXT    NULL,
@@ -26,6 +31,7 @@ CREATE TABLE workflows (
 ) STRICT;
 CREATE UNIQUE INDEX uq_workflows_tenant_request ON workflows (tenant, client_request_id);
 CREATE INDEX idx_workflows_tenant_created ON workflows (tenant, created_at, id);
+CREATE INDEX idx_workflows_status_next ON workflows (status, next_trigger_at);
 CREATE TABLE workflow_runs (
     id           TEXT    NOT NULL PRIMARY KEY,
     workflow_id  TEXT    NOT NULL,

@@ -100,10 +100,8 @@ pub(crate) async fn on_settled(tx: &mut Tx, ended: &[&Execution], now: Millis) -
             continue;
         };
         let rows = nodes.get(&run.id).unwrap_or(&empty);
-        let states: HashMap<String, NodeStatus> = rows
-            .iter()
-            .map(|(id, r)| (id.clone(), r.status))
-            .collect();
+        let states: HashMap<String, NodeStatus> =
+            rows.iter().map(|(id, r)| (id.clone(), r.status)).collect();
         let step = advance(&wf.definition, &states);
         apply_step(tx, run, wf, rows, &step, now).await?;
     }

@@ -10,12 +10,14 @@
 //! shard_index)` allows one execution per node per run, beside the
 //! `(run_id, node_id)` key of the run's node rows.
 //!
-//! `runs` creates runs and applies a [`kairos_core::workflow::Step`];
+//! `schedule` starts the runs of scheduled workflows for the leading
+//! dispatcher. `runs` creates runs and applies a [`kairos_core::workflow::Step`];
 //! `advance` is called by the transaction that ends executions
 //! (`crate::outcomes`) and moves their runs on in that same transaction.
 
 mod advance;
 mod runs;
+mod schedule;
 
 pub(crate) use advance::on_settled;
 
@@ -37,13 +39,15 @@ use kairos_core::workflow::{
 };
 use std::collections::BTreeMap;
 
-const WF_COLS: [&str; 10] = [
+const WF_COLS: [&str; 12] = [
     "id",
     "tenant",
     "name",
     "definition",
     "node_jobs",
     "status",
+    "schedule",
+    "next_trigger_at",
     "client_request_id",
     "request_hash",
     "created_at",
@@ -63,6 +67,12 @@ fn workflow_row(row: &Row) -> StoreResult<StoredWorkflow> {
         definition,
         node_jobs,
         status: r.parsed("status", WorkflowStatus::parse)?,
+        schedule: r
+            .opt_json("schedule")?
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| corrupt("workflows", e))?,
+        next_trigger_at: r.opt_time("next_trigger_at")?,
         client_request_id: r.opt_string("client_request_id")?,
         request_hash: r.opt_string("request_hash")?,
         created_at: r.time("created_at")?,
@@ -193,6 +203,8 @@ async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
         definition: wf.definition.clone(),
         node_jobs,
         status: WorkflowStatus::Active,
+        schedule: wf.schedule.clone(),
+        next_trigger_at: wf.next_trigger_at,
         client_request_id: wf.client_request_id.clone(),
         request_hash: wf.request_hash.clone(),
         created_at: wf.created_at,
@@ -212,6 +224,14 @@ async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
             json(to_json(serde_json::to_string(&stored.node_jobs))?),
         )
         .with("status", stored.status.as_str())
+        .with(
+            "schedule",
+            json(match &stored.schedule {
+                Some(s) => Some(to_json(serde_json::to_string(s))?),
+                None => None,
+            }),
+        )
+        .with("next_trigger_at", time(stored.next_trigger_at))
         .with("client_request_id", stored.client_request_id.as_deref())
         .with("request_hash", stored.request_hash.as_deref())
         .with("created_at", time(stored.created_at))
@@ -221,7 +241,9 @@ async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
         .execute(&mut tx)
         .await?;
     let run = match &wf.run_now {
-        Some(run_id) => Some(runs::start(&mut tx, &stored, run_id, wf.created_at).await?),
+        Some(run_id) => {
+            Some(runs::start(&mut tx, &stored, run_id, wf.created_at, wf.created_at).await?)
+        }
         None => None,
     };
     tx.commit().await?;
@@ -284,7 +306,7 @@ async fn trigger(
     if wf.status != WorkflowStatus::Active {
         return Ok(None);
     }
-    let run = runs::start(&mut tx, &wf, run_id, now).await?;
+    let run = runs::start(&mut tx, &wf, run_id, now, now).await?;
     tx.commit().await?;
     Ok(Some(run))
 }

@@ -65,12 +65,13 @@ async fn free_slot(tx: &mut Tx, workflow_id: &str, now: Millis) -> StoreResult<M
     Ok(slot)
 }
 
-/// Creates a run of `wf` (locked by the caller) with a node row per node
-/// and its roots' executions.
+/// Creates a run of `wf` (locked by the caller) at the first free trigger
+/// time from `at`, with a node row per node and its roots' executions.
 pub(super) async fn start(
     tx: &mut Tx,
     wf: &StoredWorkflow,
     run_id: &str,
+    at: Millis,
     now: Millis,
 ) -> StoreResult<WorkflowRun> {
     let run = WorkflowRun {
@@ -78,7 +79,7 @@ pub(super) async fn start(
         workflow_id: wf.id.clone(),
         tenant: wf.tenant.clone(),
         status: RunStatus::Running,
-        scheduled_at: free_slot(tx, &wf.id, now).await?,
+        scheduled_at: free_slot(tx, &wf.id, at).await?,
         created_at: now,
         finished_at: None,
     };
@@ -198,7 +199,9 @@ pub(super) async fn apply_step(
         if moved != 1 {
             continue;
         }
-        let parents = outputs.get(node).map(|o| serde_json::Value::Object(o.clone()));
+        let parents = outputs
+            .get(node)
+            .map(|o| serde_json::Value::Object(o.clone()));
         execs.push(
             Fields::new()
                 .with("id", exec_id.as_str())
@@ -409,7 +412,13 @@ pub(super) async fn cancel_requested(
         .push(" AND r.id = ")
         .bind(run_id)
         .for_update();
-    let Some(run) = s.fetch_optional(&mut tx).await?.as_ref().map(run_row).transpose()? else {
+    let Some(run) = s
+        .fetch_optional(&mut tx)
+        .await?
+        .as_ref()
+        .map(run_row)
+        .transpose()?
+    else {
         return Ok(RunControl::NotFound);
     };
     if !RunTransition::Cancel.allowed_from(run.status) {
@@ -463,7 +472,13 @@ pub(super) async fn detail(
         .bind(workflow_id)
         .push(" AND r.id = ")
         .bind(run_id);
-    let Some(run) = s.fetch_optional(pool).await?.as_ref().map(run_row).transpose()? else {
+    let Some(run) = s
+        .fetch_optional(pool)
+        .await?
+        .as_ref()
+        .map(run_row)
+        .transpose()?
+    else {
         return Ok(None);
     };
     let found = Sql::new(
