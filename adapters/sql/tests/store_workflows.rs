@@ -30,6 +30,7 @@ store_cases!(
     cancel_ends_the_run_and_its_nodes,
     create_is_idempotent_and_delete_cancels_running_runs,
     scheduled_workflows_start_a_run_per_trigger,
+    cancelling_a_node_job_by_hand_ends_its_run,
 );
 
 /// 1 → 3 in parallel → 1.
@@ -508,4 +509,16 @@ async fn scheduled_workflows_start_a_run_per_trigger(store: SqlStore) {
             .unwrap()
             .is_empty()
     );
+}
+
+async fn cancelling_a_node_job_by_hand_ends_its_run(store: SqlStore) {
+    let run = started(&store, "wf8", diamond()).await;
+    let a = sweep(&store, T0).await;
+    let job = a[0].1.job_id.clone();
+    let cancelled = store.job_cancel("wf8", &job, T0 + 1).await.unwrap();
+    assert!(matches!(cancelled, kairos_core::store::ControlOutcome::Done(_)));
+    let d = run_now(&store, &run).await;
+    assert_eq!(state_of(&d, "a"), NodeStatus::Cancelled);
+    assert_eq!(state_of(&d, "c"), NodeStatus::Skipped);
+    assert_eq!(d.run.status, RunStatus::Cancelled, "not left running");
 }
