@@ -516,7 +516,10 @@ async fn cancelling_a_node_job_by_hand_ends_its_run(store: SqlStore) {
     let a = sweep(&store, T0).await;
     let job = a[0].1.job_id.clone();
     let cancelled = store.job_cancel("wf8", &job, T0 + 1).await.unwrap();
-    assert!(matches!(cancelled, kairos_core::store::ControlOutcome::Done(_)));
+    assert!(matches!(
+        cancelled,
+        kairos_core::store::ControlOutcome::Done(_)
+    ));
     let d = run_now(&store, &run).await;
     assert_eq!(state_of(&d, "a"), NodeStatus::Cancelled);
     assert_eq!(state_of(&d, "c"), NodeStatus::Skipped);
