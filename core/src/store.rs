@@ -944,6 +944,7 @@ pub trait ApiStore:
     + SessionStore
     + LimitStore
     + crate::workflow::WorkflowStore
+    + crate::workflow::followup::FollowUpStore
     + Health
 {
 }
@@ -957,6 +958,7 @@ impl<T> ApiStore for T where
         + SessionStore
         + LimitStore
         + crate::workflow::WorkflowStore
+        + crate::workflow::followup::FollowUpStore
         + Health
 {
 }

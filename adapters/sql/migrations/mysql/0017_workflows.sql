@@ -14,7 +14,8 @@
 -- `next_trigger_at`: the leading dispatcher starts a run for each, read
 -- through (status, next_trigger_at).
 ALTER TABLE jobs
-    ADD COLUMN workflow_id VARCHAR(36) NULL;
+    ADD COLUMN workflow_id VARCHAR(36) NULL,
+    ADD COLUMN has_followups BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE executions
     ADD COLUMN parent_outputs JSON NULL;
 CREATE TABLE workflows (
@@ -57,4 +58,16 @@ CREATE TABLE workflow_run_nodes (
     updated_at   DATETIME(3)  NOT NULL,
     PRIMARY KEY (run_id, node_id),
     UNIQUE KEY uq_workflow_run_nodes_execution (execution_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+-- Child jobs (issue 34, part 3): `job_followups` names the jobs a job's
+-- execution triggers when it ends (`outcome`: success or failure);
+-- `jobs.has_followups` lets the results transaction skip the lookup for
+-- every other job.
+CREATE TABLE job_followups (
+    job_id     VARCHAR(36)  NOT NULL,
+    outcome    VARCHAR(16)  NOT NULL,
+    child_id   VARCHAR(36)  NOT NULL,
+    tenant     VARCHAR(128) NOT NULL,
+    created_at DATETIME(3)  NOT NULL,
+    PRIMARY KEY (job_id, outcome, child_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -14,7 +14,8 @@
 -- `next_trigger_at`: the leading dispatcher starts a run for each, read
 -- through (status, next_trigger_at).
 ALTER TABLE jobs
-    ADD COLUMN workflow_id VARCHAR(36) COLLATE "C" NULL;
+    ADD COLUMN workflow_id VARCHAR(36) COLLATE "C" NULL,
+    ADD COLUMN has_followups BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE executions
     ADD COLUMN parent_outputs JSONB NULL;
 CREATE TABLE workflows (
@@ -57,4 +58,16 @@ CREATE TABLE workflow_run_nodes (
     updated_at   TIMESTAMPTZ NOT NULL,
     CONSTRAINT pk_workflow_run_nodes PRIMARY KEY (run_id, node_id),
     CONSTRAINT uq_workflow_run_nodes_execution UNIQUE (execution_id)
+);
+-- Child jobs (issue 34, part 3): `job_followups` names the jobs a job's
+-- execution triggers when it ends (`outcome`: success or failure);
+-- `jobs.has_followups` lets the results transaction skip the lookup for
+-- every other job.
+CREATE TABLE job_followups (
+    job_id     VARCHAR(36)  COLLATE "C" NOT NULL,
+    outcome    VARCHAR(16)  COLLATE "C" NOT NULL,
+    child_id   VARCHAR(36)  COLLATE "C" NOT NULL,
+    tenant     VARCHAR(128) COLLATE "C" NOT NULL,
+    created_at TIMESTAMPTZ  NOT NULL,
+    CONSTRAINT pk_job_followups PRIMARY KEY (job_id, outcome, child_id)
 );

@@ -14,6 +14,7 @@
 -- `next_trigger_at`: the leading dispatcher starts a run for each, read
 -- through (status, next_trigger_at).
 ALTER TABLE jobs ADD COLUMN workflow_id TEXT NULL;
+ALTER TABLE jobs ADD COLUMN has_followups INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE executions ADD COLUMN parent_outputs TEXT NULL;
 CREATE TABLE workflows (
     id                TEXT    NOT NULL PRIMARY KEY,
@@ -54,3 +55,15 @@ CREATE TABLE workflow_run_nodes (
     PRIMARY KEY (run_id, node_id)
 ) STRICT;
 CREATE UNIQUE INDEX uq_workflow_run_nodes_execution ON workflow_run_nodes (execution_id);
+-- Child jobs (issue 34, part 3): `job_followups` names the jobs a job's
+-- execution triggers when it ends (`outcome`: success or failure);
+-- `jobs.has_followups` lets the results transaction skip the lookup for
+-- every other job.
+CREATE TABLE job_followups (
+    job_id     TEXT    NOT NULL,
+    outcome    TEXT    NOT NULL,
+    child_id   TEXT    NOT NULL,
+    tenant     TEXT    NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (job_id, outcome, child_id)
+) STRICT;

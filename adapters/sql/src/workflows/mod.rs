@@ -10,16 +10,19 @@
 //! shard_index)` allows one execution per node per run, beside the
 //! `(run_id, node_id)` key of the run's node rows.
 //!
-//! `schedule` starts the runs of scheduled workflows for the leading
+//! `followups` holds child jobs (a job's follow-ups, fired by the same
+//! transaction). `schedule` starts the runs of scheduled workflows for the leading
 //! dispatcher. `runs` creates runs and applies a [`kairos_core::workflow::Step`];
 //! `advance` is called by the transaction that ends executions
 //! (`crate::outcomes`) and moves their runs on in that same transaction.
 
 mod advance;
+mod followups;
 mod runs;
 mod schedule;
 
 pub(crate) use advance::on_settled;
+pub(crate) use followups::fire as fire_followups;
 
 use crate::db::{Row, Tx};
 use crate::error::{corrupt, is_unique_violation};
