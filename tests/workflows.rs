@@ -6,7 +6,8 @@
 //! middle node fails the run (the fan-in is skipped); an `onFailure` branch
 //! runs when its parent fails. Then the same DAGs under `kairos dev`
 //! (SQLite, in-process broker, its stock worker's `noop` and `fail`), and
-//! a scheduled workflow (`everyMs`) starting runs by itself.
+//! a scheduled workflow (`everyMs`) starting runs by itself, and a child
+//! job triggered by its parent's failure.
 
 use kairos_testkit::cluster as support;
 
@@ -235,5 +236,44 @@ async fn kairos_dev_runs_a_dag() {
         )
         .await;
     assert_eq!(status, 204);
+
+    // Child jobs: a job's end triggers its follow-up.
+    let at = kairos_core::time::to_rfc3339(kairos_core::time::now_ms() + 1_500);
+    let (_, parent) = cluster
+        .post(
+            "/openapi/jobs",
+            &json!({"jobName": "parent", "jobHandler": "fail", "triggerAt": at}),
+        )
+        .await;
+    let (_, child) = cluster
+        .post(
+            "/openapi/jobs",
+            &json!({"jobName": "child", "jobHandler": "noop", "cronExpr": "0 0 1 1 *"}),
+        )
+        .await;
+    let (parent, child) = (
+        parent["jobId"].as_str().unwrap(),
+        child["jobId"].as_str().unwrap(),
+    );
+    let (status, _) = cluster
+        .send(
+            reqwest::Method::PUT,
+            &format!("/openapi/jobs/{parent}/followups"),
+            Some(&json!({"onFailure": [child]})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    testkit::wait_for("the follow-up to run", LONG, || async {
+        let page = cluster
+            .get(&format!("/openapi/jobs/{child}/executions"))
+            .await;
+        let items = page["items"].as_array()?;
+        (items.len() == 1 && items[0]["status"] == "succeeded").then_some(())
+    })
+    .await;
+    assert_eq!(
+        cluster.get(&format!("/openapi/jobs/{parent}")).await["status"],
+        "failed"
+    );
     cluster.stop_all();
 }

@@ -368,3 +368,24 @@ impl From<&RunDetail> for RunDetailView {
         }
     }
 }
+
+/// A job's follow-up jobs (child jobs), by id.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FollowUpsBody {
+    /// Jobs triggered when an execution succeeded (at most 20).
+    #[serde(default)]
+    pub on_success: Vec<String>,
+    /// Jobs triggered when an execution failed after its retries (at most 20).
+    #[serde(default)]
+    pub on_failure: Vec<String>,
+}
+
+impl From<kairos_core::workflow::followup::FollowUps> for FollowUpsBody {
+    fn from(f: kairos_core::workflow::followup::FollowUps) -> Self {
+        FollowUpsBody {
+            on_success: f.on_success,
+            on_failure: f.on_failure,
+        }
+    }
+}

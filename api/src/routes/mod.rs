@@ -7,6 +7,7 @@ mod callbacks;
 mod concurrency;
 mod control;
 mod executions;
+mod followups;
 mod health;
 mod jobs;
 mod limits;
@@ -34,6 +35,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(control::pause_job))
         .routes(routes!(control::resume_job))
         .routes(routes!(control::trigger_job))
+        .routes(routes!(followups::get_followups, followups::set_followups))
         .routes(routes!(executions::list_job_executions))
         .routes(routes!(executions::list_executions))
         .routes(routes!(executions::get_execution))

@@ -758,4 +758,27 @@ async fn workflow_routes(c: &Contract, app: &App, reader: &App) {
     );
     c.check("delete", "/openapi/workflows/{id}", &app.delete(&one).await);
     c.check("delete", "/openapi/workflows/{id}", &app.delete(&one).await);
+
+    // Child jobs.
+    let parent = app.create(&one_shot("p")).await;
+    let child = app.create(&one_shot("c")).await;
+    let fu = format!("/openapi/jobs/{parent}/followups");
+    let doc = "/openapi/jobs/{id}/followups";
+    c.check("get", doc, &app.get(&fu).await);
+    c.check("get", doc, &app.get("/openapi/jobs/x/followups").await);
+    c.check(
+        "put",
+        doc,
+        &app.put_json(&fu, &json!({"onSuccess": [child]})).await,
+    );
+    c.check(
+        "put",
+        doc,
+        &app.put_json(&fu, &json!({"onSuccess": ["x"]})).await,
+    );
+    c.check(
+        "put",
+        doc,
+        &app.put_json("/openapi/jobs/x/followups", &json!({})).await,
+    );
 }

@@ -135,6 +135,7 @@ on_every_store! { sensitive_params:
 
 on_every_store! { workflow_routes:
     crate::workflows::workflows_are_created_validated_run_and_cancelled => workflows_are_created_validated_run_and_cancelled,
+    crate::workflows::follow_ups_are_set_shown_and_checked => follow_ups_are_set_shown_and_checked,
 }
 
 on_every_store! { listings:

@@ -259,3 +259,42 @@ pub async fn workflows_are_created_validated_run_and_cancelled(app: App) {
         assert!(actions.contains(&a), "{a} audited: {actions:?}");
     }
 }
+
+pub async fn follow_ups_are_set_shown_and_checked(app: App) {
+    let parent = app.create(&super::support::one_shot("parent")).await;
+    let child = app
+        .create(&json!({"jobName": "child", "jobHandler": "noop", "cronExpr": "0 0 1 1 *"}))
+        .await;
+    let path = format!("/openapi/jobs/{parent}/followups");
+    assert_eq!(
+        app.get(&path).await.ok(200),
+        json!({"onSuccess": [], "onFailure": []})
+    );
+    let set = app
+        .put_json(&path, &json!({"onSuccess": [child], "onFailure": []}))
+        .await
+        .ok(200);
+    assert_eq!(set["onSuccess"], json!([child]));
+    assert_eq!(app.get(&path).await.ok(200)["onSuccess"], json!([child]));
+    let err = app
+        .put_json(&path, &json!({"onFailure": ["nope"]}))
+        .await
+        .error(422, "invalid_field");
+    assert_eq!(err["field"], "onFailure");
+    let back = format!("/openapi/jobs/{child}/followups");
+    let err = app
+        .put_json(&back, &json!({"onSuccess": [parent]}))
+        .await
+        .error(422, "invalid_field");
+    assert!(err["message"].as_str().unwrap().contains("cycle"), "{err}");
+    app.get("/openapi/jobs/x/followups")
+        .await
+        .error(404, "not_found");
+    let other = app.as_new_key("t-other2", Role::Write).await;
+    other.get(&path).await.error(404, "not_found");
+    let reader = app.as_new_key("default", Role::Read).await;
+    reader
+        .put_json(&path, &json!({"onSuccess": []}))
+        .await
+        .error(403, "forbidden");
+}
