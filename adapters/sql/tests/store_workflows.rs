@@ -31,6 +31,7 @@ store_cases!(
     create_is_idempotent_and_delete_cancels_running_runs,
     scheduled_workflows_start_a_run_per_trigger,
     cancelling_a_node_job_by_hand_ends_its_run,
+    a_node_whose_trigger_time_is_taken_still_runs_once,
 );
 
 /// 1 → 3 in parallel → 1.
@@ -524,4 +525,41 @@ async fn cancelling_a_node_job_by_hand_ends_its_run(store: SqlStore) {
     assert_eq!(state_of(&d, "a"), NodeStatus::Cancelled);
     assert_eq!(state_of(&d, "c"), NodeStatus::Skipped);
     assert_eq!(d.run.status, RunStatus::Cancelled, "not left running");
+}
+
+async fn a_node_whose_trigger_time_is_taken_still_runs_once(store: SqlStore) {
+    let run = started(&store, "wf9", diamond()).await;
+    let wf = store
+        .workflow_get("wf9", &run.workflow_id)
+        .await
+        .unwrap()
+        .unwrap();
+    // A manual trigger of b1's internal job takes the run's trigger time.
+    let stray = id();
+    store
+        .job_trigger_now("wf9", &wf.node_jobs["b1"], &stray, run.scheduled_at)
+        .await
+        .unwrap();
+    let a = sweep(&store, T0).await;
+    let a = a.iter().find(|(n, _)| n == "a").unwrap();
+    apply(
+        &store,
+        &[outcome(&a.1, 1, Succeeded, json!("a"), T0 + 1)],
+        T0 + 1,
+    )
+    .await;
+    let d = run_now(&store, &run).await;
+    let b1 = d.nodes.iter().find(|n| n.node_id == "b1").unwrap();
+    let exec = b1.execution_id.clone().expect("b1 became due");
+    assert_ne!(exec, stray);
+    let e = store
+        .execution_get("wf9", &exec)
+        .await
+        .unwrap()
+        .expect("its execution exists");
+    assert_eq!(
+        e.scheduled_at,
+        run.scheduled_at + 1,
+        "the next free trigger time"
+    );
 }

@@ -171,7 +171,7 @@ impl FollowUpStore for SqlStore {
 }
 
 /// The first trigger time at or after `now` with no execution of `job_id`.
-async fn free_slot(tx: &mut Tx, job_id: &str, now: Millis) -> StoreResult<Millis> {
+pub(super) async fn free_slot(tx: &mut Tx, job_id: &str, now: Millis) -> StoreResult<Millis> {
     let found = Sql::new("SELECT scheduled_at FROM executions WHERE job_id = ")
         .bind(job_id)
         .push(" AND scheduled_at >= ")

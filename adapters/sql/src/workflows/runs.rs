@@ -172,7 +172,6 @@ pub(super) async fn apply_step(
 ) -> StoreResult<()> {
     let outputs = parent_outputs(tx, &wf.definition, nodes, &step.due).await?;
     let pending = ExecStatus::Pending;
-    let mut execs = Vec::new();
     let mut events = Vec::new();
     for node in &step.due {
         let Some(job_id) = wf.node_jobs.get(node) else {
@@ -201,13 +200,13 @@ pub(super) async fn apply_step(
         }
         let parents = outputs
             .get(node)
-            .map(|o| serde_json::Value::Object(o.clone()));
-        execs.push(
+            .map(|o| serde_json::Value::Object(o.clone()).to_string());
+        let row = |at: Millis| {
             Fields::new()
                 .with("id", exec_id.as_str())
                 .with("job_id", job_id.as_str())
                 .with("tenant", run.tenant.as_str())
-                .with("scheduled_at", time(run.scheduled_at))
+                .with("scheduled_at", time(at))
                 .with("attempt", 1_i64)
                 .with("status", pending.as_str())
                 .with("not_before", time(now))
@@ -215,15 +214,27 @@ pub(super) async fn apply_step(
                 .with("updated_at", time(now))
                 .with("shard_index", 0_i64)
                 .with("shard_count", 1_i64)
-                .with("parent_outputs", json(parents.map(|p| p.to_string()))),
-        );
-        events.push(EventRow::plain(&exec_id, 1, pending, now));
-    }
-    for chunk in execs.chunks(CHUNK) {
-        Sql::new("INSERT INTO executions")
-            .rows(chunk)
+                .with("parent_outputs", json(parents.clone()))
+        };
+        let inserted = Sql::new("")
+            .insert_ignore_into()
+            .push("executions")
+            .rows([&row(run.scheduled_at)])
+            .on_conflict_ignore()
             .execute(&mut *tx)
             .await?;
+        if inserted == 0 {
+            // The run's trigger time is taken for this node's job (a
+            // manual trigger of the internal job at that very millisecond):
+            // the next free one. The node row's move above is what keeps
+            // one execution per node per run.
+            let at = super::followups::free_slot(tx, job_id, run.scheduled_at).await?;
+            Sql::new("INSERT INTO executions")
+                .rows([&row(at)])
+                .execute(&mut *tx)
+                .await?;
+        }
+        events.push(EventRow::plain(&exec_id, 1, pending, now));
     }
     inserts::events(tx, &events).await?;
     if !step.skipped.is_empty() {
