@@ -112,6 +112,9 @@ pub struct ApiConfig {
     /// may ask for (executions per trigger).
     #[arg(long, env = "KAIROS_API_MAX_SHARD_COUNT", value_name = "N")]
     pub api_max_shard_count: u32,
+    /// `KAIROS_WORKFLOW_MAX_NODES`: the most nodes a workflow may have.
+    #[arg(long, env = "KAIROS_WORKFLOW_MAX_NODES", value_name = "N")]
+    pub workflow_max_nodes: usize,
     /// How long a looked-up key is trusted before it is read again: the
     /// longest a revoked key keeps working on this instance.
     #[serde(skip)]
@@ -142,6 +145,7 @@ impl Default for ApiConfig {
             api_sensitive_params: default_sensitive_params(),
             ui_cookie_secure: DEFAULT_UI_COOKIE_SECURE,
             api_max_shard_count: DEFAULT_MAX_SHARD_COUNT,
+            workflow_max_nodes: kairos_core::workflow::DEFAULT_MAX_NODES,
             key_cache_ttl: Duration::from_millis(500),
             max_params_bytes: 64 * 1024,
             max_body_bytes: 1024 * 1024,

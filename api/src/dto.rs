@@ -12,6 +12,7 @@ mod logs;
 mod preview;
 mod request;
 mod worker;
+mod workflow;
 
 pub use admin::{
     AuditPage, AuditQuery, AuditView, CreateKeyRequest, CreateTenantRequest, CreatedKey,
@@ -30,6 +31,10 @@ pub use request::{
     CreateJobRequest, ListExecutionsQuery, ListJobsQuery, PageQuery, PatchJobRequest, PauseRequest,
 };
 pub use worker::{WorkerList, WorkerView};
+pub use workflow::{
+    CreateWorkflowRequest, CreatedWorkflow, FollowUpsBody, RunDetailView, RunNodeView, RunPage,
+    RunView, WorkflowEdge, WorkflowNode, WorkflowPage, WorkflowView,
+};
 
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobHealth, JobStatus};

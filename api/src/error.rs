@@ -103,6 +103,18 @@ pub enum ApiError {
     /// 429 `live_job_limit`: the tenant holds as many non-terminal jobs as it may.
     #[error("{0}")]
     LiveJobLimit(String),
+    /// 422 `invalid_workflow`: the nodes and edges are no valid DAG (a
+    /// cycle, an unknown or duplicate node id, too many nodes); the body
+    /// names the offending node in `node` and the problem in `reason`.
+    #[error("{message}")]
+    InvalidWorkflow {
+        /// The node the problem is about, if one.
+        node: Option<String>,
+        /// Machine-readable problem, e.g. `cycle`, `unknown_node`.
+        reason: &'static str,
+        /// Explanation.
+        message: String,
+    },
     /// 503 `unavailable`: a dependency (the database) cannot be reached.
     #[error("{0}")]
     Unavailable(String),
@@ -121,7 +133,8 @@ impl ApiError {
             | ApiError::InvalidField { .. }
             | ApiError::InvalidCron(_)
             | ApiError::UnknownTimezone(_)
-            | ApiError::InvalidUrl(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            | ApiError::InvalidUrl(_)
+            | ApiError::InvalidWorkflow { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
@@ -163,6 +176,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::BatchExceedsBurst { .. } => "batch_exceeds_burst",
             ApiError::LiveJobLimit(_) => "live_job_limit",
+            ApiError::InvalidWorkflow { .. } => "invalid_workflow",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal => "internal",
         }
@@ -179,6 +193,7 @@ impl ApiError {
             ApiError::UnknownTimezone(_) => Some("timezone"),
             ApiError::InvalidUrl(_) => Some("callbackUrl"),
             ApiError::BatchExceedsBurst { .. } => Some("jobs"),
+            ApiError::InvalidWorkflow { .. } => Some("nodes"),
             _ => None,
         }
     }
@@ -230,6 +245,14 @@ pub struct ErrorDetail {
     /// The request field the error is about, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// `invalid_workflow` only: the offending node's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `invalid_workflow` only: what is wrong with the graph (`cycle`,
+    /// `unknown_node`, `duplicate_node`, `duplicate_edge`,
+    /// `invalid_node_id`, `too_many_nodes`, `empty`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl From<&ApiError> for ErrorBody {
@@ -239,6 +262,14 @@ impl From<&ApiError> for ErrorBody {
                 code: err.code().to_string(),
                 message: err.to_string(),
                 field: err.field().map(str::to_string),
+                node: match err {
+                    ApiError::InvalidWorkflow { node, .. } => node.clone(),
+                    _ => None,
+                },
+                reason: match err {
+                    ApiError::InvalidWorkflow { reason, .. } => Some(reason.to_string()),
+                    _ => None,
+                },
             },
         }
     }

@@ -19,6 +19,7 @@ jobs, follow their executions, and control them. Every `/openapi/*` route needs 
     tags(
         (name = "jobs", description = "Create, read and list jobs"),
         (name = "control", description = "Pause, resume, trigger, change and cancel jobs"),
+        (name = "workflows", description = "DAGs of job templates and their runs"),
         (name = "executions", description = "Triggers of jobs and their history"),
         (name = "callbacks", description = "Deliveries of execution outcomes to callback URLs"),
         (name = "workers", description = "Workers and their load (operator keys)"),

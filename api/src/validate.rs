@@ -7,6 +7,7 @@ mod limits;
 mod patch;
 pub(crate) mod schedule;
 pub(crate) mod storable;
+pub(crate) mod workflow;
 
 pub(crate) use limits::tenant_limits;
 

@@ -28,6 +28,7 @@
 //! - [`partition`]: jobs hashed into partitions, and which live dispatcher
 //!   owns each (rendezvous hashing), for partitioned dispatch.
 //! - [`shard`]: broadcast and sharded jobs: a trigger's shards and their aggregate.
+//! - [`workflow`]: DAGs of job templates, their runs and what a run does next.
 //! - [`supervise`]: long-lived consumer loops that reopen with backoff, and
 //!   tasks whose panic stops the process.
 #![warn(missing_docs, unreachable_pub)]
@@ -56,3 +57,4 @@ pub mod time;
 pub mod trace;
 pub mod trigger;
 pub mod worker;
+pub mod workflow;

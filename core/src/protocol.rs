@@ -75,6 +75,11 @@ pub struct DispatchMsg {
     /// Absent means `false`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub immediate: bool,
+    /// A workflow node's parents' outputs: an object keyed by parent node
+    /// id, each the output its execution reported (`null` if none). Absent
+    /// for executions that are not workflow nodes, and for root nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_outputs: Option<serde_json::Value>,
 }
 
 impl DispatchMsg {
@@ -509,6 +514,7 @@ mod tests {
             priority: None,
             shard: None,
             immediate: false,
+            parent_outputs: None,
         };
         let one = encode_dispatches(&[d(1)]).unwrap();
         assert_eq!(

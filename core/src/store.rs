@@ -251,6 +251,9 @@ pub struct DispatchWork {
     /// Someone waits for this attempt (an immediate-lane job, or a retry):
     /// the worker's queue delivers it before scheduled work of its priority.
     pub immediate: bool,
+    /// A workflow node's parents' outputs, by parent node id (`None` for
+    /// an execution that is no workflow node, or a root node).
+    pub parent_outputs: Option<serde_json::Value>,
 }
 
 impl DispatchWork {
@@ -270,6 +273,7 @@ impl DispatchWork {
             priority: Some(self.priority),
             immediate: self.immediate,
             shard: self.shard.for_message(),
+            parent_outputs: self.parent_outputs.clone(),
         }
     }
 }
@@ -979,9 +983,15 @@ pub trait Health: Send + Sync {
 }
 
 /// What the dispatcher uses: its hot path, maintenance (the reaper and
-/// recovery), workers' heartbeats and logs.
-pub trait DispatcherStore: Dispatch + Maintenance + WorkerStore + LogStore {}
-impl<T> DispatcherStore for T where T: Dispatch + Maintenance + WorkerStore + LogStore {}
+/// recovery), workers' heartbeats and logs, and scheduled workflows' triggers.
+pub trait DispatcherStore:
+    Dispatch + Maintenance + WorkerStore + LogStore + crate::workflow::WorkflowScheduler
+{
+}
+impl<T> DispatcherStore for T where
+    T: Dispatch + Maintenance + WorkerStore + LogStore + crate::workflow::WorkflowScheduler
+{
+}
 
 /// What the API and the dashboard use: jobs, executions' history, workers,
 /// logs, callbacks, tenants and keys, dashboard sessions, and the
@@ -995,6 +1005,8 @@ pub trait ApiStore:
     + TenantStore
     + SessionStore
     + LimitStore
+    + crate::workflow::WorkflowStore
+    + crate::workflow::followup::FollowUpStore
     + Health
 {
 }
@@ -1007,6 +1019,8 @@ impl<T> ApiStore for T where
         + TenantStore
         + SessionStore
         + LimitStore
+        + crate::workflow::WorkflowStore
+        + crate::workflow::followup::FollowUpStore
         + Health
 {
 }

@@ -1,8 +1,9 @@
 //! The work a dispatcher does while it leads, for one term of the lease (see
 //! [`crate::lease`]): the dispatch loop ([`crate::scan`]), the reroute
-//! consumer, the stop relay and the due-signal listener. Everything here
-//! ends with the term; the next term starts it afresh. In partitioned mode
-//! the leader's loop only sweeps, and every instance also runs a claim loop
+//! consumer, the stop relay, the due-signal listener and the triggers of
+//! scheduled workflows ([`crate::workflows`]). Everything here ends with
+//! the term; the next term starts it afresh. In partitioned mode the
+//! leader's loop only sweeps, and every instance also runs a claim loop
 //! over its partitions ([`spawn_partitioned`]), for as long as it runs.
 
 use crate::attempts::Attempts;
@@ -58,6 +59,15 @@ pub(crate) async fn run_term(
             term.token.clone(),
         ),
     );
+    // Issue 34: the runs of scheduled workflows.
+    let workflows = spawn_critical(
+        "workflow triggers",
+        crate::workflows::run(
+            store.clone(),
+            cfg.scan_interval.max(Duration::from_millis(250)),
+            term.token.clone(),
+        ),
+    );
     let (duty, store) = match (
         cfg.dispatch_partitioned,
         RateLimit::new(cfg.dispatch_max_rate),
@@ -81,6 +91,7 @@ pub(crate) async fn run_term(
     term.token.cancel();
     let _ = reroute.await;
     let _ = stop_relay.await;
+    let _ = workflows.await;
     if let Some(l) = listener {
         let _ = l.await;
     }

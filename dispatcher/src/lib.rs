@@ -43,6 +43,7 @@ pub mod reroute;
 pub mod scan;
 mod scoped;
 pub mod stops;
+mod workflows;
 
 use attempts::Attempts;
 use balancer::Strategy;

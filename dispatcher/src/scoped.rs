@@ -420,3 +420,16 @@ impl LogStore for ScopedStore {
         self.inner.logs_purge(before, limit).await
     }
 }
+
+/// Scheduled workflows are the leader's (see `crate::workflows`): passed
+/// through unscoped.
+#[async_trait]
+impl kairos_core::workflow::WorkflowScheduler for ScopedStore {
+    async fn workflows_fire_due(
+        &self,
+        now: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<kairos_core::workflow::WorkflowRun>> {
+        self.inner.workflows_fire_due(now, limit).await
+    }
+}

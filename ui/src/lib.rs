@@ -117,6 +117,12 @@ pub fn router(state: AppState) -> Router {
             get(pages::execution::live_region),
         )
         .route("/ui/executions/{id}/tail", get(pages::execution::tail))
+        .route("/ui/workflows", get(pages::workflow::list))
+        .route("/ui/workflows/{id}", get(pages::workflow::page))
+        .route(
+            "/ui/workflows/{id}/runs/{run}",
+            get(pages::workflow::run_page),
+        )
         .route("/ui/workers", get(pages::workers::page))
         .route("/ui/workers/live", get(pages::workers::live_region))
         .route(

@@ -89,6 +89,7 @@ impl Executor {
             cancel: cancel.clone(),
             logs: self.logs.clone(),
             shard: msg.shard.unwrap_or_default(),
+            parent_outputs: msg.parent_outputs,
         };
         let started = Instant::now();
         self.pool.report();

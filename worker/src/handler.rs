@@ -49,6 +49,8 @@ pub struct JobContext {
     pub(crate) logs: LogSink,
     /// This execution's part of a broadcast or sharded trigger.
     pub(crate) shard: kairos_core::shard::Shard,
+    /// A workflow node's parents' outputs (see [`JobContext::parent_outputs`]).
+    pub(crate) parent_outputs: Option<serde_json::Value>,
 }
 
 impl JobContext {
@@ -71,6 +73,7 @@ impl JobContext {
             cancel: CancellationToken::new(),
             logs: LogSink::silent(),
             shard: kairos_core::shard::Shard::SINGLE,
+            parent_outputs: None,
         }
     }
 
@@ -95,6 +98,29 @@ impl JobContext {
     pub fn with_shard(mut self, index: u32, count: u32) -> Self {
         let count = count.max(1);
         self.shard = kairos_core::shard::Shard::new(index.min(count - 1), count);
+        self
+    }
+
+    /// For a workflow node, its parents' outputs: an object keyed by parent
+    /// node id, each the output the parent's execution reported (`null` if
+    /// it reported none, or was not run — an `always` or `onFailure` edge).
+    /// `None` for a root node and for executions that are no workflow node.
+    ///
+    /// ```
+    /// # use serde_json::json;
+    /// let ctx = kairos_worker::JobContext::detached("e", json!(null))
+    ///     .with_parent_outputs(json!({"extract": {"rows": 3}}));
+    /// assert_eq!(ctx.parent_outputs().unwrap()["extract"]["rows"], 3);
+    /// assert_eq!(kairos_worker::JobContext::detached("e", json!(null)).parent_outputs(), None);
+    /// ```
+    pub fn parent_outputs(&self) -> Option<&serde_json::Value> {
+        self.parent_outputs.as_ref()
+    }
+
+    /// The context with these parents' outputs (for calling a workflow
+    /// node's handler by hand, as the worker would).
+    pub fn with_parent_outputs(mut self, outputs: serde_json::Value) -> Self {
+        self.parent_outputs = Some(outputs);
         self
     }
 

@@ -73,6 +73,7 @@ fn dispatch(handler: &str, params: serde_json::Value, timeout_ms: Option<u64>) -
     DispatchMsg {
         shard: None,
         immediate: false,
+        parent_outputs: None,
         v: PROTOCOL_VERSION,
         execution_id: unique("e"),
         job_id: "j".into(),
@@ -239,6 +240,7 @@ async fn the_context_tells_a_handler_its_shard() {
     let third = DispatchMsg {
         execution_id: unique("e"),
         shard: Some(kairos_core::shard::Shard::new(3, 8)),
+        parent_outputs: None,
         ..single.clone()
     };
     for msg in [&single, &third] {
@@ -251,6 +253,41 @@ async fn the_context_tells_a_handler_its_shard() {
         r.output,
         Some(json!([0, 1])),
         "a single job is shard 0 of 1"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_node_reads_its_parents_outputs() {
+    let (names, broker, seen) = setup().await;
+    let worker = builder(&names, &broker)
+        .handler("fan-in", |ctx: JobContext| async move {
+            kairos_worker::HandlerOutcome::Success(json!(ctx.parent_outputs()))
+        })
+        .build()
+        .unwrap();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(worker.run(stop.clone()));
+    wait_for("a heartbeat", DEADLINE, || async {
+        (!seen.beats.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
+    let root = dispatch("fan-in", json!({}), None);
+    let node = DispatchMsg {
+        execution_id: unique("e"),
+        parent_outputs: Some(json!({"b1": 1, "b2": {"k": 2}, "b3": null})),
+        ..root.clone()
+    };
+    for msg in [&root, &node] {
+        broker.dispatch_publish("sdk-worker", msg).await.unwrap();
+    }
+    let r = final_result(&seen, &node.execution_id).await;
+    assert_eq!(r.output, Some(json!({"b1": 1, "b2": {"k": 2}, "b3": null})));
+    let r = final_result(&seen, &root.execution_id).await;
+    assert_eq!(
+        r.output, None,
+        "a root node has no parents (null: no output)"
     );
     stop.cancel();
     task.await.unwrap().unwrap();

@@ -213,6 +213,7 @@ fn first_attempt(execution_id: &str, handler: &str) -> DispatchMsg {
     DispatchMsg {
         shard: None,
         immediate: false,
+        parent_outputs: None,
         v: PROTOCOL_VERSION,
         execution_id: execution_id.to_string(),
         job_id: unique("j"),

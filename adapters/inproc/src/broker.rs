@@ -325,6 +325,7 @@ mod tests {
         DispatchMsg {
             shard: None,
             immediate: false,
+            parent_outputs: None,
             v: PROTOCOL_VERSION,
             execution_id: "e".into(),
             job_id: "j".into(),

@@ -326,7 +326,7 @@ async fn create_one(pool: &Pool, job: NewJob) -> StoreResult<CreateOutcome> {
 }
 
 /// One job's row of `jobs`, every column of [`JOB_COLS`] by name.
-fn job_fields(job: &NewJob) -> Fields {
+pub(crate) fn job_fields(job: &NewJob) -> Fields {
     let mut f = Fields::new()
         .with("id", job.id.as_str())
         .with("tenant", job.tenant.as_str())

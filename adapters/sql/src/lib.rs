@@ -76,6 +76,8 @@
 //! | `job_update` | 1 locking read (its revision checked) + 1 update + 1 read (+1 read of live executions when the schedule changed) |
 //! | `executions_stop_requested` | 1 |
 //! | `job_trigger_now` | 1 locking read + 1 read of taken trigger times + 1 insert + 1 event insert |
+//! | `results_apply`, `executions_apply_verdict`, for workflow nodes (issue 34) | only when the batch ends executions of node jobs: 1 read of their node rows + 1 locking read of their runs + 1 node update per ended node + 1 read of the workflows + 1 read of the runs' nodes + per node made due: 1 node update and 1 execution insert, + 1 read of the parents' outputs, 1 event insert, 1 skip update and 1 run update when there are any |
+//! | the same, for child jobs | only when the batch ends executions of jobs with follow-ups: 1 read of the follow-ups + 1 locking read of the children + per child triggered: 1 read of taken trigger times, 1 insert, 1 event insert |
 //!
 //! plus `BEGIN`/`COMMIT` for the transactional calls.
 //!
@@ -99,7 +101,8 @@
 //! `moves` (execution moves several aggregates make), `inserts` (history and
 //! outbox rows), `rows` and `sched_cols` (decoding and encoding rows),
 //! `rows_update` and `sql` (statements), `db` (the drivers), `error` and
-//! `dialect`.
+//! `dialect`. `workflows` ([`kairos_core::workflow::WorkflowStore`]) is
+//! also called by `outcomes`, which advances runs as their nodes end.
 
 mod callbacks;
 mod concurrency;
@@ -127,6 +130,7 @@ mod stop;
 mod store;
 mod tenants;
 mod workers;
+mod workflows;
 
 pub use dialect::Dialect;
 pub use dispatch::due_scan_sql;

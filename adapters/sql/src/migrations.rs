@@ -97,6 +97,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         include_str!("../migrations/mysql/0016_shards.sql"),
     ),
     (
+        17,
+        "workflows",
+        include_str!("../migrations/mysql/0017_workflows.sql"),
+    ),
+    (
         18,
         "partitions",
         include_str!("../migrations/mysql/0018_partitions.sql"),
@@ -186,6 +191,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         include_str!("../migrations/postgres/0016_shards.sql"),
     ),
     (
+        17,
+        "workflows",
+        include_str!("../migrations/postgres/0017_workflows.sql"),
+    ),
+    (
         18,
         "partitions",
         include_str!("../migrations/postgres/0018_partitions.sql"),
@@ -270,6 +280,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         16,
         "shards",
         include_str!("../migrations/sqlite/0016_shards.sql"),
+    ),
+    (
+        17,
+        "workflows",
+        include_str!("../migrations/sqlite/0017_workflows.sql"),
     ),
     (
         18,

@@ -71,7 +71,7 @@ fn stop_fields(now: Millis) -> Fields {
 
 /// Sets `stop_requested_at` on the named executions a worker may hold, unless
 /// a stop was already requested.
-async fn request_by_ids(tx: &mut Tx, ids: &[&str], now: Millis) -> StoreResult<u64> {
+pub(crate) async fn request_by_ids(tx: &mut Tx, ids: &[&str], now: Millis) -> StoreResult<u64> {
     let set = stop_fields(now);
     let mut changed = 0;
     for chunk in ids.chunks(CHUNK) {

@@ -78,6 +78,8 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<R
         code: "unavailable".into(),
         message: format!("not ready: {}", failing.join(", ")),
         field: None,
+        node: None,
+        reason: None,
     };
     let body = ReadyBody {
         status: "unavailable".into(),

@@ -7,12 +7,14 @@ mod callbacks;
 mod concurrency;
 mod control;
 mod executions;
+mod followups;
 mod health;
 mod jobs;
 mod limits;
 mod preview;
 mod update;
 mod workers;
+mod workflows;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -33,12 +35,22 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(control::pause_job))
         .routes(routes!(control::resume_job))
         .routes(routes!(control::trigger_job))
+        .routes(routes!(followups::get_followups, followups::set_followups))
         .routes(routes!(executions::list_job_executions))
         .routes(routes!(executions::list_executions))
         .routes(routes!(executions::get_execution))
         .routes(routes!(executions::execution_logs))
         .routes(routes!(callbacks::list_callbacks))
         .routes(routes!(callbacks::redeliver_callback))
+        .routes(routes!(
+            workflows::create_workflow,
+            workflows::list_workflows
+        ))
+        .routes(routes!(workflows::get_workflow, workflows::delete_workflow))
+        .routes(routes!(workflows::trigger_workflow))
+        .routes(routes!(workflows::list_runs))
+        .routes(routes!(workflows::get_run))
+        .routes(routes!(workflows::cancel_run))
         .routes(routes!(workers::list_workers))
         .routes(routes!(concurrency::list_limits))
         .routes(routes!(concurrency::set_limit, concurrency::delete_limit))

@@ -657,6 +657,8 @@ pub async fn every_route_answers_as_documented(app: App) {
             .await,
     );
 
+    workflow_routes(&c, &app, &reader).await;
+
     // Every documented operation was exercised.
     let checked = c.checked.borrow();
     for (path, item) in c.doc["paths"].as_object().unwrap() {
@@ -671,4 +673,112 @@ pub async fn every_route_answers_as_documented(app: App) {
             );
         }
     }
+}
+
+/// The workflow routes (issue 34), each success and a provoked error.
+async fn workflow_routes(c: &Contract, app: &App, reader: &App) {
+    let created = app
+        .post_json("/openapi/workflows", &super::workflows::diamond("c"))
+        .await;
+    c.check("post", "/openapi/workflows", &created);
+    let wf = created.json()["workflow"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let run = created.json()["run"]["id"].as_str().unwrap().to_string();
+    let mut cyc = super::workflows::diamond("cyc");
+    cyc["edges"] = json!([{"from": "a", "to": "b1"}, {"from": "b1", "to": "a"}]);
+    c.check(
+        "post",
+        "/openapi/workflows",
+        &app.post_json("/openapi/workflows", &cyc).await,
+    );
+    c.check(
+        "post",
+        "/openapi/workflows",
+        &reader
+            .post_json("/openapi/workflows", &super::workflows::diamond("r"))
+            .await,
+    );
+    c.check(
+        "get",
+        "/openapi/workflows",
+        &app.get("/openapi/workflows").await,
+    );
+    let one = format!("/openapi/workflows/{wf}");
+    c.check("get", "/openapi/workflows/{id}", &app.get(&one).await);
+    c.check(
+        "get",
+        "/openapi/workflows/{id}",
+        &app.get("/openapi/workflows/x").await,
+    );
+    let triggered = app.post(&format!("{one}/trigger")).await;
+    c.check("post", "/openapi/workflows/{id}/trigger", &triggered);
+    c.check(
+        "post",
+        "/openapi/workflows/{id}/trigger",
+        &app.post("/openapi/workflows/x/trigger").await,
+    );
+    c.check(
+        "get",
+        "/openapi/workflows/{id}/runs",
+        &app.get(&format!("{one}/runs")).await,
+    );
+    c.check(
+        "get",
+        "/openapi/workflows/{id}/runs",
+        &app.get("/openapi/workflows/x/runs").await,
+    );
+    let run_path = format!("{one}/runs/{run}");
+    c.check(
+        "get",
+        "/openapi/workflows/{id}/runs/{runId}",
+        &app.get(&run_path).await,
+    );
+    c.check(
+        "get",
+        "/openapi/workflows/{id}/runs/{runId}",
+        &app.get(&format!("{one}/runs/x")).await,
+    );
+    let cancel = format!("{run_path}/cancel");
+    c.check(
+        "post",
+        "/openapi/workflows/{id}/runs/{runId}/cancel",
+        &app.post(&cancel).await,
+    );
+    c.check(
+        "post",
+        "/openapi/workflows/{id}/runs/{runId}/cancel",
+        &app.post(&cancel).await,
+    );
+    c.check(
+        "post",
+        "/openapi/workflows/{id}/runs/{runId}/cancel",
+        &app.post(&format!("{one}/runs/x/cancel")).await,
+    );
+    c.check("delete", "/openapi/workflows/{id}", &app.delete(&one).await);
+    c.check("delete", "/openapi/workflows/{id}", &app.delete(&one).await);
+
+    // Child jobs.
+    let parent = app.create(&one_shot("p")).await;
+    let child = app.create(&one_shot("c")).await;
+    let fu = format!("/openapi/jobs/{parent}/followups");
+    let doc = "/openapi/jobs/{id}/followups";
+    c.check("get", doc, &app.get(&fu).await);
+    c.check("get", doc, &app.get("/openapi/jobs/x/followups").await);
+    c.check(
+        "put",
+        doc,
+        &app.put_json(&fu, &json!({"onSuccess": [child]})).await,
+    );
+    c.check(
+        "put",
+        doc,
+        &app.put_json(&fu, &json!({"onSuccess": ["x"]})).await,
+    );
+    c.check(
+        "put",
+        doc,
+        &app.put_json("/openapi/jobs/x/followups", &json!({})).await,
+    );
 }

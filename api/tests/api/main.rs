@@ -22,6 +22,7 @@ mod sensitive;
 mod shards;
 mod support;
 mod tenants;
+mod workflows;
 
 /// One `#[tokio::test]` per scenario and backend.
 macro_rules! on_both_stores {
@@ -130,6 +131,11 @@ on_every_store! { concurrency:
 on_every_store! { sensitive_params:
     crate::sensitive::read_keys_never_see_sensitive_values => read_keys_never_see_sensitive_values,
     crate::sensitive::the_sensitive_names_are_configurable => the_sensitive_names_are_configurable,
+}
+
+on_every_store! { workflow_routes:
+    crate::workflows::workflows_are_created_validated_run_and_cancelled => workflows_are_created_validated_run_and_cancelled,
+    crate::workflows::follow_ups_are_set_shown_and_checked => follow_ups_are_set_shown_and_checked,
 }
 
 on_every_store! { listings:

@@ -31,6 +31,13 @@ async def shard(ctx: JobContext, params: Any) -> dict[str, Any]:
     return {"index": index, "count": count, "worker": ctx.worker_id}
 
 
+@worker.handler("fan-in")
+async def fan_in(ctx: JobContext, params: Any) -> dict[str, Any]:
+    """A workflow node (docs/workflows.md): succeeds with its parents'
+    outputs, keyed by parent node id (None for a root node)."""
+    return {"parents": ctx.parent_outputs(), "worker": ctx.worker_id}
+
+
 @worker.handler("sleep")
 async def sleep(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
     """Sleeps `ms` milliseconds, logging and reporting progress as it goes;

@@ -141,7 +141,9 @@ async def test_messages_carry_the_protocol_additions_and_a_full_worker_refuses(w
     assert hb["v"] == 1 and hb["state"] == "online"
     assert hb["queue"] == f"{wire.ns}.worker.{WID}"
     assert (hb["capacity"], hb["active"], hb["held"], hb["group"]) == (1, 0, [], "gpu")
-    assert hb["handlers"] == ["chatty", "echo", "fail", "flaky", "reject", "shard", "sleep", "sleep-sync"]
+    assert hb["handlers"] == [
+        "chatty", "echo", "fail", "fan-in", "flaky", "reject", "shard", "sleep", "sleep-sync",
+    ]
     assert re.fullmatch(r"[0-9a-f]{32}", hb["incarnation"])
     assert 0 <= hb["cpu_idle"] <= 100
 

@@ -92,6 +92,30 @@ async def test_the_context_tells_a_handler_its_shard() -> None:
     assert (report.kind, report.output) == ("succeeded", [3, 8])
 
 
+def test_a_workflow_node_dispatch_carries_its_parents_outputs() -> None:
+    assert decode_dispatch(json.dumps(DISPATCH).encode()).parent_outputs is None
+    outputs = {"extract": {"rows": 3}, "check": None}
+    d = decode_dispatch(json.dumps({**DISPATCH, "parent_outputs": outputs}).encode())
+    assert d.parent_outputs == outputs
+    with pytest.raises(MalformedDispatch, match="parent_outputs"):
+        decode_dispatch(json.dumps({**DISPATCH, "parent_outputs": [1]}).encode())
+
+
+async def test_the_context_hands_a_node_its_parents_outputs() -> None:
+    assert _ctx(None).parent_outputs() is None
+    ctx = JobContext(
+        execution_id="e", job_id="j", attempt=1, handler="h", worker_id="w",
+        scheduled_at_ms=0, timeout_ms=None, deadline=None, _sink=_Sink(),
+        _parent_outputs={"b1": 1, "b2": 2},
+    )
+
+    def handler(c: JobContext, params: Any) -> Any:
+        return sum((c.parent_outputs() or {}).values())
+
+    report, _ = await run_attempt(handler, ctx, None, asyncio.Event(), asyncio.Event())
+    assert (report.kind, report.output) == ("succeeded", 3)
+
+
 @pytest.mark.parametrize("group", ["gpu", None])
 def test_a_dispatch_naming_a_worker_group_is_run_like_any_other(group: str | None) -> None:
     # Dispatchers send a job with a `workerGroup` only to workers of that

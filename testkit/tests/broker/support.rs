@@ -103,6 +103,7 @@ pub fn dispatch(i: u64) -> DispatchMsg {
     DispatchMsg {
         shard: None,
         immediate: false,
+        parent_outputs: None,
         v: PROTOCOL_VERSION,
         execution_id: format!("exec-{i}"),
         job_id: "job-1".into(),

@@ -12,6 +12,7 @@ pub(crate) mod jobs;
 pub(crate) mod new_job;
 pub(crate) mod overview;
 pub(crate) mod workers;
+pub(crate) mod workflow;
 
 use crate::UiState;
 use crate::session::{self, Ctx};

@@ -304,6 +304,7 @@ pub(super) async fn claim_checked(
                 worker_id: r.worker_id().map(str::to_string),
                 shard: r.shard,
                 immediate: job.lane == kairos_core::priority::Lane::Immediate,
+                parent_outputs: None,
             });
         } else if let Some(url) = &job.callback_url {
             callbacks.push(inserts::new_callback(&skipped(r, now), url, now));

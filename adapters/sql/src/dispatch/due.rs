@@ -222,6 +222,7 @@ pub(super) fn work(row: &Row) -> StoreResult<DispatchWork> {
         worker_id: None,
         shard: r.shard()?,
         immediate: lane == Lane::Immediate || attempt > 1,
+        parent_outputs: r.opt_json("parent_outputs")?,
     })
 }
 
@@ -276,7 +277,7 @@ pub(super) fn unpublished(now: Millis, limit: u32, entries: &[&Serves], waiting:
          j.timeout_ms AS timeout_ms, j.worker_group AS worker_group, \
          j.priority AS priority, j.lane AS lane, \
          j.trace_context AS trace_context, e.shard_index AS shard_index, \
-         e.shard_count AS shard_count \
+         e.shard_count AS shard_count, e.parent_outputs AS parent_outputs \
          FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.status IN ",
     );
     s.list(

@@ -28,7 +28,8 @@ pub(super) async fn overview(pool: &Pool, tenant: &str, since: Millis) -> StoreR
     let mut out = Overview::default();
     let found = Sql::new("SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ")
         .bind(tenant)
-        .push(" GROUP BY status")
+        // Workflow nodes' internal jobs are no jobs of the tenant's (issue 34).
+        .push(" AND workflow_id IS NULL GROUP BY status")
         .fetch_all(pool)
         .await?;
     for row in &found {

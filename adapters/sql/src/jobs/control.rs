@@ -113,7 +113,11 @@ async fn cancel_pending(tx: &mut Tx, job: &Job, now: Millis) -> StoreResult<()> 
         }
     }
     inserts::events(tx, &events).await?;
-    inserts::callbacks(tx, &callbacks).await
+    inserts::callbacks(tx, &callbacks).await?;
+    // Issue 34: a workflow node's internal job cancelled by hand ends its
+    // pending node executions; their runs move on (the nodes cancelled).
+    let ended: Vec<&kairos_core::execution::Execution> = execs.iter().collect();
+    crate::workflows::on_settled(tx, &ended, now).await
 }
 
 /// The first free trigger time at or after `now` for a manual trigger

@@ -34,6 +34,8 @@ fn like_pattern(text: &str) -> String {
 /// ` WHERE …`: the tenant's jobs `filter` matches (cursor and limit aside).
 fn filtered(s: &mut Sql, tenant: &str, filter: &JobFilter) {
     s.push(" WHERE j.tenant = ").bind(tenant);
+    // A workflow node's internal job is shown through its workflow.
+    s.push(" AND j.workflow_id IS NULL");
     if let Some(status) = filter.status {
         s.push(" AND j.status = ").bind(status.as_str());
     }

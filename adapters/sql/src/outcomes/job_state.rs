@@ -23,6 +23,10 @@ pub(super) struct JobState {
     pub(super) live: u64,
     /// Its failures in a row, as the batch has moved them so far.
     pub(super) fail_streak: u32,
+    /// Whether it backs a workflow node (its ended executions move a run).
+    pub(super) workflow: bool,
+    /// Whether it names follow-up jobs (its ended executions trigger them).
+    pub(super) followups: bool,
 }
 
 /// What the job does after an execution ends, from its stored columns.

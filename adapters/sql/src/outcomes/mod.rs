@@ -118,6 +118,23 @@ pub(crate) async fn apply(
     }
     let rows: HashMap<String, Execution> = execs.into_iter().map(|(id, (e, _))| (id, e)).collect();
     write_executions(&mut tx, &rows, &tail.executions, now).await?;
+    // Workflows (issue 34): a node's execution that ended moves its run on
+    // in this same transaction, after the outcome is written.
+    let ended: Vec<&Execution> = out
+        .iter()
+        .filter(|a| a.new_status.is_some_and(ExecStatus::is_terminal))
+        .filter_map(|a| rows.get(&a.execution_id))
+        .filter(|e| jobs.get(&e.job_id).is_some_and(|j| j.workflow))
+        .collect();
+    crate::workflows::on_settled(&mut tx, &ended, now).await?;
+    // Child jobs: the follow-ups of jobs that name some.
+    let parents: Vec<&Execution> = out
+        .iter()
+        .filter(|a| a.new_status.is_some_and(ExecStatus::is_terminal))
+        .filter_map(|a| rows.get(&a.execution_id))
+        .filter(|e| jobs.get(&e.job_id).is_some_and(|j| j.followups))
+        .collect();
+    crate::workflows::fire_followups(&mut tx, &parents, now).await?;
     write_jobs(&mut tx, &tail.jobs, now).await?;
     inserts::events(&mut tx, &tail.events).await?;
     inserts::callbacks(&mut tx, &tail.callbacks).await?;
@@ -145,7 +162,8 @@ async fn load(
                  j.schedule_kind AS schedule_kind, j.next_trigger_at AS next_trigger_at, \
                  j.max_attempts AS max_attempts, j.retry_backoff_ms AS retry_backoff_ms, \
                  j.timeout_ms AS timeout_ms, j.callback_url AS callback_url, \
-                 j.delay_ms AS delay_ms, j.end_at AS end_at, j.fail_streak AS fail_streak \
+                 j.delay_ms AS delay_ms, j.end_at AS end_at, j.fail_streak AS fail_streak, \
+                 j.workflow_id AS workflow_id, j.has_followups AS has_followups \
                  FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ",
             )
             .list(chunk.iter().copied())
@@ -168,6 +186,8 @@ async fn load(
             callback_url: r.opt_string("callback_url")?,
             live: 0,
             fail_streak: r.u32("fail_streak")?,
+            workflow: r.opt_string("workflow_id")?.is_some(),
+            followups: r.i64("has_followups")? != 0,
         };
         jobs.insert(exec.job_id.clone(), job);
         execs.insert(exec.id.clone(), (exec, held_by));

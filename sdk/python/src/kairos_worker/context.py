@@ -12,7 +12,7 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from .protocol import check_level, check_progress
 
@@ -45,6 +45,14 @@ class JobContext:
     #: This execution's part of a broadcast or sharded trigger (see `shard`).
     shard_index: int = 0
     shard_count: int = 1
+    #: A workflow node's parents' outputs (see `parent_outputs()`).
+    _parent_outputs: dict[str, Any] | None = None
+
+    def parent_outputs(self) -> dict[str, Any] | None:
+        """For a workflow node, its parents' outputs keyed by parent node id
+        (each the output the parent's execution reported, None if it reported
+        none or did not run); None for a root node and for plain jobs."""
+        return self._parent_outputs
 
     def shard(self) -> tuple[int, int]:
         """Which part of its trigger this execution runs: (index, count),

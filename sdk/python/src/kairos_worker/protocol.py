@@ -100,6 +100,8 @@ class Dispatch:
     #: of count (absent from the message for a single job: 0 of 1).
     shard_index: int = 0
     shard_count: int = 1
+    #: A workflow node's parents' outputs, by parent node id (absent: None).
+    parent_outputs: dict[str, Any] | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -140,6 +142,9 @@ def decode_dispatch(body: bytes) -> Dispatch:
     if timeout_ms is not None and (not _is_int(timeout_ms) or not 0 <= timeout_ms <= _U64_MAX):
         raise MalformedDispatch("not a dispatch message: 'timeout_ms' must be null or a u64")
     shard_index, shard_count = _shard(value.get("shard"))
+    parent_outputs = value.get("parent_outputs")
+    if parent_outputs is not None and not isinstance(parent_outputs, dict):
+        raise MalformedDispatch("not a dispatch message: 'parent_outputs' must be an object")
     return Dispatch(
         execution_id=value["execution_id"],
         job_id=value["job_id"],
@@ -150,6 +155,7 @@ def decode_dispatch(body: bytes) -> Dispatch:
         timeout_ms=timeout_ms,
         shard_index=shard_index,
         shard_count=shard_count,
+        parent_outputs=parent_outputs,
     )
 
 

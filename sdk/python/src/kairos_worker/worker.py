@@ -511,6 +511,7 @@ class _Running:
             _sink=self.logs,
             shard_index=d.shard_index,
             shard_count=d.shard_count,
+            _parent_outputs=d.parent_outputs,
         )
         stop = asyncio.Event()
         with self.shared.tracking(self.names.stop_key(d.execution_id, d.attempt), stop):

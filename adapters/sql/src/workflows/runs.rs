@@ -1,0 +1,559 @@
+//! Runs: creating one with its root nodes' executions, applying a
+//! [`Step`] (creating the executions of the nodes that became due, with
+//! their parents' outputs), cancelling, and the reads the API serves.
+
+use crate::db::{On, Row, Tx};
+use crate::inserts::{self, EventRow};
+use crate::keyset;
+use crate::rows::R;
+use crate::sql::{CHUNK, Fields, Sql, fetch_chunked, json, time};
+use kairos_core::execution::{ExecStatus, ExecTransition};
+use kairos_core::store::{Page, StoreResult};
+use kairos_core::time::Millis;
+use kairos_core::workflow::{
+    NodeStatus, NodeTransition, RunControl, RunDetail, RunNode, RunStatus, RunTransition, Step,
+    StoredWorkflow, Workflow, WorkflowRun, advance,
+};
+use std::collections::{BTreeMap, HashMap};
+
+const RUN_COLS: [&str; 8] = [
+    "id",
+    "workflow_id",
+    "tenant",
+    "status",
+    "scheduled_at",
+    "created_at",
+    "finished_at",
+    "updated_at",
+];
+
+pub(super) fn run_row(row: &Row) -> StoreResult<WorkflowRun> {
+    let r = R::new(row, "workflow_runs");
+    Ok(WorkflowRun {
+        id: r.string("id")?,
+        workflow_id: r.string("workflow_id")?,
+        tenant: r.string("tenant")?,
+        status: r.parsed("status", RunStatus::parse)?,
+        scheduled_at: r.time("scheduled_at")?,
+        created_at: r.time("created_at")?,
+        finished_at: r.opt_time("finished_at")?,
+    })
+}
+
+pub(super) fn run_select() -> Sql {
+    let mut s = Sql::new("SELECT ");
+    s.columns("r", &RUN_COLS).push(" FROM workflow_runs r");
+    s
+}
+
+/// The first trigger time at or after `now` no run of the workflow has.
+async fn free_slot(tx: &mut Tx, workflow_id: &str, now: Millis) -> StoreResult<Millis> {
+    let found = Sql::new("SELECT scheduled_at FROM workflow_runs WHERE workflow_id = ")
+        .bind(workflow_id)
+        .push(" AND scheduled_at >= ")
+        .bind(time(now))
+        .push(" ORDER BY scheduled_at LIMIT 1000")
+        .fetch_all(tx)
+        .await?;
+    let mut slot = now;
+    for row in &found {
+        if R::new(row, "workflow_runs").time("scheduled_at")? != slot {
+            break;
+        }
+        slot += 1;
+    }
+    Ok(slot)
+}
+
+/// Creates a run of `wf` (locked by the caller) at the first free trigger
+/// time from `at`, with a node row per node and its roots' executions.
+pub(super) async fn start(
+    tx: &mut Tx,
+    wf: &StoredWorkflow,
+    run_id: &str,
+    at: Millis,
+    now: Millis,
+) -> StoreResult<WorkflowRun> {
+    let run = WorkflowRun {
+        id: run_id.to_string(),
+        workflow_id: wf.id.clone(),
+        tenant: wf.tenant.clone(),
+        status: RunStatus::Running,
+        scheduled_at: free_slot(tx, &wf.id, at).await?,
+        created_at: now,
+        finished_at: None,
+    };
+    let row = Fields::new()
+        .with("id", run.id.as_str())
+        .with("workflow_id", run.workflow_id.as_str())
+        .with("tenant", run.tenant.as_str())
+        .with("status", run.status.as_str())
+        .with("scheduled_at", time(run.scheduled_at))
+        .with("created_at", time(now))
+        .with("finished_at", time(None::<Millis>))
+        .with("updated_at", time(now));
+    Sql::new("INSERT INTO workflow_runs")
+        .rows([&row])
+        .execute(&mut *tx)
+        .await?;
+    let nodes: Vec<Fields> = wf
+        .definition
+        .nodes
+        .iter()
+        .zip(0_i64..)
+        .map(|(n, position)| {
+            Fields::new()
+                .with("run_id", run.id.as_str())
+                .with("node_id", n.id.as_str())
+                .with("position", position)
+                .with("status", NodeStatus::Waiting.as_str())
+                .with("execution_id", None::<&str>)
+                .with("decided_at", time(None::<Millis>))
+                .with("updated_at", time(now))
+        })
+        .collect();
+    for chunk in nodes.chunks(CHUNK) {
+        Sql::new("INSERT INTO workflow_run_nodes")
+            .rows(chunk)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let step = advance(&wf.definition, &HashMap::new());
+    apply_step(tx, &run, wf, &HashMap::new(), &step, now).await?;
+    Ok(run)
+}
+
+/// One node row of a run: its state and execution.
+#[derive(Debug, Clone)]
+pub(super) struct NodeRow {
+    pub(super) status: NodeStatus,
+    pub(super) execution_id: Option<String>,
+}
+
+/// The node rows of `runs`, by run and node id.
+pub(super) async fn node_rows(
+    tx: &mut Tx,
+    runs: &[&str],
+) -> StoreResult<HashMap<String, HashMap<String, NodeRow>>> {
+    let found = fetch_chunked(&mut *tx, runs, |chunk| {
+        let mut s = Sql::new(
+            "SELECT run_id, node_id, status, execution_id FROM workflow_run_nodes WHERE run_id IN ",
+        );
+        s.list(chunk.iter().copied());
+        s
+    })
+    .await?;
+    let mut out: HashMap<String, HashMap<String, NodeRow>> = HashMap::new();
+    for row in &found {
+        let r = R::new(row, "workflow_run_nodes");
+        out.entry(r.string("run_id")?).or_default().insert(
+            r.string("node_id")?,
+            NodeRow {
+                status: r.parsed("status", NodeStatus::parse)?,
+                execution_id: r.opt_string("execution_id")?,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Applies `step` to `run`: the due nodes' executions are created (pending,
+/// due now, with their parents' outputs), the skipped nodes recorded, and
+/// the run ended if the step says so. Each node move is conditional on the
+/// node's state, and an execution is only inserted for a node this call
+/// moved, so a step applied twice creates nothing twice.
+pub(super) async fn apply_step(
+    tx: &mut Tx,
+    run: &WorkflowRun,
+    wf: &StoredWorkflow,
+    nodes: &HashMap<String, NodeRow>,
+    step: &Step,
+    now: Millis,
+) -> StoreResult<()> {
+    let outputs = parent_outputs(tx, &wf.definition, nodes, &step.due).await?;
+    let pending = ExecStatus::Pending;
+    let mut events = Vec::new();
+    for node in &step.due {
+        let Some(job_id) = wf.node_jobs.get(node) else {
+            continue;
+        };
+        let exec_id = uuid::Uuid::now_v7().to_string();
+        let start = NodeTransition::Start;
+        let moved = Sql::new("UPDATE workflow_run_nodes SET ")
+            .set(
+                &Fields::new()
+                    .with("status", start.to_state().as_str())
+                    .with("execution_id", exec_id.as_str())
+                    .with("decided_at", time(now))
+                    .with("updated_at", time(now)),
+            )
+            .push(" WHERE run_id = ")
+            .bind(run.id.as_str())
+            .push(" AND node_id = ")
+            .bind(node.as_str())
+            .push(" AND status IN ")
+            .list(start.from_states().iter().map(|s| s.as_str()))
+            .execute(&mut *tx)
+            .await?;
+        if moved != 1 {
+            continue;
+        }
+        let parents = outputs
+            .get(node)
+            .map(|o| serde_json::Value::Object(o.clone()).to_string());
+        let row = |at: Millis| {
+            Fields::new()
+                .with("id", exec_id.as_str())
+                .with("job_id", job_id.as_str())
+                .with("tenant", run.tenant.as_str())
+                .with("scheduled_at", time(at))
+                .with("attempt", 1_i64)
+                .with("status", pending.as_str())
+                .with("not_before", time(now))
+                .with("created_at", time(now))
+                .with("updated_at", time(now))
+                .with("shard_index", 0_i64)
+                .with("shard_count", 1_i64)
+                .with("parent_outputs", json(parents.clone()))
+        };
+        let inserted = Sql::new("")
+            .insert_ignore_into()
+            .push("executions")
+            .rows([&row(run.scheduled_at)])
+            .on_conflict_ignore()
+            .execute(&mut *tx)
+            .await?;
+        if inserted == 0 {
+            // The run's trigger time is taken for this node's job (a
+            // manual trigger of the internal job at that very millisecond):
+            // the next free one. The node row's move above is what keeps
+            // one execution per node per run.
+            let at = super::followups::free_slot(tx, job_id, run.scheduled_at).await?;
+            Sql::new("INSERT INTO executions")
+                .rows([&row(at)])
+                .execute(&mut *tx)
+                .await?;
+        }
+        events.push(EventRow::plain(&exec_id, 1, pending, now));
+    }
+    inserts::events(tx, &events).await?;
+    if !step.skipped.is_empty() {
+        let skip = NodeTransition::Skip;
+        Sql::new("UPDATE workflow_run_nodes SET ")
+            .set(
+                &Fields::new()
+                    .with("status", skip.to_state().as_str())
+                    .with("decided_at", time(now))
+                    .with("updated_at", time(now)),
+            )
+            .push(" WHERE run_id = ")
+            .bind(run.id.as_str())
+            .push(" AND node_id IN ")
+            .list(step.skipped.iter().map(String::as_str))
+            .push(" AND status IN ")
+            .list(skip.from_states().iter().map(|s| s.as_str()))
+            .execute(&mut *tx)
+            .await?;
+    }
+    if let Some(end) = step.finished.and_then(RunTransition::ending_in) {
+        end_run(tx, &run.id, end, now).await?;
+    }
+    Ok(())
+}
+
+/// `running → end` for one run.
+async fn end_run(tx: &mut Tx, run_id: &str, end: RunTransition, now: Millis) -> StoreResult<u64> {
+    Sql::new("UPDATE workflow_runs SET ")
+        .set(
+            &Fields::new()
+                .with("status", end.to_state().as_str())
+                .with("finished_at", time(now))
+                .with("updated_at", time(now)),
+        )
+        .push(" WHERE id = ")
+        .bind(run_id)
+        .push(" AND status IN ")
+        .list(end.from_states().iter().map(|s| s.as_str()))
+        .execute(tx)
+        .await
+}
+
+/// For each node of `due`, its parents' outputs by parent node id (`null`
+/// for a parent that ended without one, or never ran).
+async fn parent_outputs(
+    tx: &mut Tx,
+    def: &Workflow,
+    nodes: &HashMap<String, NodeRow>,
+    due: &[String],
+) -> StoreResult<HashMap<String, serde_json::Map<String, serde_json::Value>>> {
+    let wanted: Vec<&str> = due
+        .iter()
+        .flat_map(|n| def.parents_of(n))
+        .filter_map(|e| nodes.get(&e.from).and_then(|r| r.execution_id.as_deref()))
+        .collect();
+    let found = fetch_chunked(&mut *tx, &wanted, |chunk| {
+        let mut s = Sql::new("SELECT id, output FROM executions WHERE id IN ");
+        s.list(chunk.iter().copied());
+        s
+    })
+    .await?;
+    let mut by_exec = HashMap::new();
+    for row in &found {
+        let r = R::new(row, "executions");
+        by_exec.insert(r.string("id")?, r.opt_json("output")?);
+    }
+    let mut out = HashMap::new();
+    for node in due {
+        let mut map = serde_json::Map::new();
+        for e in def.parents_of(node) {
+            let output = nodes
+                .get(&e.from)
+                .and_then(|r| r.execution_id.as_ref())
+                .and_then(|id| by_exec.get(id).cloned().flatten())
+                .unwrap_or(serde_json::Value::Null);
+            map.insert(e.from.clone(), output);
+        }
+        if !map.is_empty() {
+            out.insert(node.clone(), map);
+        }
+    }
+    Ok(out)
+}
+
+/// The running runs of a workflow, locked.
+pub(super) async fn running_of(tx: &mut Tx, workflow_id: &str) -> StoreResult<Vec<WorkflowRun>> {
+    let mut s = run_select();
+    s.push(" WHERE r.workflow_id = ")
+        .bind(workflow_id)
+        .push(" AND r.status = ")
+        .bind(RunStatus::Running.as_str())
+        .for_update();
+    s.fetch_all(tx).await?.iter().map(run_row).collect()
+}
+
+/// Ends a running run (locked by the caller) as cancelled: its unsettled
+/// nodes are cancelled, their pending executions too, and a stop is
+/// requested for the dispatched and running ones.
+pub(super) async fn cancel(tx: &mut Tx, run: &WorkflowRun, now: Millis) -> StoreResult<()> {
+    let found = Sql::new("SELECT execution_id FROM workflow_run_nodes WHERE run_id = ")
+        .bind(run.id.as_str())
+        .push(" AND status = ")
+        .bind(NodeStatus::Active.as_str())
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut active = Vec::new();
+    for row in &found {
+        if let Some(id) = R::new(row, "workflow_run_nodes").opt_string("execution_id")? {
+            active.push(id);
+        }
+    }
+    let t = NodeTransition::Cancel;
+    Sql::new("UPDATE workflow_run_nodes SET ")
+        .set(
+            &Fields::new()
+                .with("status", t.to_state().as_str())
+                .with("updated_at", time(now)),
+        )
+        .push(", decided_at = COALESCE(decided_at, ")
+        .bind(time(now))
+        .push(") WHERE run_id = ")
+        .bind(run.id.as_str())
+        .push(" AND status IN ")
+        .list(t.from_states().iter().map(|s| s.as_str()))
+        .execute(&mut *tx)
+        .await?;
+    let ids: Vec<&str> = active.iter().map(String::as_str).collect();
+    cancel_pending(tx, &ids, now).await?;
+    crate::stop::request_by_ids(tx, &ids, now).await?;
+    end_run(tx, &run.id, RunTransition::Cancel, now).await?;
+    Ok(())
+}
+
+/// Cancels those of `ids` still pending, with their events.
+async fn cancel_pending(tx: &mut Tx, ids: &[&str], now: Millis) -> StoreResult<()> {
+    let t = ExecTransition::Cancel;
+    let from: Vec<&str> = t.from_states().iter().map(|s| s.as_str()).collect();
+    let found = fetch_chunked(&mut *tx, ids, |chunk| {
+        let mut s = Sql::new("SELECT id, attempt FROM executions WHERE id IN ");
+        s.list(chunk.iter().copied())
+            .push(" AND status IN ")
+            .list(from.iter().copied())
+            .for_update();
+        s
+    })
+    .await?;
+    let mut events = Vec::new();
+    let mut cancelled = Vec::new();
+    for row in &found {
+        let r = R::new(row, "executions");
+        let id = r.string("id")?;
+        events.push(EventRow::plain(&id, r.u32("attempt")?, t.to_state(), now));
+        cancelled.push(id);
+    }
+    let set = Fields::new()
+        .with("status", t.to_state().as_str())
+        .with("finished_at", time(now))
+        .with("updated_at", time(now));
+    for chunk in cancelled.chunks(CHUNK) {
+        Sql::new("UPDATE executions SET ")
+            .set(&set)
+            .push(" WHERE id IN ")
+            .list(chunk.iter().map(String::as_str))
+            .push(" AND status IN ")
+            .list(from.iter().copied())
+            .execute(&mut *tx)
+            .await?;
+    }
+    inserts::events(tx, &events).await
+}
+
+/// `workflow_run_cancel`'s transaction.
+pub(super) async fn cancel_requested(
+    mut tx: Tx,
+    tenant: &str,
+    workflow_id: &str,
+    run_id: &str,
+    now: Millis,
+) -> StoreResult<RunControl> {
+    let mut s = run_select();
+    s.push(" WHERE r.tenant = ")
+        .bind(tenant)
+        .push(" AND r.workflow_id = ")
+        .bind(workflow_id)
+        .push(" AND r.id = ")
+        .bind(run_id)
+        .for_update();
+    let Some(run) = s
+        .fetch_optional(&mut tx)
+        .await?
+        .as_ref()
+        .map(run_row)
+        .transpose()?
+    else {
+        return Ok(RunControl::NotFound);
+    };
+    if !RunTransition::Cancel.allowed_from(run.status) {
+        return Ok(RunControl::Conflict(run));
+    }
+    cancel(&mut tx, &run, now).await?;
+    tx.commit().await?;
+    Ok(RunControl::Done(WorkflowRun {
+        status: RunStatus::Cancelled,
+        finished_at: Some(now),
+        ..run
+    }))
+}
+
+/// A workflow's runs, newest trigger first.
+pub(super) async fn list(
+    pool: &crate::db::Pool,
+    tenant: &str,
+    workflow_id: &str,
+    limit: u32,
+    cursor: Option<&str>,
+) -> StoreResult<Page<WorkflowRun>> {
+    let mut s = run_select();
+    s.push(" WHERE r.tenant = ")
+        .bind(tenant)
+        .push(" AND r.workflow_id = ")
+        .bind(workflow_id);
+    keyset::fetch(
+        pool,
+        &s,
+        cursor,
+        limit,
+        ("r.scheduled_at", "r.id"),
+        run_row,
+        |r| (r.scheduled_at, r.id.as_str()),
+    )
+    .await
+}
+
+/// One run with its nodes and their executions.
+pub(super) async fn detail(
+    pool: &crate::db::Pool,
+    tenant: &str,
+    workflow_id: &str,
+    run_id: &str,
+) -> StoreResult<Option<RunDetail>> {
+    let mut s = run_select();
+    s.push(" WHERE r.tenant = ")
+        .bind(tenant)
+        .push(" AND r.workflow_id = ")
+        .bind(workflow_id)
+        .push(" AND r.id = ")
+        .bind(run_id);
+    let Some(run) = s
+        .fetch_optional(pool)
+        .await?
+        .as_ref()
+        .map(run_row)
+        .transpose()?
+    else {
+        return Ok(None);
+    };
+    let found = Sql::new(
+        "SELECT n.node_id AS node_id, n.status AS status, n.execution_id AS execution_id, \
+         n.decided_at AS decided_at, e.status AS exec_status, e.attempt AS exec_attempt, \
+         e.started_at AS started_at, e.finished_at AS finished_at \
+         FROM workflow_run_nodes n LEFT JOIN executions e ON e.id = n.execution_id \
+         WHERE n.run_id = ",
+    )
+    .bind(run.id.as_str())
+    .push(" ORDER BY n.position")
+    .fetch_all(On::from(pool))
+    .await?;
+    let mut nodes = Vec::with_capacity(found.len());
+    for row in &found {
+        let r = R::new(row, "workflow_run_nodes");
+        let exec_status = r.opt_string("exec_status")?;
+        nodes.push(RunNode {
+            node_id: r.string("node_id")?,
+            status: r.parsed("status", NodeStatus::parse)?,
+            execution_id: r.opt_string("execution_id")?,
+            execution_status: exec_status.as_deref().and_then(ExecStatus::parse),
+            attempt: r
+                .opt_i64("exec_attempt")?
+                .and_then(|a| u32::try_from(a).ok()),
+            decided_at: r.opt_time("decided_at")?,
+            started_at: r.opt_time("started_at")?,
+            finished_at: r.opt_time("finished_at")?,
+        });
+    }
+    Ok(Some(RunDetail { run, nodes }))
+}
+
+/// The runs named, locked, oldest id first (a fixed order, so two
+/// transactions locking overlapping sets do not deadlock on each other).
+pub(super) async fn lock_runs(tx: &mut Tx, ids: &[&str]) -> StoreResult<Vec<WorkflowRun>> {
+    let mut sorted: Vec<&str> = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let found = fetch_chunked(&mut *tx, &sorted, |chunk| {
+        let mut s = run_select();
+        s.push(" WHERE r.id IN ")
+            .list(chunk.iter().copied())
+            .push(" ORDER BY r.id")
+            .for_update();
+        s
+    })
+    .await?;
+    found.iter().map(run_row).collect()
+}
+
+/// Workflows by id.
+pub(super) async fn workflows_by_id(
+    tx: &mut Tx,
+    ids: &[&str],
+) -> StoreResult<BTreeMap<String, StoredWorkflow>> {
+    let found = fetch_chunked(&mut *tx, ids, |chunk| {
+        let mut s = super::workflow_select();
+        s.push(" WHERE w.id IN ").list(chunk.iter().copied());
+        s
+    })
+    .await?;
+    found
+        .iter()
+        .map(|row| super::workflow_row(row).map(|w| (w.id.clone(), w)))
+        .collect()
+}
