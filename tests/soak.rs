@@ -11,7 +11,9 @@
 //! callback (one delivery id) per terminal execution.
 //!
 //! Gated, since it takes minutes and owns its services: it runs only with
-//! `KAIROS_SOAK=1` (`.ci/run` sets it in a step after the main suite).
+//! `KAIROS_SOAK=1` (`.ci/run` sets it in a step after the main suite, once
+//! with one leader dispatching and once, `KAIROS_SOAK_PARTITIONED=1`, with
+//! both dispatchers claiming their partitions).
 //! `KAIROS_SOAK_JOBS` (default 2000) sets the size, `KAIROS_SOAK_SEED`
 //! replays a run (the seed is printed first). Redis is a private
 //! `redis-server` the soak really restarts; RabbitMQ and MariaDB are the
@@ -366,6 +368,20 @@ async fn chaos_soak() {
         ("KAIROS_WORKER_CAPACITY", "8"),
         ("KAIROS_RECONCILE_GRACE_MS", "3000"),
     ]);
+    // The same faults with both dispatchers claiming their partitions
+    // (the leader then only sweeps): `.ci/run` runs the soak both ways.
+    let partitioned = std::env::var("KAIROS_SOAK_PARTITIONED").is_ok_and(|v| v == "1");
+    if partitioned {
+        env.push(("KAIROS_DISPATCH_PARTITIONED", "true"));
+    }
+    println!(
+        "dispatch: {}",
+        if partitioned {
+            "partitioned"
+        } else {
+            "one leader"
+        }
+    );
     let Some(cluster) = Cluster::start_with(Stack::Services, 2, 3, &env).await else {
         return;
     };

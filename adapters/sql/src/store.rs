@@ -19,6 +19,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long a PostgreSQL session may sit idle inside a transaction: far
+/// above any pause between one transaction's statements.
+const PG_IDLE_IN_TX: &str = "15s";
+
 /// MySQL or PostgreSQL connections; the dispatcher, API and reaper share them.
 const SERVER_POOL: u32 = 16;
 /// SQLite reader connections (the writer has its own pool of one).
@@ -86,7 +90,15 @@ impl SqlStore {
                 (Pool::MySql(pool.clone()), Pool::MySql(pool))
             }
             Dialect::Postgres => {
-                let options = PgConnectOptions::from_str(url).map_err(unavailable)?;
+                // A process frozen inside a transaction (SIGSTOP, a VM
+                // paused) keeps its row locks, and PostgreSQL lets every
+                // other transaction wait for them without end: a dispatcher
+                // frozen mid-claim would stall every result applied to the
+                // same jobs. The server ends such a session instead, so its
+                // locks go and its late commit fails (and is retried).
+                let options = PgConnectOptions::from_str(url)
+                    .map_err(unavailable)?
+                    .options([("idle_in_transaction_session_timeout", PG_IDLE_IN_TX)]);
                 // `READ COMMITTED` is PostgreSQL's default; set anyway, so a
                 // server configured otherwise does not change how claims and
                 // results lock.
