@@ -11,9 +11,10 @@
 //! callback (one delivery id) per terminal execution.
 //!
 //! Gated, since it takes minutes and owns its services: it runs only with
-//! `KAIROS_SOAK=1` (`.ci/run` sets it in a step after the main suite, once
-//! with one leader dispatching and once, `KAIROS_SOAK_PARTITIONED=1`, with
-//! both dispatchers claiming their partitions).
+//! `KAIROS_SOAK=1` (`.ci/run` sets it in a step after the main suite, with
+//! one leader dispatching). `KAIROS_SOAK_PARTITIONED=1` runs it with both
+//! dispatchers claiming their partitions instead: not in CI yet, since its
+//! concurrency-limit check still fails there (see docs/operations.md).
 //! `KAIROS_SOAK_JOBS` (default 2000) sets the size, `KAIROS_SOAK_SEED`
 //! replays a run (the seed is printed first). Redis is a private
 //! `redis-server` the soak really restarts; RabbitMQ and MariaDB are the
@@ -369,7 +370,7 @@ async fn chaos_soak() {
         ("KAIROS_RECONCILE_GRACE_MS", "3000"),
     ]);
     // The same faults with both dispatchers claiming their partitions
-    // (the leader then only sweeps): `.ci/run` runs the soak both ways.
+    // (the leader then only sweeps).
     let partitioned = std::env::var("KAIROS_SOAK_PARTITIONED").is_ok_and(|v| v == "1");
     if partitioned {
         env.push(("KAIROS_DISPATCH_PARTITIONED", "true"));
@@ -611,7 +612,8 @@ async fn chaos_soak() {
         for (id, started, finished) in ran.iter().filter(|(_, s, f)| *s <= most_at && most_at < *f)
         {
             let events: Vec<(i64, String, Option<String>, i64)> = sqlx::query_as(
-                "SELECT attempt, status, worker_id, occurred_at FROM execution_events \
+                "SELECT attempt, status, worker_id, \
+                 CAST(UNIX_TIMESTAMP(occurred_at) * 1000 AS SIGNED) FROM execution_events \
                  WHERE execution_id = ? ORDER BY id",
             )
             .bind(id)
