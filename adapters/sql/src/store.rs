@@ -23,6 +23,13 @@ use std::time::Duration;
 /// above any pause between one transaction's statements.
 const PG_IDLE_IN_TX: &str = "15s";
 
+/// The same limit on MariaDB (10.3 and later: an executable comment, so
+/// MySQL, which has no such setting, runs only the harmless assignment).
+/// MariaDB's waiters give up after `innodb_lock_wait_timeout` (50 s), but
+/// they would only retry into the same locks.
+const MARIADB_IDLE_IN_TX: &str =
+    "SET @kairos_session = 1 /*M!100300 , SESSION idle_transaction_timeout = 15 */";
+
 /// MySQL or PostgreSQL connections; the dispatcher, API and reaper share them.
 const SERVER_POOL: u32 = 16;
 /// SQLite reader connections (the writer has its own pool of one).
@@ -83,7 +90,10 @@ impl SqlStore {
                 let options = MySqlConnectOptions::from_str(&url).map_err(unavailable)?;
                 let pool = server_pool::<sqlx::MySql>(
                     options,
-                    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                    &[
+                        "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                        MARIADB_IDLE_IN_TX,
+                    ],
                 )
                 .await
                 .map_err(unavailable)?;
@@ -104,7 +114,7 @@ impl SqlStore {
                 // results lock.
                 let pool = server_pool::<sqlx::Postgres>(
                     options,
-                    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                    &["SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"],
                 )
                 .await
                 .map_err(unavailable)?;
@@ -199,7 +209,7 @@ impl SqlStore {
 /// The pool of a database server, every session running `isolation` first.
 async fn server_pool<DB: sqlx::Database>(
     options: <DB::Connection as Connection>::Options,
-    isolation: &'static str,
+    init: &'static [&'static str],
 ) -> Result<sqlx::Pool<DB>, sqlx::Error>
 where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -214,7 +224,12 @@ where
         .test_before_acquire(false)
         .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
         .after_connect(move |conn, _| {
-            Box::pin(async move { conn.execute(isolation).await.map(|_| ()) })
+            Box::pin(async move {
+                for statement in init {
+                    conn.execute(*statement).await?;
+                }
+                Ok(())
+            })
         })
         .connect_with(options)
         .await
