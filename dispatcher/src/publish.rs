@@ -230,19 +230,13 @@ impl Publisher {
             .await
         {
             Ok(admitted) => admitted,
-            Err(StoreError::Fenced { ours, current }) => {
-                warn!(
-                    ours,
-                    current,
-                    "storage holds a newer fence while recording dispatches; stepping down"
-                );
-                term.fenced(current);
-                report.failed += picks.len();
-                kairos_core::store::Admitted::default()
-            }
-            // Nothing was recorded: all of it stays pending for the sweep.
+            // Nothing was recorded: all of it stays pending for the sweep
+            // (this leader's, or, when it is stale, the next one's).
             Err(e) => {
                 warn!(error = %e, count = picks.len(), "could not record dispatches; the work stays pending");
+                if let StoreError::Fenced { current, .. } = e {
+                    term.fenced(current);
+                }
                 report.failed += picks.len();
                 kairos_core::store::Admitted::default()
             }

@@ -93,13 +93,7 @@ impl Dispatch for SqlStore {
         limit: u32,
         routable: &Routable,
     ) -> StoreResult<Vec<DispatchWork>> {
-        let Some(entries) = due::routable_entries(routable) else {
-            return Ok(Vec::new());
-        };
-        let found = due::unpublished(now, limit, &entries, false)
-            .fetch_all(self.read())
-            .await?;
-        found.iter().map(due::work).collect()
+        self.find_unpublished(now, limit, routable, false).await
     }
 
     async fn executions_admit(
@@ -121,13 +115,7 @@ impl Dispatch for SqlStore {
         limit: u32,
         routable: &Routable,
     ) -> StoreResult<Vec<DispatchWork>> {
-        let Some(entries) = due::routable_entries(routable) else {
-            return Ok(Vec::new());
-        };
-        let found = due::unpublished(now, limit, &entries, true)
-            .fetch_all(self.read())
-            .await?;
-        found.iter().map(due::work).collect()
+        self.find_unpublished(now, limit, routable, true).await
     }
 
     async fn concurrency_slots_purge(&self, fence: u64, limit: u32) -> StoreResult<u64> {
@@ -264,5 +252,26 @@ impl Dispatch for SqlStore {
             .collect();
         self.transaction(|tx| outcomes::apply(tx, &inputs, now))
             .await
+    }
+}
+
+impl SqlStore {
+    /// `pending` work some announcement of `routable` can run, oldest
+    /// first: the work a concurrency limit holds back (`waiting`), or the
+    /// rest.
+    async fn find_unpublished(
+        &self,
+        now: Millis,
+        limit: u32,
+        routable: &Routable,
+        waiting: bool,
+    ) -> StoreResult<Vec<DispatchWork>> {
+        let Some(entries) = due::routable_entries(routable) else {
+            return Ok(Vec::new());
+        };
+        let found = due::unpublished(now, limit, &entries, waiting)
+            .fetch_all(self.read())
+            .await?;
+        found.iter().map(due::work).collect()
     }
 }
