@@ -86,7 +86,8 @@ pub enum Command {
     /// itself on a temporary SQLite file. Workloads: `create` (N jobs from C
     /// connections, create → succeeded), `burst` (N jobs due at one instant),
     /// `cron` (M every-second schedules, trigger lateness), `priority` (N
-    /// priority-0 jobs due at one instant and 100 priority-9 ones behind them).
+    /// priority-0 jobs due at one instant and 100 priority-9 ones behind
+    /// them), `workflow` (N runs of a 1 → 3 → 1 DAG, parent end → child start).
     Bench(BenchArgs),
     /// Manage tenants: create, list, set limits, rotate the callback secret.
     ///
@@ -142,7 +143,8 @@ pub struct BenchArgs {
     /// API key sent as `Authorization: Bearer …`, for deployments that need one.
     #[arg(long, env = "KAIROS_BENCH_KEY", value_name = "KEY")]
     pub key: Option<String>,
-    /// Jobs to create (`create`, `burst`, `priority`).
+    /// Jobs to create (`create`, `burst`, `priority`), or runs to trigger
+    /// (`workflow`).
     #[arg(short = 'n', long, default_value_t = 2_000)]
     pub jobs: usize,
     /// Concurrent keep-alive connections creating jobs.
@@ -190,6 +192,9 @@ pub enum BenchWorkload {
     /// N priority-0 jobs due at one instant, then 100 priority-9 jobs due
     /// just after them; when each group finished.
     Priority,
+    /// N runs of a 1 → 3 → 1 workflow of noop nodes, triggered from C
+    /// connections; how soon each node started after its last parent ended.
+    Workflow,
 }
 
 /// Limits of a tenant; absent ones take the API's defaults.

@@ -8,10 +8,11 @@
 //! still ahead goes out on its own, once however often it was announced, so
 //! the dispatcher still wakes for it. The first announcement after a quiet
 //! spell goes out at once: merging never delays a signal, it only drops the
-//! ones another signal in the same send already covers.
+//! ones another signal in the same send already covers. "Sweep now"
+//! signals ([`Due::Pending`]) merge the same way: one per send at most.
 
 use crate::DueNotifier;
-use kairos_core::due::DueSignal;
+use kairos_core::due::{Due, DueSignal};
 use kairos_core::supervise::spawn_critical;
 use kairos_core::time::{Millis, now_ms};
 use std::collections::BTreeSet;
@@ -25,6 +26,8 @@ const MAX_FUTURE: usize = 1024;
 /// Announcements waiting for the sender.
 #[derive(Debug, Default)]
 struct Waiting {
+    /// Executions were left pending since the last send.
+    pending: bool,
     /// The latest of the announced times that were already reached.
     reached: Option<Millis>,
     /// Announced times still ahead, each once.
@@ -34,7 +37,14 @@ struct Waiting {
 }
 
 impl Waiting {
-    fn add(&mut self, at: Millis, now: Millis) {
+    fn add(&mut self, due: Due, now: Millis) {
+        let at = match due {
+            Due::Pending => {
+                self.pending = true;
+                return;
+            }
+            Due::At(at) => at,
+        };
         if at <= now {
             self.reached = Some(self.reached.map_or(at, |r| r.max(at)));
         } else if self.ahead.len() < MAX_FUTURE || self.ahead.last().is_some_and(|l| at < *l) {
@@ -45,9 +55,9 @@ impl Waiting {
         }
     }
 
-    /// What to send now: one signal for every time reached by `now`, then
-    /// the times still ahead, earliest first.
-    fn take(&mut self, now: Millis) -> Vec<Millis> {
+    /// What to send now: the sweep, if asked, one signal for every time
+    /// reached by `now`, then the times still ahead, earliest first.
+    fn take(&mut self, now: Millis) -> Vec<Due> {
         let later = self.ahead.split_off(&(now + 1));
         let reached = std::mem::replace(&mut self.ahead, later);
         let latest_reached = reached
@@ -56,9 +66,15 @@ impl Waiting {
             .into_iter()
             .chain(self.reached.take())
             .max();
-        latest_reached
+        let sweep = std::mem::take(&mut self.pending).then_some(Due::Pending);
+        sweep
             .into_iter()
-            .chain(std::mem::take(&mut self.ahead))
+            .chain(
+                latest_reached
+                    .into_iter()
+                    .chain(std::mem::take(&mut self.ahead))
+                    .map(Due::At),
+            )
             .collect()
     }
 }
@@ -67,9 +83,9 @@ impl Waiting {
 /// module says.
 pub fn merging_notifier(signal: Arc<dyn DueSignal>) -> DueNotifier {
     let waiting = Arc::new(Mutex::new(Waiting::default()));
-    Arc::new(move |at| {
+    Arc::new(move |due| {
         let mut w = waiting.lock().unwrap_or_else(|p| p.into_inner());
-        w.add(at, now_ms());
+        w.add(due, now_ms());
         if !w.sending {
             w.sending = true;
             // A panic here would leave `sending` set and silence the signal
@@ -95,8 +111,8 @@ async fn send_waiting(waiting: Arc<Mutex<Waiting>>, signal: Arc<dyn DueSignal>) 
             }
             batch
         };
-        for at in batch {
-            signal.announce(at).await;
+        for due in batch {
+            signal.announce(due).await;
         }
     }
 }
@@ -113,18 +129,18 @@ mod tests {
     /// and reports what was sent.
     struct Gated {
         gate: Semaphore,
-        sent: mpsc::UnboundedSender<Millis>,
+        sent: mpsc::UnboundedSender<Due>,
     }
 
     #[async_trait]
     impl DueSignal for Gated {
-        async fn announce(&self, at: Millis) {
+        async fn announce(&self, due: Due) {
             if let Ok(permit) = self.gate.acquire().await {
                 permit.forget();
             }
-            let _ = self.sent.send(at);
+            let _ = self.sent.send(due);
         }
-        async fn subscribe(&self) -> CoordResult<BoxStream<'static, Millis>> {
+        async fn subscribe(&self) -> CoordResult<BoxStream<'static, Due>> {
             Ok(Box::pin(futures::stream::empty()))
         }
     }
@@ -133,14 +149,14 @@ mod tests {
     /// held at the gate: what is announced next waits behind it.
     async fn one_in_flight(
         first: Millis,
-    ) -> (Arc<Gated>, mpsc::UnboundedReceiver<Millis>, DueNotifier) {
+    ) -> (Arc<Gated>, mpsc::UnboundedReceiver<Due>, DueNotifier) {
         let (sent, rx) = mpsc::unbounded_channel();
         let signal = Arc::new(Gated {
             gate: Semaphore::new(0),
             sent,
         });
         let notify = merging_notifier(signal.clone());
-        notify(first);
+        notify(Due::At(first));
         tokio::task::yield_now().await;
         (signal, rx, notify)
     }
@@ -151,16 +167,20 @@ mod tests {
         let (signal, mut sent, notify) = one_in_flight(now - 5).await;
         // The first one is being sent (held at the gate); these pile up.
         for i in 0..100 {
-            notify(now - 100 + i);
+            notify(Due::At(now - 100 + i));
         }
         signal.gate.add_permits(10);
-        assert_eq!(sent.recv().await, Some(now - 5));
-        assert_eq!(sent.recv().await, Some(now - 1), "the latest reached time");
+        assert_eq!(sent.recv().await, Some(Due::At(now - 5)));
+        assert_eq!(
+            sent.recv().await,
+            Some(Due::At(now - 1)),
+            "the latest reached time"
+        );
         // Nothing else was sent, and a later announcement starts again.
         tokio::task::yield_now().await;
         assert!(sent.try_recv().is_err());
-        notify(now - 2);
-        assert_eq!(sent.recv().await, Some(now - 2));
+        notify(Due::At(now - 2));
+        assert_eq!(sent.recv().await, Some(Due::At(now - 2)));
     }
 
     #[tokio::test]
@@ -168,18 +188,19 @@ mod tests {
         let now = now_ms();
         let (signal, mut sent, notify) = one_in_flight(now - 1).await;
         let (a, b) = (now + 60_000, now + 120_000);
-        notify(b);
-        notify(a);
-        notify(b);
-        notify(now - 3);
+        notify(Due::At(b));
+        notify(Due::At(a));
+        notify(Due::At(b));
+        notify(Due::At(now - 3));
         signal.gate.add_permits(10);
-        let got: Vec<Millis> = vec![
+        let got: Vec<Due> = vec![
             sent.recv().await.unwrap(),
             sent.recv().await.unwrap(),
             sent.recv().await.unwrap(),
             sent.recv().await.unwrap(),
         ];
-        assert_eq!(got, vec![now - 1, now - 3, a, b]);
+        let want: Vec<Due> = [now - 1, now - 3, a, b].into_iter().map(Due::At).collect();
+        assert_eq!(got, want);
         tokio::task::yield_now().await;
         assert!(sent.try_recv().is_err(), "b was announced twice, sent once");
     }
@@ -187,11 +208,11 @@ mod tests {
     #[test]
     fn a_time_ahead_that_has_been_reached_merges_with_the_rest() {
         let mut w = Waiting::default();
-        w.add(100, 50);
-        w.add(40, 50);
-        w.add(200, 50);
+        w.add(Due::At(100), 50);
+        w.add(Due::At(40), 50);
+        w.add(Due::At(200), 50);
         // At 150 the first has been reached: one signal for both, then 200.
-        assert_eq!(w.take(150), vec![100, 200]);
+        assert_eq!(w.take(150), ats(&[100, 200]));
         assert!(w.take(150).is_empty());
     }
 
@@ -199,10 +220,24 @@ mod tests {
     fn the_earliest_times_ahead_are_kept_when_too_many_wait() {
         let mut w = Waiting::default();
         for i in 0..(MAX_FUTURE as Millis + 10) {
-            w.add(1_000 + (MAX_FUTURE as Millis + 10 - i), 0);
+            w.add(Due::At(1_000 + (MAX_FUTURE as Millis + 10 - i)), 0);
         }
         let sent = w.take(0);
         assert_eq!(sent.len(), MAX_FUTURE);
-        assert_eq!(sent.first(), Some(&1_001));
+        assert_eq!(sent.first(), Some(&Due::At(1_001)));
+    }
+
+    #[test]
+    fn sweeps_asked_while_a_signal_is_in_flight_go_out_once_and_first() {
+        let mut w = Waiting::default();
+        w.add(Due::At(40), 50);
+        w.add(Due::Pending, 50);
+        w.add(Due::Pending, 50);
+        assert_eq!(w.take(50), vec![Due::Pending, Due::At(40)]);
+        assert!(w.take(50).is_empty(), "a sweep goes out once");
+    }
+
+    fn ats(times: &[Millis]) -> Vec<Due> {
+        times.iter().copied().map(Due::At).collect()
     }
 }

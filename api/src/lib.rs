@@ -43,8 +43,8 @@ pub use ui_cookie::{BadCookieSecure, CookieSecure, DEFAULT_UI_COOKIE_SECURE};
 use async_trait::async_trait;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use kairos_core::due::Due;
 use kairos_core::store::ApiStore;
-use kairos_core::time::Millis;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -60,9 +60,10 @@ pub trait ReadyCheck: Send + Sync {
     async fn check(&self) -> Result<(), String>;
 }
 
-/// Called with a job's due time after a create, trigger or resume commits, so
-/// a co-located dispatcher can wake at once instead of at its next scan.
-pub type DueNotifier = Arc<dyn Fn(Millis) + Send + Sync>;
+/// Called with a job's due time after a create or resume commits, or with
+/// [`Due::Pending`] after a trigger left an execution pending, so the leader
+/// dispatcher can wake at once instead of at its next scan or sweep.
+pub type DueNotifier = Arc<dyn Fn(Due) + Send + Sync>;
 
 /// What every handler shares. Cheap to clone.
 #[derive(Clone)]

@@ -386,6 +386,9 @@ pub struct Applied {
     pub new_status: Option<ExecStatus>,
     /// Whether it queued a callback in the outbox (what wakes a relay).
     pub callback_queued: bool,
+    /// Whether it ended a workflow node or a job with follow-ups, whose next
+    /// work may now be `pending` (what asks the leader for a sweep).
+    pub next_work: bool,
 }
 
 /// Jobs: what callers create, list and control.

@@ -12,6 +12,7 @@ use crate::recover;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerResult, Delivery, DeliveryStream};
 use kairos_core::concurrency::OCCUPYING;
+use kairos_core::due::{Due, DueSignal};
 use kairos_core::protocol::{HeartbeatMsg, LogMsg, PROTOCOL_VERSION, ResultMsg};
 use kairos_core::store::{DispatcherStore, LogLimits, StoreResult};
 use kairos_core::supervise::{self, Backoff, Subscription};
@@ -49,6 +50,9 @@ struct Results {
     store: Arc<dyn DispatcherStore>,
     on_applied: Option<Arc<Notify>>,
     slots_freed: Arc<Notify>,
+    /// Where "sweep now" is announced to the leader, which may be another
+    /// dispatcher.
+    due: Option<Arc<dyn DueSignal>>,
 }
 
 #[async_trait::async_trait]
@@ -82,6 +86,15 @@ impl Sink for Results {
             .any(|a| a.new_status.is_some_and(|s| !OCCUPYING.contains(&s)));
         if freed {
             self.slots_freed.notify_one();
+        }
+        // A workflow node or a job with follow-ups ended: its next nodes or
+        // child jobs may be pending now. The leader sweeps them up at once
+        // instead of on its timer, so a child starts within milliseconds of
+        // its last parent.
+        if applied.iter().any(|a| a.next_work)
+            && let Some(due) = &self.due
+        {
+            due.announce(Due::Pending).await;
         }
         Ok(())
     }
@@ -180,12 +193,14 @@ pub async fn run_logs(
 /// Applies worker results until `shutdown`. `on_applied` is notified when a
 /// batch queued a callback (the in-process callback relay waits on it);
 /// `slots_freed` when one ended or requeued an attempt (the leader's sweep
-/// of work waiting for a concurrency slot waits on it).
+/// of work waiting for a concurrency slot waits on it); `due` is told when
+/// one may have left next work pending.
 pub async fn run_results(
     store: Arc<dyn DispatcherStore>,
     broker: Arc<dyn Broker>,
     on_applied: Option<Arc<Notify>>,
     slots_freed: Arc<Notify>,
+    due: Option<Arc<dyn DueSignal>>,
     shutdown: CancellationToken,
 ) {
     run(
@@ -193,6 +208,7 @@ pub async fn run_results(
             store,
             on_applied,
             slots_freed,
+            due,
         },
         broker,
         shutdown,

@@ -34,10 +34,14 @@ pub(crate) struct LaneSignal {
     backlog: AtomicBool,
     /// A job became due now, or a backlog began.
     wake: Notify,
-    /// Something became due now during a backlog: it may be a manual
-    /// trigger (a pending execution), which the main loop's sweep publishes,
-    /// so the sweep runs after the current round instead of on its timer.
+    /// A sweep of pending work is asked for: executions were left pending
+    /// (a manual trigger, a workflow's next nodes, a child job), or
+    /// something became due now during a backlog (it may be such a trigger
+    /// whose announcement predates the pending signal). The main loop sweeps
+    /// after the current round instead of on its timer.
     sweep: AtomicBool,
+    /// Wakes the main loop's sleep when a sweep is asked for.
+    pub(crate) sweep_wake: Notify,
 }
 
 impl LaneSignal {
@@ -57,6 +61,12 @@ impl LaneSignal {
             self.sweep.store(true, Ordering::Release);
             self.wake.notify_one();
         }
+    }
+
+    /// Executions were left pending now: the main loop wakes and sweeps.
+    pub(crate) fn ask_sweep(&self) {
+        self.sweep.store(true, Ordering::Release);
+        self.sweep_wake.notify_one();
     }
 
     /// Whether a sweep was asked for since the last call.

@@ -18,7 +18,7 @@ use crate::scoped::ScopedStore;
 use crate::{DispatcherConfig, reroute, stops};
 use kairos_core::broker::Broker;
 use kairos_core::coord::{LeaseStore, Membership};
-use kairos_core::due::DueSignal;
+use kairos_core::due::{Due, DueSignal};
 use kairos_core::store::DispatcherStore;
 use kairos_core::supervise::{self, spawn_critical};
 use std::sync::{Arc, Mutex};
@@ -64,6 +64,7 @@ pub(crate) async fn run_term(
         "workflow triggers",
         crate::workflows::run(
             store.clone(),
+            due.clone(),
             cfg.scan_interval.max(Duration::from_millis(250)),
             term.token.clone(),
         ),
@@ -268,17 +269,22 @@ struct DueListener {
 }
 
 impl supervise::Subscription for DueListener {
-    type Item = kairos_core::time::Millis;
-    type Stream = futures::stream::BoxStream<'static, kairos_core::time::Millis>;
+    type Item = Due;
+    type Stream = futures::stream::BoxStream<'static, Due>;
     type Error = kairos_core::coord::CoordError;
 
     async fn open(&mut self) -> Result<Self::Stream, Self::Error> {
         self.due.subscribe().await
     }
 
-    async fn handle(&mut self, at: kairos_core::time::Millis) {
-        self.lane.due(at);
-        // A full channel means the loop is busy scanning anyway.
-        let _ = self.tx.try_send(at);
+    async fn handle(&mut self, due: Due) {
+        match due {
+            Due::At(at) => {
+                self.lane.due(at);
+                // A full channel means the loop is busy scanning anyway.
+                let _ = self.tx.try_send(at);
+            }
+            Due::Pending => self.lane.ask_sweep(),
+        }
     }
 }

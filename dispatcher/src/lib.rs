@@ -297,6 +297,7 @@ impl Dispatcher {
                 self.broker.clone(),
                 self.on_callbacks.clone(),
                 slots_freed.clone(),
+                self.due.clone(),
                 stop_consuming.clone(),
             ),
         );

@@ -300,7 +300,7 @@ impl DispatchLoop {
 
     /// Sleeps until `wake_at` (ms UTC), the end of the term, a due signal
     /// whose claim time is before `wake_at`, a publish that left work behind,
-    /// or, when `waiting` (work waits for a concurrency slot), a slot given
+    /// a sweep asked for, or, when `waiting` (work waits for a concurrency slot), a slot given
     /// back: then returns `true`.
     async fn sleep_until(
         &mut self,
@@ -320,6 +320,7 @@ impl DispatchLoop {
                 _ = term.token.cancelled() => return false,
                 _ = tokio::time::sleep(left) => return false,
                 _ = unpublished.wake.notified() => return false,
+                _ = self.lane.sweep_wake.notified() => return false,
                 _ = slots_freed.notified(), if waiting => return true,
                 signal = self.due.recv() => match signal {
                     Some(at) if at - ahead < wake_at => return false,

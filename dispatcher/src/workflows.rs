@@ -1,8 +1,10 @@
 //! Scheduled workflows (issue 34): while this dispatcher leads, starts a
 //! run of each workflow whose next trigger is due (the store moves it to
 //! its following trigger in the same transaction). The runs' root nodes
-//! are pending executions, published by the dispatch loop's sweep.
+//! are pending executions, published by the dispatch loop's sweep, which a
+//! due signal asks for at once.
 
+use kairos_core::due::{Due, DueSignal};
 use kairos_core::store::DispatcherStore;
 use kairos_core::time::now_ms;
 use std::sync::Arc;
@@ -16,6 +18,7 @@ const BATCH: u32 = 100;
 /// Looks for due workflow triggers every `every` until `token` is cancelled.
 pub(crate) async fn run(
     store: Arc<dyn DispatcherStore>,
+    due: Option<Arc<dyn DueSignal>>,
     every: Duration,
     token: CancellationToken,
 ) {
@@ -31,6 +34,9 @@ pub(crate) async fn run(
                 Ok(runs) => {
                     if !runs.is_empty() {
                         tracing::info!(runs = runs.len(), "started scheduled workflow runs");
+                        if let Some(due) = &due {
+                            due.announce(Due::Pending).await;
+                        }
                     }
                     if runs.len() < BATCH as usize || token.is_cancelled() {
                         break;

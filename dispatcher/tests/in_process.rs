@@ -6,7 +6,7 @@
 //! Every wait is on a condition read from the store; "nothing happened"
 //! is proved by a witness job that ran after the moment in question.
 
-use kairos_core::due::DueSignal;
+use kairos_core::due::{Due, DueSignal};
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobStatus, NewJob};
 use kairos_core::schedule::{Recurrence, Rule, Schedule};
@@ -60,7 +60,7 @@ async fn a_backlog_of_many_batches_is_claimed_round_after_round_once_each() {
     .await;
     let now = now_ms();
     let witness = rig.one_shot("witness", now).await;
-    rig.due.announce(now).await;
+    rig.due.announce(Due::At(now)).await;
     rig.wait_succeeded(&witness, 1).await;
 
     let now = now_ms();
@@ -68,7 +68,7 @@ async fn a_backlog_of_many_batches_is_claimed_round_after_round_once_each() {
     for i in 0..47 {
         jobs.push(rig.one_shot(&format!("b{i}"), now - 1_000 + i).await);
     }
-    rig.due.announce(now - 1_000).await;
+    rig.due.announce(Due::At(now - 1_000)).await;
     for job in &jobs {
         let execs = rig.wait_succeeded(job, 1).await;
         assert_eq!(execs.len(), 1, "one execution per trigger: {execs:?}");
@@ -154,7 +154,7 @@ async fn work_claimed_ahead_is_handed_back_when_the_term_ends_before_its_due_tim
 
     let due = now_ms() + 3_000;
     let job = rig.one_shot("ahead", due).await;
-    rig.due.announce(now_ms()).await;
+    rig.due.announce(Due::At(now_ms())).await;
     let claimed = wait_for("the claim, recorded as dispatched", DEADLINE, || async {
         let execs = rig.executions(&job).await;
         execs
@@ -223,7 +223,7 @@ async fn a_burst_seen_ahead_is_claimed_early_and_runs_at_its_due_time() {
         ids.extend(jobs.iter().map(|j| j.id.clone()));
         rig.store.jobs_create_many(jobs).await.expect("create");
     }
-    rig.due.announce(due).await;
+    rig.due.announce(Due::At(due)).await;
     // With only the usual lead, nothing is claimed before `due - 100 ms`.
     let early = Duration::from_millis((due - 150 - now_ms()).max(0) as u64);
     wait_for(
@@ -266,7 +266,7 @@ async fn a_job_cancelled_while_its_trigger_is_claimed_ahead_never_runs() {
 
     let due = now_ms() + 2_000;
     let job = rig.one_shot("cancelled-ahead", due).await;
-    rig.due.announce(now_ms()).await;
+    rig.due.announce(Due::At(now_ms())).await;
     wait_for("the claim, recorded as dispatched", DEADLINE, || async {
         let execs = rig.executions(&job).await;
         execs

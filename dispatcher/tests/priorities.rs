@@ -6,7 +6,7 @@
 mod rig;
 
 use kairos_core::broker::DeliveryStream;
-use kairos_core::due::DueSignal;
+use kairos_core::due::{Due, DueSignal};
 use kairos_core::job::NewJob;
 use kairos_core::priority::Priority;
 use kairos_core::protocol::decode_dispatches;
@@ -101,7 +101,7 @@ async fn a_job_due_at_creation_overtakes_a_backlog() {
     let waited = rig
         .create("waited-for", Schedule::Once { at: created }, created)
         .await;
-    rig.due.announce(created).await;
+    rig.due.announce(Due::At(created)).await;
     arrivals(&mut queue, &mut order, bulk.len() + 1).await;
     let position = order[&waited];
     // Its own loop claims it at once, even below the backlog's priority;
@@ -136,7 +136,7 @@ async fn a_manual_trigger_overtakes_a_backlog() {
         .job_trigger_now(rig::TENANT, &hourly, &exec, now)
         .await
         .unwrap();
-    rig.due.announce(now).await;
+    rig.due.announce(Due::Pending).await;
     arrivals(&mut queue, &mut order, bulk.len() + 1).await;
     // The sweep that publishes it runs after the round in progress, not on
     // its one-second timer (by then thousands more would have gone).

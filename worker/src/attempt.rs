@@ -16,6 +16,7 @@ use crate::execute::{Executor, STOPPED_ERROR};
 use crate::pool::{Pool, Slot};
 use crate::results::{Report, Reporter};
 use crate::settle::Part;
+use kairos_core::priority::delivery_rank;
 use kairos_core::protocol::{DispatchMsg, ResultMsg};
 use kairos_core::trace::{CallerTrace, Stage, TraceContext};
 use std::sync::Arc;
@@ -77,11 +78,7 @@ impl Attempts {
         let permit = tokio::select! {
             biased;
             _ = stop.cancelled() => return,
-            p = self.pool().permits.acquire() => match p {
-                Ok(p) => p,
-                // The semaphore is never closed; leave the dispatch to the queue.
-                Err(_) => return,
-            },
+            p = self.pool().permits.acquire(delivery_rank(msg.priority(), msg.immediate)) => p,
         };
         if stop.is_cancelled() {
             return;

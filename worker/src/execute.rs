@@ -6,13 +6,13 @@
 use crate::handler::{HandlerOutcome, JobContext, Registry};
 use crate::load::Load;
 use crate::logs::LogSink;
+use crate::permits::Permit;
 use crate::pool::Pool;
 use crate::results::Report;
 use kairos_core::protocol::DispatchMsg;
 use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::SemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -59,12 +59,7 @@ pub(crate) struct Executor {
 impl Executor {
     /// Runs `msg`'s handler in the pool slot `permit` and says how it ended;
     /// a stop request posted under `stop_key` stops it.
-    pub(crate) async fn run(
-        &self,
-        msg: DispatchMsg,
-        stop_key: String,
-        permit: SemaphorePermit<'_>,
-    ) -> Report {
+    pub(crate) async fn run(&self, msg: DispatchMsg, stop_key: String, permit: Permit) -> Report {
         let Some(handler) = self.handlers.get(&msg.handler) else {
             crate::metrics::handler_ran(&self.handlers, &msg.handler, "failed", Duration::ZERO);
             return Report::failed(self.handlers.unknown(&msg.handler));

@@ -17,6 +17,7 @@
 //! parts it uses:
 //!
 //! - `connections`: broker, coordination, names, worker id and incarnation.
+//! - `permits`: handler permits, the most urgent waiting dispatch first.
 //! - `pool`: the bounded pool — places, permits, held and running attempts,
 //!   the delivery tasks and the hard stop at the end of the grace period.
 //! - `reporting`: the result outlet (`results`) and the log sink (`logs`).
@@ -51,6 +52,7 @@ mod heartbeat;
 mod load;
 mod logs;
 mod metrics;
+mod permits;
 mod pool;
 mod reporting;
 mod results;

@@ -1,15 +1,17 @@
 //! The bounded execution pool: places for accepted deliveries (running or
-//! waiting in the buffer), one permit per running handler, the attempts held
+//! waiting in the buffer), one permit per running handler (handed out by
+//! rank, see [`crate::permits`]), the attempts held
 //! and running here (so heartbeats list them and stop requests reach them),
 //! the delivery tasks shutdown waits for, and the hard stop at the end of
 //! the grace period.
 
+use crate::permits::RankedPermits;
 use kairos_core::protocol::HeldRef;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -18,8 +20,8 @@ pub(crate) struct Pool {
     pub(crate) capacity: u32,
     /// Accepted deliveries allowed to wait for a permit.
     pub(crate) buffer: u32,
-    /// One permit per running handler.
-    pub(crate) permits: Semaphore,
+    /// One permit per running handler, the most urgent waiter first.
+    pub(crate) permits: Arc<RankedPermits>,
     /// Deliveries accepted and not yet finished (waiting or running): the
     /// figure backpressure is decided on, since dispatches are acked early.
     in_flight: AtomicU32,
@@ -42,7 +44,7 @@ impl Pool {
         Self {
             capacity,
             buffer,
-            permits: Semaphore::new(capacity as usize),
+            permits: RankedPermits::new(capacity),
             in_flight: AtomicU32::new(0),
             tasks: TaskTracker::new(),
             hard_stop: CancellationToken::new(),
@@ -54,8 +56,7 @@ impl Pool {
 
     /// Handlers running now.
     pub(crate) fn running(&self) -> u32 {
-        let free = u32::try_from(self.permits.available_permits()).unwrap_or(self.capacity);
-        self.capacity.saturating_sub(free)
+        self.permits.held()
     }
 
     /// Deliveries accepted and not yet finished (waiting or running).

@@ -5,14 +5,13 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use kairos_core::coord::CoordResult;
-use kairos_core::due::DueSignal;
-use kairos_core::time::Millis;
+use kairos_core::due::{Due, DueSignal};
 use tokio::sync::broadcast;
 
 /// In-process due signals.
 #[derive(Debug, Clone)]
 pub struct MemoryDue {
-    tx: broadcast::Sender<Millis>,
+    tx: broadcast::Sender<Due>,
 }
 
 impl Default for MemoryDue {
@@ -32,17 +31,17 @@ impl MemoryDue {
 
 #[async_trait]
 impl DueSignal for MemoryDue {
-    async fn announce(&self, at: Millis) {
-        let _ = self.tx.send(at);
+    async fn announce(&self, due: Due) {
+        let _ = self.tx.send(due);
     }
 
-    async fn subscribe(&self) -> CoordResult<BoxStream<'static, Millis>> {
+    async fn subscribe(&self) -> CoordResult<BoxStream<'static, Due>> {
         let rx = tokio_stream_from(self.tx.subscribe());
         Ok(rx)
     }
 }
 
-fn tokio_stream_from(rx: broadcast::Receiver<Millis>) -> BoxStream<'static, Millis> {
+fn tokio_stream_from(rx: broadcast::Receiver<Due>) -> BoxStream<'static, Due> {
     futures::stream::unfold(rx, |mut rx| async move {
         loop {
             match rx.recv().await {
@@ -65,8 +64,10 @@ mod tests {
         let due = MemoryDue::new();
         let mut a = due.subscribe().await.unwrap();
         let mut b = due.subscribe().await.unwrap();
-        due.announce(42).await;
-        assert_eq!(a.next().await, Some(42));
-        assert_eq!(b.next().await, Some(42));
+        due.announce(Due::At(42)).await;
+        due.announce(Due::Pending).await;
+        assert_eq!(a.next().await, Some(Due::At(42)));
+        assert_eq!(b.next().await, Some(Due::At(42)));
+        assert_eq!(a.next().await, Some(Due::Pending));
     }
 }

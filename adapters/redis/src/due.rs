@@ -4,10 +4,9 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use kairos_core::coord::{CoordError, CoordResult};
-use kairos_core::due::DueSignal;
+use kairos_core::due::{Due, DueSignal};
 use kairos_core::protocol::Names;
 use kairos_core::redact::redact_url;
-use kairos_core::time::Millis;
 use redis::aio::ConnectionManager;
 use std::time::Duration;
 
@@ -25,6 +24,19 @@ impl std::fmt::Debug for RedisDue {
         f.debug_struct("RedisDue")
             .field("channel", &self.channel)
             .finish()
+    }
+}
+
+/// The payload of [`Due::Pending`]; a [`Due::At`] is its time in decimal,
+/// what every version sent (an older dispatcher ignores this one).
+const PENDING: &str = "pending";
+
+/// A payload back into a signal; `None` for one this version does not know.
+fn parse(payload: &str) -> Option<Due> {
+    if payload == PENDING {
+        Some(Due::Pending)
+    } else {
+        payload.parse().ok().map(Due::At)
     }
 }
 
@@ -51,10 +63,14 @@ impl RedisDue {
 
 #[async_trait]
 impl DueSignal for RedisDue {
-    async fn announce(&self, at: Millis) {
+    async fn announce(&self, due: Due) {
         let mut conn = self.publisher.clone();
         let mut cmd = redis::cmd("PUBLISH");
-        cmd.arg(&self.channel).arg(at);
+        cmd.arg(&self.channel);
+        match due {
+            Due::At(at) => cmd.arg(at),
+            Due::Pending => cmd.arg(PENDING),
+        };
         let publish = cmd.query_async::<i64>(&mut conn);
         match tokio::time::timeout(TIMEOUT, publish).await {
             Ok(Ok(_)) => {}
@@ -65,7 +81,7 @@ impl DueSignal for RedisDue {
         }
     }
 
-    async fn subscribe(&self) -> CoordResult<BoxStream<'static, Millis>> {
+    async fn subscribe(&self) -> CoordResult<BoxStream<'static, Due>> {
         let fail = |e: redis::RedisError| CoordError::Unavailable(format!("Redis pub/sub: {e}"));
         let mut pubsub = tokio::time::timeout(TIMEOUT, self.client.get_async_pubsub())
             .await
@@ -74,7 +90,7 @@ impl DueSignal for RedisDue {
         pubsub.subscribe(&self.channel).await.map_err(fail)?;
         Ok(pubsub
             .into_on_message()
-            .filter_map(|m| async move { m.get_payload::<Millis>().ok() })
+            .filter_map(|m| async move { m.get_payload::<String>().ok().and_then(|p| parse(&p)) })
             .boxed())
     }
 }
@@ -92,12 +108,18 @@ mod tests {
         let due = RedisDue::connect(&url, &names).await.unwrap();
         let mut sub = due.subscribe().await.unwrap();
         // SUBSCRIBE has been acknowledged, so this publish is delivered.
-        due.announce(7).await;
-        assert_eq!(
-            tokio::time::timeout(Duration::from_secs(5), sub.next())
-                .await
-                .unwrap(),
-            Some(7)
-        );
+        due.announce(Due::At(7)).await;
+        due.announce(Due::Pending).await;
+        for want in [Due::At(7), Due::Pending] {
+            let got = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
+            assert_eq!(got.unwrap(), Some(want));
+        }
+    }
+
+    #[test]
+    fn payloads_parse_back_and_unknown_ones_are_dropped() {
+        assert_eq!(parse("1700000000000"), Some(Due::At(1_700_000_000_000)));
+        assert_eq!(parse(PENDING), Some(Due::Pending));
+        assert_eq!(parse("sweep-all"), None);
     }
 }

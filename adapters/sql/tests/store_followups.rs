@@ -32,10 +32,11 @@ async fn follow_ups_fire_on_their_outcome(store: SqlStore) {
         assert_eq!(set, SetFollowUps::Done(f.clone()));
     }
     let w = claim(&store, &parent, None).await;
-    store
+    let applied = store
         .results_apply(&[result(&w, 1, Succeeded, T0 + 5)], T0 + 5)
         .await
         .unwrap();
+    assert!(applied[0].next_work, "the dispatcher is told to sweep");
     let ran = executions(&store, &ok).await;
     assert_eq!(ran.len(), 1, "onSuccess child triggered");
     assert_eq!(ran[0].scheduled_at, T0 + 5);
@@ -53,10 +54,11 @@ async fn follow_ups_fire_on_their_outcome(store: SqlStore) {
     );
     assert_eq!(executions(&store, &ok).await.len(), 1);
     // A replayed result triggers nothing again.
-    store
+    let replayed = store
         .results_apply(&[result(&w2, 1, Failed, T0 + 6)], T0 + 7)
         .await
         .unwrap();
+    assert!(!replayed[0].next_work, "a replay asks for no sweep");
     assert_eq!(executions(&store, &bad).await.len(), 1);
     assert_eq!(
         store.job_followups_get("fu1", &parent.id).await.unwrap(),

@@ -113,7 +113,13 @@ fn outcome(
 }
 
 async fn apply(store: &SqlStore, results: &[ResultMsg], at: Millis) {
-    store.results_apply(results, at).await.expect("apply");
+    let applied = store.results_apply(results, at).await.expect("apply");
+    for a in applied {
+        // A node that ended moved its run on: the dispatcher is told to
+        // sweep its next nodes up.
+        let ended = a.new_status.is_some_and(|s| s.is_terminal());
+        assert_eq!(a.next_work, ended, "{a:?}");
+    }
 }
 
 async fn run_now(store: &SqlStore, run: &WorkflowRun) -> kairos_core::workflow::RunDetail {

@@ -13,6 +13,7 @@ use crate::request_trace::RequestTrace;
 use crate::validate;
 use axum::extract::State;
 use axum::{Extension, Json};
+use kairos_core::due::Due;
 use kairos_core::job::NewJob;
 use kairos_core::store::CreateOutcome;
 use kairos_core::time::now_ms;
@@ -120,7 +121,7 @@ pub(crate) async fn create_jobs(
     }
     // One wake-up is enough: the leader then sees every trigger in its look-ahead.
     if let Some(due) = earliest {
-        (state.notify_due)(due);
+        (state.notify_due)(Due::At(due));
     }
     Ok(Json(BatchCreateResponse {
         results: results.into_iter().flatten().collect(),

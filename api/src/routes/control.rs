@@ -9,6 +9,7 @@ use crate::extract::{ApiPath, MaybeJson};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use kairos_core::due::Due;
 use kairos_core::job::{Job, JobStatus, JobTransition};
 use kairos_core::store::ControlOutcome;
 use kairos_core::time::now_ms;
@@ -109,7 +110,7 @@ pub(crate) async fn resume_job(
         .audit(&caller, &caller.tenant, "job.resume", &id)
         .await;
     if let Some(due) = job.next_trigger_at {
-        (state.notify_due)(due);
+        (state.notify_due)(Due::At(due));
     }
     Ok(Json(job.into()))
 }
@@ -148,7 +149,7 @@ pub(crate) async fn trigger_job(
     state
         .audit(&caller, &caller.tenant, "job.trigger", &id)
         .await;
-    (state.notify_due)(now);
+    (state.notify_due)(Due::Pending);
     Ok((
         StatusCode::ACCEPTED,
         Json(TriggeredExecution {

@@ -11,6 +11,7 @@ use crate::{shown, validate};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+use kairos_core::due::Due;
 use kairos_core::store::{CreateOutcome, JobFilter};
 use kairos_core::time::now_ms;
 
@@ -60,7 +61,7 @@ pub(crate) async fn create_job(
         CreateOutcome::Created(job) => {
             state.auth.live.created(&caller.tenant);
             if let Some(due) = job.next_trigger_at {
-                (state.notify_due)(due);
+                (state.notify_due)(Due::At(due));
             }
             Ok((StatusCode::CREATED, Json(CreatedJob::from(&job))))
         }

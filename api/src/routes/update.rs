@@ -10,6 +10,7 @@ use crate::extract::{ApiJson, ApiPath};
 use crate::validate;
 use axum::Json;
 use axum::extract::State;
+use kairos_core::due::Due;
 use kairos_core::job::{Job, JobTransition};
 use kairos_core::store::UpdateOutcome;
 use kairos_core::time::now_ms;
@@ -90,7 +91,7 @@ pub(crate) async fn update_job(
                 && JobTransition::Claim.allowed_from(new.status)
                 && let Some(due) = new.next_trigger_at
             {
-                (state.notify_due)(due);
+                (state.notify_due)(Due::At(due));
             }
             Ok(Json(new.into()))
         }

@@ -16,6 +16,7 @@ use crate::validate;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use kairos_core::due::Due;
 use kairos_core::time::now_ms;
 use kairos_core::workflow::{RunControl, WorkflowCreated};
 
@@ -63,7 +64,7 @@ pub(crate) async fn create_workflow(
                 .audit(&caller, &caller.tenant, "workflow.create", &wf.id)
                 .await;
             if run.is_some() {
-                (state.notify_due)(now);
+                (state.notify_due)(Due::Pending);
             }
             Ok((
                 StatusCode::CREATED,
@@ -186,7 +187,7 @@ pub(crate) async fn trigger_workflow(
     state
         .audit(&caller, &caller.tenant, "workflow.trigger", &id)
         .await;
-    (state.notify_due)(now);
+    (state.notify_due)(Due::Pending);
     Ok((StatusCode::ACCEPTED, Json(RunView::from(&run))))
 }
 

@@ -1,6 +1,7 @@
 //! Create, read and list: response shapes, paging and idempotent create.
 
 use super::support::App;
+use kairos_core::due::Due;
 use kairos_core::time::{now_ms, parse_rfc3339};
 use serde_json::{Value, json};
 
@@ -27,7 +28,7 @@ pub async fn create_get_list_and_execution_shapes(app: App) {
     assert_eq!(uuid::Uuid::parse_str(&id).unwrap().get_version_num(), 7);
     assert_eq!(
         app.due.lock().unwrap().as_slice(),
-        &[time(&created["nextTriggerAt"])]
+        &[Due::At(time(&created["nextTriggerAt"]))]
     );
 
     let job = app.get(&format!("/openapi/jobs/{id}")).await.ok(200);

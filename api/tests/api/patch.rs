@@ -3,6 +3,7 @@
 
 use super::support::App;
 use axum::http::Method;
+use kairos_core::due::Due;
 use kairos_core::store::{Dispatch, JobStore};
 use kairos_core::time::{now_ms, parse_rfc3339};
 use serde_json::{Value, json};
@@ -49,7 +50,7 @@ pub async fn patch_changes_a_job_at_its_version(app: App) {
     );
     assert_eq!(
         app.due.lock().unwrap()[due_before..],
-        [next],
+        [Due::At(next)],
         "due sooner: the dispatcher is woken"
     );
     assert_eq!(app.get(&uri).await.ok(200)["version"], version + 1);

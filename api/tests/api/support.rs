@@ -8,6 +8,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use kairos_api::auth::keys;
 use kairos_api::{ApiConfig, AppState, router};
+use kairos_core::due::Due;
 use kairos_core::job::JobStatus;
 use kairos_core::store::{Dispatch, JobFilter, JobStore, TenantStore};
 use kairos_core::tenant::{DEFAULT_TENANT, Role, Tenant, TenantLimits};
@@ -58,7 +59,7 @@ pub struct App {
     pub router: Router,
     pub store: SqlStore,
     /// Every due time the app reported through its due notifier.
-    pub due: Arc<Mutex<Vec<Millis>>>,
+    pub due: Arc<Mutex<Vec<Due>>>,
     /// Sent as `Authorization: Bearer <token>` on every request, if set.
     pub token: Option<String>,
     /// The client address requests come from, as a socket server sees it

@@ -165,6 +165,28 @@ impl Api {
             .collect()
     }
 
+    /// POSTs `body` to `path` (under the base URL); the answer of a 2xx.
+    pub(super) async fn post_json(&self, path: &str, body: &Value) -> Result<Value> {
+        let url = Url::parse(&format!("{}{path}", self.base))
+            .with_context(|| format!("{path} is not a path"))?;
+        self.post(&url, body).await
+    }
+
+    /// GETs `path` (under the base URL); the answer of a 2xx.
+    pub(super) async fn get_json(&self, path: &str) -> Result<Value> {
+        let answer = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .with_context(|| format!("GET {path}"))?
+            .error_for_status()?
+            .json()
+            .await
+            .with_context(|| format!("reading the answer to GET {path}"))?;
+        Ok(answer)
+    }
+
     /// A job's status.
     pub(super) async fn status(&self, job: &str) -> Result<String> {
         let answer: Value = self

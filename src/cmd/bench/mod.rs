@@ -7,6 +7,7 @@ mod api;
 mod embedded;
 mod priority;
 mod report;
+mod workflow;
 mod workloads;
 
 use crate::cli::{BenchArgs, BenchWorkload};
@@ -55,6 +56,7 @@ async fn measure(
             });
             priority::run(&api, args.jobs, how, lead, deadline, report).await
         }
+        BenchWorkload::Workflow => workflow::run(&api, args.jobs, how, deadline, report).await,
         BenchWorkload::Cron => {
             let run_for = Duration::from_secs(args.seconds);
             workloads::cron(&api, args.schedules, how, run_for, report).await

@@ -114,6 +114,7 @@ pub(crate) async fn apply(
             attempt: input.attempt,
             new_status,
             callback_queued: tail.callbacks.len() > queued_before,
+            next_work: false,
         });
     }
     let rows: HashMap<String, Execution> = execs.into_iter().map(|(id, (e, _))| (id, e)).collect();
@@ -135,11 +136,19 @@ pub(crate) async fn apply(
         .filter(|e| jobs.get(&e.job_id).is_some_and(|j| j.followups))
         .collect();
     crate::workflows::fire_followups(&mut tx, &parents, now).await?;
+    let chained: HashSet<&str> = ended
+        .iter()
+        .chain(&parents)
+        .map(|e| e.id.as_str())
+        .collect();
     write_jobs(&mut tx, &tail.jobs, now).await?;
     inserts::events(&mut tx, &tail.events).await?;
     inserts::callbacks(&mut tx, &tail.callbacks).await?;
     crate::concurrency::occupy(&mut tx, &tail.ghost_starts, now).await?;
     tx.commit().await?;
+    for a in &mut out {
+        a.next_work = chained.contains(a.execution_id.as_str());
+    }
     Ok(out)
 }
 
