@@ -1,5 +1,6 @@
-//! Workflows end to end (issue 34). On the services stack (MySQL, Redis,
-//! RabbitMQ, one process per role) with Rust worker services whose handler
+//! Workflows end to end (issue 34). On the services stack (MariaDB or
+//! PostgreSQL, Redis, RabbitMQ, one process per role: `mariadb::` and
+//! `postgres::`) with Rust worker services whose handler
 //! answers with what `ctx.parent_outputs()` told it: a three-level DAG
 //! (1 → 3 in parallel → 1) created through the API runs to `succeeded`,
 //! each node once, and the fan-in node sees all three outputs; a failing
@@ -8,6 +9,9 @@
 //! (SQLite, in-process broker, its stock worker's `noop` and `fail`), and
 //! a scheduled workflow (`everyMs`) starting runs by itself, and a child
 //! job triggered by its parent's failure.
+
+#[macro_use]
+extern crate kairos_testkit;
 
 use kairos_testkit::cluster as support;
 
@@ -148,9 +152,10 @@ async fn one_execution_per_node(cluster: &Cluster, run: &Value) -> Vec<(String, 
     out
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_dag_runs_on_the_services_stack_and_the_fan_in_sees_every_output() {
-    let Some(mut cluster) = Cluster::start(Stack::Services, 1, 0).await else {
+on_server_stacks!(a_dag_runs_on_the_services_stack_and_the_fan_in_sees_every_output);
+
+async fn a_dag_runs_on_the_services_stack_and_the_fan_in_sees_every_output(stack: Stack) {
+    let Some(mut cluster) = Cluster::start(stack, 1, 0).await else {
         return;
     };
     let stop = CancellationToken::new();
