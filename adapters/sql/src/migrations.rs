@@ -106,6 +106,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "partitions",
         include_str!("../migrations/mysql/0018_partitions.sql"),
     ),
+    (
+        19,
+        "workflow callbacks",
+        include_str!("../migrations/mysql/0019_workflow_callbacks.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -200,6 +205,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "partitions",
         include_str!("../migrations/postgres/0018_partitions.sql"),
     ),
+    (
+        19,
+        "workflow callbacks",
+        include_str!("../migrations/postgres/0019_workflow_callbacks.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -290,6 +300,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         18,
         "partitions",
         include_str!("../migrations/sqlite/0018_partitions.sql"),
+    ),
+    (
+        19,
+        "workflow callbacks",
+        include_str!("../migrations/sqlite/0019_workflow_callbacks.sql"),
     ),
 ];
 

@@ -96,9 +96,11 @@ pub(crate) async fn on_settled(tx: &mut Tx, ended: &[&Execution], now: Millis) -
     let nodes = node_rows(tx, &live).await?;
     let empty = HashMap::new();
     for run in &runs {
-        let Some(wf) = workflows.get(&run.workflow_id) else {
+        let Some(current) = workflows.get(&run.workflow_id) else {
             continue;
         };
+        // The graph the run started with, even if a PATCH replaced it since.
+        let wf = &super::control::as_of_version(&mut *tx, current, run.definition_version).await?;
         let rows = nodes.get(&run.id).unwrap_or(&empty);
         let states: HashMap<String, NodeStatus> =
             rows.iter().map(|(id, r)| (id.clone(), r.status)).collect();
