@@ -136,7 +136,7 @@ async fn a_paused_workflow_fires_nothing_until_resumed(store: SqlStore) {
     );
     assert!(matches!(
         store.workflow_trigger("wc1", &wf.id, &id(), T0 + 35_000).await.unwrap(),
-        WorkflowTriggered::Paused(_)
+        WorkflowTriggered::Paused
     ));
     assert!(sweep(&store, T0 + 35_000).await.is_empty());
     assert_eq!(

@@ -187,11 +187,9 @@ pub(crate) async fn trigger_workflow(
     {
         WorkflowTriggered::Started(run) => run,
         WorkflowTriggered::NotFound => return Err(workflow_not_found(&id)),
-        WorkflowTriggered::Paused(wf) => {
+        WorkflowTriggered::Paused => {
             return Err(ApiError::InvalidState(format!(
-                "workflow {} is {}; only active workflows can be triggered (resume it first)",
-                wf.id,
-                wf.status.as_str()
+                "workflow {id} is paused; only active workflows can be triggered (resume it first)"
             )));
         }
     };

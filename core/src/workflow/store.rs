@@ -267,8 +267,8 @@ pub enum WorkflowTriggered {
     Started(WorkflowRun),
     /// No such workflow of this tenant (or deleted).
     NotFound,
-    /// The workflow is paused; as it is.
-    Paused(StoredWorkflow),
+    /// The workflow is paused.
+    Paused,
 }
 
 /// A checked change of a workflow (`PATCH`): each `Some` replaces the field.

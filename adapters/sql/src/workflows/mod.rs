@@ -339,7 +339,7 @@ async fn trigger(
     };
     match wf.status {
         WorkflowStatus::Deleted => return Ok(WorkflowTriggered::NotFound),
-        st if !triggerable(st) => return Ok(WorkflowTriggered::Paused(wf)),
+        st if !triggerable(st) => return Ok(WorkflowTriggered::Paused),
         _ => {}
     }
     let run = runs::start(&mut tx, &wf, run_id, now, now).await?;
