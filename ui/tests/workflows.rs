@@ -142,7 +142,10 @@ async fn a_run_is_drawn_with_its_node_states_and_execution_links() {
         "the navigation leads to the workflows and marks them current: {list}"
     );
     let (_, jobs) = get(&router, "/ui/jobs", &s).await;
-    assert!(jobs.contains(r#"<a href="/ui/workflows">Workflows</a>"#), "{jobs}");
+    assert!(
+        jobs.contains(r#"<a href="/ui/workflows">Workflows</a>"#),
+        "{jobs}"
+    );
     assert!(get(&router, "/ui/workflows", &s).await.1.contains("etl"));
 
     let other = session(&store, &router, "ui-other").await;

@@ -166,7 +166,11 @@ async fn attempts_retries_and_redelivery(store: SqlStore) {
     assert_eq!(leased.len(), 1);
     let cb = &leased[0];
     assert_eq!(
-        (cb.state, cb.attempts, cb.subject.execution_id().unwrap_or_default()),
+        (
+            cb.state,
+            cb.attempts,
+            cb.subject.execution_id().unwrap_or_default()
+        ),
         (CallbackState::Pending, 0, exec.as_str())
     );
 

@@ -135,23 +135,42 @@ async fn a_paused_workflow_fires_nothing_until_resumed(store: SqlStore) {
             .is_empty()
     );
     assert!(matches!(
-        store.workflow_trigger("wc1", &wf.id, &id(), T0 + 35_000).await.unwrap(),
+        store
+            .workflow_trigger("wc1", &wf.id, &id(), T0 + 35_000)
+            .await
+            .unwrap(),
         WorkflowTriggered::Paused
     ));
     assert!(sweep(&store, T0 + 35_000).await.is_empty());
     assert_eq!(
-        store.workflows_list("wc1", 10, None).await.unwrap().items.len(),
+        store
+            .workflows_list("wc1", 10, None)
+            .await
+            .unwrap()
+            .items
+            .len(),
         1,
         "a paused workflow is still listed"
     );
 
     // Resumed: the missed trigger fires once, late, then the schedule
     // goes on from now.
-    let resumed = done(store.workflow_resume("wc1", &wf.id, T0 + 35_000).await.unwrap());
-    assert_eq!((resumed.status, resumed.version), (WorkflowStatus::Active, 3));
+    let resumed = done(
+        store
+            .workflow_resume("wc1", &wf.id, T0 + 35_000)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (resumed.status, resumed.version),
+        (WorkflowStatus::Active, 3)
+    );
     assert_eq!(resumed.next_trigger_at, Some(T0 + 10_000));
     assert!(matches!(
-        store.workflow_resume("wc1", &wf.id, T0 + 35_001).await.unwrap(),
+        store
+            .workflow_resume("wc1", &wf.id, T0 + 35_001)
+            .await
+            .unwrap(),
         WorkflowControl::Conflict(_)
     ));
     let runs = store.workflows_fire_due(T0 + 35_001, 10).await.unwrap();
@@ -160,11 +179,19 @@ async fn a_paused_workflow_fires_nothing_until_resumed(store: SqlStore) {
     let wf_now = store.workflow_get("wc1", &wf.id).await.unwrap().unwrap();
     assert_eq!(wf_now.next_trigger_at, Some(T0 + 40_000));
     assert!(matches!(
-        store.workflow_trigger("wc1", &wf.id, &id(), T0 + 35_002).await.unwrap(),
+        store
+            .workflow_trigger("wc1", &wf.id, &id(), T0 + 35_002)
+            .await
+            .unwrap(),
         WorkflowTriggered::Started(_)
     ));
     // Deleted: neither pause nor resume.
-    assert!(store.workflow_delete("wc1", &wf.id, T0 + 36_000).await.unwrap());
+    assert!(
+        store
+            .workflow_delete("wc1", &wf.id, T0 + 36_000)
+            .await
+            .unwrap()
+    );
     assert!(matches!(
         store.workflow_resume("wc1", &wf.id, T0 + 36_001).await.unwrap(),
         WorkflowControl::Conflict(ref w) if w.status == WorkflowStatus::Deleted
@@ -181,7 +208,12 @@ async fn a_resume_skips_missed_triggers_under_the_skip_policy(store: SqlStore) {
     new.next_trigger_at = Some(T0 + 10_000);
     let (wf, _) = create(&store, new).await;
     done(store.workflow_pause("wc2", &wf.id, T0 + 1).await.unwrap());
-    let resumed = done(store.workflow_resume("wc2", &wf.id, T0 + 35_000).await.unwrap());
+    let resumed = done(
+        store
+            .workflow_resume("wc2", &wf.id, T0 + 35_000)
+            .await
+            .unwrap(),
+    );
     assert_eq!(resumed.next_trigger_at, Some(T0 + 40_000), "no catch-up");
     assert!(
         store
@@ -227,8 +259,14 @@ async fn a_patch_leaves_started_runs_on_their_graph(store: SqlStore) {
     assert_eq!(changed.name, "renamed");
     assert_eq!(changed.definition, next);
     assert_eq!(changed.next_trigger_at, Some(T0 + 500));
-    assert_eq!(changed.callback_url.as_deref(), Some("http://example.test/wf"));
-    assert_ne!(changed.node_jobs["a"], wf.node_jobs["a"], "a's template changed");
+    assert_eq!(
+        changed.callback_url.as_deref(),
+        Some("http://example.test/wf")
+    );
+    assert_ne!(
+        changed.node_jobs["a"], wf.node_jobs["a"],
+        "a's template changed"
+    );
     assert_eq!(
         store.workflow_get("wc3", &wf.id).await.unwrap().unwrap(),
         changed
@@ -246,7 +284,10 @@ async fn a_patch_leaves_started_runs_on_their_graph(store: SqlStore) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!((old.definition.clone(), old.run.definition_version), (chain(), 1));
+    assert_eq!(
+        (old.definition.clone(), old.run.definition_version),
+        (chain(), 1)
+    );
     store
         .results_apply(&[result(&mid[0].1, 1, Succeeded, T0 + 4)], T0 + 4)
         .await
@@ -281,11 +322,19 @@ async fn a_patch_leaves_started_runs_on_their_graph(store: SqlStore) {
         .unwrap()
         .unwrap();
     assert_eq!(d.definition, next);
-    assert_eq!(d.run.status, RunStatus::Failed, "c skipped, a's failure unhandled");
+    assert_eq!(
+        d.run.status,
+        RunStatus::Failed,
+        "c skipped, a's failure unhandled"
+    );
 
     // Delete cancels the node jobs of every version.
     assert!(store.workflow_delete("wc3", &wf.id, T0 + 7).await.unwrap());
-    for job in [&wf.node_jobs["a"], &wf.node_jobs["b"], &changed.node_jobs["a"]] {
+    for job in [
+        &wf.node_jobs["a"],
+        &wf.node_jobs["b"],
+        &changed.node_jobs["a"],
+    ] {
         let j = store.job_get("wc3", job).await.unwrap().unwrap();
         assert_eq!(j.status, JobStatus::Cancelled, "job {job}");
     }
@@ -364,10 +413,16 @@ async fn a_run_end_queues_one_signed_callback_in_its_transaction(store: SqlStore
         .results_apply(&[result(&a[0].1, 1, Succeeded, T0 + 1)], T0 + 1)
         .await
         .unwrap();
-    assert!(run_callbacks(&store, T0 + 1).await.is_empty(), "not ended yet");
+    assert!(
+        run_callbacks(&store, T0 + 1).await.is_empty(),
+        "not ended yet"
+    );
     let b = sweep(&store, T0 + 2).await;
     let last = result(&b[0].1, 1, Succeeded, T0 + 3);
-    store.results_apply(std::slice::from_ref(&last), T0 + 3).await.unwrap();
+    store
+        .results_apply(std::slice::from_ref(&last), T0 + 3)
+        .await
+        .unwrap();
     // A replayed result ends nothing twice.
     store.results_apply(&[last], T0 + 4).await.unwrap();
 
@@ -380,7 +435,10 @@ async fn a_run_end_queues_one_signed_callback_in_its_transaction(store: SqlStore
             run_id: run.id.clone()
         }
     );
-    assert_eq!((cb.tenant.as_str(), cb.url.as_str()), ("wc5", "http://example.test/runs"));
+    assert_eq!(
+        (cb.tenant.as_str(), cb.url.as_str()),
+        ("wc5", "http://example.test/runs")
+    );
     let body: serde_json::Value = serde_json::from_str(&cb.payload).unwrap();
     assert_eq!(body["event"], RUN_ENDED_EVENT);
     assert_eq!(body["workflowId"], wf.id.as_str());
@@ -393,7 +451,10 @@ async fn a_run_end_queues_one_signed_callback_in_its_transaction(store: SqlStore
     assert_eq!(nodes[0]["executionId"], a[0].1.execution_id.as_str());
     assert_eq!(nodes[1]["executionId"], b[0].1.execution_id.as_str());
     assert_eq!(
-        (nodes[1]["state"].as_str(), nodes[1]["executionStatus"].as_str()),
+        (
+            nodes[1]["state"].as_str(),
+            nodes[1]["executionStatus"].as_str()
+        ),
         (Some("succeeded"), Some("succeeded"))
     );
     // The relay's bookkeeping works for it like for an execution's.

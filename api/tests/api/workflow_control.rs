@@ -17,7 +17,10 @@ pub async fn workflows_are_patched_paused_and_resumed(app: App) {
     let run = created["run"]["id"].as_str().unwrap().to_string();
     assert_eq!(created["workflow"]["version"], 1);
     assert_eq!(created["workflow"]["status"], "active");
-    assert_eq!(created["workflow"]["callbackUrl"], "https://example.com/runs");
+    assert_eq!(
+        created["workflow"]["callbackUrl"],
+        "https://example.com/runs"
+    );
     let path = format!("/openapi/workflows/{wf}");
 
     // A new graph: `a` → `z` only. The started run keeps the diamond.
@@ -41,18 +44,25 @@ pub async fn workflows_are_patched_paused_and_resumed(app: App) {
     assert_eq!(patched["everyMs"], 60000);
     assert!(patched["nextTriggerAt"].is_string());
     assert!(patched["callbackUrl"].is_null());
-    let old = app
-        .get(&format!("{path}/runs/{run}"))
-        .await
-        .ok(200);
-    assert_eq!(old["nodes"].as_array().unwrap().len(), 5, "the run keeps its graph");
+    let old = app.get(&format!("{path}/runs/{run}")).await.ok(200);
+    assert_eq!(
+        old["nodes"].as_array().unwrap().len(),
+        5,
+        "the run keeps its graph"
+    );
 
     // Edges alone are checked against the current nodes: 422 naming the node.
     let err = app
-        .patch_json(&path, &json!({"version": 2, "edges": [{"from": "a", "to": "b1"}]}))
+        .patch_json(
+            &path,
+            &json!({"version": 2, "edges": [{"from": "a", "to": "b1"}]}),
+        )
         .await
         .error(422, "invalid_workflow");
-    assert_eq!((err["reason"].as_str(), err["node"].as_str()), (Some("unknown_node"), Some("b1")));
+    assert_eq!(
+        (err["reason"].as_str(), err["node"].as_str()),
+        (Some("unknown_node"), Some("b1"))
+    );
     let err = app
         .patch_json(
             &path,
@@ -64,9 +74,12 @@ pub async fn workflows_are_patched_paused_and_resumed(app: App) {
     app.patch_json(&path, &json!({"version": 2, "callbackUrl": "ftp://x"}))
         .await
         .error(422, "invalid_url");
-    app.patch_json(&path, &json!({"version": 2, "everyMs": 1000, "unscheduled": true}))
-        .await
-        .error(422, "invalid_field");
+    app.patch_json(
+        &path,
+        &json!({"version": 2, "everyMs": 1000, "unscheduled": true}),
+    )
+    .await
+    .error(422, "invalid_field");
     app.patch_json(&path, &json!({"version": 2, "colour": "red"}))
         .await
         .error(422, "unknown_field");
@@ -84,7 +97,10 @@ pub async fn workflows_are_patched_paused_and_resumed(app: App) {
 
     // Pause: the trigger answers 409 as for a paused job; resume.
     let paused = app.post(&format!("{path}/pause")).await.ok(200);
-    assert_eq!((paused["status"].as_str(), paused["version"].as_i64()), (Some("paused"), Some(4)));
+    assert_eq!(
+        (paused["status"].as_str(), paused["version"].as_i64()),
+        (Some("paused"), Some(4))
+    );
     app.post(&format!("{path}/pause"))
         .await
         .error(409, "invalid_state");
@@ -112,14 +128,23 @@ pub async fn workflows_are_patched_paused_and_resumed(app: App) {
         .patch_json(&path, &json!({"version": 5, "name": "x"}))
         .await
         .error(404, "not_found");
-    other.post(&format!("{path}/pause")).await.error(404, "not_found");
-    other.post(&format!("{path}/resume")).await.error(404, "not_found");
+    other
+        .post(&format!("{path}/pause"))
+        .await
+        .error(404, "not_found");
+    other
+        .post(&format!("{path}/resume"))
+        .await
+        .error(404, "not_found");
     let reader = app.as_new_key("default", Role::Read).await;
     reader
         .patch_json(&path, &json!({"version": 5, "name": "x"}))
         .await
         .error(403, "forbidden");
-    reader.post(&format!("{path}/pause")).await.error(403, "forbidden");
+    reader
+        .post(&format!("{path}/pause"))
+        .await
+        .error(403, "forbidden");
 
     // Deleted: no change, no pause or resume.
     assert_eq!(app.delete(&path).await.status, 204);

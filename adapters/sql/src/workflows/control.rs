@@ -14,8 +14,8 @@ use crate::sql::{Fields, Sql, json, time};
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
 use kairos_core::workflow::{
-    NodeSpec, StoredWorkflow, WorkflowControl, WorkflowTransition, WorkflowUpdate,
-    WorkflowUpdated, resumed_next_trigger,
+    NodeSpec, StoredWorkflow, WorkflowControl, WorkflowTransition, WorkflowUpdate, WorkflowUpdated,
+    resumed_next_trigger,
 };
 use std::collections::BTreeMap;
 
@@ -175,12 +175,13 @@ pub(super) async fn as_of_version(
     if version == wf.definition_version {
         return Ok(wf.clone());
     }
-    let row = Sql::new("SELECT definition, node_jobs FROM workflow_definitions WHERE workflow_id = ")
-        .bind(wf.id.as_str())
-        .push(" AND version = ")
-        .bind(version)
-        .fetch_optional(on)
-        .await?;
+    let row =
+        Sql::new("SELECT definition, node_jobs FROM workflow_definitions WHERE workflow_id = ")
+            .bind(wf.id.as_str())
+            .push(" AND version = ")
+            .bind(version)
+            .fetch_optional(on)
+            .await?;
     // Runs older than migration 0019 carry version 1, the only one there
     // was: a workflow without a stored older version is its current one.
     let Some(row) = row else {
