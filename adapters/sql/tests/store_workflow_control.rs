@@ -409,20 +409,25 @@ async fn a_run_end_queues_one_signed_callback_in_its_transaction(store: SqlStore
         panic!("a first run")
     };
     let a = sweep(&store, T0).await;
-    store
+    let applied = store
         .results_apply(&[result(&a[0].1, 1, Succeeded, T0 + 1)], T0 + 1)
         .await
         .unwrap();
+    assert!(!applied[0].callback_queued);
     assert!(
         run_callbacks(&store, T0 + 1).await.is_empty(),
         "not ended yet"
     );
     let b = sweep(&store, T0 + 2).await;
     let last = result(&b[0].1, 1, Succeeded, T0 + 3);
-    store
+    let applied = store
         .results_apply(std::slice::from_ref(&last), T0 + 3)
         .await
         .unwrap();
+    assert!(
+        applied[0].callback_queued,
+        "the result that ended the run says it queued a callback (the relay is woken)"
+    );
     // A replayed result ends nothing twice.
     store.results_apply(&[last], T0 + 4).await.unwrap();
 

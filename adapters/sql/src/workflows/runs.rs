@@ -123,6 +123,7 @@ pub(super) async fn start(
             .await?;
     }
     let step = advance(&wf.definition, &HashMap::new());
+    // A new run's roots are due: it cannot end here.
     apply_step(tx, &run, wf, &HashMap::new(), &step, now).await?;
     Ok(run)
 }
@@ -165,7 +166,8 @@ pub(super) async fn node_rows(
 /// due now, with their parents' outputs), the skipped nodes recorded, and
 /// the run ended if the step says so. Each node move is conditional on the
 /// node's state, and an execution is only inserted for a node this call
-/// moved, so a step applied twice creates nothing twice.
+/// moved, so a step applied twice creates nothing twice. `true` if it ended
+/// the run and queued its callback.
 pub(super) async fn apply_step(
     tx: &mut Tx,
     run: &WorkflowRun,
@@ -173,7 +175,7 @@ pub(super) async fn apply_step(
     nodes: &HashMap<String, NodeRow>,
     step: &Step,
     now: Millis,
-) -> StoreResult<()> {
+) -> StoreResult<bool> {
     let outputs = parent_outputs(tx, &wf.definition, nodes, &step.due).await?;
     let pending = ExecStatus::Pending;
     let mut events = Vec::new();
@@ -259,22 +261,23 @@ pub(super) async fn apply_step(
             .execute(&mut *tx)
             .await?;
     }
-    if let Some(end) = step.finished.and_then(RunTransition::ending_in) {
-        end_run(tx, run, end, wf.callback_url.as_deref(), now).await?;
+    match step.finished.and_then(RunTransition::ending_in) {
+        Some(end) => end_run(tx, run, end, wf.callback_url.as_deref(), now).await,
+        None => Ok(false),
     }
-    Ok(())
 }
 
 /// `running → end` for one run; when it moved and the workflow has a
 /// callback URL, its run-end event is queued in the outbox, in this same
 /// transaction (so a run that ended has its callback, and only one).
+/// `true` if a callback was queued.
 async fn end_run(
     tx: &mut Tx,
     run: &WorkflowRun,
     end: RunTransition,
     callback_url: Option<&str>,
     now: Millis,
-) -> StoreResult<()> {
+) -> StoreResult<bool> {
     let moved = Sql::new("UPDATE workflow_runs SET ")
         .set(
             &Fields::new()
@@ -289,7 +292,7 @@ async fn end_run(
         .execute(&mut *tx)
         .await?;
     let Some(url) = callback_url.filter(|_| moved == 1) else {
-        return Ok(());
+        return Ok(false);
     };
     let ended = WorkflowRun {
         status: end.to_state(),
@@ -298,7 +301,8 @@ async fn end_run(
     };
     let nodes = run_nodes(&mut *tx, &run.id).await?;
     let callback = inserts::new_run_callback(&ended, &nodes, url, now);
-    inserts::callbacks(tx, std::slice::from_ref(&callback)).await
+    inserts::callbacks(tx, std::slice::from_ref(&callback)).await?;
+    Ok(true)
 }
 
 /// For each node of `due`, its parents' outputs by parent node id (`null`
@@ -394,7 +398,8 @@ pub(super) async fn cancel(
     let ids: Vec<&str> = active.iter().map(String::as_str).collect();
     cancel_pending(tx, &ids, now).await?;
     crate::stop::request_by_ids(tx, &ids, now).await?;
-    end_run(tx, run, RunTransition::Cancel, callback_url, now).await
+    end_run(tx, run, RunTransition::Cancel, callback_url, now).await?;
+    Ok(())
 }
 
 /// Cancels those of `ids` still pending, with their events.
