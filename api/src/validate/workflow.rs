@@ -145,14 +145,18 @@ pub(crate) fn new_workflow(
         None => (None, None),
     };
     let run_now = req.run_now.unwrap_or(schedule.is_none());
-    let fingerprint = json!({
+    let mut fingerprint = json!({
         "name": name,
         "definition": definition,
         "runNow": run_now,
         "schedule": schedule,
-        "callbackUrl": callback_url,
         "clientRequestId": req.client_request_id,
     });
+    // Only when given: a create fingerprinted before callbacks existed
+    // still matches its replay.
+    if let Some(url) = &callback_url {
+        fingerprint["callbackUrl"] = json!(url);
+    }
     Ok(NewWorkflow {
         id,
         tenant: tenant.to_string(),
@@ -275,6 +279,15 @@ mod tests {
         let one = check(json!({"name": "n", "nodes": [{"id": "a", "handler": "h", "params": {"x": 1, "y": 2}}]})).unwrap();
         let two = check(json!({"nodes": [{"params": {"y": 2, "x": 1}, "handler": "h", "id": "a"}], "name": "n"})).unwrap();
         assert_eq!(one.request_hash, two.request_hash);
+        let hooked = check(
+            json!({"name": "n", "nodes": [{"id": "a", "handler": "h", "params": {"x": 1, "y": 2}}],
+            "callbackUrl": "https://example.com/runs"}),
+        )
+        .unwrap();
+        assert_ne!(
+            hooked.request_hash, one.request_hash,
+            "the callback URL is part of the request"
+        );
         assert!(one.run_now.is_some(), "runs at once by default");
     }
 }
