@@ -1,9 +1,9 @@
 """Seeds a fresh `kairos dev` with data the generated requests can reach, and
 prints the schemathesis config (TOML) that makes them use it.
 
-Generated ids almost never name a real job or execution, so without this the
-routes under /openapi/jobs/{id} and /openapi/executions/{id} would only ever
-answer 404. The config draws `{id}` from the seeded ids half of the time (the
+Generated ids almost never name a real job, execution or workflow, so
+without this the routes under /openapi/jobs/{id}, /openapi/executions/{id}
+and /openapi/workflows/{id} would only ever answer 404. The config draws `{id}` from the seeded ids half of the time (the
 other half stays random, so 404s are still exercised).
 
 Usage: seed.py BASE_URL KEY > schemathesis.toml
@@ -48,6 +48,17 @@ jobs = [
 ]
 call("POST", f"/openapi/jobs/{jobs[3]}/pause")
 
+# Workflows for /openapi/workflows/{id}: one active on a far schedule (PATCH,
+# pause, trigger), one paused (resume; its trigger answers 409).
+workflows = [
+    str(call("POST", "/openapi/workflows", {
+        "name": f"seed-wf-{i}", "everyMs": 3600000, "callbackUrl": "http://127.0.0.1:9/runs",
+        "nodes": [{"id": "a", "handler": "noop"}, {"id": "b", "handler": "noop"}],
+        "edges": [{"from": "a", "to": "b"}]})["workflow"]["id"])
+    for i in range(2)
+]
+call("POST", f"/openapi/workflows/{workflows[1]}/pause")
+
 executions: list[str] = []
 deadline = time.monotonic() + 30
 for job in jobs[:2]:
@@ -76,6 +87,9 @@ values = {toml_list(jobs)}
 [dictionaries.executions]
 values = {toml_list(executions)}
 
+[dictionaries.workflows]
+values = {toml_list(workflows)}
+
 [[operations]]
 include-path-regex = "^/openapi/jobs/\\\\{{id\\\\}}"
 parameters = {{ "path.id" = {{ dictionary = "jobs", probability = 0.5 }} }}
@@ -83,4 +97,8 @@ parameters = {{ "path.id" = {{ dictionary = "jobs", probability = 0.5 }} }}
 [[operations]]
 include-path-regex = "^/openapi/executions/\\\\{{id\\\\}}"
 parameters = {{ "path.id" = {{ dictionary = "executions", probability = 0.5 }} }}
+
+[[operations]]
+include-path-regex = "^/openapi/workflows/\\\\{{id\\\\}}"
+parameters = {{ "path.id" = {{ dictionary = "workflows", probability = 0.5 }} }}
 """)

@@ -32,8 +32,8 @@ pub use request::{
 };
 pub use worker::{WorkerList, WorkerView};
 pub use workflow::{
-    CreateWorkflowRequest, CreatedWorkflow, FollowUpsBody, RunDetailView, RunNodeView, RunPage,
-    RunView, WorkflowEdge, WorkflowNode, WorkflowPage, WorkflowView,
+    CreateWorkflowRequest, CreatedWorkflow, FollowUpsBody, PatchWorkflowRequest, RunDetailView,
+    RunNodeView, RunPage, RunView, WorkflowEdge, WorkflowNode, WorkflowPage, WorkflowView,
 };
 
 use kairos_core::execution::ExecStatus;

@@ -140,11 +140,12 @@ pub fn callback_parent(callback: &Callback) -> Option<TraceContext> {
 }
 
 /// The trace context of a callback, callback stage: in the trace of the
-/// job's creator when it sent one, else in the execution's.
+/// job's creator when it sent one, else in the execution's (a workflow
+/// run's callback: in a trace of its own, derived from the run id).
 pub fn callback_trace(callback: &Callback) -> Option<TraceContext> {
     TraceContext::for_stage(
         callback_parent(callback).as_ref(),
-        &callback.execution_id,
+        callback.subject.key(),
         0,
         Stage::Callback,
     )
@@ -312,8 +313,10 @@ mod tests {
     fn callback(url: String) -> Callback {
         Callback {
             id: "cb-1".into(),
-            execution_id: "e".into(),
-            job_id: "j".into(),
+            subject: kairos_core::callback::CallbackSubject::Execution {
+                execution_id: "e".into(),
+                job_id: "j".into(),
+            },
             tenant: "t".into(),
             url,
             payload: "{}".into(),

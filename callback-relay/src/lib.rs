@@ -202,8 +202,9 @@ impl Relay {
         let parent = deliver::callback_parent(&callback);
         let span = tracing::info_span!(
             "callback",
-            job_id = %callback.job_id,
-            execution_id = %callback.execution_id,
+            job_id = callback.subject.job_id().unwrap_or_default(),
+            execution_id = callback.subject.execution_id().unwrap_or_default(),
+            run_id = callback.subject.run_id().unwrap_or_default(),
             delivery_id = %callback.id,
             trace_id = trace.map(|t| t.trace_id_hex()).unwrap_or_default(),
             traceparent = trace.map(|t| t.to_string()).unwrap_or_default(),

@@ -18,8 +18,10 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 fn callback(url: String) -> Callback {
     Callback {
         id: "cb-guard".into(),
-        execution_id: "exec-1".into(),
-        job_id: "job-1".into(),
+        subject: kairos_core::callback::CallbackSubject::Execution {
+            execution_id: "exec-1".into(),
+            job_id: "job-1".into(),
+        },
         tenant: "default".into(),
         url,
         payload: r#"{"status":"succeeded"}"#.into(),

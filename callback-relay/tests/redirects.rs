@@ -41,8 +41,10 @@ async fn a_redirect_to_loopback_is_not_followed() {
         .unwrap();
     let callback = Callback {
         id: "cb-1".into(),
-        execution_id: "exec-1".into(),
-        job_id: "job-1".into(),
+        subject: kairos_core::callback::CallbackSubject::Execution {
+            execution_id: "exec-1".into(),
+            job_id: "job-1".into(),
+        },
         tenant: "default".into(),
         url: format!("http://hooks.example:{}/hook", receiver.address().port()),
         payload: r#"{"status":"succeeded"}"#.into(),

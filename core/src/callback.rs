@@ -1,5 +1,6 @@
 //! Callbacks owed to callers: the outbox row, its delivery attempts, and the
-//! JSON body, frozen when the execution reaches its terminal state.
+//! JSON body, frozen when the execution (or the workflow run) reaches its
+//! terminal state.
 
 use crate::execution::Execution;
 use crate::time::{Millis, to_rfc3339};
@@ -38,15 +39,65 @@ impl CallbackState {
     }
 }
 
+/// What a callback reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallbackSubject {
+    /// An execution's end (its job's `callbackUrl`).
+    Execution {
+        /// The execution.
+        execution_id: String,
+        /// Its job.
+        job_id: String,
+    },
+    /// A workflow run's end (its workflow's `callbackUrl`).
+    WorkflowRun {
+        /// The run.
+        run_id: String,
+    },
+}
+
+impl CallbackSubject {
+    /// The execution reported, if it is an execution's callback.
+    pub fn execution_id(&self) -> Option<&str> {
+        match self {
+            CallbackSubject::Execution { execution_id, .. } => Some(execution_id),
+            CallbackSubject::WorkflowRun { .. } => None,
+        }
+    }
+
+    /// The job of the execution reported, if it is an execution's callback.
+    pub fn job_id(&self) -> Option<&str> {
+        match self {
+            CallbackSubject::Execution { job_id, .. } => Some(job_id),
+            CallbackSubject::WorkflowRun { .. } => None,
+        }
+    }
+
+    /// The workflow run reported, if it is a run's callback.
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            CallbackSubject::Execution { .. } => None,
+            CallbackSubject::WorkflowRun { run_id } => Some(run_id),
+        }
+    }
+
+    /// The id of what is reported (execution or run id): the key its
+    /// delivery's trace is derived from.
+    pub fn key(&self) -> &str {
+        match self {
+            CallbackSubject::Execution { execution_id, .. } => execution_id,
+            CallbackSubject::WorkflowRun { run_id } => run_id,
+        }
+    }
+}
+
 /// One outbox row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Callback {
     /// Delivery id (UUIDv7), sent as `Kairos-Delivery-Id` on every attempt.
     pub id: String,
-    /// Execution it reports.
-    pub execution_id: String,
-    /// Job of the execution.
-    pub job_id: String,
+    /// What it reports.
+    pub subject: CallbackSubject,
     /// Owner.
     pub tenant: String,
     /// Receiver.
@@ -96,5 +147,41 @@ pub fn payload(e: &Execution) -> serde_json::Value {
         "scheduledAt": to_rfc3339(e.scheduled_at),
         "startedAt": t(e.started_at),
         "finishedAt": t(e.finished_at),
+    })
+}
+
+/// The `event` of a workflow run's callback.
+pub const RUN_ENDED_EVENT: &str = "workflow.run.ended";
+
+/// The JSON body of a callback for a workflow run that has just ended, with
+/// its nodes as they are at its end (in the workflow's node order).
+pub fn run_payload(
+    run: &crate::workflow::WorkflowRun,
+    nodes: &[crate::workflow::RunNode],
+) -> serde_json::Value {
+    let t = |ms: Option<Millis>| ms.map(to_rfc3339);
+    let nodes: Vec<serde_json::Value> = nodes
+        .iter()
+        .map(|n| {
+            serde_json::json!({
+                "nodeId": n.node_id,
+                "state": n.status.as_str(),
+                "executionId": n.execution_id,
+                "executionStatus": n.execution_status.map(|s| s.as_str()),
+                "attempt": n.attempt,
+                "startedAt": t(n.started_at),
+                "finishedAt": t(n.finished_at),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "event": RUN_ENDED_EVENT,
+        "workflowId": run.workflow_id,
+        "runId": run.id,
+        "status": run.status.as_str(),
+        "scheduledAt": to_rfc3339(run.scheduled_at),
+        "startedAt": to_rfc3339(run.created_at),
+        "finishedAt": t(run.finished_at),
+        "nodes": nodes,
     })
 }

@@ -18,6 +18,7 @@ pub(crate) enum Nav {
     Jobs,
     NewJob,
     Executions,
+    Workflows,
     Workers,
     Keys,
     Audit,
@@ -78,6 +79,7 @@ pub(crate) fn page(ctx: &Ctx, title: &str, active: Nav, body: Markup) -> Markup 
                             (link(Nav::Jobs, "/ui/jobs", "Jobs"))
                             @if ctx.can_write() { (link(Nav::NewJob, "/ui/jobs/new", "New job")) }
                             (link(Nav::Executions, "/ui/executions", "Executions"))
+                            (link(Nav::Workflows, "/ui/workflows", "Workflows"))
                             @if ctx.is_operator() { (link(Nav::Workers, "/ui/workers", "Workers")) }
                             @if ctx.is_admin() {
                                 (link(Nav::Keys, "/ui/admin/keys", "API keys"))

@@ -106,6 +106,7 @@ async fn a_run_is_drawn_with_its_node_states_and_execution_links() {
             run_now: Some("run-ui".into()),
             schedule: None,
             next_trigger_at: None,
+            callback_url: None,
             created_at: now_ms(),
         })
         .await
@@ -136,6 +137,15 @@ async fn a_run_is_drawn_with_its_node_states_and_execution_links() {
     let (status, list) = get(&router, "/ui/workflows/wf-ui", &s).await;
     assert_eq!(status, StatusCode::OK);
     assert!(list.contains("/ui/workflows/wf-ui/runs/run-ui"));
+    assert!(
+        list.contains(r#"<a href="/ui/workflows" aria-current="page">Workflows</a>"#),
+        "the navigation leads to the workflows and marks them current: {list}"
+    );
+    let (_, jobs) = get(&router, "/ui/jobs", &s).await;
+    assert!(
+        jobs.contains(r#"<a href="/ui/workflows">Workflows</a>"#),
+        "{jobs}"
+    );
     assert!(get(&router, "/ui/workflows", &s).await.1.contains("etl"));
 
     let other = session(&store, &router, "ui-other").await;

@@ -3,7 +3,7 @@
 
 use crate::db::Tx;
 use crate::sql::{CHUNK, Fields, Sql, json, time};
-use kairos_core::callback::{Callback, CallbackState, payload};
+use kairos_core::callback::{Callback, CallbackState, CallbackSubject, payload};
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
@@ -60,11 +60,38 @@ pub(crate) async fn events(tx: &mut Tx, rows: &[EventRow]) -> StoreResult<()> {
 pub(crate) fn new_callback(exec: &Execution, url: &str, now: Millis) -> Callback {
     Callback {
         id: uuid::Uuid::now_v7().to_string(),
-        execution_id: exec.id.clone(),
-        job_id: exec.job_id.clone(),
+        subject: CallbackSubject::Execution {
+            execution_id: exec.id.clone(),
+            job_id: exec.job_id.clone(),
+        },
         tenant: exec.tenant.clone(),
         url: url.to_string(),
         payload: payload(exec).to_string(),
+        state: CallbackState::Pending,
+        attempts: 0,
+        next_attempt_at: now,
+        last_error: None,
+        created_at: now,
+        trace: None,
+    }
+}
+
+/// A new outbox row reporting `run`, which has just ended, with its nodes
+/// as they are at its end.
+pub(crate) fn new_run_callback(
+    run: &kairos_core::workflow::WorkflowRun,
+    nodes: &[kairos_core::workflow::RunNode],
+    url: &str,
+    now: Millis,
+) -> Callback {
+    Callback {
+        id: uuid::Uuid::now_v7().to_string(),
+        subject: CallbackSubject::WorkflowRun {
+            run_id: run.id.clone(),
+        },
+        tenant: run.tenant.clone(),
+        url: url.to_string(),
+        payload: kairos_core::callback::run_payload(run, nodes).to_string(),
         state: CallbackState::Pending,
         attempts: 0,
         next_attempt_at: now,
@@ -78,8 +105,9 @@ pub(crate) fn new_callback(exec: &Execution, url: &str, now: Millis) -> Callback
 fn callback_fields(c: &Callback) -> Fields {
     Fields::new()
         .with("id", &c.id)
-        .with("execution_id", &c.execution_id)
-        .with("job_id", &c.job_id)
+        .with("execution_id", c.subject.execution_id())
+        .with("job_id", c.subject.job_id())
+        .with("workflow_run_id", c.subject.run_id())
         .with("tenant", &c.tenant)
         .with("url", &c.url)
         .with("payload", json(c.payload.as_str()))

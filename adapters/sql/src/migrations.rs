@@ -106,6 +106,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "partitions",
         include_str!("../migrations/mysql/0018_partitions.sql"),
     ),
+    (
+        19,
+        "workflow callbacks",
+        include_str!("../migrations/mysql/0019_workflow_callbacks.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -200,6 +205,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "partitions",
         include_str!("../migrations/postgres/0018_partitions.sql"),
     ),
+    (
+        19,
+        "workflow callbacks",
+        include_str!("../migrations/postgres/0019_workflow_callbacks.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -291,6 +301,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "partitions",
         include_str!("../migrations/sqlite/0018_partitions.sql"),
     ),
+    (
+        19,
+        "workflow callbacks",
+        include_str!("../migrations/sqlite/0019_workflow_callbacks.sql"),
+    ),
 ];
 
 fn migrations(dialect: Dialect) -> Vec<Migration> {
@@ -365,7 +380,44 @@ mod tests {
         .execute(store.write())
         .await
         .expect("a job at schema 1");
+        // A delivered callback with its attempt: the outbox rebuilt by 0019
+        // on SQLite (nullable execution) keeps both.
+        for sql in [
+            "INSERT INTO executions (id, job_id, tenant, scheduled_at, attempt, status, \
+             not_before, finished_at, created_at, updated_at) VALUES \
+             ('e1', 'j1', 't', 5, 1, 'succeeded', 5, 6, 5, 6)",
+            "INSERT INTO callbacks (id, execution_id, job_id, tenant, url, payload, state, \
+             attempts, next_attempt_at, created_at, updated_at) VALUES \
+             ('cb1', 'e1', 'j1', 't', 'http://example.test/cb', '{\"a\": 1}', 'delivered', \
+             1, 6, 6, 7)",
+            "INSERT INTO callback_attempts (callback_id, attempt, attempted_at, status_code, \
+             latency_ms) VALUES ('cb1', 1, 7, 200, 3)",
+        ] {
+            crate::sql::Sql::new(sql)
+                .execute(store.write())
+                .await
+                .expect("an execution with its callback at schema 1");
+        }
         store.migrate().await.expect("later schemas");
+        let callbacks =
+            kairos_core::store::CallbackStore::callbacks_for_execution(&store, "t", "e1")
+                .await
+                .expect("the execution's callbacks");
+        assert_eq!(callbacks.len(), 1);
+        let (cb, attempts) = &callbacks[0];
+        assert_eq!(
+            cb.subject,
+            kairos_core::callback::CallbackSubject::Execution {
+                execution_id: "e1".into(),
+                job_id: "j1".into()
+            }
+        );
+        assert_eq!(
+            (cb.id.as_str(), cb.payload.replace(' ', "").as_str()),
+            ("cb1", r#"{"a":1}"#)
+        );
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].status_code, Some(200));
         let job = store.job_get("t", "j1").await.unwrap().expect("the job");
         assert_eq!(job.schedule, Schedule::cron("0 * * * * *", "UTC"));
         let partition: i64 = crate::sql::Sql::new("SELECT partition_no FROM jobs WHERE id = 'j1'")

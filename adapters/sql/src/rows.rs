@@ -6,7 +6,7 @@
 use crate::db::Row;
 use crate::error::corrupt;
 use crate::sql::to_u32;
-use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
+use kairos_core::callback::{Callback, CallbackAttempt, CallbackState, CallbackSubject};
 use kairos_core::execution::{ExecEvent, ExecStatus, Execution};
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
 use kairos_core::shard::{ExecutionMode, Shard};
@@ -82,10 +82,11 @@ pub(crate) const EXEC_COLS: [&str; 19] = [
 ];
 
 /// Columns of `callbacks` that make a [`Callback`].
-pub(crate) const CALLBACK_COLS: [&str; 11] = [
+pub(crate) const CALLBACK_COLS: [&str; 12] = [
     "id",
     "execution_id",
     "job_id",
+    "workflow_run_id",
     "tenant",
     "url",
     "payload",
@@ -330,10 +331,26 @@ pub(crate) fn event(row: &Row) -> StoreResult<ExecEvent> {
 
 pub(crate) fn callback(row: &Row) -> StoreResult<Callback> {
     let r = R::new(row, "callbacks");
+    // Exactly one of an execution and a workflow run (migration 0019).
+    let subject = match (
+        r.opt_string("execution_id")?,
+        r.opt_string("workflow_run_id")?,
+    ) {
+        (Some(execution_id), _) => CallbackSubject::Execution {
+            execution_id,
+            job_id: r.string("job_id")?,
+        },
+        (None, Some(run_id)) => CallbackSubject::WorkflowRun { run_id },
+        (None, None) => {
+            return Err(corrupt(
+                "callbacks",
+                "neither execution_id nor workflow_run_id is set",
+            ));
+        }
+    };
     Ok(Callback {
         id: r.string("id")?,
-        execution_id: r.string("execution_id")?,
-        job_id: r.string("job_id")?,
+        subject,
         tenant: r.string("tenant")?,
         url: r.string("url")?,
         payload: r

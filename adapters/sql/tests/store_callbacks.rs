@@ -68,7 +68,7 @@ async fn a_caller_trace_reaches_dispatches_and_callbacks(store: SqlStore) {
     for (exec, t) in ids {
         let cb = due
             .iter()
-            .find(|c| c.execution_id == exec)
+            .find(|c| c.subject.execution_id() == Some(exec.as_str()))
             .expect("callback");
         assert_eq!(cb.trace, t, "callbacks read their job's trace");
     }
@@ -166,7 +166,11 @@ async fn attempts_retries_and_redelivery(store: SqlStore) {
     assert_eq!(leased.len(), 1);
     let cb = &leased[0];
     assert_eq!(
-        (cb.state, cb.attempts, cb.execution_id.as_str()),
+        (
+            cb.state,
+            cb.attempts,
+            cb.subject.execution_id().unwrap_or_default()
+        ),
         (CallbackState::Pending, 0, exec.as_str())
     );
 

@@ -258,7 +258,11 @@ async fn callback_row_exists_exactly_for_terminal_executions_with_a_url(store: S
     let (cb, attempts) = &cbs[0];
     assert!(attempts.is_empty());
     assert_eq!(
-        (cb.url.as_str(), cb.job_id.as_str(), cb.tenant.as_str()),
+        (
+            cb.url.as_str(),
+            cb.subject.job_id().unwrap_or_default(),
+            cb.tenant.as_str()
+        ),
         ("http://example.test/hook", with_url.id.as_str(), "cb")
     );
     assert_eq!((cb.attempts, cb.next_attempt_at), (0, T0 + 6));

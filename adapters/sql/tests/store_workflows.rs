@@ -16,7 +16,7 @@ use kairos_core::time::Millis;
 use kairos_core::worker::Routable;
 use kairos_core::workflow::{
     NewWorkflow, NodeStatus, RunControl, RunStatus, Workflow, WorkflowCreated, WorkflowRun,
-    WorkflowStore,
+    WorkflowStore, WorkflowTriggered,
 };
 use kairos_store_sql::SqlStore;
 use serde_json::json;
@@ -61,6 +61,7 @@ fn new_wf(tenant: &str, def: Workflow, run_now: bool) -> NewWorkflow {
         run_now: run_now.then(id),
         schedule: None,
         next_trigger_at: None,
+        callback_url: None,
         created_at: T0,
     }
 }
@@ -401,16 +402,22 @@ async fn create_is_idempotent_and_delete_cancels_running_runs(store: SqlStore) {
         "nothing runs before a trigger"
     );
 
-    let first = store
-        .workflow_trigger("wf6", &wf.id, &id(), T0)
-        .await
-        .unwrap()
-        .unwrap();
-    let second = store
-        .workflow_trigger("wf6", &wf.id, &id(), T0)
-        .await
-        .unwrap()
-        .unwrap();
+    let started = |t: WorkflowTriggered| match t {
+        WorkflowTriggered::Started(run) => run,
+        other => panic!("a run, not {other:?}"),
+    };
+    let first = started(
+        store
+            .workflow_trigger("wf6", &wf.id, &id(), T0)
+            .await
+            .unwrap(),
+    );
+    let second = started(
+        store
+            .workflow_trigger("wf6", &wf.id, &id(), T0)
+            .await
+            .unwrap(),
+    );
     assert_eq!(
         (first.scheduled_at, second.scheduled_at),
         (T0, T0 + 1),
@@ -444,12 +451,12 @@ async fn create_is_idempotent_and_delete_cancels_running_runs(store: SqlStore) {
         sweep(&store, T0 + 4).await.is_empty(),
         "pending roots cancelled"
     );
-    assert!(
+    assert_eq!(
         store
             .workflow_trigger("wf6", &wf.id, &id(), T0 + 5)
             .await
-            .unwrap()
-            .is_none()
+            .unwrap(),
+        WorkflowTriggered::NotFound
     );
 }
 

@@ -81,8 +81,9 @@ impl From<(Callback, Vec<CallbackAttempt>)> for CallbackView {
         let next_attempt_at = (c.state == CallbackState::Pending).then(|| time(c.next_attempt_at));
         CallbackView {
             delivery_id: c.id,
-            execution_id: c.execution_id,
-            job_id: c.job_id,
+            // Only an execution's callbacks are listed here.
+            execution_id: c.subject.execution_id().unwrap_or_default().to_string(),
+            job_id: c.subject.job_id().unwrap_or_default().to_string(),
             url: c.url,
             state: c.state.as_str().to_string(),
             attempts: c.attempts,

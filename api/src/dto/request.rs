@@ -179,7 +179,7 @@ pub struct PatchJobRequest {
 }
 
 /// Tells a field sent as `null` (`Some(None)`) from an absent one (`None`).
-fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+pub(super) fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,

@@ -42,6 +42,48 @@ pub struct CreateWorkflowRequest {
     /// Idempotency key (at most 128 characters): a repeated create with the
     /// same key and body returns the existing workflow (200).
     pub client_request_id: Option<String>,
+    /// Where a signed run-end event is POSTed when each run ends (http or
+    /// https, at most 2048 characters).
+    #[schema(example = "https://example.com/hooks/kairos")]
+    pub callback_url: Option<String>,
+}
+
+/// Body of `PATCH /openapi/workflows/{id}`: `version` plus the fields to
+/// change; an absent field keeps its value. Unknown fields are refused.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PatchWorkflowRequest {
+    /// The `version` of the workflow as the caller read it; 409
+    /// `version_conflict` if a caller changed it since (edit, pause,
+    /// resume; its runs do not move it).
+    pub version: i64,
+    /// New name (1–255 characters).
+    pub name: Option<String>,
+    /// New nodes (checked as at create, with the edges: the new ones, or
+    /// the current ones if absent). Runs already started keep the graph
+    /// they started with.
+    pub nodes: Option<Vec<WorkflowNode>>,
+    /// New edges (with the nodes: the new ones, or the current ones).
+    pub edges: Option<Vec<WorkflowEdge>>,
+    /// New cron schedule (with `timezone`); replaces the schedule, whose
+    /// next trigger is computed from now. At most one of `cronExpr`,
+    /// `everyMs` and `triggerAt`.
+    pub cron_expr: Option<String>,
+    /// Time zone of `cronExpr` (default `UTC`).
+    pub timezone: Option<String>,
+    /// New fixed rate in ms (at least 100), from now.
+    #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
+    pub every_ms: Option<i64>,
+    /// New one-shot trigger (RFC 3339).
+    #[schema(format = DateTime)]
+    pub trigger_at: Option<String>,
+    /// `true` removes the schedule: runs start only when triggered. Not
+    /// with `cronExpr`, `everyMs` or `triggerAt`.
+    pub unscheduled: Option<bool>,
+    /// New callback URL; `null` removes it.
+    #[serde(default, deserialize_with = "super::request::present")]
+    #[schema(value_type = Option<String>, nullable)]
+    pub callback_url: Option<Option<String>>,
 }
 
 /// One node: a job template.
@@ -110,8 +152,15 @@ pub struct WorkflowView {
     pub id: String,
     /// Name.
     pub name: String,
-    /// `active`, or `deleted`.
+    /// `active`, `paused` (no scheduled run starts, a manual trigger is
+    /// refused) or `deleted`.
+    #[schema(schema_with = workflow_status_schema)]
     pub status: String,
+    /// Moves with each caller's change (edit, pause, resume): send it back
+    /// with `PATCH`.
+    pub version: i64,
+    /// Where a signed run-end event is POSTed when each run ends.
+    pub callback_url: Option<String>,
     /// Its nodes, in the order given.
     pub nodes: Vec<WorkflowNode>,
     /// Its edges.
@@ -132,12 +181,18 @@ pub struct WorkflowView {
     pub updated_at: String,
 }
 
+fn workflow_status_schema() -> utoipa::openapi::schema::Object {
+    super::string_enum("State of the workflow", ["active", "paused", "deleted"])
+}
+
 impl From<&StoredWorkflow> for WorkflowView {
     fn from(w: &StoredWorkflow) -> Self {
         WorkflowView {
             id: w.id.clone(),
             name: w.name.clone(),
             status: w.status.as_str().to_string(),
+            version: w.version,
+            callback_url: w.callback_url.clone(),
             nodes: w
                 .definition
                 .nodes

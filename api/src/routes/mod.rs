@@ -14,6 +14,7 @@ mod limits;
 mod preview;
 mod update;
 mod workers;
+mod workflow_control;
 mod workflows;
 
 use crate::AppState;
@@ -46,7 +47,13 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
             workflows::create_workflow,
             workflows::list_workflows
         ))
-        .routes(routes!(workflows::get_workflow, workflows::delete_workflow))
+        .routes(routes!(
+            workflows::get_workflow,
+            workflows::delete_workflow,
+            workflow_control::update_workflow
+        ))
+        .routes(routes!(workflow_control::pause_workflow))
+        .routes(routes!(workflow_control::resume_workflow))
         .routes(routes!(workflows::trigger_workflow))
         .routes(routes!(workflows::list_runs))
         .routes(routes!(workflows::get_run))

@@ -1,7 +1,8 @@
 //! Workflows (issue 34): `POST/GET /openapi/workflows`,
 //! `GET/DELETE /openapi/workflows/{id}`, `POST …/{id}/trigger`,
 //! `GET …/{id}/runs`, `GET …/{id}/runs/{runId}` and
-//! `POST …/{id}/runs/{runId}/cancel`. Tenant-scoped like jobs (another
+//! `POST …/{id}/runs/{runId}/cancel` (`PATCH`, pause and resume are in
+//! `workflow_control`). Tenant-scoped like jobs (another
 //! tenant's ids answer 404), audited like the job controls.
 
 use crate::AppState;
@@ -18,9 +19,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use kairos_core::due::Due;
 use kairos_core::time::now_ms;
-use kairos_core::workflow::{RunControl, WorkflowCreated};
+use kairos_core::workflow::{RunControl, WorkflowCreated, WorkflowTriggered};
 
-fn workflow_not_found(id: &str) -> ApiError {
+pub(super) fn workflow_not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("no workflow with id {id:?}"))
 }
 
@@ -168,6 +169,7 @@ pub(crate) async fn delete_workflow(
     responses(
         (status = 202, description = "A run was started", body = RunView),
         (status = 404, description = "No such workflow (or deleted)", body = ErrorBody),
+        (status = 409, description = "The workflow is paused", body = ErrorBody),
         (status = 429, description = "The key's action rate is used up; see Retry-After", body = ErrorBody),
     )
 )]
@@ -179,11 +181,19 @@ pub(crate) async fn trigger_workflow(
     limits::admit_action(&state, &caller)?;
     let now = now_ms();
     let run_id = uuid::Uuid::now_v7().to_string();
-    let run = state
+    let run = match state
         .store
         .workflow_trigger(&caller.tenant, &id, &run_id, now)
         .await?
-        .ok_or_else(|| workflow_not_found(&id))?;
+    {
+        WorkflowTriggered::Started(run) => run,
+        WorkflowTriggered::NotFound => return Err(workflow_not_found(&id)),
+        WorkflowTriggered::Paused => {
+            return Err(ApiError::InvalidState(format!(
+                "workflow {id} is paused; only active workflows can be triggered (resume it first)"
+            )));
+        }
+    };
     state
         .audit(&caller, &caller.tenant, "workflow.trigger", &id)
         .await;

@@ -22,6 +22,7 @@ mod sensitive;
 mod shards;
 mod support;
 mod tenants;
+mod workflow_control;
 mod workflows;
 
 /// One `#[tokio::test]` per scenario and backend.
@@ -136,6 +137,7 @@ on_every_store! { sensitive_params:
 on_every_store! { workflow_routes:
     crate::workflows::workflows_are_created_validated_run_and_cancelled => workflows_are_created_validated_run_and_cancelled,
     crate::workflows::follow_ups_are_set_shown_and_checked => follow_ups_are_set_shown_and_checked,
+    crate::workflow_control::workflows_are_patched_paused_and_resumed => workflows_are_patched_paused_and_resumed,
 }
 
 on_every_store! { listings:

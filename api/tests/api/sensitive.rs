@@ -96,7 +96,7 @@ async fn run(
         .unwrap();
     let cb = due
         .iter()
-        .find(|c| c.execution_id == exec)
+        .find(|c| c.subject.execution_id() == Some(exec.as_str()))
         .expect("a callback");
     let attempt = CallbackAttempt {
         attempt: 1,

@@ -33,15 +33,20 @@ pub struct NewWorkflow {
     pub schedule: Option<Schedule>,
     /// Its first scheduled trigger.
     pub next_trigger_at: Option<Millis>,
+    /// Where a signed run-end event is POSTed for each run that ends.
+    pub callback_url: Option<String>,
     /// Creation time.
     pub created_at: Millis,
 }
 
-/// Whether a workflow can still be triggered.
+/// Whether a workflow starts runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkflowStatus {
-    /// Triggers create runs.
+    /// Its triggers (scheduled and manual) create runs.
     Active,
+    /// Paused by its owner: no scheduled run starts and a manual trigger is
+    /// refused; the runs already started go on.
+    Paused,
     /// Deleted by its owner: no new runs; its running runs were cancelled.
     Deleted,
 }
@@ -51,15 +56,83 @@ impl WorkflowStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             WorkflowStatus::Active => "active",
+            WorkflowStatus::Paused => "paused",
             WorkflowStatus::Deleted => "deleted",
         }
     }
 
     /// Parses a stored name.
     pub fn parse(s: &str) -> Option<Self> {
-        [WorkflowStatus::Active, WorkflowStatus::Deleted]
-            .into_iter()
-            .find(|st| st.as_str() == s)
+        [
+            WorkflowStatus::Active,
+            WorkflowStatus::Paused,
+            WorkflowStatus::Deleted,
+        ]
+        .into_iter()
+        .find(|st| st.as_str() == s)
+    }
+}
+
+/// A caller's move of a workflow; the legal ones, in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkflowTransition {
+    /// `active → paused`.
+    Pause,
+    /// `paused → active`.
+    Resume,
+    /// `active | paused → deleted`.
+    Delete,
+    /// A change of its definition, schedule, name or callback (the state
+    /// stays): allowed while not deleted.
+    Edit,
+}
+
+impl WorkflowTransition {
+    /// The states this move may start from.
+    pub fn from_states(self) -> &'static [WorkflowStatus] {
+        match self {
+            WorkflowTransition::Pause => &[WorkflowStatus::Active],
+            WorkflowTransition::Resume => &[WorkflowStatus::Paused],
+            WorkflowTransition::Delete | WorkflowTransition::Edit => {
+                &[WorkflowStatus::Active, WorkflowStatus::Paused]
+            }
+        }
+    }
+
+    /// The state after the move from `from`.
+    pub fn to_state(self, from: WorkflowStatus) -> WorkflowStatus {
+        match self {
+            WorkflowTransition::Pause => WorkflowStatus::Paused,
+            WorkflowTransition::Resume => WorkflowStatus::Active,
+            WorkflowTransition::Delete => WorkflowStatus::Deleted,
+            WorkflowTransition::Edit => from,
+        }
+    }
+
+    /// Whether this move may be applied to a workflow in `from`.
+    pub fn allowed_from(self, from: WorkflowStatus) -> bool {
+        self.from_states().contains(&from)
+    }
+}
+
+/// Whether a manual trigger may start a run of a workflow in `status`.
+pub fn triggerable(status: WorkflowStatus) -> bool {
+    status == WorkflowStatus::Active
+}
+
+/// The next trigger of a workflow resumed at `now` whose stored next
+/// trigger is `stored`: a trigger missed while paused fires once, late
+/// (the `fireOnce` misfire policy), unless the schedule's misfire policy
+/// is `skip`, which moves on to the first trigger from `now`.
+pub fn resumed_next_trigger(
+    schedule: Option<&Schedule>,
+    stored: Option<Millis>,
+    now: Millis,
+) -> Option<Millis> {
+    let at = stored?;
+    match schedule {
+        Some(s) if crate::trigger::misfire_skips(s, at, now) => s.next_trigger(at, now),
+        _ => Some(at),
     }
 }
 
@@ -77,8 +150,16 @@ pub struct StoredWorkflow {
     /// The internal job backing each node, by node id: a node's executions
     /// are that job's executions.
     pub node_jobs: BTreeMap<String, String>,
-    /// Active or deleted.
+    /// Active, paused or deleted.
     pub status: WorkflowStatus,
+    /// Where a signed run-end event is POSTed for each run that ends.
+    pub callback_url: Option<String>,
+    /// Moves with each caller's change (edit, pause, resume): `PATCH`
+    /// checks it, as for jobs.
+    pub version: i64,
+    /// Moves with each change of the graph: a run follows the definition
+    /// version it started with.
+    pub definition_version: i64,
     /// When it starts runs by itself (`None`: only when triggered).
     pub schedule: Option<Schedule>,
     /// Its next scheduled trigger, `None` when none is left.
@@ -111,6 +192,9 @@ pub struct WorkflowRun {
     pub created_at: Millis,
     /// When it ended.
     pub finished_at: Option<Millis>,
+    /// The workflow's definition version it follows (the one current when
+    /// it started: a later `PATCH` does not change a started run).
+    pub definition_version: i64,
 }
 
 /// One node of a run, with its execution as it is now.
@@ -139,6 +223,8 @@ pub struct RunNode {
 pub struct RunDetail {
     /// The run.
     pub run: WorkflowRun,
+    /// The graph the run follows (its definition version's).
+    pub definition: Workflow,
     /// Its nodes.
     pub nodes: Vec<RunNode>,
 }
@@ -163,6 +249,54 @@ pub enum RunControl {
     Conflict(WorkflowRun),
 }
 
+/// Outcome of a caller's pause or resume of a workflow.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkflowControl {
+    /// Applied; the workflow as it is now.
+    Done(StoredWorkflow),
+    /// No such workflow of this tenant.
+    NotFound,
+    /// Its state does not allow the move; the workflow as it is.
+    Conflict(StoredWorkflow),
+}
+
+/// Outcome of a manual trigger.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkflowTriggered {
+    /// A run started.
+    Started(WorkflowRun),
+    /// No such workflow of this tenant (or deleted).
+    NotFound,
+    /// The workflow is paused.
+    Paused,
+}
+
+/// A checked change of a workflow (`PATCH`): each `Some` replaces the field.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkflowUpdate {
+    /// New name.
+    pub name: Option<String>,
+    /// New graph (validated): runs started from now on follow it.
+    pub definition: Option<Workflow>,
+    /// New schedule (`Some(None)`: none) with its first trigger from now.
+    pub schedule: Option<Option<(Schedule, Millis)>>,
+    /// New callback URL (`Some(None)` clears it).
+    pub callback_url: Option<Option<String>>,
+}
+
+/// Outcome of a workflow `PATCH`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkflowUpdated {
+    /// Changed; the workflow as it is now.
+    Done(StoredWorkflow),
+    /// No such workflow of this tenant.
+    NotFound,
+    /// A caller changed it since the version sent; as it is.
+    VersionConflict(StoredWorkflow),
+    /// Deleted: it can no longer change; as it is.
+    Conflict(StoredWorkflow),
+}
+
 /// Workflows: definitions, their runs and the nodes of each run.
 #[async_trait]
 pub trait WorkflowStore: Send + Sync {
@@ -185,15 +319,44 @@ pub trait WorkflowStore: Send + Sync {
     /// transaction. `false` if there is no such active workflow.
     async fn workflow_delete(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<bool>;
     /// Creates a run at the first free trigger time from `now` and the
-    /// executions of its root nodes (pending, due now), in one transaction.
-    /// `None` if there is no such active workflow.
+    /// executions of its root nodes (pending, due now), in one transaction;
+    /// refused for a paused workflow.
     async fn workflow_trigger(
         &self,
         tenant: &str,
         id: &str,
         run_id: &str,
         now: Millis,
-    ) -> StoreResult<Option<WorkflowRun>>;
+    ) -> StoreResult<WorkflowTriggered>;
+    /// `active → paused`: no scheduled run starts until it is resumed (its
+    /// started runs go on). Moves `version`.
+    async fn workflow_pause(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: Millis,
+    ) -> StoreResult<WorkflowControl>;
+    /// `paused → active`, its next trigger per [`resumed_next_trigger`].
+    /// Moves `version`.
+    async fn workflow_resume(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: Millis,
+    ) -> StoreResult<WorkflowControl>;
+    /// Applies `update` if the workflow is at `version` and not deleted, in
+    /// one transaction. A new graph moves `definition_version` and keeps
+    /// the previous one for the runs started with it (a node whose template
+    /// changed gets a new internal job, so those runs' executions keep
+    /// theirs). Moves `version`.
+    async fn workflow_update(
+        &self,
+        tenant: &str,
+        id: &str,
+        version: i64,
+        update: &WorkflowUpdate,
+        now: Millis,
+    ) -> StoreResult<WorkflowUpdated>;
     /// A workflow's runs, newest first.
     async fn workflow_runs_list(
         &self,
@@ -225,7 +388,7 @@ pub trait WorkflowStore: Send + Sync {
 #[async_trait]
 pub trait WorkflowScheduler: Send + Sync {
     /// Starts a run (with its roots' executions, pending and due now) for
-    /// each active workflow whose next trigger is due by `now`, at most
+    /// each active (not paused) workflow whose next trigger is due by `now`, at most
     /// `limit`, and moves each to its following trigger (a trigger missed
     /// while no leader ran fires once, late; a one-shot has none after),
     /// one transaction per call. The run's trigger time is the schedule's,

@@ -243,3 +243,97 @@ fn node_and_run_moves_are_legal_only_from_their_states() {
     assert_eq!(NodeStatus::of_execution(ExecStatus::TimedOut), Some(Failed));
     assert_eq!(NodeStatus::of_execution(ExecStatus::Running), None);
 }
+
+#[test]
+fn only_active_workflows_pause_only_paused_ones_resume_and_deleted_ones_stay() {
+    use WorkflowStatus::{Active, Deleted, Paused};
+    let t = WorkflowTransition::Pause;
+    assert!(t.allowed_from(Active) && !t.allowed_from(Paused) && !t.allowed_from(Deleted));
+    assert_eq!(t.to_state(Active), Paused);
+    let r = WorkflowTransition::Resume;
+    assert!(r.allowed_from(Paused) && !r.allowed_from(Active) && !r.allowed_from(Deleted));
+    assert_eq!(r.to_state(Paused), Active);
+    for t in [WorkflowTransition::Edit, WorkflowTransition::Delete] {
+        assert!(t.allowed_from(Active) && t.allowed_from(Paused) && !t.allowed_from(Deleted));
+    }
+    assert_eq!(WorkflowTransition::Edit.to_state(Paused), Paused);
+    assert!(triggerable(Active) && !triggerable(Paused) && !triggerable(Deleted));
+    for s in [Active, Paused, Deleted] {
+        assert_eq!(WorkflowStatus::parse(s.as_str()), Some(s));
+    }
+}
+
+#[test]
+fn a_resume_fires_a_missed_trigger_once_unless_the_policy_skips_it() {
+    use crate::schedule::{MisfirePolicy, Schedule};
+    let t0 = 1_767_225_600_000;
+    let cron = Schedule::cron("*/10 * * * * *", "UTC");
+    assert_eq!(
+        resumed_next_trigger(Some(&cron), Some(t0 + 10_000), t0 + 35_000),
+        Some(t0 + 10_000),
+        "fireOnce: the missed one, late"
+    );
+    let mut skip = cron.clone();
+    if let Schedule::Recurring(r) = &mut skip {
+        r.misfire = MisfirePolicy::Skip;
+    }
+    assert_eq!(
+        resumed_next_trigger(Some(&skip), Some(t0 + 10_000), t0 + 35_000),
+        Some(t0 + 40_000)
+    );
+    assert_eq!(
+        resumed_next_trigger(Some(&skip), Some(t0 + 40_000), t0 + 35_000),
+        Some(t0 + 40_000),
+        "nothing missed: unchanged"
+    );
+    assert_eq!(resumed_next_trigger(None, None, t0), None);
+}
+
+#[test]
+fn a_run_end_payload_names_the_run_and_each_node_execution() {
+    let run = WorkflowRun {
+        id: "r".into(),
+        workflow_id: "w".into(),
+        tenant: "t".into(),
+        status: RunStatus::Failed,
+        scheduled_at: 0,
+        created_at: 0,
+        finished_at: Some(5),
+        definition_version: 1,
+    };
+    let ran = RunNode {
+        node_id: "a".into(),
+        status: NodeStatus::Failed,
+        execution_id: Some("e".into()),
+        execution_status: Some(ExecStatus::TimedOut),
+        attempt: Some(2),
+        decided_at: Some(0),
+        started_at: Some(1),
+        finished_at: Some(4),
+    };
+    let skipped = RunNode {
+        node_id: "b".into(),
+        status: NodeStatus::Skipped,
+        execution_id: None,
+        execution_status: None,
+        attempt: None,
+        decided_at: Some(4),
+        started_at: None,
+        finished_at: None,
+    };
+    let body = crate::callback::run_payload(&run, &[ran, skipped]);
+    assert_eq!(body["event"], crate::callback::RUN_ENDED_EVENT);
+    assert_eq!(
+        (body["workflowId"].as_str(), body["runId"].as_str()),
+        (Some("w"), Some("r"))
+    );
+    assert_eq!(body["status"], "failed");
+    assert_eq!(body["nodes"][0]["executionId"], "e");
+    assert_eq!(body["nodes"][0]["executionStatus"], "timed_out");
+    assert_eq!(body["nodes"][1]["state"], "skipped");
+    assert!(body["nodes"][1]["executionId"].is_null());
+    assert!(
+        body.get("jobId").is_none(),
+        "told apart from a job's callback"
+    );
+}

@@ -50,6 +50,7 @@ pub(crate) async fn unknown(
                         li { a href="/ui/overview" { "Overview" } }
                         li { a href="/ui/jobs" { "Jobs" } }
                         li { a href="/ui/executions" { "Executions" } }
+                        li { a href="/ui/workflows" { "Workflows" } }
                     }
                 }
             },

@@ -146,7 +146,7 @@ pub(crate) async fn list(State(state): State<UiState>, ctx: Ctx) -> Response {
     view::page(
         &ctx,
         "Workflows",
-        Nav::None,
+        Nav::Workflows,
         html! {
             @if page.is_empty() {
                 p.muted { "No workflow yet: create one with " code { "POST /openapi/workflows" } "." }
@@ -192,7 +192,7 @@ pub(crate) async fn page(
     view::page(
         &ctx,
         &format!("Workflow {}", wf.name),
-        Nav::None,
+        Nav::Workflows,
         html! {
             p { "Status " (view::badge(wf.status.as_str())) " · " (wf.definition.nodes.len()) " nodes · created " (view::time(Some(wf.created_at))) }
             @if let Some(next) = wf.next_trigger_at {
@@ -245,13 +245,14 @@ pub(crate) async fn run_page(
     view::page(
         &ctx,
         &format!("Run of {}", wf.name),
-        Nav::None,
+        Nav::Workflows,
         html! {
             p {
                 a href={ "/ui/workflows/" (wf.id) } { "Workflow " (wf.name) }
                 " · run " code { (run.run.id) } " " (view::badge(run.run.status.as_str()))
             }
-            (graph(&wf.definition, &run))
+            // The graph the run follows: a PATCH since does not redraw it.
+            (graph(&run.definition, &run))
             table.data {
                 thead { tr {
                     th scope="col" { "Node" } th scope="col" { "State" } th scope="col" { "Execution" }
@@ -308,7 +309,9 @@ mod tests {
                 scheduled_at: 0,
                 created_at: 0,
                 finished_at: None,
+                definition_version: 1,
             },
+            definition: diamond(),
             nodes: vec![RunNode {
                 node_id: "a".into(),
                 status: NodeStatus::Succeeded,

@@ -117,7 +117,8 @@ async fn cancel_pending(tx: &mut Tx, job: &Job, now: Millis) -> StoreResult<()> 
     // Issue 34: a workflow node's internal job cancelled by hand ends its
     // pending node executions; their runs move on (the nodes cancelled).
     let ended: Vec<&kairos_core::execution::Execution> = execs.iter().collect();
-    crate::workflows::on_settled(tx, &ended, now).await
+    crate::workflows::on_settled(tx, &ended, now).await?;
+    Ok(())
 }
 
 /// The first free trigger time at or after `now` for a manual trigger

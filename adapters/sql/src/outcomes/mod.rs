@@ -127,7 +127,12 @@ pub(crate) async fn apply(
         .filter_map(|a| rows.get(&a.execution_id))
         .filter(|e| jobs.get(&e.job_id).is_some_and(|j| j.workflow))
         .collect();
-    crate::workflows::on_settled(&mut tx, &ended, now).await?;
+    // A run it ended queued its callback: the result says so, as a job's
+    // callback does (the dispatcher wakes the relay on it).
+    let run_callbacks = crate::workflows::on_settled(&mut tx, &ended, now).await?;
+    for a in &mut out {
+        a.callback_queued |= run_callbacks.contains(&a.execution_id);
+    }
     // Child jobs: the follow-ups of jobs that name some.
     let parents: Vec<&Execution> = out
         .iter()

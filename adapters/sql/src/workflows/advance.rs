@@ -25,10 +25,16 @@ use std::collections::{HashMap, HashSet};
 /// Settles the nodes of `ended` (executions of node jobs that reached a
 /// terminal state in this transaction, already written) and advances their
 /// runs. Executions that back no node (a node job triggered by hand) are
-/// left alone.
-pub(crate) async fn on_settled(tx: &mut Tx, ended: &[&Execution], now: Millis) -> StoreResult<()> {
+/// left alone. Returns the executions among `ended` whose settling ended
+/// their run and queued its callback (so the caller can wake the relay).
+pub(crate) async fn on_settled(
+    tx: &mut Tx,
+    ended: &[&Execution],
+    now: Millis,
+) -> StoreResult<HashSet<String>> {
+    let mut queued = HashSet::new();
     if ended.is_empty() {
-        return Ok(());
+        return Ok(queued);
     }
     let ids: Vec<&str> = {
         let set: HashSet<&str> = ended.iter().map(|e| e.id.as_str()).collect();
@@ -43,7 +49,7 @@ pub(crate) async fn on_settled(tx: &mut Tx, ended: &[&Execution], now: Millis) -
     })
     .await?;
     if found.is_empty() {
-        return Ok(());
+        return Ok(queued);
     }
     let status_of: HashMap<&str, _> = ended.iter().map(|e| (e.id.as_str(), e.status)).collect();
     let mut settle = Vec::new();
@@ -54,20 +60,20 @@ pub(crate) async fn on_settled(tx: &mut Tx, ended: &[&Execution], now: Millis) -
             .get(exec.as_str())
             .and_then(|s| NodeStatus::of_execution(*s))
         {
-            settle.push((r.string("run_id")?, r.string("node_id")?, st));
+            settle.push((r.string("run_id")?, r.string("node_id")?, st, exec));
         }
     }
-    let run_ids: Vec<&str> = settle.iter().map(|(r, _, _)| r.as_str()).collect();
+    let run_ids: Vec<&str> = settle.iter().map(|(r, ..)| r.as_str()).collect();
     let runs: Vec<_> = lock_runs(tx, &run_ids)
         .await?
         .into_iter()
         .filter(|r| r.status == RunStatus::Running)
         .collect();
     if runs.is_empty() {
-        return Ok(());
+        return Ok(queued);
     }
     let running: HashSet<&str> = runs.iter().map(|r| r.id.as_str()).collect();
-    for (run, node, st) in &settle {
+    for (run, node, st, _) in &settle {
         if !running.contains(run.as_str()) {
             continue;
         }
@@ -96,14 +102,23 @@ pub(crate) async fn on_settled(tx: &mut Tx, ended: &[&Execution], now: Millis) -
     let nodes = node_rows(tx, &live).await?;
     let empty = HashMap::new();
     for run in &runs {
-        let Some(wf) = workflows.get(&run.workflow_id) else {
+        let Some(current) = workflows.get(&run.workflow_id) else {
             continue;
         };
+        // The graph the run started with, even if a PATCH replaced it since.
+        let wf = &super::control::as_of_version(&mut *tx, current, run.definition_version).await?;
         let rows = nodes.get(&run.id).unwrap_or(&empty);
         let states: HashMap<String, NodeStatus> =
             rows.iter().map(|(id, r)| (id.clone(), r.status)).collect();
         let step = advance(&wf.definition, &states);
-        apply_step(tx, run, wf, rows, &step, now).await?;
+        if apply_step(tx, run, wf, rows, &step, now).await? {
+            queued.extend(
+                settle
+                    .iter()
+                    .filter(|(r, ..)| *r == run.id)
+                    .map(|(.., exec)| exec.clone()),
+            );
+        }
     }
-    Ok(())
+    Ok(queued)
 }

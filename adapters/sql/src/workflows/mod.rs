@@ -10,6 +10,9 @@
 //! shard_index)` allows one execution per node per run, beside the
 //! `(run_id, node_id)` key of the run's node rows.
 //!
+//! `control` pauses, resumes and changes (`PATCH`) a workflow; a new graph
+//! keeps the one it replaces (`workflow_definitions`) for the runs that
+//! follow it: a run reads the definition version it started with.
 //! `followups` holds child jobs (a job's follow-ups, fired by the same
 //! transaction). `schedule` starts the runs of scheduled workflows for the leading
 //! dispatcher. `runs` creates runs and applies a [`kairos_core::workflow::Step`];
@@ -17,6 +20,7 @@
 //! (`crate::outcomes`) and moves their runs on in that same transaction.
 
 mod advance;
+mod control;
 mod followups;
 mod runs;
 mod schedule;
@@ -37,12 +41,13 @@ use kairos_core::shard::ExecutionMode;
 use kairos_core::store::{Page, StoreResult};
 use kairos_core::time::Millis;
 use kairos_core::workflow::{
-    NewWorkflow, RunControl, RunDetail, StoredWorkflow, Workflow, WorkflowCreated, WorkflowRun,
-    WorkflowStatus, WorkflowStore,
+    NewWorkflow, NodeSpec, RunControl, RunDetail, StoredWorkflow, Workflow, WorkflowControl,
+    WorkflowCreated, WorkflowRun, WorkflowStatus, WorkflowStore, WorkflowTransition,
+    WorkflowTriggered, WorkflowUpdate, WorkflowUpdated, triggerable,
 };
 use std::collections::BTreeMap;
 
-const WF_COLS: [&str; 12] = [
+const WF_COLS: [&str; 15] = [
     "id",
     "tenant",
     "name",
@@ -53,6 +58,9 @@ const WF_COLS: [&str; 12] = [
     "next_trigger_at",
     "client_request_id",
     "request_hash",
+    "callback_url",
+    "version",
+    "definition_version",
     "created_at",
     "updated_at",
 ];
@@ -70,6 +78,9 @@ fn workflow_row(row: &Row) -> StoreResult<StoredWorkflow> {
         definition,
         node_jobs,
         status: r.parsed("status", WorkflowStatus::parse)?,
+        callback_url: r.opt_string("callback_url")?,
+        version: r.i64("version")?,
+        definition_version: r.i64("definition_version")?,
         schedule: r
             .opt_json("schedule")?
             .map(serde_json::from_value)
@@ -131,16 +142,16 @@ async fn by_request(
 
 /// The internal job of a node: a one-shot template that never fires by
 /// itself (`next_trigger_at` NULL), whose executions the runs create.
-fn node_job(wf: &NewWorkflow, node: &kairos_core::workflow::NodeSpec, job_id: &str) -> Fields {
+fn node_job(tenant: &str, workflow_id: &str, node: &NodeSpec, job_id: &str, now: Millis) -> Fields {
     let job = NewJob {
         id: job_id.to_string(),
-        tenant: wf.tenant.clone(),
-        name: format!("workflow:{}/{}", wf.id, node.id),
+        tenant: tenant.to_string(),
+        name: format!("workflow:{workflow_id}/{}", node.id),
         handler: node.handler.clone(),
         params: node.params.clone(),
         sensitive_params: Vec::new(),
-        schedule: Schedule::Once { at: wf.created_at },
-        next_trigger_at: wf.created_at,
+        schedule: Schedule::Once { at: now },
+        next_trigger_at: now,
         callback_url: None,
         client_request_id: None,
         request_hash: None,
@@ -154,10 +165,50 @@ fn node_job(wf: &NewWorkflow, node: &kairos_core::workflow::NodeSpec, job_id: &s
         max_concurrency: None,
         trace: None,
         execution_mode: ExecutionMode::Single,
-        created_at: wf.created_at,
+        created_at: now,
         created_by: None,
     };
     crate::create::job_fields(&job)
+}
+
+/// Inserts the internal jobs of `nodes` (node, job id), marked as the
+/// workflow's and without a trigger of their own: the scan never finds
+/// them, job listings leave them out, and their ends move runs.
+async fn insert_node_jobs(
+    tx: &mut Tx,
+    tenant: &str,
+    workflow_id: &str,
+    nodes: &[(&NodeSpec, &str)],
+    now: Millis,
+) -> StoreResult<()> {
+    let jobs: Vec<Fields> = nodes
+        .iter()
+        .map(|(n, id)| node_job(tenant, workflow_id, n, id, now))
+        .collect();
+    for chunk in jobs.chunks(64) {
+        Sql::new("INSERT INTO jobs")
+            .rows(chunk)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let ids: Vec<&str> = nodes.iter().map(|(_, id)| *id).collect();
+    for chunk in ids.chunks(crate::sql::CHUNK) {
+        Sql::new("UPDATE jobs SET ")
+            .set(
+                &Fields::new()
+                    .with("next_trigger_at", time(None::<Millis>))
+                    .with("workflow_id", workflow_id),
+            )
+            .push(" WHERE id IN ")
+            .list(chunk.iter().copied())
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
+fn to_json<T: ?Sized + serde::Serialize>(v: &T) -> StoreResult<String> {
+    serde_json::to_string(v).map_err(|e| corrupt("workflows", e))
 }
 
 async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
@@ -172,33 +223,13 @@ async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
         .iter()
         .map(|n| (n.id.clone(), uuid::Uuid::now_v7().to_string()))
         .collect();
-    let jobs: Vec<Fields> = wf
+    let pairs: Vec<(&NodeSpec, &str)> = wf
         .definition
         .nodes
         .iter()
-        .map(|n| node_job(wf, n, &node_jobs[&n.id]))
+        .map(|n| (n, node_jobs[&n.id].as_str()))
         .collect();
-    for chunk in jobs.chunks(64) {
-        Sql::new("INSERT INTO jobs")
-            .rows(chunk)
-            .execute(&mut tx)
-            .await?;
-    }
-    // No trigger of their own (the scan never finds them), and marked as
-    // the workflow's (left out of job listings, and their ends move runs).
-    let ids: Vec<&str> = node_jobs.values().map(String::as_str).collect();
-    for chunk in ids.chunks(crate::sql::CHUNK) {
-        Sql::new("UPDATE jobs SET ")
-            .set(
-                &Fields::new()
-                    .with("next_trigger_at", time(None::<Millis>))
-                    .with("workflow_id", wf.id.as_str()),
-            )
-            .push(" WHERE id IN ")
-            .list(chunk.iter().copied())
-            .execute(&mut tx)
-            .await?;
-    }
+    insert_node_jobs(&mut tx, &wf.tenant, &wf.id, &pairs, wf.created_at).await?;
     let stored = StoredWorkflow {
         id: wf.id.clone(),
         tenant: wf.tenant.clone(),
@@ -206,6 +237,9 @@ async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
         definition: wf.definition.clone(),
         node_jobs,
         status: WorkflowStatus::Active,
+        callback_url: wf.callback_url.clone(),
+        version: 1,
+        definition_version: 1,
         schedule: wf.schedule.clone(),
         next_trigger_at: wf.next_trigger_at,
         client_request_id: wf.client_request_id.clone(),
@@ -213,27 +247,20 @@ async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
         created_at: wf.created_at,
         updated_at: wf.created_at,
     };
-    let to_json = |v: serde_json::Result<String>| v.map_err(|e| corrupt("workflows", e));
     let row = Fields::new()
         .with("id", stored.id.as_str())
         .with("tenant", stored.tenant.as_str())
         .with("name", stored.name.as_str())
-        .with(
-            "definition",
-            json(to_json(serde_json::to_string(&stored.definition))?),
-        )
-        .with(
-            "node_jobs",
-            json(to_json(serde_json::to_string(&stored.node_jobs))?),
-        )
+        .with("definition", json(to_json(&stored.definition)?))
+        .with("node_jobs", json(to_json(&stored.node_jobs)?))
         .with("status", stored.status.as_str())
         .with(
             "schedule",
-            json(match &stored.schedule {
-                Some(s) => Some(to_json(serde_json::to_string(s))?),
-                None => None,
-            }),
+            json(stored.schedule.as_ref().map(to_json).transpose()?),
         )
+        .with("callback_url", stored.callback_url.as_deref())
+        .with("version", stored.version)
+        .with("definition_version", stored.definition_version)
         .with("next_trigger_at", time(stored.next_trigger_at))
         .with("client_request_id", stored.client_request_id.as_deref())
         .with("request_hash", stored.request_hash.as_deref())
@@ -253,18 +280,20 @@ async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
     Ok(WorkflowCreated::Created(stored, run))
 }
 
-/// Marks the workflow deleted, cancels its running runs and its node jobs.
+/// Marks the workflow deleted, cancels its running runs and the node jobs
+/// of all its definition versions.
 async fn delete(mut tx: Tx, tenant: &str, id: &str, now: Millis) -> StoreResult<bool> {
     let Some(wf) = get_workflow(&mut tx, tenant, id, true).await? else {
         return Ok(false);
     };
-    if wf.status != WorkflowStatus::Active {
+    let t = WorkflowTransition::Delete;
+    if !t.allowed_from(wf.status) {
         return Ok(false);
     }
     Sql::new("UPDATE workflows SET ")
         .set(
             &Fields::new()
-                .with("status", WorkflowStatus::Deleted.as_str())
+                .with("status", t.to_state(wf.status).as_str())
                 .with("updated_at", time(now)),
         )
         .push(" WHERE id = ")
@@ -272,9 +301,11 @@ async fn delete(mut tx: Tx, tenant: &str, id: &str, now: Millis) -> StoreResult<
         .execute(&mut tx)
         .await?;
     for run in runs::running_of(&mut tx, id).await? {
-        runs::cancel(&mut tx, &run, now).await?;
+        runs::cancel(&mut tx, &run, wf.callback_url.as_deref(), now).await?;
     }
-    let job_ids: Vec<&str> = wf.node_jobs.values().map(String::as_str).collect();
+    let mut all_jobs: std::collections::BTreeSet<String> = wf.node_jobs.values().cloned().collect();
+    all_jobs.extend(control::superseded_node_jobs(&mut tx, id).await?);
+    let job_ids: Vec<&str> = all_jobs.iter().map(String::as_str).collect();
     let cancel = kairos_core::job::JobTransition::Cancel;
     for chunk in job_ids.chunks(crate::sql::CHUNK) {
         Sql::new("UPDATE jobs SET ")
@@ -300,18 +331,20 @@ async fn trigger(
     id: &str,
     run_id: &str,
     now: Millis,
-) -> StoreResult<Option<WorkflowRun>> {
+) -> StoreResult<WorkflowTriggered> {
     // The lock serializes the triggers of one workflow, so two never pick
     // the same free trigger time.
     let Some(wf) = get_workflow(&mut tx, tenant, id, true).await? else {
-        return Ok(None);
+        return Ok(WorkflowTriggered::NotFound);
     };
-    if wf.status != WorkflowStatus::Active {
-        return Ok(None);
+    match wf.status {
+        WorkflowStatus::Deleted => return Ok(WorkflowTriggered::NotFound),
+        st if !triggerable(st) => return Ok(WorkflowTriggered::Paused),
+        _ => {}
     }
     let run = runs::start(&mut tx, &wf, run_id, now, now).await?;
     tx.commit().await?;
-    Ok(Some(run))
+    Ok(WorkflowTriggered::Started(run))
 }
 
 #[async_trait]
@@ -343,8 +376,8 @@ impl WorkflowStore for SqlStore {
         let mut s = workflow_select();
         s.push(" WHERE w.tenant = ")
             .bind(tenant)
-            .push(" AND w.status = ")
-            .bind(WorkflowStatus::Active.as_str());
+            .push(" AND w.status <> ")
+            .bind(WorkflowStatus::Deleted.as_str());
         keyset::fetch(
             self.read(),
             &s,
@@ -367,8 +400,40 @@ impl WorkflowStore for SqlStore {
         id: &str,
         run_id: &str,
         now: Millis,
-    ) -> StoreResult<Option<WorkflowRun>> {
+    ) -> StoreResult<WorkflowTriggered> {
         self.transaction(|tx| trigger(tx, tenant, id, run_id, now))
+            .await
+    }
+
+    async fn workflow_pause(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: Millis,
+    ) -> StoreResult<WorkflowControl> {
+        self.transaction(|tx| control::control(tx, tenant, id, WorkflowTransition::Pause, now))
+            .await
+    }
+
+    async fn workflow_resume(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: Millis,
+    ) -> StoreResult<WorkflowControl> {
+        self.transaction(|tx| control::control(tx, tenant, id, WorkflowTransition::Resume, now))
+            .await
+    }
+
+    async fn workflow_update(
+        &self,
+        tenant: &str,
+        id: &str,
+        version: i64,
+        update: &WorkflowUpdate,
+        now: Millis,
+    ) -> StoreResult<WorkflowUpdated> {
+        self.transaction(|tx| control::update(tx, tenant, id, version, update, now))
             .await
     }
 

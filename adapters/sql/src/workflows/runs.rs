@@ -16,7 +16,7 @@ use kairos_core::workflow::{
 };
 use std::collections::{BTreeMap, HashMap};
 
-const RUN_COLS: [&str; 8] = [
+const RUN_COLS: [&str; 9] = [
     "id",
     "workflow_id",
     "tenant",
@@ -25,6 +25,7 @@ const RUN_COLS: [&str; 8] = [
     "created_at",
     "finished_at",
     "updated_at",
+    "definition_version",
 ];
 
 pub(super) fn run_row(row: &Row) -> StoreResult<WorkflowRun> {
@@ -37,6 +38,7 @@ pub(super) fn run_row(row: &Row) -> StoreResult<WorkflowRun> {
         scheduled_at: r.time("scheduled_at")?,
         created_at: r.time("created_at")?,
         finished_at: r.opt_time("finished_at")?,
+        definition_version: r.i64("definition_version")?,
     })
 }
 
@@ -82,6 +84,7 @@ pub(super) async fn start(
         scheduled_at: free_slot(tx, &wf.id, at).await?,
         created_at: now,
         finished_at: None,
+        definition_version: wf.definition_version,
     };
     let row = Fields::new()
         .with("id", run.id.as_str())
@@ -91,7 +94,8 @@ pub(super) async fn start(
         .with("scheduled_at", time(run.scheduled_at))
         .with("created_at", time(now))
         .with("finished_at", time(None::<Millis>))
-        .with("updated_at", time(now));
+        .with("updated_at", time(now))
+        .with("definition_version", run.definition_version);
     Sql::new("INSERT INTO workflow_runs")
         .rows([&row])
         .execute(&mut *tx)
@@ -119,6 +123,7 @@ pub(super) async fn start(
             .await?;
     }
     let step = advance(&wf.definition, &HashMap::new());
+    // A new run's roots are due: it cannot end here.
     apply_step(tx, &run, wf, &HashMap::new(), &step, now).await?;
     Ok(run)
 }
@@ -161,7 +166,8 @@ pub(super) async fn node_rows(
 /// due now, with their parents' outputs), the skipped nodes recorded, and
 /// the run ended if the step says so. Each node move is conditional on the
 /// node's state, and an execution is only inserted for a node this call
-/// moved, so a step applied twice creates nothing twice.
+/// moved, so a step applied twice creates nothing twice. `true` if it ended
+/// the run and queued its callback.
 pub(super) async fn apply_step(
     tx: &mut Tx,
     run: &WorkflowRun,
@@ -169,7 +175,7 @@ pub(super) async fn apply_step(
     nodes: &HashMap<String, NodeRow>,
     step: &Step,
     now: Millis,
-) -> StoreResult<()> {
+) -> StoreResult<bool> {
     let outputs = parent_outputs(tx, &wf.definition, nodes, &step.due).await?;
     let pending = ExecStatus::Pending;
     let mut events = Vec::new();
@@ -255,15 +261,24 @@ pub(super) async fn apply_step(
             .execute(&mut *tx)
             .await?;
     }
-    if let Some(end) = step.finished.and_then(RunTransition::ending_in) {
-        end_run(tx, &run.id, end, now).await?;
+    match step.finished.and_then(RunTransition::ending_in) {
+        Some(end) => end_run(tx, run, end, wf.callback_url.as_deref(), now).await,
+        None => Ok(false),
     }
-    Ok(())
 }
 
-/// `running → end` for one run.
-async fn end_run(tx: &mut Tx, run_id: &str, end: RunTransition, now: Millis) -> StoreResult<u64> {
-    Sql::new("UPDATE workflow_runs SET ")
+/// `running → end` for one run; when it moved and the workflow has a
+/// callback URL, its run-end event is queued in the outbox, in this same
+/// transaction (so a run that ended has its callback, and only one).
+/// `true` if a callback was queued.
+async fn end_run(
+    tx: &mut Tx,
+    run: &WorkflowRun,
+    end: RunTransition,
+    callback_url: Option<&str>,
+    now: Millis,
+) -> StoreResult<bool> {
+    let moved = Sql::new("UPDATE workflow_runs SET ")
         .set(
             &Fields::new()
                 .with("status", end.to_state().as_str())
@@ -271,11 +286,23 @@ async fn end_run(tx: &mut Tx, run_id: &str, end: RunTransition, now: Millis) -> 
                 .with("updated_at", time(now)),
         )
         .push(" WHERE id = ")
-        .bind(run_id)
+        .bind(run.id.as_str())
         .push(" AND status IN ")
         .list(end.from_states().iter().map(|s| s.as_str()))
-        .execute(tx)
-        .await
+        .execute(&mut *tx)
+        .await?;
+    let Some(url) = callback_url.filter(|_| moved == 1) else {
+        return Ok(false);
+    };
+    let ended = WorkflowRun {
+        status: end.to_state(),
+        finished_at: Some(now),
+        ..run.clone()
+    };
+    let nodes = run_nodes(&mut *tx, &run.id).await?;
+    let callback = inserts::new_run_callback(&ended, &nodes, url, now);
+    inserts::callbacks(tx, std::slice::from_ref(&callback)).await?;
+    Ok(true)
 }
 
 /// For each node of `due`, its parents' outputs by parent node id (`null`
@@ -333,8 +360,14 @@ pub(super) async fn running_of(tx: &mut Tx, workflow_id: &str) -> StoreResult<Ve
 
 /// Ends a running run (locked by the caller) as cancelled: its unsettled
 /// nodes are cancelled, their pending executions too, and a stop is
-/// requested for the dispatched and running ones.
-pub(super) async fn cancel(tx: &mut Tx, run: &WorkflowRun, now: Millis) -> StoreResult<()> {
+/// requested for the dispatched and running ones; with a callback URL, the
+/// run-end event is queued.
+pub(super) async fn cancel(
+    tx: &mut Tx,
+    run: &WorkflowRun,
+    callback_url: Option<&str>,
+    now: Millis,
+) -> StoreResult<()> {
     let found = Sql::new("SELECT execution_id FROM workflow_run_nodes WHERE run_id = ")
         .bind(run.id.as_str())
         .push(" AND status = ")
@@ -365,7 +398,7 @@ pub(super) async fn cancel(tx: &mut Tx, run: &WorkflowRun, now: Millis) -> Store
     let ids: Vec<&str> = active.iter().map(String::as_str).collect();
     cancel_pending(tx, &ids, now).await?;
     crate::stop::request_by_ids(tx, &ids, now).await?;
-    end_run(tx, &run.id, RunTransition::Cancel, now).await?;
+    end_run(tx, run, RunTransition::Cancel, callback_url, now).await?;
     Ok(())
 }
 
@@ -435,7 +468,10 @@ pub(super) async fn cancel_requested(
     if !RunTransition::Cancel.allowed_from(run.status) {
         return Ok(RunControl::Conflict(run));
     }
-    cancel(&mut tx, &run, now).await?;
+    let url = super::get_workflow(&mut tx, tenant, workflow_id, false)
+        .await?
+        .and_then(|w| w.callback_url);
+    cancel(&mut tx, &run, url.as_deref(), now).await?;
     tx.commit().await?;
     Ok(RunControl::Done(WorkflowRun {
         status: RunStatus::Cancelled,
@@ -492,6 +528,22 @@ pub(super) async fn detail(
     else {
         return Ok(None);
     };
+    let Some(wf) = super::get_workflow(pool, tenant, workflow_id, false).await? else {
+        return Ok(None);
+    };
+    let definition = super::control::as_of_version(pool, &wf, run.definition_version)
+        .await?
+        .definition;
+    let nodes = run_nodes(pool, &run.id).await?;
+    Ok(Some(RunDetail {
+        run,
+        definition,
+        nodes,
+    }))
+}
+
+/// A run's nodes with their executions, in the workflow's node order.
+async fn run_nodes(on: impl Into<On<'_>>, run_id: &str) -> StoreResult<Vec<RunNode>> {
     let found = Sql::new(
         "SELECT n.node_id AS node_id, n.status AS status, n.execution_id AS execution_id, \
          n.decided_at AS decided_at, e.status AS exec_status, e.attempt AS exec_attempt, \
@@ -499,9 +551,9 @@ pub(super) async fn detail(
          FROM workflow_run_nodes n LEFT JOIN executions e ON e.id = n.execution_id \
          WHERE n.run_id = ",
     )
-    .bind(run.id.as_str())
+    .bind(run_id)
     .push(" ORDER BY n.position")
-    .fetch_all(On::from(pool))
+    .fetch_all(on)
     .await?;
     let mut nodes = Vec::with_capacity(found.len());
     for row in &found {
@@ -520,7 +572,7 @@ pub(super) async fn detail(
             finished_at: r.opt_time("finished_at")?,
         });
     }
-    Ok(Some(RunDetail { run, nodes }))
+    Ok(nodes)
 }
 
 /// The runs named, locked, oldest id first (a fixed order, so two
