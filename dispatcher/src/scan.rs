@@ -208,6 +208,22 @@ impl DispatchLoop {
                 self.refresh_workers().await;
                 last_workers = Instant::now();
             }
+            // The sweep goes first: when it was asked for (a workflow's
+            // next nodes, a manual trigger), someone waits for that work, and
+            // a claim round found nothing due in most such wake-ups.
+            let asked = self.lane.take_sweep();
+            let sweeps = self.cfg.duty.sweeps();
+            let mut swept_more = false;
+            if (left_behind || asked || last_sweep.elapsed() >= self.cfg.sweep_every)
+                && sweeps
+                && term.is_valid()
+            {
+                swept_more = self.sweep(&term, &unpublished).await;
+                (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
+                last_sweep = Instant::now();
+            } else if waiting && freed && sweeps && term.is_valid() {
+                (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
+            }
             let claimed = if self.cfg.duty.claims() {
                 self.claim_round(&term, &unpublished, &mut ahead, &mut lead)
                     .await
@@ -234,18 +250,7 @@ impl DispatchLoop {
                     continue;
                 }
             };
-            let asked = self.lane.take_sweep();
-            let sweeps = self.cfg.duty.sweeps();
-            if (left_behind || asked || last_sweep.elapsed() >= self.cfg.sweep_every)
-                && sweeps
-                && term.is_valid()
-            {
-                round.more_due |= self.sweep(&term, &unpublished).await;
-                (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
-                last_sweep = Instant::now();
-            } else if waiting && freed && sweeps && term.is_valid() {
-                (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
-            }
+            round.more_due |= swept_more;
             if last_purge.elapsed() >= SLOTS_PURGE_EVERY && sweeps && term.is_valid() {
                 self.purge_slots(&term).await;
                 last_purge = Instant::now();
