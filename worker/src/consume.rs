@@ -1,10 +1,12 @@
 //! The delivery loop: consumes the worker's queue, decodes each delivery
-//! (one dispatch or a batch), applies backpressure, and hands each accepted
-//! dispatch, with its place in the pool and its share of the delivery, to
-//! `attempt` in a task of its own.
+//! (one dispatch or a batch) into the intake as it arrives, takes them from
+//! there most urgent first (see [`crate::intake`]), applies backpressure, and
+//! hands each accepted dispatch, with its place in the pool and its share of
+//! the delivery, to `attempt` in a task of its own.
 
 use crate::attempt::Attempts;
 use crate::connections::Connections;
+use crate::intake::{Arrived, Intake};
 use crate::pool::Pool;
 use crate::settle;
 use kairos_core::broker::{BrokerError, Delivery, DeliveryStream};
@@ -36,20 +38,39 @@ pub(crate) async fn run(attempts: Arc<Attempts>, stop: CancellationToken) {
         min: RECONNECT_MIN,
         max: RECONNECT_MAX,
     };
+    let intake = Arc::new(Intake::default());
+    let taking = tokio::spawn(take(attempts.clone(), intake.clone(), stop.clone()));
     let queue = WorkerQueue {
         attempts,
+        intake,
         prefetch,
-        stop: stop.clone(),
         opened: false,
     };
-    supervise::consume("dispatch consumer", queue, backoff, &stop).await
+    supervise::consume("dispatch consumer", queue, backoff, &stop).await;
+    if let Err(e) = taking.await {
+        tracing::error!("the delivery loop ended abnormally: {e}");
+    }
+}
+
+/// Takes deliveries from `intake` into the pool, most urgent first, until
+/// `stop`. What is left then stays unsettled: closing the consumer hands it
+/// back to the queue.
+async fn take(attempts: Arc<Attempts>, intake: Arc<Intake>, stop: CancellationToken) {
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = stop.cancelled() => return,
+            next = intake.next() => next,
+        };
+        accept(&attempts, next, &stop).await;
+    }
 }
 
 /// This worker's dispatch queue.
 struct WorkerQueue {
     attempts: Arc<Attempts>,
+    intake: Arc<Intake>,
     prefetch: u16,
-    stop: CancellationToken,
     /// Whether the queue was opened before: every later open is a reconnect.
     opened: bool,
 }
@@ -63,14 +84,30 @@ impl Subscription for WorkerQueue {
     async fn open(&mut self) -> Result<DeliveryStream, BrokerError> {
         if std::mem::replace(&mut self.opened, true) {
             crate::metrics::reconnected();
+            // The broker requeued what the lost channel held unsettled.
+            let dropped = self.intake.clear();
+            if dropped > 0 {
+                tracing::debug!(dropped, "forgot deliveries of the lost channel");
+            }
         }
         let conn: &Connections = &self.attempts.conn;
         conn.broker.worker_queue_declare(&conn.id).await?;
         conn.broker.dispatch_consume(&conn.id, self.prefetch).await
     }
 
+    /// Decodes the delivery into the intake (or drops a malformed one), so
+    /// the consumer reads on and the intake sees every delivery sent.
     async fn handle(&mut self, d: Delivery) {
-        accept(&self.attempts, d, &self.stop).await
+        match decode(&d.payload) {
+            Ok(msgs) => self.intake.push(d, msgs),
+            Err(why) => {
+                let worker_id = &self.attempts.conn.id;
+                tracing::error!(worker_id = %worker_id, body = %String::from_utf8_lossy(&d.payload), "dropping a malformed dispatch: {why}");
+                if let Err(e) = d.acker.reject(false).await {
+                    tracing::warn!("rejecting a malformed dispatch failed: {e}");
+                }
+            }
+        }
     }
 }
 
@@ -78,19 +115,12 @@ impl Subscription for WorkerQueue {
 /// pool and buffer stay full for [`FULL_WAIT`], so the dead-letter route
 /// sends it to another worker (a refused batch is split there). A batch is
 /// taken whole or not at all: no part of a refused delivery has started.
-async fn accept(attempts: &Arc<Attempts>, d: Delivery, stop: &CancellationToken) {
+async fn accept(attempts: &Arc<Attempts>, arrived: Arrived, stop: &CancellationToken) {
     let worker_id = &attempts.conn.id;
     let pool: &Arc<Pool> = attempts.pool();
-    let msgs = match decode(&d.payload) {
-        Ok(msgs) => msgs,
-        Err(why) => {
-            tracing::error!(worker_id = %worker_id, body = %String::from_utf8_lossy(&d.payload), "dropping a malformed dispatch: {why}");
-            if let Err(e) = d.acker.reject(false).await {
-                tracing::warn!("rejecting a malformed dispatch failed: {e}");
-            }
-            return;
-        }
-    };
+    let Arrived {
+        delivery: d, msgs, ..
+    } = arrived;
     let slots = tokio::select! {
         biased;
         // Unsettled: closing the consumer hands it back to the queue.

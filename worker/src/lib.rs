@@ -17,6 +17,7 @@
 //! parts it uses:
 //!
 //! - `connections`: broker, coordination, names, worker id and incarnation.
+//! - `intake`: deliveries received and not yet taken, most urgent first.
 //! - `permits`: handler permits, the most urgent waiting dispatch first.
 //! - `pool`: the bounded pool — places, permits, held and running attempts,
 //!   the delivery tasks and the hard stop at the end of the grace period.
@@ -49,6 +50,7 @@ mod consume;
 mod execute;
 pub mod handler;
 mod heartbeat;
+mod intake;
 mod load;
 mod logs;
 mod metrics;
