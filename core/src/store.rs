@@ -546,11 +546,11 @@ pub trait Dispatch: Send + Sync {
     ) -> StoreResult<bool>;
     /// Records, before publishing, the dispatch of `pending` work to the
     /// worker chosen for each, in one transaction under the concurrency
-    /// limits: fenced like [`Self::triggers_claim`] (which serializes every
-    /// dispatcher's limit decisions), it counts the live executions of each
-    /// limited handler, tenant and job, moves the named attempts still
-    /// `pending` to `dispatched` oldest first while their limits allow
-    /// (taking their slots), and marks the rest as waiting. Attempts no
+    /// limits: fenced like [`Self::triggers_claim`], its limit decisions
+    /// serialized with every dispatcher's claims, it counts the live
+    /// executions of each limited handler, tenant and job, moves the named
+    /// attempts still `pending` to `dispatched` oldest first while their
+    /// limits allow (taking their slots), and marks the rest as waiting. Attempts no
     /// longer `pending` (cancelled, already dispatched) are in neither list.
     /// What is then not published must be handed back
     /// ([`Maintenance::executions_requeue_unstarted`]).

@@ -9,10 +9,15 @@
 //! verdicts, a dead worker's recovery, cancel, stop, replace) without any of
 //! those paths knowing about limits: no slot can outlive its execution. Rows
 //! of executions no longer live are deleted when their key is gated next.
-//! The callers hold the dispatcher fence's row lock (taken first in their
-//! transaction, or, in a partitioned claim, just before the gate and only
-//! when [`any_limit`] finds a limit), which serializes every
-//! count-then-admit decision.
+//!
+//! Every count-then-admit decision holds the gate's row lock ([`lock`]),
+//! taken only when [`any_limit`] finds a limit, so claims and admissions of
+//! unlimited work never wait for each other here. So does everything else
+//! that writes slot rows while reading or deleting others: the purge, and
+//! the start of an attempt that was handed back ([`occupy`]), which could
+//! otherwise see its slot row, find it already there, and have a gate that
+//! had counted it as ended delete it under its feet (it would then run
+//! uncounted to its end).
 
 use crate::db::Tx;
 use crate::rows::R;
@@ -36,13 +41,49 @@ pub(crate) struct Candidate<'a> {
     pub(crate) max_concurrency: Option<u32>,
 }
 
+/// Name of the `leader_fences` row whose exclusive lock serializes the
+/// gate (its fence is unused, 0). A row of its own, not a dispatcher
+/// fence's: those are share-locked by every dispatching transaction (see
+/// `crate::dispatch`), and taking one exclusively on top would be a lock
+/// upgrade, which deadlocks between two holders of the share.
+const GATE_ROW: &str = "concurrency-gate";
+
+/// Takes the gate's row lock, to the commit. The row is created if missing:
+/// a lock on a missing row would serialize nothing under `READ COMMITTED`.
+/// (SQLite: the write transaction already excludes every other writer.)
+pub(crate) async fn lock(tx: &mut Tx) -> StoreResult<()> {
+    for _ in 0..2 {
+        let mut read = Sql::new("SELECT fence FROM leader_fences WHERE name = ");
+        read.bind(GATE_ROW).for_update();
+        if read.fetch_optional(&mut *tx).await?.is_some() {
+            return Ok(());
+        }
+        let row = Fields::new().with("name", GATE_ROW).with("fence", 0_i64);
+        Sql::new("")
+            .insert_ignore_into()
+            .push("leader_fences")
+            .rows([&row])
+            .on_conflict_ignore()
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
 /// Decides, in order, which candidates may go now, and takes the slots of
-/// those admitted under a limit. One decision per candidate.
+/// those admitted under a limit. One decision per candidate. Without any
+/// limit on them, every one is `Unlimited` and nothing is locked; otherwise
+/// the gate's lock is taken first ([`lock`]) and the limits read again
+/// under it (a rate's tokens are taken and written back).
 pub(crate) async fn gate(
     tx: &mut Tx,
     candidates: &[Candidate<'_>],
     now: Millis,
 ) -> StoreResult<Vec<Admission>> {
+    if candidates.is_empty() || !any_limit(tx, candidates, now).await? {
+        return Ok(vec![Admission::Unlimited; candidates.len()]);
+    }
+    lock(tx).await?;
     let keys: Vec<[ScopeKey; 3]> = candidates
         .iter()
         .map(|c| scopes_of(c.handler, c.tenant, c.job_id))
@@ -85,11 +126,17 @@ pub(crate) async fn gate(
 
 /// Records that each execution occupies a slot under each of its keys,
 /// without a decision: it runs already (see the outcomes' ghost starts).
+/// Under the gate's lock: a gate that read such an execution as `pending`
+/// deletes its old slot row before this looks for it, or counts it running.
 pub(crate) async fn occupy(
     tx: &mut Tx,
     running: &[(String, [ScopeKey; 3])],
     now: Millis,
 ) -> StoreResult<()> {
+    if running.is_empty() {
+        return Ok(());
+    }
+    lock(tx).await?;
     let slots: Vec<(&str, &[ScopeKey])> = running
         .iter()
         .map(|(id, keys)| (id.as_str(), keys.as_slice()))
@@ -123,14 +170,10 @@ async fn insert_slots(tx: &mut Tx, slots: &[(&str, &[ScopeKey])], now: Millis) -
 }
 
 /// Whether any limit (a job's own, an operator's cap or rate) applies to
-/// one of `candidates`: read without a lock, so a partitioned claim takes
+/// one of `candidates`: read without a lock, so a claim or admission takes
 /// the gate's lock only when it has something to count. A limit set while
 /// the claim runs counts from the next claim, as it would under the lock.
-pub(crate) async fn any_limit(
-    tx: &mut Tx,
-    candidates: &[Candidate<'_>],
-    now: Millis,
-) -> StoreResult<bool> {
+async fn any_limit(tx: &mut Tx, candidates: &[Candidate<'_>], now: Millis) -> StoreResult<bool> {
     if candidates.iter().any(|c| c.max_concurrency.is_some()) {
         return Ok(true);
     }
@@ -229,9 +272,10 @@ async fn count_in_use(tx: &mut Tx, keys: &[&str]) -> StoreResult<HashMap<ScopeKe
     Ok(in_use)
 }
 
-/// Deletes up to `limit` rows whose execution holds no slot any more; the
-/// caller holds the fence's row lock, as a gate does.
+/// Deletes up to `limit` rows whose execution holds no slot any more, under
+/// the gate's lock, as a gate does.
 pub(crate) async fn purge(tx: &mut Tx, limit: u32) -> StoreResult<u64> {
+    lock(tx).await?;
     let mut s = Sql::new(
         "SELECT s.execution_id AS execution_id FROM concurrency_slots s \
          LEFT JOIN executions e ON e.id = s.execution_id \

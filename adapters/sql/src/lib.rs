@@ -41,8 +41,10 @@
 //! inserts take no gap locks (a server that binlogs in `STATEMENT` format
 //! refuses writes at that level; `MIXED`, the MariaDB default, and `ROW` are
 //! fine). Every multi-statement write transaction is run again, up to four
-//! times in all, when InnoDB picks it as a deadlock victim. Claims all lock
-//! the one `leader_fences` row first, so two claim batches never interleave.
+//! times in all, when InnoDB picks it as a deadlock victim. Claims and
+//! admissions share their fence's `leader_fences` row (a shared lock, so
+//! one term's claims run side by side); the concurrency gate takes a row of
+//! its own exclusively, only when a limit applies.
 //!
 //! SQLite (WAL, `synchronous=NORMAL`, `busy_timeout` 5 s, foreign keys on):
 //! a pool of 4 connections for reads, and a separate pool of exactly one
@@ -63,7 +65,7 @@
 //! | call | statements |
 //! |---|---|
 //! | `jobs_find_due`, `jobs_count_due` | 1 (the count reads at most its cap of index entries) |
-//! | `triggers_claim` | fence upsert returning the stored fence (+ a fence read on MySQL) + 1 locking read of the jobs' versions (the jobs come with the claims, as scanned) + 1 multi-row update per 64 claimed jobs on MySQL (`CASE id`) or per 256 on SQLite and PostgreSQL (joined `VALUES`), version-checked + 1 execution insert (rows `dispatched` to the worker the claim names, else `pending`) + 1 event insert (+1 read when a trigger already had an execution; +1 read of live executions when a job's overlap policy is not `allow` or its window closes; with `replace`, +1 cancel and +1 stop-request update; +1 callback insert for skipped or cancelled executions with a callback URL) |
+//! | `triggers_claim` | 1 fence read under a shared lock (when a term begins, + an upsert returning the stored fence, + a read on MySQL) + 1 locking read of the jobs' versions (the jobs come with the claims, as scanned) + 1 multi-row update per 64 claimed jobs on MySQL (`CASE id`) or per 256 on SQLite and PostgreSQL (joined `VALUES`), version-checked + 1 execution insert (rows `dispatched` to the worker the claim names, else `pending`) + 1 event insert (+1 read when a trigger already had an execution; +1 read of live executions when a job's overlap policy is not `allow` or its window closes; with `replace`, +1 cancel and +1 stop-request update; +1 callback insert for skipped or cancelled executions with a callback URL) |
 //! | `executions_mark_dispatched` | 1 locking read + 1 update per (worker, attempt) group (usually one) + 1 event insert |
 //! | `executions_requeue_unstarted` | 1 locking read + 1 update per attempt number + 1 event insert |
 //! | `results_apply`, `executions_apply_verdict` | 1 locking read + 1 count of live executions (jobs that may end with a final outcome in the batch: one-shots and closed windows; none for a batch of `started` reports) + 1 read of retired incarnations (results that carry one) + 1 multi-row update per 64 changed executions and per 64 changed jobs (status, next trigger, last result and failures in a row) on MySQL (`CASE id`), per 256 on SQLite and PostgreSQL (joined `VALUES`) + 1 event insert + 1 callback insert (if any) |

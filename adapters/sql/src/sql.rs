@@ -225,6 +225,13 @@ impl Sql {
         self.dialect(" FOR UPDATE", " FOR UPDATE", "")
     }
 
+    /// Shared row locks for a read inside a write transaction: other
+    /// readers sharing them go on, a writer of the rows waits for the
+    /// commit. (`LOCK IN SHARE MODE` is what both MariaDB and MySQL accept.)
+    pub(crate) fn for_share(&mut self) -> &mut Self {
+        self.dialect(" LOCK IN SHARE MODE", " FOR SHARE", "")
+    }
+
     /// Row locks for a read that claims rows: on PostgreSQL, rows another
     /// transaction holds are passed over (`SKIP LOCKED`) instead of waited
     /// for; a later round claims them. MySQL keeps its plain `FOR UPDATE`;

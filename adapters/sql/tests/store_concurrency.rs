@@ -29,6 +29,7 @@ store_cases!(
     without_limits_admission_records_every_dispatch,
     a_handler_rate_admits_a_burst_then_one_token_at_a_time,
     an_attempt_started_after_its_hand_back_occupies_a_slot,
+    concurrent_claims_never_pass_a_limit,
 );
 
 /// A claim of `job`'s current trigger, dispatched to `worker`.
@@ -557,4 +558,39 @@ async fn an_attempt_started_after_its_hand_back_occupies_a_slot(store: SqlStore)
         .unwrap();
     assert!(admitted.dispatched.is_empty(), "the limit is full");
     assert_eq!(admitted.waiting.len(), 1);
+}
+
+/// Claims of one term run side by side (they share the fence's row), and
+/// the gate's own lock still decides them one at a time: however they
+/// interleave, exactly the limit's worth is dispatched.
+async fn concurrent_claims_never_pass_a_limit(store: SqlStore) {
+    store
+        .limit_set(
+            &Limit {
+                scope: Scope::Handler,
+                name: "par".into(),
+                max_running: Some(3),
+                rate_per_sec: None,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    let jobs = jobs(&store, "par", "par", 12).await;
+    let claims: Vec<Vec<Claim>> = jobs
+        .chunks(2)
+        .map(|pair| pair.iter().map(|j| claim_to(j, "w1")).collect())
+        .collect();
+    let runs = claims.iter().map(|c| {
+        let store = store.clone();
+        let c = c.clone();
+        tokio::spawn(async move { store.triggers_claim(1, &c, T0 + 10).await })
+    });
+    let mut dispatched = 0;
+    for run in futures::future::join_all(runs).await {
+        dispatched += run.unwrap().unwrap().len();
+    }
+    assert_eq!(dispatched, 3, "the limit's worth, no more");
+    assert_eq!(in_use(&store, "handler:par").await, 3);
+    assert_eq!(store.executions_count_waiting(100).await.unwrap(), 9);
 }

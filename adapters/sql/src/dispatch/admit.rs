@@ -1,8 +1,10 @@
 //! Admission of `pending` work before it is published: the dispatch is
 //! recorded first (`pending → dispatched` to the chosen worker), under the
 //! concurrency gate, so nothing over a limit ever reaches a worker's queue.
+//! Fenced like a claim (the leader's fence, share-locked); the gate takes
+//! its own lock when a limit applies.
 
-use super::claim::check_fence;
+use super::fence::check_fence;
 use crate::concurrency::{self, Candidate};
 use crate::db::Tx;
 use crate::inserts::{self, EventRow};

@@ -6,15 +6,14 @@
 //! claim that names its worker inserts its execution already `dispatched`:
 //! the dispatch is recorded with the claim, not in a write of its own.
 
+use super::fence::check_fence;
 use crate::concurrency::{self, Candidate};
 use crate::db::Tx;
-use crate::dialect::Dialect;
 use crate::inserts::{self, EventRow};
 use crate::rows::{self, EXEC_COLS, R};
 use crate::rows_update::{Col, RowsUpdate, rows_per_statement};
-use crate::sql::{self, CHUNK, Fields, Sql, from_u64, time};
+use crate::sql::{self, CHUNK, Fields, Sql, time};
 use crate::stop;
-use kairos_core::concurrency::Admission;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::job::{Job, JobStatus, JobTransition};
 use kairos_core::schedule::OverlapPolicy;
@@ -24,9 +23,6 @@ use kairos_core::time::Millis;
 use kairos_core::trigger::{self, Fate, JobMove, Resolution};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-
-/// Name of the dispatcher lease in `leader_fences`.
-const DISPATCH_FENCE: &str = "dispatcher";
 
 /// Error recorded on a pending execution cancelled by a newer trigger.
 const REPLACED: &str = "cancelled: replaced by a newer trigger (overlapPolicy replace)";
@@ -52,95 +48,6 @@ struct NewExec<'a> {
     waiting: Option<String>,
 }
 
-/// Raises the stored dispatcher fence to ours (never lowers it) and
-/// fails if a newer leader's is already there. Its row lock, held to the
-/// commit, also serializes the concurrency gate's decisions.
-pub(super) async fn check_fence(tx: &mut Tx, fence: u64) -> StoreResult<()> {
-    check_fence_named(tx, DISPATCH_FENCE, fence).await
-}
-
-/// [`check_fence`] for the fence row `name` (the leader's, or a
-/// partition's: `crate::partitions`).
-pub(super) async fn check_fence_named(tx: &mut Tx, name: &str, fence: u64) -> StoreResult<()> {
-    let ours = from_u64(fence);
-    // Within a term the stored fence is already ours: one locking read
-    // checks it. The lock is exclusive: it is also what serializes the
-    // concurrency gate's counts (`crate::concurrency`) between the leader's
-    // claim loops and admissions, so two transactions never both see the
-    // last free slot. A newer leader's raise waits for them to commit.
-    let mut read = Sql::new("SELECT fence FROM leader_fences WHERE name = ");
-    read.bind(name).dialect(" FOR UPDATE", " FOR UPDATE", "");
-    let stored = match read.fetch_optional(&mut *tx).await? {
-        Some(row) => Some(row.get::<i64>("leader_fences", "fence")?),
-        None => None,
-    };
-    match stored {
-        Some(current) if current == ours => return Ok(()),
-        Some(current) if current > ours => {
-            return Err(StoreError::Fenced {
-                ours: fence,
-                current: u64::try_from(current).unwrap_or_default(),
-            });
-        }
-        _ => {}
-    }
-    let row = Fields::new().with("name", name).with("fence", ours);
-    let mut upsert = Sql::new("INSERT INTO leader_fences");
-    upsert.rows([&row]).dialect(
-        " ON DUPLICATE KEY UPDATE fence = GREATEST(fence, VALUES(fence))",
-        " ON CONFLICT(name) DO UPDATE SET \
-         fence = GREATEST(leader_fences.fence, excluded.fence)",
-        " ON CONFLICT(name) DO UPDATE SET fence = MAX(fence, excluded.fence)",
-    );
-    // Every claim round pays this on the serial path: where the upsert
-    // can return the stored fence, one statement does.
-    let current: i64 = if tx.dialect() == Dialect::MySql {
-        upsert.execute(&mut *tx).await?;
-        Sql::new("SELECT fence FROM leader_fences WHERE name = ")
-            .bind(name)
-            .scalar(&mut *tx, "fence")
-            .await?
-    } else {
-        upsert
-            .push(" RETURNING fence")
-            .scalar(&mut *tx, "fence")
-            .await?
-    };
-    if current > ours {
-        return Err(StoreError::Fenced {
-            ours: fence,
-            current: u64::try_from(current).unwrap_or_default(),
-        });
-    }
-    Ok(())
-}
-
-/// Takes the leader fence row's lock without checking or raising the
-/// fence: what serializes the concurrency gate of partitioned claims with
-/// each other and with the leader's admissions. The row is created (at
-/// fence 0, which every leader's raises) if no leader wrote yet: a lock on a
-/// missing row would serialize nothing under `READ COMMITTED`.
-async fn lock_leader_fence(tx: &mut Tx) -> StoreResult<()> {
-    for _ in 0..2 {
-        let mut read = Sql::new("SELECT fence FROM leader_fences WHERE name = ");
-        read.bind(DISPATCH_FENCE).for_update();
-        if read.fetch_optional(&mut *tx).await?.is_some() {
-            return Ok(());
-        }
-        let row = Fields::new()
-            .with("name", DISPATCH_FENCE)
-            .with("fence", 0_i64);
-        Sql::new("")
-            .insert_ignore_into()
-            .push("leader_fences")
-            .rows([&row])
-            .on_conflict_ignore()
-            .execute(&mut *tx)
-            .await?;
-    }
-    Ok(())
-}
-
 /// `triggers_claim`'s transaction.
 pub(super) async fn claim(
     mut tx: Tx,
@@ -149,18 +56,7 @@ pub(super) async fn claim(
     now: Millis,
 ) -> StoreResult<Vec<DispatchWork>> {
     check_fence(&mut tx, fence).await?;
-    claim_checked(tx, claims, now, Gate::UnderFence).await
-}
-
-/// How a claim's concurrency gate is serialized with every other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Gate {
-    /// The caller holds the leader fence's row lock already.
-    UnderFence,
-    /// A partitioned claim, which holds partition fences only: the leader
-    /// fence's row is locked (not checked) before the gate, and only when
-    /// a limit applies to one of its executions.
-    LockWhenLimited,
+    claim_checked(tx, claims, now).await
 }
 
 /// The claim after its fences were checked: everything but the check.
@@ -168,7 +64,6 @@ pub(super) async fn claim_checked(
     mut tx: Tx,
     claims: &[Claim],
     now: Millis,
-    gate: Gate,
 ) -> StoreResult<Vec<DispatchWork>> {
     // Claims grouped per job, due times ascending. A BTreeMap keeps the
     // jobs in id order, so two claimers lock them in one order.
@@ -269,7 +164,7 @@ pub(super) async fn claim_checked(
             });
         }
     }
-    hold_over_limit(&mut tx, &mut rows, now, gate).await?;
+    hold_over_limit(&mut tx, &mut rows, now).await?;
     let present = insert_executions(&mut tx, &rows, now).await?;
     let mut out = Vec::new();
     for r in rows.iter().filter(|r| {
@@ -335,13 +230,9 @@ pub(super) async fn claim_checked(
 /// Triggers dispatched at claim time go through the concurrency gate: one
 /// whose handler, tenant or job is at its limit is created `pending`,
 /// waiting for a slot, instead (its worker's pick is given back by the
-/// dispatcher, as for any claim that produced no work).
-async fn hold_over_limit(
-    tx: &mut Tx,
-    rows: &mut [NewExec<'_>],
-    now: Millis,
-    gate: Gate,
-) -> StoreResult<()> {
+/// dispatcher, as for any claim that produced no work). The gate takes its
+/// own lock, only when a limit applies.
+async fn hold_over_limit(tx: &mut Tx, rows: &mut [NewExec<'_>], now: Millis) -> StoreResult<()> {
     let at: Vec<usize> = (0..rows.len())
         .filter(|&i| rows[i].status == ExecStatus::Dispatched)
         .collect();
@@ -358,14 +249,7 @@ async fn hold_over_limit(
             max_concurrency: rows[i].job.max_concurrency,
         })
         .collect();
-    let decisions = match gate {
-        Gate::UnderFence => concurrency::gate(tx, &candidates, now).await?,
-        Gate::LockWhenLimited if concurrency::any_limit(tx, &candidates, now).await? => {
-            lock_leader_fence(tx).await?;
-            concurrency::gate(tx, &candidates, now).await?
-        }
-        Gate::LockWhenLimited => vec![Admission::Unlimited; candidates.len()],
-    };
+    let decisions = concurrency::gate(tx, &candidates, now).await?;
     for (i, d) in at.into_iter().zip(decisions) {
         if let Some(waiting) = d.waiting_for() {
             rows[i].status = ExecStatus::Pending;

@@ -7,6 +7,7 @@ mod admit;
 mod claim;
 mod confirm;
 mod due;
+mod fence;
 mod partitioned;
 
 pub use due::due_scan_sql;
@@ -120,7 +121,7 @@ impl Dispatch for SqlStore {
 
     async fn concurrency_slots_purge(&self, fence: u64, limit: u32) -> StoreResult<u64> {
         self.transaction(|mut tx| async move {
-            claim::check_fence(&mut tx, fence).await?;
+            fence::check_fence(&mut tx, fence).await?;
             let n = crate::concurrency::purge(&mut tx, limit).await?;
             tx.commit().await?;
             Ok(n)

@@ -2,15 +2,16 @@
 //! fences of the partitions its claims fall in are checked (rows
 //! `dispatcher/p<n>` of `leader_fences`, beside the leader's `dispatcher`
 //! row), the claims of partitions the caller does not hold are dropped,
-//! and the rest is the ordinary claim, whose concurrency gate then locks
-//! the leader's row only when a limit applies.
+//! and the rest is the ordinary claim (whose concurrency gate takes its
+//! own lock, only when a limit applies).
 
-use super::claim::{self, Gate, check_fence_named};
+use super::claim;
+use super::fence;
 use crate::db::Tx;
 use crate::rows::R;
 use crate::sql::{Sql, from_u64};
 use kairos_core::partition::{self, Fenced, Owned};
-use kairos_core::store::{Claim, PartitionedClaim, StoreError, StoreResult};
+use kairos_core::store::{Claim, PartitionedClaim, StoreResult};
 use kairos_core::time::Millis;
 use std::collections::{BTreeSet, HashMap};
 
@@ -50,16 +51,18 @@ pub(super) async fn claim(
             fenced,
         });
     }
-    let work = claim::claim_checked(tx, &mine, now, Gate::LockWhenLimited).await?;
+    let work = claim::claim_checked(tx, &mine, now).await?;
     Ok(PartitionedClaim { work, fenced })
 }
 
 /// Checks the fence of each partition in `used` against `owned`: a stored
-/// fence equal to ours passes (one locking read for all of them, the usual
-/// case within a lease), an older or missing one is raised to ours, a newer
-/// one is reported. The rows stay locked to the commit, so a new owner's
-/// raise waits for the old owner's claim in flight, and the old owner's
-/// next claim sees the new fence.
+/// fence equal to ours passes (one read under a shared lock for all of
+/// them, the usual case within a lease), an older or missing one is raised
+/// to ours, a newer one is reported. The rows stay locked to the commit, so
+/// a new owner's raise (a write) waits for the old owner's claims in
+/// flight, and the old owner's next claim sees the new fence; the claims of
+/// one owner (its main loop and its lane) share the rows (see
+/// `super::fence`).
 async fn check_fences(
     tx: &mut Tx,
     owned: &Owned,
@@ -76,7 +79,7 @@ async fn check_fences(
     let mut read = Sql::new("SELECT name, fence FROM leader_fences WHERE name IN ");
     read.list(names.iter().map(String::as_str))
         .push(" ORDER BY name")
-        .for_update();
+        .for_share();
     let mut stored = HashMap::with_capacity(names.len());
     for row in read.fetch_all(&mut *tx).await? {
         let r = R::new(&row, "leader_fences");
@@ -87,16 +90,14 @@ async fn check_fences(
         let Some(&ours) = owned.get(&p) else {
             continue;
         };
+        let ours_stored = from_u64(ours);
         let current = match stored.get(name) {
-            Some(&current) if current >= from_u64(ours) => current,
-            // First claim of this lease in the partition: raise the fence.
-            _ => match check_fence_named(tx, name, ours).await {
-                Ok(()) => continue,
-                Err(StoreError::Fenced { current, .. }) => from_u64(current),
-                Err(e) => return Err(e),
-            },
+            Some(&current) if current >= ours_stored => current,
+            // First claim of this lease in the partition: raise the fence
+            // (the share becomes an exclusive lock; see `super::fence`).
+            _ => fence::raise(tx, name, ours_stored).await?,
         };
-        if current > from_u64(ours) {
+        if current > ours_stored {
             fenced.push(Fenced {
                 partition: p,
                 ours,
