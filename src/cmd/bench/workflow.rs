@@ -1,5 +1,5 @@
 //! The `workflow` workload: N runs of one 1 → 3 → 1 workflow of noop nodes,
-//! triggered from C connections. The figures say how soon a node started
+//! triggered from C connections, at `--rate` runs a second if given. The figures say how soon a node started
 //! after its last parent finished (the hand-off a workflow adds to its
 //! nodes' own work) and how long a whole run took, from the run and node
 //! times the server recorded.
@@ -42,6 +42,7 @@ pub(super) async fn run(
     api: &Api,
     n: usize,
     how: Sending,
+    rate: f64,
     deadline: Duration,
     report: &mut Report,
 ) -> Result<()> {
@@ -52,13 +53,21 @@ pub(super) async fn run(
         .to_string();
     let trigger = format!("/openapi/workflows/{id}/trigger");
     let started = Instant::now();
+    // Each trigger waits for its slot on the rate's grid, if there is one.
+    let spacing = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
     let runs: Vec<String> = futures::stream::iter(0..n)
-        .map(|_| async {
-            let run = api.post_json(&trigger, &json!({})).await?;
-            run["id"]
-                .as_str()
-                .map(str::to_string)
-                .context("the trigger answer has no run id")
+        .map(|i| {
+            let trigger = &trigger;
+            async move {
+                if let Some(spacing) = spacing {
+                    tokio::time::sleep_until((started + spacing * i as u32).into()).await;
+                }
+                let run = api.post_json(&trigger, &json!({})).await?;
+                run["id"]
+                    .as_str()
+                    .map(str::to_string)
+                    .context("the trigger answer has no run id")
+            }
         })
         .buffer_unordered(how.connections.max(1))
         .try_collect()
