@@ -114,18 +114,26 @@ impl Subscription for WorkerQueue {
 /// Takes a delivery's dispatches into the pool, or refuses the delivery when
 /// pool and buffer stay full for [`FULL_WAIT`], so the dead-letter route
 /// sends it to another worker (a refused batch is split there). A batch is
-/// taken whole or not at all: no part of a refused delivery has started.
+/// taken whole or not at all: no part of a refused delivery has started. A
+/// delivery that outranks everything waiting here is taken at once, beyond
+/// the buffer if need be (see [`Pool::reserve_ahead`]).
 async fn accept(attempts: &Arc<Attempts>, arrived: Arrived, stop: &CancellationToken) {
     let worker_id = &attempts.conn.id;
     let pool: &Arc<Pool> = attempts.pool();
     let Arrived {
-        delivery: d, msgs, ..
+        delivery: d,
+        msgs,
+        rank,
+        ..
     } = arrived;
-    let slots = tokio::select! {
-        biased;
-        // Unsettled: closing the consumer hands it back to the queue.
-        _ = stop.cancelled() => return,
-        slots = pool.reserve_within(msgs.len(), FULL_WAIT) => slots,
+    let slots = match pool.reserve_ahead(msgs.len(), rank) {
+        Some(slots) => Some(slots),
+        None => tokio::select! {
+            biased;
+            // Unsettled: closing the consumer hands it back to the queue.
+            _ = stop.cancelled() => return,
+            slots = pool.reserve_within(msgs.len(), FULL_WAIT) => slots,
+        },
     };
     let Some(slots) = slots else {
         tracing::info!(worker_id = %worker_id, dispatches = msgs.len(), "pool and buffer full; rejecting a dispatch for reroute");

@@ -21,7 +21,8 @@ use tokio::sync::Notify;
 pub(crate) struct Arrived {
     pub(crate) delivery: Delivery,
     pub(crate) msgs: Vec<DispatchMsg>,
-    rank: u8,
+    /// The most urgent of its dispatches' ranks.
+    pub(crate) rank: u8,
     arrival: u64,
 }
 

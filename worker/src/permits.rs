@@ -102,6 +102,11 @@ impl RankedPermits {
         self.lock().waiting.len()
     }
 
+    /// The highest rank waiting for a permit, if any waits.
+    pub(crate) fn highest_waiting(&self) -> Option<u8> {
+        self.lock().waiting.peek().map(|w| w.rank)
+    }
+
     /// A permit, as soon as one is free and no higher rank (nor an earlier
     /// arrival of the same rank) waits. Cancel-safe: a permit granted to a
     /// waiter that gave up is handed on.
@@ -179,6 +184,7 @@ mod tests {
             until_waiting(&p, before + 1).await;
         }
         assert_eq!(p.held(), 1);
+        assert_eq!(p.highest_waiting(), Some(9));
         drop(first);
         let mut got = Vec::new();
         for _ in 0..4 {

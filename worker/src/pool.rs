@@ -112,6 +112,24 @@ impl Pool {
         Some(slots)
     }
 
+    /// Places for the `n` dispatches of a delivery that outranks every
+    /// dispatch waiting for a permit, taken at once, beyond the buffer if it
+    /// is full: they are next in line for a permit here whatever the buffer
+    /// holds, so making them wait for a place (or refusing them for
+    /// reroute) would only queue urgent work behind what it outranks.
+    /// `None` when nothing waits (a full pool without a buffer still
+    /// refuses), or something waiting ranks as high.
+    pub(crate) fn reserve_ahead(self: &Arc<Self>, n: usize, rank: u8) -> Option<Vec<Slot>> {
+        if !self.permits.highest_waiting().is_some_and(|h| h < rank) {
+            return None;
+        }
+        Some(
+            (0..n)
+                .map(|_| self.try_reserve().unwrap_or_else(|| self.overflow()))
+                .collect(),
+        )
+    }
+
     /// A place beyond pool and buffer, for the rest of a batch taken.
     fn overflow(self: &Arc<Self>) -> Slot {
         self.in_flight.fetch_add(1, Ordering::AcqRel);

@@ -459,6 +459,73 @@ async fn buffered_dispatches_run_by_rank(env: Env) {
     env.cleanup(&[&id]).await;
 }
 
+/// A dispatch that outranks everything waiting on a full worker is taken at
+/// once, beyond the buffer, and runs next, instead of being refused for
+/// reroute after the full wait; one that does not outrank is refused.
+async fn an_urgent_dispatch_is_taken_past_a_full_buffer(env: Env) {
+    let mut reroute = env.broker.reroute_consume(10).await.unwrap();
+    let (w, release, first) = one_slot_running(&env, 1).await;
+    // Fills the buffer: pool and buffer are full from here on.
+    let bulk = DispatchMsg {
+        priority: kairos_core::priority::Priority::new(0),
+        ..first_attempt(&unique("bulk"), "hold")
+    };
+    env.broker.dispatch_publish(&w.id, &bulk).await.unwrap();
+    let same = DispatchMsg {
+        priority: kairos_core::priority::Priority::new(0),
+        ..first_attempt(&unique("same"), "hold")
+    };
+    env.broker.dispatch_publish(&w.id, &same).await.unwrap();
+    let refused = tokio::time::timeout(DEADLINE, reroute.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let back: DispatchMsg = serde_json::from_slice(&refused.payload).unwrap();
+    assert_eq!(
+        back.execution_id, same.execution_id,
+        "no higher rank: refused"
+    );
+    refused.acker.ack().await.unwrap();
+    let urgent = DispatchMsg {
+        priority: kairos_core::priority::Priority::new(9),
+        ..first_attempt(&unique("urgent"), "hold")
+    };
+    env.broker.dispatch_publish(&w.id, &urgent).await.unwrap();
+    wait_for("the urgent one held", DEADLINE, || async {
+        let beats = env.beats.lock().unwrap();
+        beats
+            .iter()
+            .rev()
+            .find(|b| b.worker_id == w.id)
+            .and_then(|b| b.held.as_ref())
+            .is_some_and(|held| held.iter().any(|h| h.execution_id == urgent.execution_id))
+            .then_some(())
+    })
+    .await;
+    release.cancel();
+    let urgent_done = env.outcome(&urgent.execution_id).await;
+    let bulk_done = env.outcome(&bulk.execution_id).await;
+    assert_eq!(urgent_done.output, Some(json!("released")));
+    // One permit: the first to start ran alone, so report order is run order.
+    let started_at = |exec: &str| {
+        env.results
+            .lock()
+            .unwrap()
+            .iter()
+            .position(|r| r.execution_id == exec && r.kind == ResultKind::Started)
+            .unwrap()
+    };
+    assert!(
+        started_at(&urgent.execution_id) < started_at(&bulk.execution_id),
+        "the urgent one ran before the bulk one it passed"
+    );
+    assert_eq!(bulk_done.output, Some(json!("released")));
+    let _ = first;
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
 /// A batch (one message, several dispatches) runs each of its dispatches
 /// once, skips one that already ran, and is acked once all have started.
 async fn a_batch_runs_each_of_its_dispatches_once(env: Env) {
@@ -939,6 +1006,7 @@ on_both!(
     a_panicking_handler_fails_and_the_worker_survives,
     a_full_pool_and_buffer_reroutes,
     buffered_dispatches_run_by_rank,
+    an_urgent_dispatch_is_taken_past_a_full_buffer,
     a_batch_runs_each_of_its_dispatches_once,
     a_batch_meeting_a_full_worker_is_refused_whole,
     a_batch_larger_than_the_free_places_is_taken_and_waits,
