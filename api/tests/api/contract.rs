@@ -756,6 +756,50 @@ async fn workflow_routes(c: &Contract, app: &App, reader: &App) {
         "/openapi/workflows/{id}/runs/{runId}/cancel",
         &app.post(&format!("{one}/runs/x/cancel")).await,
     );
+    // Edit, pause and resume: successes and the errors each documents.
+    let version = app.get(&one).await.json()["version"].clone();
+    c.check(
+        "patch",
+        "/openapi/workflows/{id}",
+        &app.patch_json(
+            &one,
+            &json!({"version": version, "name": "c2", "everyMs": 60000}),
+        )
+        .await,
+    );
+    c.check(
+        "patch",
+        "/openapi/workflows/{id}",
+        &app.patch_json(&one, &json!({"version": version, "name": "late"}))
+            .await,
+    );
+    let version = app.get(&one).await.json()["version"].clone();
+    c.check(
+        "patch",
+        "/openapi/workflows/{id}",
+        &app.patch_json(
+            &one,
+            &json!({"version": version, "edges": [{"from": "a", "to": "zz"}]}),
+        )
+        .await,
+    );
+    c.check(
+        "patch",
+        "/openapi/workflows/{id}",
+        &app.patch_json("/openapi/workflows/x", &json!({"version": 1}))
+            .await,
+    );
+    for action in ["pause", "resume"] {
+        let path = format!("/openapi/workflows/{{id}}/{action}");
+        let uri = format!("{one}/{action}");
+        c.check("post", &path, &app.post(&uri).await);
+        c.check("post", &path, &app.post(&uri).await);
+        c.check(
+            "post",
+            &path,
+            &app.post(&format!("/openapi/workflows/x/{action}")).await,
+        );
+    }
     c.check("delete", "/openapi/workflows/{id}", &app.delete(&one).await);
     c.check("delete", "/openapi/workflows/{id}", &app.delete(&one).await);
 
