@@ -120,9 +120,8 @@ impl Pool {
     /// `None` when nothing waits (a full pool without a buffer still
     /// refuses), or something waiting ranks as high.
     pub(crate) fn reserve_ahead(self: &Arc<Self>, n: usize, rank: u8) -> Option<Vec<Slot>> {
-        if !self.permits.highest_waiting().is_some_and(|h| h < rank) {
-            return None;
-        }
+        // Nothing waiting (None) or something as urgent: the usual path.
+        self.permits.highest_waiting().filter(|&h| h < rank)?;
         Some(
             (0..n)
                 .map(|_| self.try_reserve().unwrap_or_else(|| self.overflow()))
