@@ -98,7 +98,7 @@ pub(super) async fn update(
     }
     if let Some(schedule) = &update.schedule {
         new.schedule = schedule.as_ref().map(|(s, _)| s.clone());
-        new.next_trigger_at = schedule.as_ref().map(|(_, first)| *first);
+        new.next_trigger_at = schedule.as_ref().and_then(|(_, next)| *next);
         set.set(
             "schedule",
             json(new.schedule.as_ref().map(to_json).transpose()?),
