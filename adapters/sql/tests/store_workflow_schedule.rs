@@ -2,28 +2,32 @@
 //! with a job's misfire policy (`fireOnce`, `skip`, `fireAll`), window
 //! (`startAt`, `endAt`) and overlap policy (`allow`; `forbid` starts no run
 //! while one is running; `replace` cancels the running runs and starts the
-//! new one, in the same transaction) — on SQLite, MySQL and PostgreSQL.
+//! new one, in the same transaction), and a fixed delay counted from the
+//! end of each run — on SQLite, MySQL and PostgreSQL.
 
 #[macro_use]
 mod store_support;
 use store_support as support;
 
 use kairos_core::execution::ExecStatus;
+use kairos_core::protocol::ResultKind::Succeeded;
 use kairos_core::schedule::{MisfirePolicy, OverlapPolicy, Recurrence, Rule, Schedule};
-use kairos_core::store::History;
+use kairos_core::store::{Dispatch, History};
 use kairos_core::time::Millis;
+use kairos_core::worker::Routable;
 use kairos_core::workflow::{
     NewWorkflow, RunStatus, Workflow, WorkflowRun, WorkflowScheduler, WorkflowStore,
 };
 use kairos_store_sql::SqlStore;
 use serde_json::json;
-use support::{T0, id};
+use support::{T0, id, result};
 
 store_cases!(
     misfired_triggers_follow_the_misfire_policy,
     no_trigger_falls_outside_the_window,
     forbid_starts_no_run_while_one_is_running,
     replace_cancels_the_running_run_and_starts_the_new_one,
+    a_fixed_delay_is_counted_from_the_end_of_the_run,
 );
 
 const EVERY: u64 = 10_000;
@@ -211,4 +215,50 @@ async fn replace_cancels_the_running_run_and_starts_the_new_one(store: SqlStore)
     let new = second.iter().find(|r| r.workflow_id == wf).unwrap();
     assert_eq!(status_of(&store, new).await, RunStatus::Running);
     assert_eq!(next_of(&store, "ws4", &wf).await, Some(20_000));
+}
+
+async fn a_fixed_delay_is_counted_from_the_end_of_the_run(store: SqlStore) {
+    let rec = Recurrence {
+        end_at: Some(T0 + 30_000),
+        ..Recurrence::new(Rule::Delay { delay_ms: 5_000 })
+    };
+    let wf = scheduled(&store, "ws5", rec).await;
+    assert_eq!(next_of(&store, "ws5", &wf).await, Some(0), "first: now");
+    let first = fire(&store, T0).await;
+    assert_eq!(times_of(&first, &wf), [0]);
+    assert_eq!(
+        next_of(&store, "ws5", &wf).await,
+        None,
+        "written at its end"
+    );
+    assert!(fire(&store, T0 + 20_000).await.is_empty());
+    // The run's last node succeeds at +7 s: the next trigger is +12 s, in
+    // the transaction that ends the run.
+    let work = store
+        .executions_find_unpublished(T0 + 7_000, 100, &Routable::Any)
+        .await
+        .unwrap();
+    let mut done = result(&work[0], 1, Succeeded, T0 + 7_000);
+    done.output = Some(json!(null));
+    store.results_apply(&[done], T0 + 7_000).await.unwrap();
+    assert_eq!(status_of(&store, &first[0]).await, RunStatus::Succeeded);
+    assert_eq!(next_of(&store, "ws5", &wf).await, Some(12_000));
+    let second = fire(&store, T0 + 12_000).await;
+    assert_eq!(times_of(&second, &wf), [12_000]);
+    // A cancelled run counts too; past endAt none is left.
+    store
+        .workflow_run_cancel("ws5", &wf, &second[0].id, T0 + 20_000)
+        .await
+        .unwrap();
+    assert_eq!(next_of(&store, "ws5", &wf).await, Some(25_000));
+    let third = fire(&store, T0 + 25_000).await;
+    store
+        .workflow_run_cancel("ws5", &wf, &third[0].id, T0 + 26_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        next_of(&store, "ws5", &wf).await,
+        None,
+        "+31 s is after endAt"
+    );
 }

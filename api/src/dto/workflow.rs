@@ -28,7 +28,7 @@ pub struct CreateWorkflowRequest {
     /// start only through `POST …/trigger`.
     pub run_now: Option<bool>,
     /// Cron expression (five fields, or six with seconds first): a run per
-    /// trigger. At most one of `cronExpr`, `everyMs` and `triggerAt`.
+    /// trigger. At most one of `cronExpr`, `everyMs`, `delayMs` and `triggerAt`.
     #[schema(example = "0 0 2 * * *")]
     pub cron_expr: Option<String>,
     /// IANA time zone of the cron expression (default `UTC`).
@@ -36,6 +36,10 @@ pub struct CreateWorkflowRequest {
     /// Fixed rate in ms (at least 100): a run every `everyMs` from creation.
     #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
     pub every_ms: Option<i64>,
+    /// Fixed delay in ms (at least 100): the next run starts `delayMs`
+    /// after the previous one ended (the first at `startAt`, or now).
+    #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
+    pub delay_ms: Option<i64>,
     /// RFC 3339 time of one scheduled run.
     #[schema(format = DateTime)]
     pub trigger_at: Option<String>,
@@ -80,16 +84,20 @@ pub struct PatchWorkflowRequest {
     pub nodes: Option<Vec<WorkflowNode>>,
     /// New edges (with the nodes: the new ones, or the current ones).
     pub edges: Option<Vec<WorkflowEdge>>,
-    /// New cron expression: replaces the rule (as `everyMs` and
+    /// New cron expression: replaces the rule (as `everyMs`, `delayMs` and
     /// `triggerAt` do), whose next trigger is computed from now; the window
     /// and policies of a recurring schedule are kept unless named. At most
-    /// one of `cronExpr`, `everyMs` and `triggerAt`.
+    /// one of `cronExpr`, `everyMs`, `delayMs` and `triggerAt`.
     pub cron_expr: Option<String>,
     /// Time zone of `cronExpr` (kept if absent; `UTC` for a new cron rule).
     pub timezone: Option<String>,
     /// New fixed rate in ms (at least 100), from now.
     #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
     pub every_ms: Option<i64>,
+    /// New fixed delay in ms (at least 100); the first run of the new rule
+    /// is due now (or at `startAt`).
+    #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
+    pub delay_ms: Option<i64>,
     /// New one-shot trigger (RFC 3339).
     #[schema(format = DateTime)]
     pub trigger_at: Option<String>,
@@ -203,6 +211,8 @@ pub struct WorkflowView {
     pub timezone: Option<String>,
     /// Its fixed rate, if scheduled by one.
     pub every_ms: Option<u64>,
+    /// Its fixed delay, if scheduled by one.
+    pub delay_ms: Option<u64>,
     /// No scheduled run before this time; `null` if unbounded.
     #[schema(format = DateTime)]
     pub start_at: Option<String>,
@@ -281,6 +291,10 @@ impl From<&StoredWorkflow> for WorkflowView {
                     _ => None,
                 },
                 None => None,
+            },
+            delay_ms: match recurrence.map(|r| &r.rule) {
+                Some(Rule::Delay { delay_ms }) => Some(*delay_ms),
+                _ => None,
             },
             start_at: recurrence.and_then(|r| r.start_at).map(to_rfc3339),
             end_at: recurrence.and_then(|r| r.end_at).map(to_rfc3339),

@@ -99,7 +99,7 @@ fn schedule(
         timezone: req.timezone.as_deref(),
         trigger_at: time_field("triggerAt", req.trigger_at.as_deref())?,
         every_ms: req.every_ms,
-        delay_ms: None,
+        delay_ms: req.delay_ms,
         start_at: time_field("startAt", req.start_at.as_deref())?,
         end_at: time_field("endAt", req.end_at.as_deref())?,
         misfire: req.misfire_policy.as_deref(),
@@ -144,17 +144,20 @@ fn patched_schedule(
         timezone: req.timezone.as_deref(),
         trigger_at: req.trigger_at.as_deref(),
         every_ms: req.every_ms,
-        delay_ms: None,
+        delay_ms: req.delay_ms,
         start_at: req.start_at.as_ref().map(Option::as_deref),
         end_at: req.end_at.as_ref().map(Option::as_deref),
         misfire: req.misfire_policy.as_deref(),
         overlap: req.overlap_policy.as_deref(),
     };
-    let kind_given =
-        edit.cron_expr.is_some() || edit.every_ms.is_some() || edit.trigger_at.is_some();
+    let kind_given = edit.cron_expr.is_some()
+        || edit.every_ms.is_some()
+        || edit.delay_ms.is_some()
+        || edit.trigger_at.is_some();
     let named = [
         ("cronExpr", edit.cron_expr.is_some()),
         ("everyMs", edit.every_ms.is_some()),
+        ("delayMs", edit.delay_ms.is_some()),
         ("triggerAt", edit.trigger_at.is_some()),
         ("timezone", edit.timezone.is_some()),
         ("startAt", edit.start_at.is_some()),
@@ -407,7 +410,8 @@ mod tests {
                 json!({"everyMs": 1000, "startAt": "1970-01-01T01:00:00Z", "endAt": "1970-01-01T00:00:01Z"}),
                 "endAt",
             ),
-            (json!({"delayMs": 1000}), "unknown"),
+            (json!({"delayMs": 99}), "delayMs"),
+            (json!({"delayMs": 1000, "everyMs": 1000}), "delayMs"),
         ] {
             let got = match serde_json::from_value::<CreateWorkflowRequest>(with(body.clone())) {
                 Ok(r) => field_of(
@@ -520,6 +524,18 @@ mod tests {
                 "{body}"
             );
         }
+        // A fixed delay replaces the rule and keeps the policies; its first
+        // trigger is now.
+        let up = patch(&forbid, json!({"delayMs": 500})).unwrap();
+        let (s, next) = up.schedule.unwrap().unwrap();
+        assert_eq!(
+            s.recurrence().map(|r| (r.rule.clone(), r.overlap.as_str())),
+            Some((
+                kairos_core::schedule::Rule::Delay { delay_ms: 500 },
+                "forbid"
+            ))
+        );
+        assert_eq!(next, Some(10_000));
         // An unscheduled workflow takes a whole schedule.
         let up = patch(&none, json!({"everyMs": 1000, "overlapPolicy": "replace"})).unwrap();
         let (s, next) = up.schedule.unwrap().unwrap();

@@ -209,4 +209,10 @@ pub async fn workflow_schedules_take_job_policies(app: App) {
         .ok(201);
     assert!(manual["workflow"]["misfirePolicy"].is_null());
     assert!(manual["workflow"]["overlapPolicy"].is_null());
+    let mut delayed = diamond("delayed");
+    delayed["delayMs"] = json!(5000);
+    let delayed = app.post_json("/openapi/workflows", &delayed).await.ok(201);
+    assert_eq!(delayed["workflow"]["delayMs"], 5000);
+    assert!(delayed["workflow"]["everyMs"].is_null());
+    assert_eq!(delayed["workflow"]["misfirePolicy"], "fireOnce");
 }

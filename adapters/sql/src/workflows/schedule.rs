@@ -57,7 +57,7 @@ async fn fire_due(mut tx: Tx, now: Millis, limit: u32) -> StoreResult<Vec<Workfl
             // `replace`: the running runs end cancelled (stops requested
             // for their running executions) before the new one starts.
             for run in &live {
-                runs::cancel(&mut tx, run, wf.callback_url.as_deref(), now).await?;
+                runs::cancel(&mut tx, run, Some(wf), now).await?;
             }
         }
         // A trigger `forbid` skips, or a misfire `skip` drops, starts no
