@@ -17,6 +17,7 @@ use kairos_core::time::Millis;
 use kairos_core::worker::Routable;
 use kairos_core::workflow::{
     NewWorkflow, RunStatus, Workflow, WorkflowRun, WorkflowScheduler, WorkflowStore,
+    WorkflowUpdate, WorkflowUpdated,
 };
 use kairos_store_sql::SqlStore;
 use serde_json::json;
@@ -28,6 +29,7 @@ store_cases!(
     forbid_starts_no_run_while_one_is_running,
     replace_cancels_the_running_run_and_starts_the_new_one,
     a_fixed_delay_is_counted_from_the_end_of_the_run,
+    a_patch_to_a_fixed_delay_waits_for_the_running_run,
 );
 
 const EVERY: u64 = 10_000;
@@ -261,4 +263,44 @@ async fn a_fixed_delay_is_counted_from_the_end_of_the_run(store: SqlStore) {
         None,
         "+31 s is after endAt"
     );
+}
+
+async fn a_patch_to_a_fixed_delay_waits_for_the_running_run(store: SqlStore) {
+    let wf = scheduled(
+        &store,
+        "ws6",
+        every(MisfirePolicy::FireOnce, OverlapPolicy::Allow),
+    )
+    .await;
+    let run = fire(&store, T0).await[0].clone();
+    let delay = Schedule::delay(5_000);
+    let patch = |version| {
+        let first = delay.first_trigger(T0 + 1_000).unwrap();
+        let update = WorkflowUpdate {
+            schedule: Some(Some((delay.clone(), Some(first)))),
+            ..WorkflowUpdate::default()
+        };
+        let store = store.clone();
+        let wf = wf.clone();
+        async move {
+            store
+                .workflow_update("ws6", &wf, version, &update, T0 + 1_000)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(matches!(patch(1).await, WorkflowUpdated::Done(_)));
+    assert_eq!(next_of(&store, "ws6", &wf).await, None, "a run is running");
+    store
+        .workflow_run_cancel("ws6", &wf, &run.id, T0 + 2_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        next_of(&store, "ws6", &wf).await,
+        Some(7_000),
+        "its end wrote it"
+    );
+    // With no run running, the new rule's first trigger stands.
+    assert!(matches!(patch(2).await, WorkflowUpdated::Done(_)));
+    assert_eq!(next_of(&store, "ws6", &wf).await, Some(1_000));
 }
