@@ -55,56 +55,72 @@ pub fn claims_for(due: impl IntoIterator<Item = Job>, now: Millis) -> Vec<Claim>
             continue;
         };
         let job = Arc::new(job);
-        let claim = |scheduled_at: Millis, next: Option<Millis>| Claim {
-            job: job.clone(),
-            scheduled_at,
-            next_trigger_at: next,
-            execution_id: uuid::Uuid::now_v7().to_string(),
-            worker_id: None,
-            shard: crate::shard::Shard::SINGLE,
-        };
-        let Some(rec) = job.schedule.recurrence() else {
-            out.push(claim(at, None));
-            continue;
-        };
-        // A stored rule that no longer parses fires this trigger and stops.
-        let Ok(timeline) = rec.timeline() else {
-            out.push(claim(at, None));
-            continue;
-        };
-        let next = if !is_misfire(at, now) {
-            timeline.after(at)
-        } else if timeline.is_delay() {
-            // One trigger is pending at most; `skip` restarts the delay now.
-            (rec.misfire == MisfirePolicy::Skip)
-                .then(|| timeline.after_finish(now))
-                .flatten()
-        } else if rec.misfire == MisfirePolicy::FireAll {
-            let mut t = at;
-            let mut extra = 0;
-            loop {
-                let following = timeline.after(t);
-                let more = following.filter(|f| *f <= now);
-                match more {
-                    Some(f) if extra < FIRE_ALL_PER_JOB - 1 && budget > 0 => {
-                        out.push(claim(t, Some(f)));
-                        extra += 1;
-                        budget -= 1;
-                        t = f;
-                    }
-                    _ => {
-                        out.push(claim(t, following));
-                        break;
-                    }
-                }
-            }
-            continue;
-        } else {
-            timeline.at_or_after(now, at)
-        };
-        out.push(claim(at, next));
+        for (scheduled_at, next) in due_triggers(&job.schedule, at, now, &mut budget) {
+            out.push(Claim {
+                job: job.clone(),
+                scheduled_at,
+                next_trigger_at: next,
+                execution_id: uuid::Uuid::now_v7().to_string(),
+                worker_id: None,
+                shard: crate::shard::Shard::SINGLE,
+            });
+        }
     }
     out
+}
+
+/// The triggers a schedule whose trigger due at `at` fires at `now`, each
+/// as its due time and the trigger that follows it, by the misfire policy:
+/// one, or several consecutive ones under `fireAll` (taken from `budget`,
+/// the round's catch-up allowance beyond the first per schedule). The last
+/// one's follower is the schedule's next trigger: `None` when none is left,
+/// or for a fixed delay, whose next trigger is written when the execution
+/// (or workflow run) ends. Jobs ([`claims_for`]) and scheduled workflows
+/// both fire through it.
+pub fn due_triggers(
+    schedule: &Schedule,
+    at: Millis,
+    now: Millis,
+    budget: &mut usize,
+) -> Vec<(Millis, Option<Millis>)> {
+    let Some(rec) = schedule.recurrence() else {
+        return vec![(at, None)];
+    };
+    // A stored rule that no longer parses fires this trigger and stops.
+    let Ok(timeline) = rec.timeline() else {
+        return vec![(at, None)];
+    };
+    let next = if !is_misfire(at, now) {
+        timeline.after(at)
+    } else if timeline.is_delay() {
+        // One trigger is pending at most; `skip` restarts the delay now.
+        (rec.misfire == MisfirePolicy::Skip)
+            .then(|| timeline.after_finish(now))
+            .flatten()
+    } else if rec.misfire == MisfirePolicy::FireAll {
+        let mut out = Vec::new();
+        let mut t = at;
+        let mut extra = 0;
+        loop {
+            let following = timeline.after(t);
+            let more = following.filter(|f| *f <= now);
+            match more {
+                Some(f) if extra < FIRE_ALL_PER_JOB - 1 && *budget > 0 => {
+                    out.push((t, Some(f)));
+                    extra += 1;
+                    *budget -= 1;
+                    t = f;
+                }
+                _ => {
+                    out.push((t, following));
+                    return out;
+                }
+            }
+        }
+    } else {
+        timeline.at_or_after(now, at)
+    };
+    vec![(at, next)]
 }
 
 /// What one claimed trigger becomes.

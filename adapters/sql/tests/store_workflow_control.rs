@@ -247,7 +247,7 @@ async fn a_patch_leaves_started_runs_on_their_graph(store: SqlStore) {
                 &WorkflowUpdate {
                     name: Some("renamed".into()),
                     definition: Some(next.clone()),
-                    schedule: Some(Some((Schedule::Once { at: T0 + 500 }, T0 + 500))),
+                    schedule: Some(Some((Schedule::Once { at: T0 + 500 }, Some(T0 + 500)))),
                     callback_url: Some(Some("http://example.test/wf".into())),
                 },
                 T0 + 1,

@@ -28,7 +28,7 @@ pub struct CreateWorkflowRequest {
     /// start only through `POST …/trigger`.
     pub run_now: Option<bool>,
     /// Cron expression (five fields, or six with seconds first): a run per
-    /// trigger. At most one of `cronExpr`, `everyMs` and `triggerAt`.
+    /// trigger. At most one of `cronExpr`, `everyMs`, `delayMs` and `triggerAt`.
     #[schema(example = "0 0 2 * * *")]
     pub cron_expr: Option<String>,
     /// IANA time zone of the cron expression (default `UTC`).
@@ -36,9 +36,28 @@ pub struct CreateWorkflowRequest {
     /// Fixed rate in ms (at least 100): a run every `everyMs` from creation.
     #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
     pub every_ms: Option<i64>,
+    /// Fixed delay in ms (at least 100): the next run starts `delayMs`
+    /// after the previous one ended (the first at `startAt`, or now).
+    #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
+    pub delay_ms: Option<i64>,
     /// RFC 3339 time of one scheduled run.
     #[schema(format = DateTime)]
     pub trigger_at: Option<String>,
+    /// RFC 3339 time before which a recurring workflow does not fire.
+    #[schema(format = DateTime)]
+    pub start_at: Option<String>,
+    /// RFC 3339 time after which a recurring workflow does not fire (its
+    /// next trigger is then `null`).
+    #[schema(format = DateTime)]
+    pub end_at: Option<String>,
+    /// Recurring workflows: what to do with triggers missed (more than 5 s
+    /// late) while no dispatcher ran.
+    #[schema(schema_with = super::misfire_schema)]
+    pub misfire_policy: Option<String>,
+    /// Recurring workflows: what to do with a trigger while a run started
+    /// earlier is still running.
+    #[schema(schema_with = super::overlap_schema)]
+    pub overlap_policy: Option<String>,
     /// Idempotency key (at most 128 characters): a repeated create with the
     /// same key and body returns the existing workflow (200).
     pub client_request_id: Option<String>,
@@ -65,20 +84,39 @@ pub struct PatchWorkflowRequest {
     pub nodes: Option<Vec<WorkflowNode>>,
     /// New edges (with the nodes: the new ones, or the current ones).
     pub edges: Option<Vec<WorkflowEdge>>,
-    /// New cron schedule (with `timezone`); replaces the schedule, whose
-    /// next trigger is computed from now. At most one of `cronExpr`,
-    /// `everyMs` and `triggerAt`.
+    /// New cron expression: replaces the rule (as `everyMs`, `delayMs` and
+    /// `triggerAt` do), whose next trigger is computed from now; the window
+    /// and policies of a recurring schedule are kept unless named. At most
+    /// one of `cronExpr`, `everyMs`, `delayMs` and `triggerAt`.
     pub cron_expr: Option<String>,
-    /// Time zone of `cronExpr` (default `UTC`).
+    /// Time zone of `cronExpr` (kept if absent; `UTC` for a new cron rule).
     pub timezone: Option<String>,
     /// New fixed rate in ms (at least 100), from now.
     #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
     pub every_ms: Option<i64>,
+    /// New fixed delay in ms (at least 100); the first run of the new rule
+    /// is due now (or at `startAt`).
+    #[schema(minimum = 100, maximum = 31_622_400_000_i64)]
+    pub delay_ms: Option<i64>,
     /// New one-shot trigger (RFC 3339).
     #[schema(format = DateTime)]
     pub trigger_at: Option<String>,
+    /// New start of the window of a recurring schedule; `null` removes it.
+    #[serde(default, deserialize_with = "super::request::present")]
+    #[schema(value_type = Option<String>, format = DateTime, nullable)]
+    pub start_at: Option<Option<String>>,
+    /// New end of the window of a recurring schedule; `null` removes it.
+    #[serde(default, deserialize_with = "super::request::present")]
+    #[schema(value_type = Option<String>, format = DateTime, nullable)]
+    pub end_at: Option<Option<String>>,
+    /// New misfire policy of a recurring schedule.
+    #[schema(schema_with = super::misfire_schema)]
+    pub misfire_policy: Option<String>,
+    /// New overlap policy of a recurring schedule.
+    #[schema(schema_with = super::overlap_schema)]
+    pub overlap_policy: Option<String>,
     /// `true` removes the schedule: runs start only when triggered. Not
-    /// with `cronExpr`, `everyMs` or `triggerAt`.
+    /// with any other schedule field.
     pub unscheduled: Option<bool>,
     /// New callback URL; `null` removes it.
     #[serde(default, deserialize_with = "super::request::present")]
@@ -173,6 +211,20 @@ pub struct WorkflowView {
     pub timezone: Option<String>,
     /// Its fixed rate, if scheduled by one.
     pub every_ms: Option<u64>,
+    /// Its fixed delay, if scheduled by one.
+    pub delay_ms: Option<u64>,
+    /// No scheduled run before this time; `null` if unbounded.
+    #[schema(format = DateTime)]
+    pub start_at: Option<String>,
+    /// No scheduled run after this time; `null` if unbounded.
+    #[schema(format = DateTime)]
+    pub end_at: Option<String>,
+    /// Misfire policy of a recurring schedule; `null` otherwise.
+    #[schema(schema_with = super::misfire_schema_nullable)]
+    pub misfire_policy: Option<String>,
+    /// Overlap policy of a recurring schedule; `null` otherwise.
+    #[schema(schema_with = super::overlap_schema_nullable)]
+    pub overlap_policy: Option<String>,
     /// When its next scheduled run starts (RFC 3339); `null` without one.
     pub next_trigger_at: Option<String>,
     /// Creation time (RFC 3339).
@@ -187,6 +239,7 @@ fn workflow_status_schema() -> utoipa::openapi::schema::Object {
 
 impl From<&StoredWorkflow> for WorkflowView {
     fn from(w: &StoredWorkflow) -> Self {
+        let recurrence = w.schedule.as_ref().and_then(|s| s.recurrence());
         WorkflowView {
             id: w.id.clone(),
             name: w.name.clone(),
@@ -239,6 +292,14 @@ impl From<&StoredWorkflow> for WorkflowView {
                 },
                 None => None,
             },
+            delay_ms: match recurrence.map(|r| &r.rule) {
+                Some(Rule::Delay { delay_ms }) => Some(*delay_ms),
+                _ => None,
+            },
+            start_at: recurrence.and_then(|r| r.start_at).map(to_rfc3339),
+            end_at: recurrence.and_then(|r| r.end_at).map(to_rfc3339),
+            misfire_policy: recurrence.map(|r| r.misfire.as_str().to_string()),
+            overlap_policy: recurrence.map(|r| r.overlap.as_str().to_string()),
             next_trigger_at: w.next_trigger_at.map(to_rfc3339),
             created_at: to_rfc3339(w.created_at),
             updated_at: to_rfc3339(w.updated_at),

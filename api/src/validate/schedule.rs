@@ -217,6 +217,111 @@ fn policy<T>(
     .transpose()
 }
 
+/// The schedule fields of a `PATCH` as sent: `startAt`/`endAt` are
+/// `Some(None)` when sent as `null` (removed).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Edit<'a> {
+    pub(crate) cron_expr: Option<&'a str>,
+    pub(crate) timezone: Option<&'a str>,
+    pub(crate) trigger_at: Option<&'a str>,
+    pub(crate) every_ms: Option<i64>,
+    pub(crate) delay_ms: Option<i64>,
+    pub(crate) start_at: Option<Option<&'a str>>,
+    pub(crate) end_at: Option<Option<&'a str>>,
+    pub(crate) misfire: Option<&'a str>,
+    pub(crate) overlap: Option<&'a str>,
+}
+
+/// `current` with a `PATCH`'s schedule fields applied: a kind field
+/// (`cronExpr`, `everyMs`, `delayMs`, `triggerAt`) replaces the rule, the
+/// others change what they name and keep the rest.
+pub(crate) fn merge(current: &Schedule, req: &Edit<'_>, now: Millis) -> Result<Schedule, ApiError> {
+    let trigger_at = time_field("triggerAt", req.trigger_at)?;
+    let start_at = req.start_at.map(|v| time_field("startAt", v)).transpose()?;
+    let end_at = req.end_at.map(|v| time_field("endAt", v)).transpose()?;
+    let kind_given = req.cron_expr.is_some()
+        || req.every_ms.is_some()
+        || req.delay_ms.is_some()
+        || trigger_at.is_some();
+    let old = Fields::of(current);
+    let mut f = if kind_given {
+        Fields {
+            cron_expr: req.cron_expr,
+            trigger_at,
+            every_ms: req.every_ms,
+            delay_ms: req.delay_ms,
+            timezone: old.timezone,
+            ..Fields::default()
+        }
+    } else {
+        Fields {
+            cron_expr: old.cron_expr,
+            trigger_at: old.trigger_at,
+            every_ms: old.every_ms,
+            delay_ms: old.delay_ms,
+            timezone: old.timezone,
+            ..Fields::default()
+        }
+    };
+    if let Some(tz) = req.timezone {
+        if f.cron_expr.is_none() {
+            return Err(ApiError::invalid(
+                "timezone",
+                "timezone applies to cron jobs; set cronExpr too, or leave timezone out",
+            ));
+        }
+        f.timezone = Some(tz);
+    }
+    // A recurring job keeps its window and policies unless the request
+    // names them; a job that becomes a one-shot drops them.
+    if f.is_recurring() && current.is_recurring() {
+        f.start_at = old.start_at;
+        f.end_at = old.end_at;
+        f.misfire = old.misfire;
+        f.overlap = old.overlap;
+    }
+    if let Some(v) = start_at {
+        f.start_at = v;
+    }
+    if let Some(v) = end_at {
+        f.end_at = v;
+    }
+    if let Some(p) = req.misfire {
+        f.misfire = Some(p);
+    }
+    if let Some(p) = req.overlap {
+        f.overlap = Some(p);
+    }
+    // The request's own spelling counts: `startAt: null` on a one-shot is
+    // as meaningless as a value.
+    if !f.is_recurring() {
+        for (field, named) in [
+            ("startAt", req.start_at.is_some()),
+            ("endAt", req.end_at.is_some()),
+        ] {
+            if named {
+                return Err(ApiError::invalid(
+                    field,
+                    format!("{field} applies to recurring jobs; set cronExpr, everyMs or delayMs"),
+                ));
+            }
+        }
+    }
+    build(&f, now)
+}
+
+/// What decides the job's trigger times: everything but the policies.
+pub(crate) fn timing(s: &Schedule) -> Schedule {
+    match s {
+        Schedule::Once { .. } => s.clone(),
+        Schedule::Recurring(r) => Schedule::Recurring(Recurrence {
+            misfire: Default::default(),
+            overlap: Default::default(),
+            ..r.clone()
+        }),
+    }
+}
+
 /// The API error of a schedule refused by the core.
 pub(crate) fn schedule_error(err: ScheduleError) -> ApiError {
     match err {

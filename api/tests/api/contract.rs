@@ -756,49 +756,39 @@ async fn workflow_routes(c: &Contract, app: &App, reader: &App) {
         "/openapi/workflows/{id}/runs/{runId}/cancel",
         &app.post(&format!("{one}/runs/x/cancel")).await,
     );
-    // Edit, pause and resume: successes and the errors each documents.
-    let version = app.get(&one).await.json()["version"].clone();
-    c.check(
-        "patch",
-        "/openapi/workflows/{id}",
-        &app.patch_json(
+    // Edit (the schedule fields of a job), pause, resume, and refusals.
+    let edit = "/openapi/workflows/{id}";
+    let patched = app
+        .patch_json(
             &one,
-            &json!({"version": version, "name": "c2", "everyMs": 60000}),
+            &json!({"version": 1, "everyMs": 60000, "startAt": "2999-01-01T00:00:00Z",
+                    "misfirePolicy": "fireAll", "overlapPolicy": "replace"}),
         )
-        .await,
-    );
+        .await;
+    c.check("patch", edit, &patched);
+    assert_eq!(patched.json()["overlapPolicy"], "replace");
+    for body in [
+        json!({"version": 2, "overlapPolicy": "never"}),
+        json!({"version": 1, "name": "late"}),
+        json!({"version": 2, "colour": "red"}),
+    ] {
+        c.check("patch", edit, &app.patch_json(&one, &body).await);
+    }
     c.check(
         "patch",
-        "/openapi/workflows/{id}",
-        &app.patch_json(&one, &json!({"version": version, "name": "late"}))
-            .await,
-    );
-    let version = app.get(&one).await.json()["version"].clone();
-    c.check(
-        "patch",
-        "/openapi/workflows/{id}",
-        &app.patch_json(
-            &one,
-            &json!({"version": version, "edges": [{"from": "a", "to": "zz"}]}),
-        )
-        .await,
-    );
-    c.check(
-        "patch",
-        "/openapi/workflows/{id}",
+        edit,
         &app.patch_json("/openapi/workflows/x", &json!({"version": 1}))
             .await,
     );
-    for action in ["pause", "resume"] {
-        let path = format!("/openapi/workflows/{{id}}/{action}");
-        let uri = format!("{one}/{action}");
-        c.check("post", &path, &app.post(&uri).await);
-        c.check("post", &path, &app.post(&uri).await);
-        c.check(
-            "post",
-            &path,
-            &app.post(&format!("/openapi/workflows/x/{action}")).await,
-        );
+    for (action, doc) in [
+        ("pause", "/openapi/workflows/{id}/pause"),
+        ("pause", "/openapi/workflows/{id}/pause"),
+        ("resume", "/openapi/workflows/{id}/resume"),
+        ("resume", "/openapi/workflows/{id}/resume"),
+    ] {
+        c.check("post", doc, &app.post(&format!("{one}/{action}")).await);
+        let unknown = format!("/openapi/workflows/x/{action}");
+        c.check("post", doc, &app.post(&unknown).await);
     }
     c.check("delete", "/openapi/workflows/{id}", &app.delete(&one).await);
     c.check("delete", "/openapi/workflows/{id}", &app.delete(&one).await);

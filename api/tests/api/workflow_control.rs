@@ -166,3 +166,53 @@ pub async fn workflows_are_patched_paused_and_resumed(app: App) {
         assert!(actions.contains(&a), "{a} audited: {actions:?}");
     }
 }
+
+/// A workflow's schedule takes a job's window and policies: shown, merged
+/// by `PATCH`, refused with a job's 422s.
+pub async fn workflow_schedules_take_job_policies(app: App) {
+    let mut body = diamond("policies");
+    body["everyMs"] = json!(60000);
+    body["startAt"] = json!("2999-01-01T00:00:00.000Z");
+    body["overlapPolicy"] = json!("forbid");
+    let created = app.post_json("/openapi/workflows", &body).await.ok(201);
+    let wf = &created["workflow"];
+    assert_eq!(wf["startAt"], "2999-01-01T00:00:00.000Z");
+    assert_eq!(wf["nextTriggerAt"], "2999-01-01T00:00:00.000Z");
+    assert!(wf["endAt"].is_null());
+    assert_eq!(
+        (wf["misfirePolicy"].as_str(), wf["overlapPolicy"].as_str()),
+        (Some("fireOnce"), Some("forbid"))
+    );
+    let path = format!("/openapi/workflows/{}", wf["id"].as_str().unwrap());
+    let patched = app
+        .patch_json(
+            &path,
+            &json!({"version": 1, "misfirePolicy": "skip", "startAt": null}),
+        )
+        .await
+        .ok(200);
+    assert_eq!(patched["misfirePolicy"], "skip");
+    assert_eq!(patched["overlapPolicy"], "forbid", "kept");
+    assert!(patched["startAt"].is_null());
+    assert_ne!(patched["nextTriggerAt"], "2999-01-01T00:00:00.000Z");
+    app.patch_json(&path, &json!({"version": 2, "overlapPolicy": "never"}))
+        .await
+        .error(422, "invalid_field");
+    let mut bad = diamond("bad");
+    bad["misfirePolicy"] = json!("skip");
+    app.post_json("/openapi/workflows", &bad)
+        .await
+        .error(422, "invalid_field");
+    let manual = app
+        .post_json("/openapi/workflows", &diamond("manual"))
+        .await
+        .ok(201);
+    assert!(manual["workflow"]["misfirePolicy"].is_null());
+    assert!(manual["workflow"]["overlapPolicy"].is_null());
+    let mut delayed = diamond("delayed");
+    delayed["delayMs"] = json!(5000);
+    let delayed = app.post_json("/openapi/workflows", &delayed).await.ok(201);
+    assert_eq!(delayed["workflow"]["delayMs"], 5000);
+    assert!(delayed["workflow"]["everyMs"].is_null());
+    assert_eq!(delayed["workflow"]["misfirePolicy"], "fireOnce");
+}

@@ -278,8 +278,9 @@ pub struct WorkflowUpdate {
     pub name: Option<String>,
     /// New graph (validated): runs started from now on follow it.
     pub definition: Option<Workflow>,
-    /// New schedule (`Some(None)`: none) with its first trigger from now.
-    pub schedule: Option<Option<(Schedule, Millis)>>,
+    /// New schedule (`Some(None)`: none) with its next trigger (`None`
+    /// when its window has none left).
+    pub schedule: Option<Option<(Schedule, Option<Millis>)>>,
     /// New callback URL (`Some(None)` clears it).
     pub callback_url: Option<Option<String>>,
 }

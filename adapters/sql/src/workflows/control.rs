@@ -11,6 +11,7 @@ use super::{get_workflow, insert_node_jobs, to_json};
 use crate::db::Tx;
 use crate::rows::R;
 use crate::sql::{Fields, Sql, json, time};
+use kairos_core::schedule::Rule;
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
 use kairos_core::workflow::{
@@ -98,7 +99,20 @@ pub(super) async fn update(
     }
     if let Some(schedule) = &update.schedule {
         new.schedule = schedule.as_ref().map(|(s, _)| s.clone());
-        new.next_trigger_at = schedule.as_ref().map(|(_, first)| *first);
+        new.next_trigger_at = schedule.as_ref().and_then(|(_, next)| *next);
+        // A fixed delay's next trigger waits for the running run's end,
+        // which writes it (as a job's `PATCH` waits for its live execution).
+        let delay = new
+            .schedule
+            .as_ref()
+            .and_then(|s| s.recurrence())
+            .is_some_and(|r| matches!(r.rule, Rule::Delay { .. }));
+        if delay
+            && new.next_trigger_at.is_some()
+            && !super::runs::running_of(&mut tx, &wf.id).await?.is_empty()
+        {
+            new.next_trigger_at = None;
+        }
         set.set(
             "schedule",
             json(new.schedule.as_ref().map(to_json).transpose()?),

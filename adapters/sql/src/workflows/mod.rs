@@ -301,7 +301,7 @@ async fn delete(mut tx: Tx, tenant: &str, id: &str, now: Millis) -> StoreResult<
         .execute(&mut tx)
         .await?;
     for run in runs::running_of(&mut tx, id).await? {
-        runs::cancel(&mut tx, &run, wf.callback_url.as_deref(), now).await?;
+        runs::cancel(&mut tx, &run, Some(&wf), now).await?;
     }
     let mut all_jobs: std::collections::BTreeSet<String> = wf.node_jobs.values().cloned().collect();
     all_jobs.extend(control::superseded_node_jobs(&mut tx, id).await?);

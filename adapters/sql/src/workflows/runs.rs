@@ -262,20 +262,21 @@ pub(super) async fn apply_step(
             .await?;
     }
     match step.finished.and_then(RunTransition::ending_in) {
-        Some(end) => end_run(tx, run, end, wf.callback_url.as_deref(), now).await,
+        Some(end) => end_run(tx, run, end, Some(wf), now).await,
         None => Ok(false),
     }
 }
 
-/// `running → end` for one run; when it moved and the workflow has a
-/// callback URL, its run-end event is queued in the outbox, in this same
-/// transaction (so a run that ended has its callback, and only one).
+/// `running → end` for one run of `wf`; when it moved, a fixed-delay
+/// schedule gets its next trigger ([`delay_after`]), and when the workflow
+/// has a callback URL, its run-end event is queued in the outbox, in this
+/// same transaction (so a run that ended has its callback, and only one).
 /// `true` if a callback was queued.
 async fn end_run(
     tx: &mut Tx,
     run: &WorkflowRun,
     end: RunTransition,
-    callback_url: Option<&str>,
+    wf: Option<&StoredWorkflow>,
     now: Millis,
 ) -> StoreResult<bool> {
     let moved = Sql::new("UPDATE workflow_runs SET ")
@@ -291,6 +292,12 @@ async fn end_run(
         .list(end.from_states().iter().map(|s| s.as_str()))
         .execute(&mut *tx)
         .await?;
+    if moved == 1
+        && let Some(wf) = wf
+    {
+        delay_after(tx, wf, now).await?;
+    }
+    let callback_url = wf.and_then(|w| w.callback_url.as_deref());
     let Some(url) = callback_url.filter(|_| moved == 1) else {
         return Ok(false);
     };
@@ -303,6 +310,47 @@ async fn end_run(
     let callback = inserts::new_run_callback(&ended, &nodes, url, now);
     inserts::callbacks(tx, std::slice::from_ref(&callback)).await?;
     Ok(true)
+}
+
+/// A fixed-delay workflow's next trigger, written when its last running run
+/// has ended (`now`): `delayMs` after it, within the window
+/// ([`kairos_core::schedule::Timeline::after_finish`], as for a job). Only
+/// while no trigger is pending: a run ended by `replace`, or a manual run
+/// beside a pending trigger, moves nothing; a deleted workflow gets none.
+async fn delay_after(tx: &mut Tx, wf: &StoredWorkflow, now: Millis) -> StoreResult<()> {
+    let Some(next) = wf
+        .schedule
+        .as_ref()
+        .and_then(|s| s.recurrence())
+        .and_then(|r| r.timeline().ok())
+        .filter(|t| t.is_delay())
+        .and_then(|t| t.after_finish(now))
+    else {
+        return Ok(());
+    };
+    let other = Sql::new("SELECT id FROM workflow_runs WHERE workflow_id = ")
+        .bind(wf.id.as_str())
+        .push(" AND status = ")
+        .bind(RunStatus::Running.as_str())
+        .push(" LIMIT 1")
+        .fetch_optional(&mut *tx)
+        .await?;
+    if other.is_some() {
+        return Ok(());
+    }
+    Sql::new("UPDATE workflows SET ")
+        .set(
+            &Fields::new()
+                .with("next_trigger_at", time(Some(next)))
+                .with("updated_at", time(now)),
+        )
+        .push(" WHERE id = ")
+        .bind(wf.id.as_str())
+        .push(" AND next_trigger_at IS NULL AND status <> ")
+        .bind(kairos_core::workflow::WorkflowStatus::Deleted.as_str())
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
 }
 
 /// For each node of `due`, its parents' outputs by parent node id (`null`
@@ -365,7 +413,7 @@ pub(super) async fn running_of(tx: &mut Tx, workflow_id: &str) -> StoreResult<Ve
 pub(super) async fn cancel(
     tx: &mut Tx,
     run: &WorkflowRun,
-    callback_url: Option<&str>,
+    wf: Option<&StoredWorkflow>,
     now: Millis,
 ) -> StoreResult<()> {
     let found = Sql::new("SELECT execution_id FROM workflow_run_nodes WHERE run_id = ")
@@ -398,7 +446,7 @@ pub(super) async fn cancel(
     let ids: Vec<&str> = active.iter().map(String::as_str).collect();
     cancel_pending(tx, &ids, now).await?;
     crate::stop::request_by_ids(tx, &ids, now).await?;
-    end_run(tx, run, RunTransition::Cancel, callback_url, now).await?;
+    end_run(tx, run, RunTransition::Cancel, wf, now).await?;
     Ok(())
 }
 
@@ -468,10 +516,8 @@ pub(super) async fn cancel_requested(
     if !RunTransition::Cancel.allowed_from(run.status) {
         return Ok(RunControl::Conflict(run));
     }
-    let url = super::get_workflow(&mut tx, tenant, workflow_id, false)
-        .await?
-        .and_then(|w| w.callback_url);
-    cancel(&mut tx, &run, url.as_deref(), now).await?;
+    let wf = super::get_workflow(&mut tx, tenant, workflow_id, false).await?;
+    cancel(&mut tx, &run, wf.as_ref(), now).await?;
     tx.commit().await?;
     Ok(RunControl::Done(WorkflowRun {
         status: RunStatus::Cancelled,
