@@ -62,7 +62,7 @@ pub(super) async fn run(
                 if let Some(spacing) = spacing {
                     tokio::time::sleep_until((started + spacing * i as u32).into()).await;
                 }
-                let run = api.post_json(&trigger, &json!({})).await?;
+                let run = api.post_json(trigger, &json!({})).await?;
                 run["id"]
                     .as_str()
                     .map(str::to_string)
