@@ -124,7 +124,6 @@ async fn accept(attempts: &Arc<Attempts>, arrived: Arrived, stop: &CancellationT
         delivery: d,
         msgs,
         rank,
-        ..
     } = arrived;
     let slots = match pool.reserve_ahead(msgs.len(), rank) {
         Some(slots) => Some(slots),

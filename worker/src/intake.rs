@@ -10,10 +10,9 @@
 //! takes the highest rank first (first come first served within a rank).
 //! The prefetch bounds how many wait here.
 
+use crate::ranked::RankQueue;
 use kairos_core::broker::Delivery;
 use kairos_core::protocol::{DispatchMsg, batch_rank};
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
 
@@ -23,62 +22,23 @@ pub(crate) struct Arrived {
     pub(crate) msgs: Vec<DispatchMsg>,
     /// The most urgent of its dispatches' ranks.
     pub(crate) rank: u8,
-    arrival: u64,
 }
-
-impl Ord for Arrived {
-    /// Higher rank first, then earlier arrival (the heap pops the greatest).
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.rank
-            .cmp(&other.rank)
-            .then_with(|| other.arrival.cmp(&self.arrival))
-    }
-}
-
-impl PartialOrd for Arrived {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Arrived {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Arrived {}
 
 /// The waiting deliveries.
 #[derive(Default)]
 pub(crate) struct Intake {
-    state: Mutex<State>,
+    waiting: Mutex<RankQueue<(Delivery, Vec<DispatchMsg>)>>,
     arrived: Notify,
 }
 
-#[derive(Default)]
-struct State {
-    waiting: BinaryHeap<Arrived>,
-    arrivals: u64,
-}
-
 impl Intake {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, RankQueue<(Delivery, Vec<DispatchMsg>)>> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Adds a delivery and its decoded dispatches.
     pub(crate) fn push(&self, delivery: Delivery, msgs: Vec<DispatchMsg>) {
-        let mut state = self.lock();
-        state.arrivals += 1;
-        let arrival = state.arrivals;
-        state.waiting.push(Arrived {
-            delivery,
-            rank: batch_rank(&msgs),
-            msgs,
-            arrival,
-        });
-        drop(state);
+        self.lock().push(batch_rank(&msgs), (delivery, msgs));
         self.arrived.notify_one();
     }
 
@@ -87,8 +47,12 @@ impl Intake {
         loop {
             // Registered before the check, so a push in between is seen.
             let arrived = self.arrived.notified();
-            if let Some(next) = self.lock().waiting.pop() {
-                return next;
+            if let Some((rank, (delivery, msgs))) = self.lock().pop() {
+                return Arrived {
+                    delivery,
+                    msgs,
+                    rank,
+                };
             }
             arrived.await;
         }
@@ -97,10 +61,7 @@ impl Intake {
     /// Forgets what waits: the consumer that received it is gone, and the
     /// broker gives its unsettled deliveries to the next one.
     pub(crate) fn clear(&self) -> usize {
-        let mut state = self.lock();
-        let n = state.waiting.len();
-        state.waiting.clear();
-        n
+        self.lock().clear()
     }
 }
 

@@ -18,6 +18,7 @@
 //!
 //! - `connections`: broker, coordination, names, worker id and incarnation.
 //! - `intake`: deliveries received and not yet taken, most urgent first.
+//! - `ranked`: the queue both hand out by (rank, then arrival).
 //! - `permits`: handler permits, the most urgent waiting dispatch first.
 //! - `pool`: the bounded pool — places, permits, held and running attempts,
 //!   the delivery tasks and the hard stop at the end of the grace period.
@@ -56,6 +57,7 @@ mod logs;
 mod metrics;
 mod permits;
 mod pool;
+mod ranked;
 mod reporting;
 mod results;
 mod settle;

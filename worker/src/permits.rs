@@ -10,8 +10,7 @@
 //! (first come, first served) by design and has no notion of rank, hence
 //! this small queue.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use crate::ranked::RankQueue;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 
@@ -26,40 +25,9 @@ pub(crate) struct RankedPermits {
 struct State {
     /// Permits nobody holds. Never non-zero while someone waits.
     free: u32,
-    waiting: BinaryHeap<Waiter>,
-    /// Arrival order, for first come first served within a rank.
-    arrivals: u64,
+    /// Where each waiter's permit is sent.
+    waiting: RankQueue<oneshot::Sender<Permit>>,
 }
-
-#[derive(Debug)]
-struct Waiter {
-    rank: u8,
-    arrival: u64,
-    grant: oneshot::Sender<Permit>,
-}
-
-impl Ord for Waiter {
-    /// Higher rank first, then earlier arrival (the heap pops the greatest).
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.rank
-            .cmp(&other.rank)
-            .then_with(|| other.arrival.cmp(&self.arrival))
-    }
-}
-
-impl PartialOrd for Waiter {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Waiter {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Waiter {}
 
 /// One held permit; dropping it hands it on.
 #[derive(Debug)]
@@ -104,7 +72,7 @@ impl RankedPermits {
 
     /// The highest rank waiting for a permit, if any waits.
     pub(crate) fn highest_waiting(&self) -> Option<u8> {
-        self.lock().waiting.peek().map(|w| w.rank)
+        self.lock().waiting.top_rank()
     }
 
     /// A permit, as soon as one is free and no higher rank (nor an earlier
@@ -120,13 +88,7 @@ impl RankedPermits {
                 };
             }
             let (grant, granted) = oneshot::channel();
-            state.arrivals += 1;
-            let arrival = state.arrivals;
-            state.waiting.push(Waiter {
-                rank,
-                arrival,
-                grant,
-            });
+            state.waiting.push(rank, grant);
             granted
         };
         match granted.await {
@@ -140,11 +102,11 @@ impl RankedPermits {
     /// count.
     fn release(self: Arc<Self>) {
         let mut state = self.lock();
-        while let Some(waiter) = state.waiting.pop() {
+        while let Some((_, grant)) = state.waiting.pop() {
             let permit = Permit {
                 permits: Some(self.clone()),
             };
-            match waiter.grant.send(permit) {
+            match grant.send(permit) {
                 Ok(()) => return,
                 // That waiter gave up: defuse the permit (its drop would
                 // come back here under the lock) and try the next one.

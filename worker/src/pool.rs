@@ -105,10 +105,7 @@ impl Pool {
         };
         let mut slots = Vec::with_capacity(n);
         slots.push(first);
-        while slots.len() < n {
-            let slot = self.try_reserve().unwrap_or_else(|| self.overflow());
-            slots.push(slot);
-        }
+        slots.extend((1..n).map(|_| self.place()));
         Some(slots)
     }
 
@@ -122,17 +119,16 @@ impl Pool {
     pub(crate) fn reserve_ahead(self: &Arc<Self>, n: usize, rank: u8) -> Option<Vec<Slot>> {
         // Nothing waiting (None) or something as urgent: the usual path.
         self.permits.highest_waiting().filter(|&h| h < rank)?;
-        Some(
-            (0..n)
-                .map(|_| self.try_reserve().unwrap_or_else(|| self.overflow()))
-                .collect(),
-        )
+        Some((0..n).map(|_| self.place()).collect())
     }
 
-    /// A place beyond pool and buffer, for the rest of a batch taken.
-    fn overflow(self: &Arc<Self>) -> Slot {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        Slot(Arc::clone(self))
+    /// A place in pool or buffer, or beyond them when both are full: for a
+    /// delivery already being taken.
+    fn place(self: &Arc<Self>) -> Slot {
+        self.try_reserve().unwrap_or_else(|| {
+            self.in_flight.fetch_add(1, Ordering::AcqRel);
+            Slot(Arc::clone(self))
+        })
     }
 
     /// Lists an attempt in `held` until the returned guard is dropped (after
