@@ -210,10 +210,18 @@ fn target_of(url: &str, default_port: u16) -> String {
 /// Creates one job, retrying with the same `clientRequestId` until the API
 /// answers with its id (the API may be down, or its database cut).
 async fn create(http: &reqwest::Client, cluster_base: &str, body: &Value) -> String {
+    let reply = post_until_created(http, &format!("{cluster_base}/openapi/jobs"), body).await;
+    reply["jobId"].as_str().expect("jobId").to_string()
+}
+
+/// POSTs `body` to `url` until it is answered 200 or 201 (the API may be
+/// down or its database cut; the body's `clientRequestId` makes the retries
+/// one create); the answer. Any other 4xx than 429 fails the soak.
+async fn post_until_created(http: &reqwest::Client, url: &str, body: &Value) -> Value {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let sent = http
-            .post(format!("{cluster_base}/openapi/jobs"))
+            .post(url)
             .json(body)
             .timeout(Duration::from_secs(10))
             .send()
@@ -222,11 +230,11 @@ async fn create(http: &reqwest::Client, cluster_base: &str, body: &Value) -> Str
             let status = r.status().as_u16();
             let reply: Value = r.json().await.unwrap_or(Value::Null);
             if status == 200 || status == 201 {
-                return reply["jobId"].as_str().expect("jobId").to_string();
+                return reply;
             }
             assert!(
                 status >= 500 || status == 429,
-                "create refused with {status}: {reply} for {body}"
+                "POST {url} refused with {status}: {reply} for {body}"
             );
         }
         assert!(Instant::now() < deadline, "could not create {body}");

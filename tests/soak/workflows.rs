@@ -189,31 +189,10 @@ fn bounded_cron(now: Millis, lead: Millis, count: i64, every: i64) -> (String, V
     (expr, times)
 }
 
-/// POSTs `body` to `path` until it is answered 200 or 201 (the API may be
-/// down or its database cut); the answer.
+/// Creates one workflow, retrying until answered (see
+/// [`super::post_until_created`]); the answer.
 async fn create(http: &reqwest::Client, base: &str, body: &Value) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let sent = http
-            .post(format!("{base}/openapi/workflows"))
-            .json(body)
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await;
-        if let Ok(r) = sent {
-            let status = r.status().as_u16();
-            let reply: Value = r.json().await.unwrap_or(Value::Null);
-            if status == 200 || status == 201 {
-                return reply;
-            }
-            assert!(
-                status >= 500 || status == 429,
-                "workflow create refused with {status}: {reply} for {body}"
-            );
-        }
-        assert!(Instant::now() < deadline, "could not create {body}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    super::post_until_created(http, &format!("{base}/openapi/workflows"), body).await
 }
 
 /// Triggers `made` once, retrying until answered `202`: a trigger has no
