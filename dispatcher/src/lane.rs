@@ -38,7 +38,7 @@ pub(crate) struct LaneSignal {
     /// (a manual trigger, a workflow's next nodes, a child job), or
     /// something became due now during a backlog (it may be such a trigger
     /// whose announcement predates the pending signal). The main loop sweeps
-    /// after the current round instead of on its timer.
+    /// at the start of its next round instead of on its timer.
     sweep: AtomicBool,
     /// Wakes the main loop's sleep when a sweep is asked for.
     pub(crate) sweep_wake: Notify,

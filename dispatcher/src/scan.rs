@@ -305,8 +305,8 @@ impl DispatchLoop {
 
     /// Sleeps until `wake_at` (ms UTC), the end of the term, a due signal
     /// whose claim time is before `wake_at`, a publish that left work behind,
-    /// a sweep asked for, or, when `waiting` (work waits for a concurrency slot), a slot given
-    /// back: then returns `true`.
+    /// a sweep asked for, or, when `waiting` (work waits for a concurrency
+    /// slot), a slot given back: then returns `true`.
     async fn sleep_until(
         &mut self,
         term: &Term,

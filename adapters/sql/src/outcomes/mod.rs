@@ -127,12 +127,7 @@ pub(crate) async fn apply(
         .filter_map(|a| rows.get(&a.execution_id))
         .filter(|e| jobs.get(&e.job_id).is_some_and(|j| j.workflow))
         .collect();
-    // A run it ended queued its callback: the result says so, as a job's
-    // callback does (the dispatcher wakes the relay on it).
     let run_callbacks = crate::workflows::on_settled(&mut tx, &ended, now).await?;
-    for a in &mut out {
-        a.callback_queued |= run_callbacks.contains(&a.execution_id);
-    }
     // Child jobs: the follow-ups of jobs that name some.
     let parents: Vec<&Execution> = out
         .iter()
@@ -141,19 +136,24 @@ pub(crate) async fn apply(
         .filter(|e| jobs.get(&e.job_id).is_some_and(|j| j.followups))
         .collect();
     crate::workflows::fire_followups(&mut tx, &parents, now).await?;
+    // A run it ended queued its callback: the result says so, as a job's
+    // callback does (the dispatcher wakes the relay on it). A node or a
+    // parent with follow-ups that ended may have left next work pending
+    // (the dispatcher asks the leader for a sweep on it).
     let chained: HashSet<&str> = ended
         .iter()
         .chain(&parents)
         .map(|e| e.id.as_str())
         .collect();
+    for a in &mut out {
+        a.callback_queued |= run_callbacks.contains(&a.execution_id);
+        a.next_work = chained.contains(a.execution_id.as_str());
+    }
     write_jobs(&mut tx, &tail.jobs, now).await?;
     inserts::events(&mut tx, &tail.events).await?;
     inserts::callbacks(&mut tx, &tail.callbacks).await?;
     crate::concurrency::occupy(&mut tx, &tail.ghost_starts, now).await?;
     tx.commit().await?;
-    for a in &mut out {
-        a.next_work = chained.contains(a.execution_id.as_str());
-    }
     Ok(out)
 }
 
