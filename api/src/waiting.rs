@@ -76,6 +76,7 @@ mod tests {
                 group: None,
             },
             dispatch_batch: 1,
+            immediate_queue: false,
         }
     }
 

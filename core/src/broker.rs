@@ -1,5 +1,6 @@
-//! The message broker port: per-worker dispatch queues, the shared result and
-//! heartbeat queues, and the reroute queue behind the workers' dead-letter
+//! The message broker port: per-worker dispatch queues (a main one and an
+//! immediate one, see [`DispatchQueue`]), the shared result and heartbeat
+//! queues, and the reroute queue behind the workers' dead-letter
 //! exchange. `AmqpBroker` (RabbitMQ, crate `kairos-broker-rabbitmq`) and
 //! `MemoryBroker` (in-process, crate `kairos-inproc`) implement it with the
 //! same semantics: persistent messages, publisher confirms, manual
@@ -68,7 +69,41 @@ impl std::fmt::Debug for Delivery {
 /// the connection is lost: callers consume again (with backoff) to resume.
 pub type DeliveryStream = BoxStream<'static, Delivery>;
 
-/// Figures about a worker queue, for the reaper's second opinion.
+/// Which of a worker's two dispatch queues a message travels in.
+///
+/// A consumer's prefetch window is counted in messages and filled in
+/// arrival order: during a flood, the main queue's window is full of
+/// batches waiting for the worker's pool, and an urgent message behind
+/// them waits in the broker until the oldest has been taken. The immediate
+/// queue is consumed with a window of its own, so work someone waits for
+/// reaches the worker's rank-ordered intake at once whatever the main queue
+/// holds. Only workers whose heartbeats offer it
+/// ([`crate::protocol::HeartbeatMsg::immediate_queue`]) get messages there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DispatchQueue {
+    /// The worker's queue, routed by its id: everything for a worker
+    /// without an immediate queue, the scheduled work of one with it.
+    #[default]
+    Main,
+    /// The worker's immediate queue: dispatches marked `immediate` (an
+    /// immediate-lane job or a retry).
+    Immediate,
+}
+
+impl DispatchQueue {
+    /// Where a dispatch (`immediate` or not, as
+    /// [`DispatchMsg::immediate`] says) goes for a worker that does
+    /// (`offered`) or does not offer an immediate queue.
+    pub fn of(immediate: bool, offered: bool) -> DispatchQueue {
+        if immediate && offered {
+            DispatchQueue::Immediate
+        } else {
+            DispatchQueue::Main
+        }
+    }
+}
+
+/// Figures about a worker's queues, for the reaper's second opinion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueStats {
     /// Messages waiting.
@@ -80,13 +115,15 @@ pub struct QueueStats {
 /// The broker port.
 #[async_trait]
 pub trait Broker: Send + Sync {
-    /// Declares the worker's durable queue, bound to the dispatch exchange with
-    /// the worker id as routing key and dead-lettering to the reroute queue.
-    /// Idempotent.
+    /// Declares the worker's durable queues: the main one, bound to the
+    /// dispatch exchange with the worker id as routing key, and the
+    /// immediate one (see [`DispatchQueue`]); both dead-letter to the
+    /// reroute queue. Idempotent.
     async fn worker_queue_declare(&self, worker_id: &str) -> BrokerResult<()>;
-    /// Queue figures, `None` if the queue does not exist.
+    /// Figures of the worker's queues together (messages summed, the larger
+    /// consumer count), `None` if the main queue does not exist.
     async fn worker_queue_stats(&self, worker_id: &str) -> BrokerResult<Option<QueueStats>>;
-    /// Deletes a dead worker's queue (after its messages were moved away).
+    /// Deletes a dead worker's queues (after their messages were moved away).
     async fn worker_queue_delete(&self, worker_id: &str) -> BrokerResult<()>;
     /// Publishes a persistent dispatch to a worker's queue and waits for the
     /// broker's confirm. Callers keep many of these in flight at once. The
@@ -96,6 +133,15 @@ pub trait Broker: Send + Sync {
         self.dispatch_publish_many(worker_id, std::slice::from_ref(msg))
             .await
     }
+    /// [`Broker::dispatch_publish_to`] the worker's main queue.
+    async fn dispatch_publish_many(
+        &self,
+        worker_id: &str,
+        msgs: &[DispatchMsg],
+    ) -> BrokerResult<()> {
+        self.dispatch_publish_to(worker_id, DispatchQueue::Main, msgs)
+            .await
+    }
     /// Publishes dispatches to a worker's queue in one persistent message
     /// (body: [`crate::protocol::encode_dispatches`]) and waits for the
     /// confirm. Only for a worker whose heartbeats offer a
@@ -103,9 +149,13 @@ pub trait Broker: Send + Sync {
     /// as by [`Broker::dispatch_publish`], with its trace headers; a batch
     /// has none (each worker derives each dispatch's span the same way,
     /// [`crate::trace::dispatch_traceparent`]).
-    async fn dispatch_publish_many(
+    ///
+    /// Refused when `queue` does not exist: the immediate queue only for a
+    /// worker whose heartbeats offer it.
+    async fn dispatch_publish_to(
         &self,
         worker_id: &str,
+        queue: DispatchQueue,
         msgs: &[DispatchMsg],
     ) -> BrokerResult<()>;
     /// Publishes results in one persistent message and waits for the
@@ -117,11 +167,22 @@ pub trait Broker: Send + Sync {
     /// Publishes a batch of execution log lines (persistent, confirmed) to
     /// the shared logs queue.
     async fn log_publish(&self, msg: &LogMsg) -> BrokerResult<()>;
-    /// Consumes a worker's queue with manual acks and at most `prefetch`
-    /// unsettled deliveries.
+    /// Consumes a worker's main queue with manual acks and at most
+    /// `prefetch` unsettled deliveries.
     async fn dispatch_consume(
         &self,
         worker_id: &str,
+        prefetch: u16,
+    ) -> BrokerResult<DeliveryStream> {
+        self.dispatch_consume_from(worker_id, DispatchQueue::Main, prefetch)
+            .await
+    }
+    /// Consumes one of a worker's queues with manual acks and at most
+    /// `prefetch` unsettled deliveries.
+    async fn dispatch_consume_from(
+        &self,
+        worker_id: &str,
+        queue: DispatchQueue,
         prefetch: u16,
     ) -> BrokerResult<DeliveryStream>;
     /// Consumes the shared result queue (competing consumers).
@@ -134,4 +195,17 @@ pub trait Broker: Send + Sync {
     async fn reroute_consume(&self, prefetch: u16) -> BrokerResult<DeliveryStream>;
     /// Whether the connection is up now (for `/readyz`).
     async fn is_healthy(&self) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_urgent_work_for_a_worker_offering_it_takes_the_immediate_queue() {
+        assert_eq!(DispatchQueue::of(true, true), DispatchQueue::Immediate);
+        assert_eq!(DispatchQueue::of(true, false), DispatchQueue::Main);
+        assert_eq!(DispatchQueue::of(false, true), DispatchQueue::Main);
+        assert_eq!(DispatchQueue::of(false, false), DispatchQueue::Main);
+    }
 }

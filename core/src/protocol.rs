@@ -262,6 +262,12 @@ pub struct HeartbeatMsg {
     /// object per message, as every worker has always read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_batch: Option<u32>,
+    /// Whether the worker also consumes its immediate queue
+    /// ([`Names::immediate_queue`]), with a prefetch window of its own:
+    /// dispatches marked `immediate` are then sent there. Absent or false:
+    /// everything comes through the main queue.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub immediate_queue: bool,
 }
 
 impl HeartbeatMsg {
@@ -377,9 +383,27 @@ impl Names {
         format!("{}.worker.{worker_id}", self.ns)
     }
 
-    /// The worker id behind a queue name from [`Names::worker_queue`].
+    /// A worker's immediate queue (see [`crate::broker::DispatchQueue`]),
+    /// published to through the default exchange. Its prefix differs from
+    /// [`Names::worker_queue`]'s, so no worker id can name another's queue.
+    pub fn immediate_queue(&self, worker_id: &str) -> String {
+        format!("{}.immediate.{worker_id}", self.ns)
+    }
+
+    /// One of a worker's dispatch queues.
+    pub fn dispatch_queue(&self, worker_id: &str, queue: crate::broker::DispatchQueue) -> String {
+        match queue {
+            crate::broker::DispatchQueue::Main => self.worker_queue(worker_id),
+            crate::broker::DispatchQueue::Immediate => self.immediate_queue(worker_id),
+        }
+    }
+
+    /// The worker id behind a queue name from [`Names::worker_queue`] or
+    /// [`Names::immediate_queue`].
     pub fn worker_of_queue<'a>(&self, queue: &'a str) -> Option<&'a str> {
-        queue.strip_prefix(&self.ns)?.strip_prefix(".worker.")
+        let rest = queue.strip_prefix(&self.ns)?;
+        rest.strip_prefix(".worker.")
+            .or_else(|| rest.strip_prefix(".immediate."))
     }
 
     /// Dead-letter exchange of worker queues.
@@ -438,6 +462,12 @@ mod tests {
         assert_eq!(n.worker_queue("w-1"), "t1.worker.w-1");
         assert_eq!(n.worker_of_queue("t1.worker.w-1"), Some("w-1"));
         assert_eq!(n.worker_of_queue("t2.worker.w-1"), None);
+        assert_eq!(n.immediate_queue("w-1"), "t1.immediate.w-1");
+        assert_eq!(n.worker_of_queue("t1.immediate.w-1"), Some("w-1"));
+        // A worker named like another's immediate queue keeps its own.
+        let tricky = n.worker_queue("x.immediate.w-1");
+        assert_ne!(tricky, n.immediate_queue("w-1"));
+        assert_eq!(n.worker_of_queue(&tricky), Some("x.immediate.w-1"));
     }
 
     #[test]

@@ -105,6 +105,9 @@ pub struct WorkerInfo {
     /// Most dispatches it takes in one message; 1 for a worker that reads
     /// only one per message (see `HeartbeatMsg::dispatch_batch`).
     pub dispatch_batch: u32,
+    /// Whether it consumes its immediate queue (see
+    /// `HeartbeatMsg::immediate_queue`).
+    pub immediate_queue: bool,
 }
 
 impl WorkerInfo {

@@ -15,6 +15,7 @@
 //! which is then rerouted. Holding everything back until the next heartbeat
 //! would stall a burst for seconds.
 
+use kairos_core::broker::DispatchQueue;
 use kairos_core::protocol::MAX_DISPATCH_BATCH;
 use kairos_core::time::Millis;
 use kairos_core::worker::{Routable, Serves, WorkerInfo, WorkerState};
@@ -232,6 +233,17 @@ impl Balancer {
             .map_or(1, |s| s.info.dispatch_batch.clamp(1, MAX_DISPATCH_BATCH))
     }
 
+    /// Which of `worker`'s queues a dispatch goes to: the immediate one for
+    /// urgent work (`immediate`) if the worker's heartbeats offer it.
+    pub fn queue_for(&self, worker: &str, immediate: bool) -> DispatchQueue {
+        let offered = self
+            .slots
+            .iter()
+            .find(|s| s.info.id == worker)
+            .is_some_and(|s| s.info.immediate_queue);
+        DispatchQueue::of(immediate, offered)
+    }
+
     /// Forgets what was counted against `worker` for one dispatch that failed.
     pub fn unpick(&mut self, worker: &str) {
         if let Some(s) = self.slots.iter_mut().find(|s| s.info.id == worker) {
@@ -283,6 +295,7 @@ mod tests {
             registered_at: 0,
             serves: Default::default(),
             dispatch_batch: 1,
+            immediate_queue: false,
         }
     }
 

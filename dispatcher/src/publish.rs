@@ -10,7 +10,7 @@
 use crate::balancer::{Balancer, Want};
 use crate::lease::Term;
 use futures::StreamExt;
-use kairos_core::broker::{Broker, BrokerError};
+use kairos_core::broker::{Broker, BrokerError, DispatchQueue};
 use kairos_core::job::Job;
 use kairos_core::store::{Claim, DispatchWork, DispatchedTo, DispatcherStore, StoreError};
 use kairos_core::time::{Millis, now_ms};
@@ -67,6 +67,8 @@ fn job_want(job: &Job) -> Want<'_> {
 struct Routed {
     work: DispatchWork,
     worker: String,
+    /// Which of the worker's queues it goes to.
+    queue: DispatchQueue,
     /// Its claim already recorded it as dispatched to `worker`.
     recorded: bool,
 }
@@ -291,6 +293,7 @@ impl Publisher {
                         return None;
                     };
                     Some(Routed {
+                        queue: balancer.queue_for(&worker, w.immediate),
                         work: w,
                         worker,
                         recorded,
@@ -315,7 +318,7 @@ impl Publisher {
             let balancer = self.balancer();
             batches(
                 routed,
-                |r| r.worker.as_str(),
+                |r| (r.worker.as_str(), r.queue),
                 |w| balancer.dispatch_batch(w),
             )
         };
@@ -362,7 +365,7 @@ impl Publisher {
     /// Publishes one batch for one worker as one message; every piece of it
     /// shares the outcome.
     async fn send(&self, batch: Vec<Routed>) -> Vec<(Routed, Result<(), Arc<BrokerError>>)> {
-        let Some(worker) = batch.first().map(|r| r.worker.clone()) else {
+        let Some((worker, queue)) = batch.first().map(|r| (r.worker.clone(), r.queue)) else {
             return Vec::new();
         };
         let spans: Vec<tracing::Span> = batch
@@ -373,7 +376,7 @@ impl Publisher {
         let sent_at = Instant::now();
         let published = self
             .broker
-            .dispatch_publish_many(&worker, &msgs)
+            .dispatch_publish_to(&worker, queue, &msgs)
             .instrument(spans[0].clone())
             .await
             .map_err(Arc::new);
@@ -388,23 +391,25 @@ impl Publisher {
     }
 }
 
-/// Groups routed work into one message per worker and batch: a worker
-/// takes up to `size_of(worker)` dispatches in one message (1 for a worker
-/// that reads only one per message). Work keeps its order within a worker.
+/// Groups routed work into one message per worker queue and batch: a
+/// worker takes up to `size_of(worker)` dispatches in one message (1 for a
+/// worker that reads only one per message). Work keeps its order within a
+/// queue.
 fn batches<T>(
     items: Vec<T>,
-    worker_of: impl Fn(&T) -> &str,
+    queue_of: impl Fn(&T) -> (&str, DispatchQueue),
     size_of: impl Fn(&str) -> u32,
 ) -> Vec<Vec<T>> {
-    let mut open: HashMap<String, usize> = HashMap::new();
+    let mut open: HashMap<(String, DispatchQueue), usize> = HashMap::new();
     let mut out: Vec<Vec<T>> = Vec::new();
     for item in items {
-        let worker = worker_of(&item);
+        let (worker, queue) = queue_of(&item);
         let size = usize::try_from(size_of(worker)).unwrap_or(1).max(1);
-        match open.get(worker).copied() {
+        let key = (worker.to_string(), queue);
+        match open.get(&key).copied() {
             Some(i) if out[i].len() < size => out[i].push(item),
             _ => {
-                open.insert(worker.to_string(), out.len());
+                open.insert(key, out.len());
                 out.push(vec![item]);
             }
         }
@@ -438,25 +443,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn work_is_grouped_per_worker_up_to_its_batch_size() {
+    fn work_is_grouped_per_worker_queue_up_to_its_batch_size() {
+        use DispatchQueue::{Immediate, Main};
         let routed = vec![
-            ("a", 1),
-            ("b", 2),
-            ("a", 3),
-            ("legacy", 4),
-            ("a", 5),
-            ("legacy", 6),
+            ("a", Main, 1),
+            ("b", Main, 2),
+            ("a", Immediate, 3),
+            ("a", Main, 4),
+            ("legacy", Main, 5),
+            ("a", Main, 6),
+            ("legacy", Main, 7),
+            ("a", Immediate, 8),
         ];
         let size = |w: &str| match w {
             "a" => 2,
             "b" => 8,
             _ => 1,
         };
-        let got: Vec<Vec<i32>> = batches(routed, |r| r.0, size)
+        let got: Vec<Vec<i32>> = batches(routed, |r| (r.0, r.1), size)
             .into_iter()
-            .map(|b| b.into_iter().map(|r| r.1).collect())
+            .map(|b| b.into_iter().map(|r| r.2).collect())
             .collect();
-        assert_eq!(got, vec![vec![1, 3], vec![2], vec![4], vec![5], vec![6]]);
-        assert!(batches(Vec::<(&str, i32)>::new(), |r| r.0, size).is_empty());
+        assert_eq!(
+            got,
+            vec![vec![1, 4], vec![2], vec![3, 8], vec![5], vec![6], vec![7]]
+        );
+        let none = Vec::<(&str, DispatchQueue, i32)>::new();
+        assert!(batches(none, |r| (r.0, r.1), size).is_empty());
     }
 }

@@ -162,7 +162,16 @@ async fn place(
             hold(token).await;
             continue;
         };
-        match to.broker.dispatch_publish(&worker, msg).await {
+        let queue = to
+            .balancer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .queue_for(&worker, msg.immediate);
+        let published = to
+            .broker
+            .dispatch_publish_to(&worker, queue, std::slice::from_ref(msg))
+            .await;
+        match published {
             Ok(()) => {
                 debug!(execution = %msg.execution_id, from = ?refuser, to = %worker, "rerouted");
                 crate::metrics::rerouted();

@@ -148,3 +148,36 @@ async fn a_manual_trigger_overtakes_a_backlog() {
     );
     rig.shutdown().await;
 }
+
+/// For a worker whose heartbeats offer an immediate queue, work someone
+/// waits for travels there (its own prefetch window on the worker) and
+/// scheduled work through the main queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waited_for_work_travels_in_the_immediate_queue() {
+    let mut rig = Rig::new().await;
+    let not_leading = tokio_util::sync::CancellationToken::new();
+    not_leading.cancel();
+    rig.dispatcher(not_leading);
+    let (mut main, now) = rig.tap_worker_queues("tap", 50, true).await;
+    let mut now = now.expect("the immediate queue is consumed");
+    let bulk = backlog(&rig, "bulk", 200, 5, now_ms() - 5_000).await;
+    rig.dispatcher_with(rig.stop.clone(), |c| c.batch = BATCH);
+
+    let mut order = HashMap::new();
+    arrivals(&mut main, &mut order, 1).await;
+    let created = now_ms();
+    let waited = rig
+        .create("waited-for", Schedule::Once { at: created }, created)
+        .await;
+    rig.due.announce(Due::At(created)).await;
+    let d = next(&mut now).await;
+    let msgs = decode_dispatches(&d.payload).unwrap();
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].job_id, waited);
+    assert!(msgs[0].immediate);
+    d.acker.ack().await.unwrap();
+    // Every scheduled one comes through the main queue.
+    arrivals(&mut main, &mut order, bulk.len()).await;
+    assert!(bulk.iter().all(|id| order.contains_key(id)));
+    rig.shutdown().await;
+}

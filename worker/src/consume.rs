@@ -1,15 +1,16 @@
-//! The delivery loop: consumes the worker's queue, decodes each delivery
-//! (one dispatch or a batch) into the intake as it arrives, takes them from
-//! there most urgent first (see [`crate::intake`]), applies backpressure, and
-//! hands each accepted dispatch, with its place in the pool and its share of
-//! the delivery, to `attempt` in a task of its own.
+//! The delivery loop: consumes the worker's two queues (main and immediate,
+//! each with its own prefetch window), decodes each delivery (one dispatch
+//! or a batch) into the intake as it arrives, takes them from there most
+//! urgent first (see [`crate::intake`]), applies backpressure, and hands
+//! each accepted dispatch, with its place in the pool and its share of the
+//! delivery, to `attempt` in a task of its own.
 
 use crate::attempt::Attempts;
 use crate::connections::Connections;
 use crate::intake::{Arrived, Intake};
 use crate::pool::Pool;
 use crate::settle;
-use kairos_core::broker::{BrokerError, Delivery, DeliveryStream};
+use kairos_core::broker::{BrokerError, Delivery, DeliveryStream, DispatchQueue};
 use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION};
 use kairos_core::supervise::{self, Backoff, Subscription};
 use kairos_core::trace::TraceContext;
@@ -40,13 +41,27 @@ pub(crate) async fn run(attempts: Arc<Attempts>, stop: CancellationToken) {
     };
     let intake = Arc::new(Intake::default());
     let taking = tokio::spawn(take(attempts.clone(), intake.clone(), stop.clone()));
-    let queue = WorkerQueue {
-        attempts,
-        intake,
+    let queue = |from| WorkerQueue {
+        attempts: attempts.clone(),
+        intake: intake.clone(),
+        from,
         prefetch,
         opened: false,
     };
-    supervise::consume("dispatch consumer", queue, backoff, &stop).await;
+    tokio::join!(
+        supervise::consume(
+            "dispatch consumer",
+            queue(DispatchQueue::Main),
+            backoff,
+            &stop
+        ),
+        supervise::consume(
+            "immediate dispatch consumer",
+            queue(DispatchQueue::Immediate),
+            backoff,
+            &stop
+        ),
+    );
     if let Err(e) = taking.await {
         tracing::error!("the delivery loop ended abnormally: {e}");
     }
@@ -62,14 +77,15 @@ async fn take(attempts: Arc<Attempts>, intake: Arc<Intake>, stop: CancellationTo
             _ = stop.cancelled() => return,
             next = intake.next() => next,
         };
-        accept(&attempts, next, &stop).await;
+        accept(&attempts, &intake, next, &stop).await;
     }
 }
 
-/// This worker's dispatch queue.
+/// One of this worker's dispatch queues.
 struct WorkerQueue {
     attempts: Arc<Attempts>,
     intake: Arc<Intake>,
+    from: DispatchQueue,
     prefetch: u16,
     /// Whether the queue was opened before: every later open is a reconnect.
     opened: bool,
@@ -85,21 +101,23 @@ impl Subscription for WorkerQueue {
         if std::mem::replace(&mut self.opened, true) {
             crate::metrics::reconnected();
             // The broker requeued what the lost channel held unsettled.
-            let dropped = self.intake.clear();
+            let dropped = self.intake.clear(self.from);
             if dropped > 0 {
                 tracing::debug!(dropped, "forgot deliveries of the lost channel");
             }
         }
         let conn: &Connections = &self.attempts.conn;
         conn.broker.worker_queue_declare(&conn.id).await?;
-        conn.broker.dispatch_consume(&conn.id, self.prefetch).await
+        conn.broker
+            .dispatch_consume_from(&conn.id, self.from, self.prefetch)
+            .await
     }
 
     /// Decodes the delivery into the intake (or drops a malformed one), so
     /// the consumer reads on and the intake sees every delivery sent.
     async fn handle(&mut self, d: Delivery) {
         match decode(&d.payload) {
-            Ok(msgs) => self.intake.push(d, msgs),
+            Ok(msgs) => self.intake.push(self.from, d, msgs),
             Err(why) => {
                 let worker_id = &self.attempts.conn.id;
                 tracing::error!(worker_id = %worker_id, body = %String::from_utf8_lossy(&d.payload), "dropping a malformed dispatch: {why}");
@@ -116,24 +134,31 @@ impl Subscription for WorkerQueue {
 /// sends it to another worker (a refused batch is split there). A batch is
 /// taken whole or not at all: no part of a refused delivery has started. A
 /// delivery that outranks everything waiting here is taken at once, beyond
-/// the buffer if need be (see [`Pool::reserve_ahead`]).
-async fn accept(attempts: &Arc<Attempts>, arrived: Arrived, stop: &CancellationToken) {
+/// the buffer if need be (see [`Pool::reserve_ahead`]); while this one
+/// waits for a place, one that outranks it arriving in the intake sends
+/// it back there, so urgent work never waits for a place bulk work wants.
+async fn accept(
+    attempts: &Arc<Attempts>,
+    intake: &Intake,
+    arrived: Arrived,
+    stop: &CancellationToken,
+) {
     let worker_id = &attempts.conn.id;
     let pool: &Arc<Pool> = attempts.pool();
-    let Arrived {
-        delivery: d,
-        msgs,
-        rank,
-    } = arrived;
-    let slots = match pool.reserve_ahead(msgs.len(), rank) {
+    let (n, rank) = (arrived.msgs.len(), arrived.rank());
+    let slots = match pool.reserve_ahead(n, rank) {
         Some(slots) => Some(slots),
         None => tokio::select! {
             biased;
             // Unsettled: closing the consumer hands it back to the queue.
             _ = stop.cancelled() => return,
-            slots = pool.reserve_within(msgs.len(), FULL_WAIT) => slots,
+            _ = intake.outranked(rank) => return intake.put_back(arrived),
+            slots = pool.reserve_within(n, FULL_WAIT) => slots,
         },
     };
+    let Arrived {
+        delivery: d, msgs, ..
+    } = arrived;
     let Some(slots) = slots else {
         tracing::info!(worker_id = %worker_id, dispatches = msgs.len(), "pool and buffer full; rejecting a dispatch for reroute");
         crate::metrics::rejected();

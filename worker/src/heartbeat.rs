@@ -43,6 +43,8 @@ impl Sources {
             incarnation: Some(conn.incarnation.clone()),
             held: Some(self.pool.held()),
             dispatch_batch: (self.dispatch_batch > 1).then_some(self.dispatch_batch),
+            // The delivery loop consumes it (see `crate::consume`).
+            immediate_queue: true,
         }
     }
 

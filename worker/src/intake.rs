@@ -9,9 +9,14 @@
 //! consumer drops each delivery here as it arrives, and the delivery loop
 //! takes the highest rank first (first come first served within a rank).
 //! The prefetch bounds how many wait here.
+//!
+//! Both of the worker's queues feed it: the main one and the immediate one
+//! (its own consumer and prefetch window, see
+//! [`kairos_core::broker::DispatchQueue`]), so urgent work arrives here
+//! even while the main queue's window is full.
 
-use crate::ranked::RankQueue;
-use kairos_core::broker::Delivery;
+use crate::ranked::{Place, RankQueue};
+use kairos_core::broker::{Delivery, DispatchQueue};
 use kairos_core::protocol::{DispatchMsg, batch_rank};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
@@ -20,25 +25,50 @@ use tokio::sync::Notify;
 pub(crate) struct Arrived {
     pub(crate) delivery: Delivery,
     pub(crate) msgs: Vec<DispatchMsg>,
+    /// The queue it came from.
+    pub(crate) from: DispatchQueue,
+    /// Its place in line: the most urgent of its dispatches' ranks, and when
+    /// it arrived.
+    pub(crate) place: Place,
+}
+
+impl Arrived {
     /// The most urgent of its dispatches' ranks.
-    pub(crate) rank: u8,
+    pub(crate) fn rank(&self) -> u8 {
+        self.place.rank
+    }
+}
+
+/// A delivery as it waits.
+struct Waiting {
+    delivery: Delivery,
+    msgs: Vec<DispatchMsg>,
+    from: DispatchQueue,
 }
 
 /// The waiting deliveries.
 #[derive(Default)]
 pub(crate) struct Intake {
-    waiting: Mutex<RankQueue<(Delivery, Vec<DispatchMsg>)>>,
+    waiting: Mutex<RankQueue<Waiting>>,
     arrived: Notify,
 }
 
 impl Intake {
-    fn lock(&self) -> MutexGuard<'_, RankQueue<(Delivery, Vec<DispatchMsg>)>> {
+    fn lock(&self) -> MutexGuard<'_, RankQueue<Waiting>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Adds a delivery and its decoded dispatches.
-    pub(crate) fn push(&self, delivery: Delivery, msgs: Vec<DispatchMsg>) {
-        self.lock().push(batch_rank(&msgs), (delivery, msgs));
+    /// Adds a delivery from queue `from` and its decoded dispatches.
+    pub(crate) fn push(&self, from: DispatchQueue, delivery: Delivery, msgs: Vec<DispatchMsg>) {
+        let rank = batch_rank(&msgs);
+        self.lock().push(
+            rank,
+            Waiting {
+                delivery,
+                msgs,
+                from,
+            },
+        );
         self.arrived.notify_one();
     }
 
@@ -47,21 +77,47 @@ impl Intake {
         loop {
             // Registered before the check, so a push in between is seen.
             let arrived = self.arrived.notified();
-            if let Some((rank, (delivery, msgs))) = self.lock().pop() {
+            if let Some((place, w)) = self.lock().pop_placed() {
                 return Arrived {
-                    delivery,
-                    msgs,
-                    rank,
+                    delivery: w.delivery,
+                    msgs: w.msgs,
+                    from: w.from,
+                    place,
                 };
             }
             arrived.await;
         }
     }
 
-    /// Forgets what waits: the consumer that received it is gone, and the
-    /// broker gives its unsettled deliveries to the next one.
-    pub(crate) fn clear(&self) -> usize {
-        self.lock().clear()
+    /// Resolves once a delivery that outranks `rank` waits here: the
+    /// delivery loop then puts back the one it was finding a place for
+    /// and takes that first.
+    pub(crate) async fn outranked(&self, rank: u8) {
+        loop {
+            let arrived = self.arrived.notified();
+            if self.lock().top_rank().is_some_and(|top| top > rank) {
+                return;
+            }
+            arrived.await;
+        }
+    }
+
+    /// Puts a delivery taken with [`Intake::next`] back in its place.
+    pub(crate) fn put_back(&self, a: Arrived) {
+        let waiting = Waiting {
+            delivery: a.delivery,
+            msgs: a.msgs,
+            from: a.from,
+        };
+        self.lock().restore(a.place, waiting);
+        self.arrived.notify_one();
+    }
+
+    /// Forgets what waits from queue `from`: the consumer that received it
+    /// is gone, and the broker gives its unsettled deliveries to the next
+    /// one.
+    pub(crate) fn clear(&self, from: DispatchQueue) -> usize {
+        self.lock().retain(|w| w.from != from)
     }
 }
 
@@ -107,7 +163,12 @@ mod tests {
             immediate,
             parent_outputs: None,
         };
-        intake.push(delivery, vec![msg]);
+        let from = if immediate {
+            DispatchQueue::Immediate
+        } else {
+            DispatchQueue::Main
+        };
+        intake.push(from, delivery, vec![msg]);
     }
 
     #[tokio::test]
@@ -126,10 +187,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_put_back_delivery_keeps_its_place() {
+        let intake = Intake::default();
+        arrive(&intake, "bulk-1", 0, false);
+        arrive(&intake, "bulk-2", 0, false);
+        let first = intake.next().await;
+        arrive(&intake, "urgent", 9, false);
+        let wait = std::time::Duration::from_secs(5);
+        tokio::time::timeout(wait, intake.outranked(first.rank()))
+            .await
+            .expect("the urgent arrival is seen");
+        intake.put_back(first);
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            order.push(intake.next().await.msgs[0].execution_id.clone());
+        }
+        assert_eq!(order, ["urgent", "bulk-1", "bulk-2"]);
+    }
+
+    #[tokio::test]
     async fn a_cleared_intake_waits_for_the_next_arrival() {
         let intake = std::sync::Arc::new(Intake::default());
         arrive(&intake, "stale", 9, false);
-        assert_eq!(intake.clear(), 1);
+        arrive(&intake, "other-queue", 9, true);
+        assert_eq!(intake.clear(DispatchQueue::Main), 1);
+        assert_eq!(intake.clear(DispatchQueue::Immediate), 1);
         let next = tokio::spawn({
             let intake = intake.clone();
             async move { intake.next().await.msgs[0].execution_id.clone() }

@@ -22,6 +22,13 @@ impl<T> Default for RankQueue<T> {
     }
 }
 
+/// An item's place in line: its rank and when it arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Place {
+    pub(crate) rank: u8,
+    arrival: u64,
+}
+
 #[derive(Debug)]
 struct Queued<T> {
     /// Higher rank first, then the earlier arrival: the heap pops the
@@ -62,7 +69,35 @@ impl<T> RankQueue<T> {
 
     /// The most urgent item, if any.
     pub(crate) fn pop(&mut self) -> Option<(u8, T)> {
-        self.heap.pop().map(|q| (q.key.0, q.item))
+        self.pop_placed().map(|(place, item)| (place.rank, item))
+    }
+
+    /// The most urgent item with its place in line, to [`RankQueue::restore`]
+    /// it there if it is put back.
+    pub(crate) fn pop_placed(&mut self) -> Option<(Place, T)> {
+        self.heap.pop().map(|q| {
+            let place = Place {
+                rank: q.key.0,
+                arrival: q.key.1.0,
+            };
+            (place, q.item)
+        })
+    }
+
+    /// Puts back an item popped with [`RankQueue::pop_placed`], in the
+    /// place it had: ahead of what arrived after it at its rank.
+    pub(crate) fn restore(&mut self, place: Place, item: T) {
+        self.heap.push(Queued {
+            key: (place.rank, Reverse(place.arrival)),
+            item,
+        });
+    }
+
+    /// Keeps only the items `keep` accepts; how many were dropped.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) -> usize {
+        let before = self.heap.len();
+        self.heap.retain(|q| keep(&q.item));
+        before - self.heap.len()
     }
 
     /// The rank of the most urgent item, if any.
@@ -74,13 +109,6 @@ impl<T> RankQueue<T> {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.heap.len()
-    }
-
-    /// Drops everything queued; how many there were.
-    pub(crate) fn clear(&mut self) -> usize {
-        let n = self.heap.len();
-        self.heap.clear();
-        n
     }
 }
 
@@ -98,5 +126,22 @@ mod tests {
         let order: Vec<&str> = std::iter::from_fn(|| q.pop().map(|(_, n)| n)).collect();
         assert_eq!(order, ["urgent", "cron", "bulk-1", "bulk-2"]);
         assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_restored_item_keeps_its_place_in_line() {
+        let mut q = RankQueue::default();
+        q.push(0, "first");
+        q.push(0, "second");
+        let (place, item) = q.pop_placed().unwrap();
+        assert_eq!((place.rank, item), (0, "first"));
+        q.push(0, "third");
+        q.restore(place, item);
+        let order: Vec<&str> = std::iter::from_fn(|| q.pop().map(|(_, n)| n)).collect();
+        assert_eq!(order, ["first", "second", "third"]);
+        q.push(1, "keep");
+        q.push(1, "drop");
+        assert_eq!(q.retain(|n| *n != "drop"), 1);
+        assert_eq!(q.pop(), Some((1, "keep")));
     }
 }

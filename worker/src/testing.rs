@@ -50,12 +50,13 @@ impl Broker for Flaky {
     async fn worker_queue_delete(&self, w: &str) -> Result<(), BrokerError> {
         self.inner.worker_queue_delete(w).await
     }
-    async fn dispatch_publish_many(
+    async fn dispatch_publish_to(
         &self,
         w: &str,
+        queue: kairos_core::broker::DispatchQueue,
         msgs: &[kairos_core::protocol::DispatchMsg],
     ) -> Result<(), BrokerError> {
-        self.inner.dispatch_publish_many(w, msgs).await
+        self.inner.dispatch_publish_to(w, queue, msgs).await
     }
     async fn results_publish(&self, msgs: &[ResultMsg]) -> Result<(), BrokerError> {
         if let Some(gate) = &self.gate {
@@ -84,12 +85,13 @@ impl Broker for Flaky {
         }
         self.inner.log_publish(msg).await
     }
-    async fn dispatch_consume(
+    async fn dispatch_consume_from(
         &self,
         w: &str,
+        queue: kairos_core::broker::DispatchQueue,
         prefetch: u16,
     ) -> Result<kairos_core::broker::DeliveryStream, BrokerError> {
-        self.inner.dispatch_consume(w, prefetch).await
+        self.inner.dispatch_consume_from(w, queue, prefetch).await
     }
     async fn results_consume(
         &self,

@@ -4,7 +4,7 @@
 use futures::StreamExt;
 use kairos_broker_rabbitmq::AmqpBroker;
 use kairos_coord_redis::RedisCoord;
-use kairos_core::broker::Broker;
+use kairos_core::broker::{Broker, DispatchQueue};
 use kairos_core::coord::{CoordResult, Coordination, Lease, LeaseStore, OnceGuard, StopBoard};
 use kairos_core::protocol::{
     DispatchMsg, HeartbeatMsg, Names, PROTOCOL_VERSION, ResultKind, ResultMsg,
@@ -526,6 +526,89 @@ async fn an_urgent_dispatch_is_taken_past_a_full_buffer(env: Env) {
     env.cleanup(&[&id]).await;
 }
 
+/// Urgent work sent to the immediate queue reaches a worker whose main
+/// queue's prefetch window is full of batches waiting for its one permit
+/// (a flood's state): it is taken and runs next, while the same dispatch
+/// sent to the main queue waits in the broker until a batch has started.
+async fn an_immediate_dispatch_passes_a_full_main_window(env: Env) {
+    let (w, release, first) = one_slot_running(&env, 4).await;
+    let ranked = |name: &str, priority: u8| DispatchMsg {
+        priority: kairos_core::priority::Priority::new(priority),
+        ..first_attempt(&unique(name), "hold")
+    };
+    let held = |execs: Vec<String>| {
+        let env = &env;
+        let id = w.id.clone();
+        async move {
+            wait_for("the worker to hold them", DEADLINE, || async {
+                let beats = env.beats.lock().unwrap();
+                let held = beats
+                    .iter()
+                    .rev()
+                    .find(|b| b.worker_id == id)
+                    .and_then(|b| b.held.clone())?;
+                execs
+                    .iter()
+                    .all(|e| held.iter().any(|h| &h.execution_id == e))
+                    .then_some(())
+            })
+            .await
+        }
+    };
+    // Two batches fill the main window (prefetch 2): the first's rank is
+    // the running one's, the second outranks it, and neither has started.
+    let bulk: Vec<DispatchMsg> = (0..4).map(|_| ranked("bulk", 6)).collect();
+    let more: Vec<DispatchMsg> = (0..4).map(|_| ranked("more", 7)).collect();
+    for batch in [&bulk, &more] {
+        env.broker
+            .dispatch_publish_many(&w.id, batch)
+            .await
+            .unwrap();
+        held(batch.iter().map(|m| m.execution_id.clone()).collect()).await;
+    }
+    let urgent = DispatchMsg {
+        immediate: true,
+        ..ranked("urgent", 9)
+    };
+    env.broker
+        .dispatch_publish_to(
+            &w.id,
+            DispatchQueue::Immediate,
+            std::slice::from_ref(&urgent),
+        )
+        .await
+        .unwrap();
+    held(vec![urgent.execution_id.clone()]).await;
+    // The same urgency through the main queue stays in the broker.
+    let behind = ranked("behind", 9);
+    env.broker.dispatch_publish(&w.id, &behind).await.unwrap();
+    let ready = env.broker.worker_queue_stats(&w.id).await.unwrap().unwrap();
+    assert_eq!(ready.messages, 1, "the main window is full: it waits there");
+    release.cancel();
+    for exec in bulk.iter().chain(&more).chain([&urgent, &behind]) {
+        assert_eq!(
+            env.outcome(&exec.execution_id).await.output,
+            Some(json!("released"))
+        );
+    }
+    let started: Vec<String> = env
+        .results
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind == ResultKind::Started && r.execution_id != first)
+        .map(|r| r.execution_id.clone())
+        .collect();
+    assert_eq!(
+        started.first(),
+        Some(&urgent.execution_id),
+        "the immediate one ran next"
+    );
+    let id = w.id.clone();
+    w.stop().await;
+    env.cleanup(&[&id]).await;
+}
+
 /// A batch (one message, several dispatches) runs each of its dispatches
 /// once, skips one that already ran, and is acked once all have started.
 async fn a_batch_runs_each_of_its_dispatches_once(env: Env) {
@@ -1007,6 +1090,7 @@ on_both!(
     a_full_pool_and_buffer_reroutes,
     buffered_dispatches_run_by_rank,
     an_urgent_dispatch_is_taken_past_a_full_buffer,
+    an_immediate_dispatch_passes_a_full_main_window,
     a_batch_runs_each_of_its_dispatches_once,
     a_batch_meeting_a_full_worker_is_refused_whole,
     a_batch_larger_than_the_free_places_is_taken_and_waits,

@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use async_trait::async_trait;
 
-use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
+use kairos_core::broker::{
+    Broker, BrokerError, BrokerResult, DeliveryStream, DispatchQueue, QueueStats,
+};
 use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_rank};
 
 use queue::{Message, Queue, QueueKind};
@@ -127,8 +129,9 @@ impl MemoryBroker {
         )))
     }
 
-    fn worker_queue(&self, worker_id: &str) -> BrokerResult<String> {
-        let name = self.names().worker_queue(worker_id);
+    /// One of a worker's dispatch queues, refused if its name is too long.
+    fn worker_queue(&self, worker_id: &str, queue: DispatchQueue) -> BrokerResult<String> {
+        let name = self.names().dispatch_queue(worker_id, queue);
         if name.len() > MAX_NAME_BYTES {
             return Err(BrokerError::Refused(format!(
                 "queue name {:.40}… is longer than {MAX_NAME_BYTES} bytes",
@@ -142,37 +145,58 @@ impl MemoryBroker {
 #[async_trait]
 impl Broker for MemoryBroker {
     async fn worker_queue_declare(&self, worker_id: &str) -> BrokerResult<()> {
-        let name = self.worker_queue(worker_id)?;
+        let names = [
+            self.worker_queue(worker_id, DispatchQueue::Main)?,
+            self.worker_queue(worker_id, DispatchQueue::Immediate)?,
+        ];
         let mut state = self.shared.lock();
-        state
-            .queues
-            .entry(name.clone())
-            .or_insert_with(|| Queue::new(name, QueueKind::Worker(worker_id.to_string())));
+        for name in names {
+            state
+                .queues
+                .entry(name.clone())
+                .or_insert_with(|| Queue::new(name, QueueKind::Worker(worker_id.to_string())));
+        }
         Ok(())
     }
 
     /// Ready messages only, like RabbitMQ's passive declare: deliveries held
     /// unacked by consumers are not counted.
     async fn worker_queue_stats(&self, worker_id: &str) -> BrokerResult<Option<QueueStats>> {
-        let name = self.worker_queue(worker_id)?;
+        let main = self.worker_queue(worker_id, DispatchQueue::Main)?;
+        let immediate = self.worker_queue(worker_id, DispatchQueue::Immediate)?;
         let mut state = self.shared.lock();
-        Ok(state.queues.get_mut(&name).map(Queue::stats))
+        let Some(stats) = state.queues.get_mut(&main).map(Queue::stats) else {
+            return Ok(None);
+        };
+        Ok(Some(
+            match state.queues.get_mut(&immediate).map(Queue::stats) {
+                Some(i) => QueueStats {
+                    messages: stats.messages.saturating_add(i.messages),
+                    consumers: stats.consumers.max(i.consumers),
+                },
+                None => stats,
+            },
+        ))
     }
 
-    /// Drops the queue with its messages; its consumers' streams end.
+    /// Drops the queues with their messages; their consumers' streams end.
     async fn worker_queue_delete(&self, worker_id: &str) -> BrokerResult<()> {
-        let name = self.worker_queue(worker_id)?;
-        self.shared.lock().queues.remove(&name);
+        let main = self.worker_queue(worker_id, DispatchQueue::Main)?;
+        let immediate = self.worker_queue(worker_id, DispatchQueue::Immediate)?;
+        let mut state = self.shared.lock();
+        state.queues.remove(&main);
+        state.queues.remove(&immediate);
         Ok(())
     }
 
-    async fn dispatch_publish_many(
+    async fn dispatch_publish_to(
         &self,
         worker_id: &str,
+        queue: DispatchQueue,
         msgs: &[DispatchMsg],
     ) -> BrokerResult<()> {
         let body = kairos_core::protocol::encode_dispatches(msgs)?;
-        let queue = self.worker_queue(worker_id)?;
+        let queue = self.worker_queue(worker_id, queue)?;
         let traceparent = match msgs {
             [msg] => kairos_core::trace::dispatch_traceparent(msg),
             _ => None,
@@ -196,12 +220,13 @@ impl Broker for MemoryBroker {
         self.publish(&self.names().logs_queue(), body, None)
     }
 
-    async fn dispatch_consume(
+    async fn dispatch_consume_from(
         &self,
         worker_id: &str,
+        queue: DispatchQueue,
         prefetch: u16,
     ) -> BrokerResult<DeliveryStream> {
-        let queue = self.worker_queue(worker_id)?;
+        let queue = self.worker_queue(worker_id, queue)?;
         self.consume(&queue, prefetch)
     }
 
@@ -318,6 +343,7 @@ mod tests {
             incarnation: None,
             held: None,
             dispatch_batch: None,
+            immediate_queue: false,
         }
     }
 

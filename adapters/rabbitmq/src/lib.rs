@@ -28,7 +28,9 @@ use async_trait::async_trait;
 use lapin::options::{QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 
-use kairos_core::broker::{Broker, BrokerError, BrokerResult, DeliveryStream, QueueStats};
+use kairos_core::broker::{
+    Broker, BrokerError, BrokerResult, DeliveryStream, DispatchQueue, QueueStats,
+};
 use kairos_core::priority::{DELIVERY_RANKS, Priority};
 use kairos_core::protocol::{DispatchMsg, HeartbeatMsg, LogMsg, Names, ResultMsg, batch_rank};
 
@@ -135,29 +137,15 @@ impl AmqpBroker {
         Ok(())
     }
 
-    async fn consume(
+    /// Declares one of a worker's dispatch queues (durable, dead-lettering
+    /// to the reroute exchange, ordered by delivery rank) and returns an
+    /// open channel for what follows.
+    async fn declare_dispatch_queue(
         &self,
-        queue: String,
-        prefetch: u16,
-        reroute: bool,
-    ) -> BrokerResult<DeliveryStream> {
-        let link = self.link.get().await?;
-        let names = reroute.then(|| self.names.clone());
-        consume::open(&link, &queue, prefetch, names).await
-    }
-}
-
-/// A name as AMQP wants it; RabbitMQ caps names at 255 bytes.
-pub(crate) fn short(name: &str) -> BrokerResult<ShortString> {
-    ShortString::try_new(name)
-        .map_err(|e| BrokerError::Refused(format!("name {name:.40}… is too long: {e}")))
-}
-
-#[async_trait]
-impl Broker for AmqpBroker {
-    async fn worker_queue_declare(&self, worker_id: &str) -> BrokerResult<()> {
-        let queue = short(&self.names.worker_queue(worker_id))?;
-        let key = short(worker_id)?;
+        link: &link::Link,
+        name: &str,
+    ) -> BrokerResult<lapin::Channel> {
+        let queue = short(name)?;
         let mut args = FieldTable::default();
         args.insert(
             "x-dead-letter-exchange".into(),
@@ -169,7 +157,6 @@ impl Broker for AmqpBroker {
         // the older shapes are tried next: ten levels (priorities only),
         // then none (first come, first served).
         let shapes = [Some(DELIVERY_RANKS), Some(Priority::MAX.get()), None];
-        let link = self.link.get().await?;
         let mut ch = link.temp_channel().await?;
         for (i, levels) in shapes.iter().enumerate() {
             let mut args = args.clone();
@@ -186,7 +173,7 @@ impl Broker for AmqpBroker {
                             "worker queue predates the current delivery ranks; delete it (with the worker stopped) to serve immediate work first"
                         );
                     }
-                    break;
+                    return Ok(ch);
                 }
                 // The channel is closed by the failed declare: the next
                 // shape needs a new one.
@@ -196,57 +183,113 @@ impl Broker for AmqpBroker {
                 Err(e) => return Err(link.unavailable("queue.declare", &e)),
             }
         }
+        Ok(ch)
+    }
+
+    async fn consume(
+        &self,
+        queue: String,
+        prefetch: u16,
+        reroute: bool,
+    ) -> BrokerResult<DeliveryStream> {
+        let link = self.link.get().await?;
+        let names = reroute.then(|| self.names.clone());
+        consume::open(&link, &queue, prefetch, names).await
+    }
+}
+
+/// Figures of `queue`, `None` if it does not exist.
+async fn queue_stats(link: &link::Link, queue: &str) -> BrokerResult<Option<QueueStats>> {
+    let ch = link.temp_channel().await?;
+    let options = QueueDeclareOptions::default().passive();
+    let op = ch.queue_declare(short(queue)?, options, FieldTable::default());
+    // A missing queue answers 404, which also closes the channel.
+    match link.bounded_raw("queue.declare", op).await? {
+        Ok(q) => Ok(Some(QueueStats {
+            messages: q.message_count(),
+            consumers: q.consumer_count(),
+        })),
+        Err(e) if link::is_not_found(&e) => Ok(None),
+        Err(e) => Err(link.unavailable("queue.declare", &e)),
+    }
+}
+
+/// A name as AMQP wants it; RabbitMQ caps names at 255 bytes.
+pub(crate) fn short(name: &str) -> BrokerResult<ShortString> {
+    ShortString::try_new(name)
+        .map_err(|e| BrokerError::Refused(format!("name {name:.40}… is too long: {e}")))
+}
+
+#[async_trait]
+impl Broker for AmqpBroker {
+    async fn worker_queue_declare(&self, worker_id: &str) -> BrokerResult<()> {
+        let link = self.link.get().await?;
+        let main = self.names.worker_queue(worker_id);
+        let ch = self.declare_dispatch_queue(&link, &main).await?;
         let exchange = short(&self.names.dispatch_exchange())?;
         let op = ch.queue_bind(
-            queue,
+            short(&main)?,
             exchange,
-            key,
+            short(worker_id)?,
             QueueBindOptions::default(),
             FieldTable::default(),
         );
         link.bounded("queue.bind", op).await?;
+        // Published to through the default exchange: no binding.
+        let immediate = self.names.immediate_queue(worker_id);
+        self.declare_dispatch_queue(&link, &immediate).await?;
         Ok(())
     }
 
     /// RabbitMQ's passive declare counts ready messages only (not those
     /// delivered and unacked); the in-process broker reports the same.
     async fn worker_queue_stats(&self, worker_id: &str) -> BrokerResult<Option<QueueStats>> {
-        let queue = short(&self.names.worker_queue(worker_id))?;
         let link = self.link.get().await?;
-        let ch = link.temp_channel().await?;
-        let options = QueueDeclareOptions::default().passive();
-        let op = ch.queue_declare(queue, options, FieldTable::default());
-        // A missing queue answers 404, which also closes the channel.
-        match link.bounded_raw("queue.declare", op).await? {
-            Ok(q) => Ok(Some(QueueStats {
-                messages: q.message_count(),
-                consumers: q.consumer_count(),
-            })),
-            Err(e) if link::is_not_found(&e) => Ok(None),
-            Err(e) => Err(link.unavailable("queue.declare", &e)),
-        }
+        let main = self.names.worker_queue(worker_id);
+        let Some(stats) = queue_stats(&link, &main).await? else {
+            return Ok(None);
+        };
+        let immediate = queue_stats(&link, &self.names.immediate_queue(worker_id)).await?;
+        Ok(Some(match immediate {
+            Some(i) => QueueStats {
+                messages: stats.messages.saturating_add(i.messages),
+                consumers: stats.consumers.max(i.consumers),
+            },
+            None => stats,
+        }))
     }
 
     async fn worker_queue_delete(&self, worker_id: &str) -> BrokerResult<()> {
-        let queue = short(&self.names.worker_queue(worker_id))?;
         let link = self.link.get().await?;
-        let ch = link.temp_channel().await?;
-        let op = ch.queue_delete(queue, QueueDeleteOptions::default());
-        match link.bounded_raw("queue.delete", op).await? {
-            Ok(_) => Ok(()),
-            Err(e) if link::is_not_found(&e) => Ok(()),
-            Err(e) => Err(link.unavailable("queue.delete", &e)),
+        for queue in [
+            self.names.worker_queue(worker_id),
+            self.names.immediate_queue(worker_id),
+        ] {
+            let ch = link.temp_channel().await?;
+            let op = ch.queue_delete(short(&queue)?, QueueDeleteOptions::default());
+            match link.bounded_raw("queue.delete", op).await? {
+                Ok(_) => {}
+                Err(e) if link::is_not_found(&e) => {}
+                Err(e) => return Err(link.unavailable("queue.delete", &e)),
+            }
         }
+        Ok(())
     }
 
-    async fn dispatch_publish_many(
+    async fn dispatch_publish_to(
         &self,
         worker_id: &str,
+        queue: DispatchQueue,
         msgs: &[DispatchMsg],
     ) -> BrokerResult<()> {
         let body = kairos_core::protocol::encode_dispatches(msgs)?;
         let link = self.link.get().await?;
-        let exchange = self.names.dispatch_exchange();
+        // The main queue is routed by worker id through the dispatch
+        // exchange, the immediate one by name through the default exchange.
+        let (exchange, key) = match queue {
+            DispatchQueue::Main => (self.names.dispatch_exchange(), worker_id.to_string()),
+            DispatchQueue::Immediate => (String::new(), self.names.immediate_queue(worker_id)),
+        };
         let mut headers = Vec::with_capacity(2);
         if let [msg] = msgs {
             if let Some(parent) = kairos_core::trace::dispatch_traceparent(msg) {
@@ -257,7 +300,7 @@ impl Broker for AmqpBroker {
             }
         }
         let priority = Some(batch_rank(msgs));
-        publish::publish(&link, &exchange, worker_id, &body, true, &headers, priority).await
+        publish::publish(&link, &exchange, &key, &body, true, &headers, priority).await
     }
 
     async fn results_publish(&self, msgs: &[ResultMsg]) -> BrokerResult<()> {
@@ -296,12 +339,13 @@ impl Broker for AmqpBroker {
         publish::publish(&link, "", &self.names.logs_queue(), &body, true, &[], None).await
     }
 
-    async fn dispatch_consume(
+    async fn dispatch_consume_from(
         &self,
         worker_id: &str,
+        queue: DispatchQueue,
         prefetch: u16,
     ) -> BrokerResult<DeliveryStream> {
-        self.consume(self.names.worker_queue(worker_id), prefetch, false)
+        self.consume(self.names.dispatch_queue(worker_id, queue), prefetch, false)
             .await
     }
 

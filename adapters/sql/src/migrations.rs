@@ -111,6 +111,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "workflow callbacks",
         include_str!("../migrations/mysql/0019_workflow_callbacks.sql"),
     ),
+    (
+        20,
+        "immediate queue",
+        include_str!("../migrations/mysql/0020_immediate_queue.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -210,6 +215,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "workflow callbacks",
         include_str!("../migrations/postgres/0019_workflow_callbacks.sql"),
     ),
+    (
+        20,
+        "immediate queue",
+        include_str!("../migrations/postgres/0020_immediate_queue.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -305,6 +315,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         19,
         "workflow callbacks",
         include_str!("../migrations/sqlite/0019_workflow_callbacks.sql"),
+    ),
+    (
+        20,
+        "immediate queue",
+        include_str!("../migrations/sqlite/0020_immediate_queue.sql"),
     ),
 ];
 

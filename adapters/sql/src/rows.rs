@@ -410,5 +410,6 @@ pub(crate) fn worker(row: &Row) -> StoreResult<WorkerInfo> {
             .and_then(|n| u32::try_from(n).ok())
             .unwrap_or(1)
             .max(1),
+        immediate_queue: r.i64("immediate_queue")? != 0,
     })
 }

@@ -14,7 +14,7 @@ use kairos_core::worker::{WorkerInfo, WorkerState};
 use std::collections::{HashMap, HashSet};
 
 /// Columns a heartbeat overwrites; `registered_at` keeps the first insert's value.
-const BEAT_COLS: [&str; 13] = [
+const BEAT_COLS: [&str; 14] = [
     "queue",
     "capacity",
     "active",
@@ -28,6 +28,7 @@ const BEAT_COLS: [&str; 13] = [
     "handlers",
     "worker_group",
     "dispatch_batch",
+    "immediate_queue",
 ];
 
 /// Replaced incarnations a ledger lists: enough for any burst of restarts
@@ -101,7 +102,7 @@ impl WorkerStore for SqlStore {
     async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>> {
         let found = Sql::new(
             "SELECT id, queue, capacity, active, avg_cost_ms, cpu_idle, state, \
-             last_heartbeat_at, registered_at, handlers, worker_group, dispatch_batch \
+             last_heartbeat_at, registered_at, handlers, worker_group, dispatch_batch, immediate_queue \
              FROM workers ORDER BY id",
         )
         .fetch_all(self.read())
@@ -254,6 +255,7 @@ fn beat_fields(b: &HeartbeatMsg, now: Millis) -> Fields {
         .with("handlers", json(handlers))
         .with("worker_group", b.group.as_ref())
         .with("dispatch_batch", b.dispatch_batch.filter(|&n| n > 1))
+        .with("immediate_queue", i64::from(b.immediate_queue))
 }
 
 #[cfg(test)]
@@ -278,6 +280,7 @@ mod tests {
             incarnation: None,
             held: None,
             dispatch_batch: None,
+            immediate_queue: false,
         };
         let mut s = Sql::new("INSERT INTO workers");
         s.rows([&beat_fields(&beat, 7)]);

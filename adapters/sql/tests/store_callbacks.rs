@@ -302,6 +302,7 @@ fn beat(id: &str, active: u32, at: i64) -> HeartbeatMsg {
         incarnation: None,
         held: None,
         dispatch_batch: None,
+        immediate_queue: false,
     }
 }
 

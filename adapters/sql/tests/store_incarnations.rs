@@ -41,6 +41,7 @@ fn beat(id: &str, inc: Option<&str>, held: Option<Vec<HeldRef>>, at: i64) -> Hea
         handlers: None,
         group: None,
         dispatch_batch: None,
+        immediate_queue: false,
     }
 }
 

@@ -35,6 +35,7 @@ fn beat(id: &str, handlers: Option<&[&str]>, group: Option<&str>) -> HeartbeatMs
         incarnation: None,
         held: None,
         dispatch_batch: None,
+        immediate_queue: false,
     }
 }
 
@@ -75,6 +76,7 @@ async fn heartbeats_record_handlers_and_group(store: SqlStore) {
 async fn heartbeats_record_the_dispatch_batch_offered(store: SqlStore) {
     let batching = HeartbeatMsg {
         dispatch_batch: Some(32),
+        immediate_queue: true,
         ..beat("batching", None, None)
     };
     let single = HeartbeatMsg {
@@ -85,23 +87,33 @@ async fn heartbeats_record_the_dispatch_batch_offered(store: SqlStore) {
         .workers_record_heartbeats(&[batching, single, beat("legacy", None, None)], T0)
         .await
         .unwrap();
-    let batch: Vec<(String, u32)> = store
+    let offers: Vec<(String, u32, bool)> = store
         .workers_list()
         .await
         .unwrap()
         .into_iter()
-        .map(|w| (w.id, w.dispatch_batch))
+        .map(|w| (w.id, w.dispatch_batch, w.immediate_queue))
         .collect();
-    let expected = [("batching", 32), ("legacy", 1), ("single", 1)];
-    let expected: Vec<(String, u32)> = expected.iter().map(|(w, n)| (w.to_string(), *n)).collect();
-    assert_eq!(batch, expected);
-    // A later beat without the offer takes it back.
+    let expected = [
+        ("batching", 32, true),
+        ("legacy", 1, false),
+        ("single", 1, false),
+    ];
+    let expected: Vec<(String, u32, bool)> = expected
+        .iter()
+        .map(|(w, n, i)| (w.to_string(), *n, *i))
+        .collect();
+    assert_eq!(offers, expected);
+    // A later beat without the offers takes them back.
     store
         .workers_record_heartbeats(&[beat("batching", None, None)], T0 + 1)
         .await
         .unwrap();
     let workers = store.workers_list().await.unwrap();
-    assert_eq!(workers[0].dispatch_batch, 1);
+    assert_eq!(
+        (workers[0].dispatch_batch, workers[0].immediate_queue),
+        (1, false)
+    );
 }
 
 async fn unpublished_work_is_filtered_by_what_workers_serve(store: SqlStore) {

@@ -258,6 +258,7 @@ fn beat(id: &str, handlers: Option<&[&str]>) -> HeartbeatMsg {
         incarnation: None,
         held: None,
         dispatch_batch: None,
+        immediate_queue: false,
     }
 }
 

@@ -76,6 +76,7 @@ async fn beat(app: &App) {
         incarnation: None,
         held: None,
         dispatch_batch: None,
+        immediate_queue: false,
     };
     app.store
         .workers_record_heartbeats(&[beat], now)

@@ -183,6 +183,7 @@ pub async fn workers_are_listed(app: App) {
         incarnation: None,
         held: None,
         dispatch_batch: Some(16),
+        immediate_queue: false,
     };
     app.store
         .workers_record_heartbeats(&[beat], now)

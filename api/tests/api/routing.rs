@@ -30,6 +30,7 @@ async fn beat(app: &App, handlers: &[&str], group: Option<&str>) {
         incarnation: None,
         held: None,
         dispatch_batch: None,
+        immediate_queue: false,
     };
     app.store
         .workers_record_heartbeats(&[beat], now)

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use futures::StreamExt;
-use kairos_core::broker::{Broker, Delivery, DeliveryStream};
+use kairos_core::broker::{Broker, Delivery, DeliveryStream, DispatchQueue};
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::job::{NewJob, RetryPolicy};
 use kairos_core::protocol::{HeartbeatMsg, Names, PROTOCOL_VERSION};
@@ -165,11 +165,33 @@ impl Rig {
     /// and answers on the protocol), and waits until the dispatcher has
     /// recorded it.
     pub async fn tap_worker(&self, id: &str, batch: u32) -> DeliveryStream {
+        self.tap_worker_queues(id, batch, false).await.0
+    }
+
+    /// Like [`Rig::tap_worker`], for a worker whose heartbeats offer
+    /// (`immediate`) or not its immediate queue: its main queue, and its
+    /// immediate queue when offered.
+    pub async fn tap_worker_queues(
+        &self,
+        id: &str,
+        batch: u32,
+        immediate: bool,
+    ) -> (DeliveryStream, Option<DeliveryStream>) {
         self.broker.worker_queue_declare(id).await.unwrap();
         let queue = self.broker.dispatch_consume(id, 1000).await.unwrap();
+        let now = match immediate {
+            true => Some(
+                self.broker
+                    .dispatch_consume_from(id, DispatchQueue::Immediate, 1000)
+                    .await
+                    .unwrap(),
+            ),
+            false => None,
+        };
         let beat = HeartbeatMsg {
             queue: self.names.worker_queue(id),
             dispatch_batch: Some(batch),
+            immediate_queue: immediate,
             ..heartbeat(id)
         };
         self.broker.heartbeat_publish(&beat).await.unwrap();
@@ -177,11 +199,11 @@ impl Rig {
             let workers = self.store.workers_list().await.unwrap();
             workers
                 .iter()
-                .any(|w| w.id == id && w.dispatch_batch == batch)
+                .any(|w| w.id == id && w.dispatch_batch == batch && w.immediate_queue == immediate)
                 .then_some(())
         })
         .await;
-        queue
+        (queue, now)
     }
 
     pub async fn shutdown(self) {
@@ -268,5 +290,6 @@ pub fn heartbeat(id: &str) -> HeartbeatMsg {
         incarnation: None,
         held: None,
         dispatch_batch: None,
+        immediate_queue: false,
     }
 }

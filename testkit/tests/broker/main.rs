@@ -6,7 +6,7 @@
 mod support;
 
 use futures::{FutureExt, StreamExt};
-use kairos_core::broker::{BrokerError, QueueStats};
+use kairos_core::broker::{BrokerError, DispatchQueue, QueueStats};
 use kairos_core::protocol::{
     DispatchMsg, HeartbeatMsg, LogLevel, LogLine, LogMsg, PROTOCOL_VERSION, ResultMsg,
 };
@@ -86,6 +86,60 @@ async fn a_dispatch_batch_is_one_message(fx: &Fx) {
     drop(reroute);
     drop(s);
     fx.wait_stats(&w, 0, 0).await;
+}
+
+/// A worker's immediate queue: declared with its main one, consumed on its
+/// own (a full main window does not hold it back), dead-lettering with the
+/// worker named, counted in the worker's figures and deleted with it.
+async fn the_immediate_queue_is_a_second_window(fx: &Fx) {
+    let w = fx.worker("w").await;
+    let mut main = fx.broker.dispatch_consume(&w, 1).await.unwrap();
+    let mut now = fx
+        .broker
+        .dispatch_consume_from(&w, DispatchQueue::Immediate, 1)
+        .await
+        .unwrap();
+    let mut reroute = fx.broker.reroute_consume(10).await.unwrap();
+    fx.broker.dispatch_publish(&w, &dispatch(1)).await.unwrap();
+    fx.broker.dispatch_publish(&w, &dispatch(2)).await.unwrap();
+    let held = next(&mut main).await;
+    assert_eq!(decode(&held), dispatch(1));
+    // The main window (1) is full, and dispatch 2 waits behind it...
+    fx.wait_stats(&w, 1, 1).await;
+    let mut urgent = dispatch(3);
+    urgent.immediate = true;
+    fx.broker
+        .dispatch_publish_to(&w, DispatchQueue::Immediate, std::slice::from_ref(&urgent))
+        .await
+        .unwrap();
+    // ...while the immediate queue delivers at once.
+    let d = next(&mut now).await;
+    assert_eq!(decode(&d), urgent);
+    assert!(main.next().now_or_never().is_none());
+    d.acker.reject(false).await.unwrap();
+    let r = next(&mut reroute).await;
+    assert_eq!(decode(&r), urgent);
+    assert_eq!(r.rejected_by.as_deref(), Some(w.as_str()));
+    r.acker.ack().await.unwrap();
+    // Figures: ready messages of both queues, the larger consumer count.
+    fx.broker
+        .dispatch_publish_to(&w, DispatchQueue::Immediate, &[dispatch(4)])
+        .await
+        .unwrap();
+    let waiting = next(&mut now).await;
+    drop(waiting);
+    drop(now);
+    fx.wait_stats(&w, 2, 1).await;
+    held.acker.ack().await.unwrap();
+    drop(main);
+    drop(reroute);
+    fx.broker.worker_queue_delete(&w).await.unwrap();
+    assert_eq!(fx.stats(&w).await, None);
+    let gone = fx
+        .broker
+        .dispatch_publish_to(&w, DispatchQueue::Immediate, &[dispatch(5)])
+        .await;
+    assert!(matches!(gone, Err(BrokerError::Refused(_))), "{gone:?}");
 }
 
 async fn undeclared_worker_is_refused(fx: &Fx) {
@@ -296,6 +350,7 @@ async fn heartbeats_and_results_round_trip(fx: &Fx) {
         incarnation: None,
         held: None,
         dispatch_batch: None,
+        immediate_queue: false,
     };
     fx.broker.heartbeat_publish(&beat).await.unwrap();
     fx.broker.results_publish(&[result(3)]).await.unwrap();
@@ -436,6 +491,7 @@ macro_rules! on_both {
 on_both!(
     round_trip,
     a_dispatch_batch_is_one_message,
+    the_immediate_queue_is_a_second_window,
     undeclared_worker_is_refused,
     reject_reroutes_and_requeue_returns,
     dropped_consumer_redelivers,

@@ -223,7 +223,7 @@ async fn shards_of(tx: &mut Tx, job: &Job, now: Millis) -> StoreResult<u32> {
         ExecutionMode::Broadcast => {
             let found = Sql::new(
                 "SELECT id, queue, capacity, active, avg_cost_ms, cpu_idle, state, \
-                 last_heartbeat_at, registered_at, handlers, worker_group, dispatch_batch \
+                 last_heartbeat_at, registered_at, handlers, worker_group, dispatch_batch, immediate_queue \
                  FROM workers WHERE state = ",
             )
             .bind(WorkerState::Online.as_str())
