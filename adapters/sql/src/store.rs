@@ -17,6 +17,7 @@ use sqlx::{ConnectOptions, Connection, Executor};
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How long a PostgreSQL session may sit idle inside a transaction: far
@@ -63,6 +64,8 @@ struct Inner {
     write: Pool,
     /// Writes concurrent `job_create`s together (group commit).
     creates: Committer,
+    /// Transactions [`SqlStore::transaction`] ran again after a lock race.
+    reruns: AtomicU64,
 }
 
 impl SqlStore {
@@ -127,6 +130,7 @@ impl SqlStore {
             creates: Committer::start(write.clone()),
             read,
             write,
+            reruns: AtomicU64::new(0),
         });
         Ok(SqlStore { inner })
     }
@@ -162,6 +166,14 @@ impl SqlStore {
         &self.inner.creates
     }
 
+    /// How many write transactions this store has run again so far because
+    /// the database rolled them back as the loser of a deadlock or
+    /// serialization race (see `transaction`): what such races cost, which
+    /// the callers never see.
+    pub fn contention_reruns(&self) -> u64 {
+        self.inner.reruns.load(Ordering::Relaxed)
+    }
+
     /// Starts a write transaction that is not run again if it loses a lock
     /// race (its caller has its own fallback, or nothing to gain); on SQLite
     /// it takes the write lock up front.
@@ -195,6 +207,7 @@ impl SqlStore {
             match ran {
                 Err(e @ StoreError::Contention(_)) => match backoff.next() {
                     Some(after) => {
+                        self.inner.reruns.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!(error = %e, retry_in = ?after, "transaction lost a lock race; running it again");
                         tokio::time::sleep(after).await;
                     }

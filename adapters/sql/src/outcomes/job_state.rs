@@ -24,6 +24,9 @@ pub(super) struct JobState {
     /// Its failures in a row, as the batch has moved them so far.
     pub(super) fail_streak: u32,
     /// Whether it backs a workflow node (its ended executions move a run).
+    /// Such a job has no trigger of its own: results neither move it nor
+    /// record anything on it, so its row is not locked (every run's
+    /// execution of the node shares it; see `load`).
     pub(super) workflow: bool,
     /// Whether it names follow-up jobs (its ended executions trigger them).
     pub(super) followups: bool,
@@ -46,8 +49,9 @@ pub(super) fn continuation(r: &R<'_>) -> StoreResult<Continuation> {
 
 /// Counts the live executions of the jobs among `finishing` (those with
 /// a final outcome in the batch) that end with their executions
-/// (one-shots, and recurring jobs with no trigger left): one statement
-/// per batch, so a job waits for its last live execution to end.
+/// (one-shots, and recurring jobs with no trigger left; not a workflow
+/// node's job, which never ends with them): one statement per batch, so a
+/// job waits for its last live execution to end.
 pub(super) async fn count_live(
     tx: &mut Tx,
     jobs: &mut HashMap<String, JobState>,
@@ -57,6 +61,7 @@ pub(super) async fn count_live(
         .iter()
         .filter(|(id, j)| {
             finishing.contains(id.as_str())
+                && !j.workflow
                 && matches!(j.continuation, Continuation::OneShot | Continuation::Ended)
         })
         .map(|(id, _)| id.clone())

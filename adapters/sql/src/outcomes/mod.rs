@@ -5,15 +5,18 @@
 //! and each job's last result and failures in a row, history events and, for
 //! terminal executions of jobs with a callback URL, the outbox row.
 //!
-//! The rows are locked (`FOR UPDATE` on MySQL, the single writer on SQLite)
-//! from the read to the commit, so what `plan` decided from them is what the
-//! database holds: no other writer can move an execution in between.
+//! The rows are locked (`FOR UPDATE` on MySQL and PostgreSQL, the single
+//! writer on SQLite) from the read to the commit, so what `plan` decided from
+//! them is what the database holds: no other writer can move an execution in
+//! between. A workflow node's internal job is the exception: its row is read
+//! but neither locked nor written (see `load`).
 
 mod job_state;
 mod shards;
 mod write_back;
 
-use crate::db::Tx;
+use crate::db::{Row, Tx};
+use crate::dialect::Dialect;
 use crate::inserts::{self, EventRow};
 use crate::rows::{self, EXEC_COLS, R};
 use crate::sql::{Sql, fetch_chunked, from_u64};
@@ -157,7 +160,34 @@ pub(crate) async fn apply(
     Ok(out)
 }
 
-/// Reads (and on MySQL locks) every named execution with its job.
+/// The job columns a batch reads with each execution.
+const JOB_READ: &str = ", e.incarnation AS held_by, j.status AS job_status, \
+     j.handler AS job_handler, j.schedule_kind AS schedule_kind, \
+     j.next_trigger_at AS next_trigger_at, j.max_attempts AS max_attempts, \
+     j.retry_backoff_ms AS retry_backoff_ms, j.timeout_ms AS timeout_ms, \
+     j.callback_url AS callback_url, j.delay_ms AS delay_ms, j.end_at AS end_at, \
+     j.fail_streak AS fail_streak, j.workflow_id AS workflow_id, \
+     j.has_followups AS has_followups \
+     FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ";
+
+/// Reads every named execution with its job, and locks the executions and
+/// the jobs whose rows the batch may write (MySQL and PostgreSQL: `FOR
+/// UPDATE`; SQLite: the single writer).
+///
+/// A workflow node's internal job is read but not locked (see
+/// [`JobState::workflow`]): every run's execution of a node shares that one
+/// row, and each run's child executions take a foreign-key share lock on
+/// their own node's job row when they are inserted. Two batches locking a
+/// node's job row for update while inserting children of another node
+/// deadlocked (issue 34's flat-out runs); without the lock they take only
+/// shared locks on node job rows, which never wait for one another, and a
+/// node's results across runs no longer take turns on its row. A fanned-out
+/// execution's job is locked whatever it backs: ending its trigger once
+/// relies on it (see `shards`).
+///
+/// So the rows are read once without locks, to learn which jobs back
+/// nodes, then locked and read again: the executions of other jobs with
+/// their jobs (one statement, as before), the node executions alone.
 async fn load(
     tx: &mut Tx,
     inputs: &[Input<'_>],
@@ -168,45 +198,86 @@ async fn load(
         .map(|i| i.execution_id)
         .filter(|id| seen.insert(*id))
         .collect();
-    let found = fetch_chunked(&mut *tx, &ids, |chunk| {
+    let found = fetch_chunked(&mut *tx, &ids, |c| with_jobs(c, false)).await?;
+    let mut execs = HashMap::with_capacity(found.len());
+    let mut jobs = HashMap::new();
+    for row in &found {
+        let (exec, held_by, job) = loaded_row(row)?;
+        jobs.insert(exec.job_id.clone(), job);
+        execs.insert(exec.id.clone(), (exec, held_by));
+    }
+    // SQLite's single writer holds the database since `BEGIN IMMEDIATE`:
+    // what was read is what stays.
+    if tx.dialect() == Dialect::Sqlite {
+        return Ok((execs, jobs));
+    }
+    let mut nodes = Vec::new();
+    let mut others = Vec::new();
+    for (id, (e, _)) in &execs {
+        let node = jobs.get(&e.job_id).is_some_and(|j| j.workflow) && !e.shard.is_fanned_out();
+        if node {
+            nodes.push(id.as_str());
+        } else {
+            others.push(id.as_str());
+        }
+    }
+    // In id order, as the executions' index would take them anyway.
+    nodes.sort_unstable();
+    others.sort_unstable();
+    let mut locked = HashMap::with_capacity(execs.len());
+    for row in &fetch_chunked(&mut *tx, &others, |c| with_jobs(c, true)).await? {
+        let (exec, held_by, job) = loaded_row(row)?;
+        jobs.insert(exec.job_id.clone(), job);
+        locked.insert(exec.id.clone(), (exec, held_by));
+    }
+    let node_rows = fetch_chunked(&mut *tx, &nodes, |chunk| {
         let mut s = Sql::new("SELECT ");
         s.columns("e", &EXEC_COLS)
-            .push(
-                ", e.incarnation AS held_by, j.status AS job_status, j.handler AS job_handler, \
-                 j.schedule_kind AS schedule_kind, j.next_trigger_at AS next_trigger_at, \
-                 j.max_attempts AS max_attempts, j.retry_backoff_ms AS retry_backoff_ms, \
-                 j.timeout_ms AS timeout_ms, j.callback_url AS callback_url, \
-                 j.delay_ms AS delay_ms, j.end_at AS end_at, j.fail_streak AS fail_streak, \
-                 j.workflow_id AS workflow_id, j.has_followups AS has_followups \
-                 FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ",
-            )
+            .push(", e.incarnation AS held_by FROM executions e WHERE e.id IN ")
             .list(chunk.iter().copied())
             .for_update();
         s
     })
     .await?;
-    let mut execs = HashMap::with_capacity(found.len());
-    let mut jobs = HashMap::new();
-    for row in &found {
+    for row in &node_rows {
         let exec = rows::execution(row)?;
         let held_by = R::new(row, "executions").opt_string("held_by")?;
-        let r = R::new(row, "jobs");
-        let job = JobState {
-            status: r.job_status("job_status")?,
-            handler: r.string("job_handler")?,
-            continuation: continuation(&r)?,
-            retry: r.retry()?,
-            timeout_ms: r.opt_u64("timeout_ms")?,
-            callback_url: r.opt_string("callback_url")?,
-            live: 0,
-            fail_streak: r.u32("fail_streak")?,
-            workflow: r.opt_string("workflow_id")?.is_some(),
-            followups: r.i64("has_followups")? != 0,
-        };
-        jobs.insert(exec.job_id.clone(), job);
-        execs.insert(exec.id.clone(), (exec, held_by));
+        locked.insert(exec.id.clone(), (exec, held_by));
     }
-    Ok((execs, jobs))
+    Ok((locked, jobs))
+}
+
+/// The executions of `chunk` with their jobs, locked if `lock`.
+fn with_jobs(chunk: &[&str], lock: bool) -> Sql {
+    let mut s = Sql::new("SELECT ");
+    s.columns("e", &EXEC_COLS)
+        .push(JOB_READ)
+        .list(chunk.iter().copied());
+    if lock {
+        s.for_update();
+    }
+    s
+}
+
+/// One row of [`load`]'s read: the execution, the incarnation holding its
+/// attempt, and its job.
+fn loaded_row(row: &Row) -> StoreResult<(Execution, Option<String>, JobState)> {
+    let exec = rows::execution(row)?;
+    let held_by = R::new(row, "executions").opt_string("held_by")?;
+    let r = R::new(row, "jobs");
+    let job = JobState {
+        status: r.job_status("job_status")?,
+        handler: r.string("job_handler")?,
+        continuation: continuation(&r)?,
+        retry: r.retry()?,
+        timeout_ms: r.opt_u64("timeout_ms")?,
+        callback_url: r.opt_string("callback_url")?,
+        live: 0,
+        fail_streak: r.u32("fail_streak")?,
+        workflow: r.opt_string("workflow_id")?.is_some(),
+        followups: r.i64("has_followups")? != 0,
+    };
+    Ok((exec, held_by, job))
 }
 
 /// The incarnations among the inputs' that a later process of their
@@ -341,13 +412,42 @@ fn finish(
             kairos_core::shard::job_move(plan.job, outcome),
         ),
     };
+    // A workflow node's internal job has no trigger of its own: it never
+    // moves with a result, and records none (its row is not locked, see
+    // `load`; a node's outcome is its run's).
+    if !job.workflow {
+        record_on_job(exec, job, plan, planned, outcome, input.at, tail);
+    }
+    if let Some(url) = &job.callback_url {
+        let mut callback = inserts::new_callback(exec, url, now);
+        if let Some(shards) = shards {
+            let shards: Vec<&Execution> = shards.iter().collect();
+            callback.payload =
+                kairos_core::shard::callback_payload(exec, outcome, &shards).to_string();
+        }
+        tail.callbacks.push(callback);
+    }
+}
+
+/// What the end of `exec`'s trigger (as `outcome`) does to its job, whose
+/// row `load` locked: its last result and failures in a row, and the
+/// `planned` move or its next trigger.
+fn record_on_job(
+    exec: &Execution,
+    job: &mut JobState,
+    plan: &Plan,
+    planned: Option<kairos_core::job::JobTransition>,
+    outcome: ExecStatus,
+    at: Millis,
+    tail: &mut Tail,
+) {
     // The job's last result and failures in a row, for its health: in the
     // order results are applied, which is the order they finished in.
     let streak = kairos_core::job::next_fail_streak(job.fail_streak, outcome);
     if let Some(n) = streak {
         job.fail_streak = n;
     }
-    tail.jobs.finished(&exec.job_id, outcome, input.at, streak);
+    tail.jobs.finished(&exec.job_id, outcome, at, streak);
     // The job row is locked with the execution, so its status in memory
     // is the stored one: the move's condition is checked here.
     let moved = match planned {
@@ -367,15 +467,6 @@ fn finish(
             tail.jobs.rescheduled(&exec.job_id, next);
         }
         job.continuation = Continuation::Scheduled;
-    }
-    if let Some(url) = &job.callback_url {
-        let mut callback = inserts::new_callback(exec, url, now);
-        if let Some(shards) = shards {
-            let shards: Vec<&Execution> = shards.iter().collect();
-            callback.payload =
-                kairos_core::shard::callback_payload(exec, outcome, &shards).to_string();
-        }
-        tail.callbacks.push(callback);
     }
 }
 

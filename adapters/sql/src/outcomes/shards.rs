@@ -4,7 +4,9 @@
 //! last shard ends, with the aggregate outcome.
 //!
 //! The shards are read after `load` locked the job rows (every writer of a
-//! job's executions' outcomes locks its job first), under READ COMMITTED:
+//! job's executions' outcomes locks its job first; `load` leaves a workflow
+//! node's job unlocked only for executions that are not fanned out), under
+//! READ COMMITTED:
 //! two dispatchers applying the last two shards of one trigger take turns,
 //! and the second one sees the first one's shard ended.
 
