@@ -208,6 +208,12 @@ pub(super) async fn create(
     }
 
     report.latency(
+        "create → dispatched",
+        done.iter()
+            .filter_map(|t| span_ms(t.created, t.dispatched))
+            .collect(),
+    );
+    report.latency(
         "create → started",
         done.iter()
             .filter_map(|t| span_ms(t.created, t.started))
