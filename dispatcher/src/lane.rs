@@ -119,15 +119,23 @@ impl ImmediateLane {
     /// Claims and publishes one batch of the lane; `true` if it was full.
     async fn round(&self, term: &Term) -> Result<bool, StoreError> {
         let now = now_ms();
+        let began = std::time::Instant::now();
         let due = self.store.jobs_find_due_immediate(now, self.batch).await?;
         if due.is_empty() {
             return Ok(false);
         }
+        let found = began.elapsed();
         let jobs = due.len();
         let claimed = self.publisher.claim_due(due, term.fence, now).await?;
         let full = jobs as u32 >= self.batch || claimed.more;
         let work = claimed.work;
-        debug!(claimed = work.len(), "immediate lane round");
+        // Where a waited-for job's time goes on a busy database.
+        debug!(
+            claimed = work.len(),
+            find_ms = found.as_millis() as u64,
+            claim_ms = (began.elapsed() - found).as_millis() as u64,
+            "immediate lane round"
+        );
         self.unpublished.hold(&work);
         let ids: Vec<String> = work.iter().map(|w| w.execution_id.clone()).collect();
         if term.is_valid() {

@@ -91,6 +91,13 @@ impl WorkerBuilder {
         self
     }
 
+    /// Whether to consume (and offer) the immediate queue, where dispatchers
+    /// send work someone waits for (default: yes).
+    pub fn immediate_queue(mut self, consume: bool) -> Self {
+        self.config.worker_immediate_queue = consume;
+        self
+    }
+
     /// Heartbeat period (default 3 s).
     pub fn heartbeat_every(mut self, every: Duration) -> Self {
         self.config.worker_heartbeat_ms = millis(every);

@@ -105,6 +105,12 @@ pub struct WorkerConfig {
         arg(long, env = "KAIROS_WORKER_DISPATCH_BATCH", value_name = "N")
     )]
     pub worker_dispatch_batch: Option<u32>,
+    /// `KAIROS_WORKER_IMMEDIATE_QUEUE`: whether this worker also consumes
+    /// its immediate queue (`<namespace>.immediate.<id>`, a prefetch window
+    /// of its own for work someone waits for) and offers it in its
+    /// heartbeats; false: everything comes through its one queue.
+    #[cfg_attr(feature = "cli", arg(long, env = "KAIROS_WORKER_IMMEDIATE_QUEUE", value_name = "BOOL", action = clap::ArgAction::Set))]
+    pub worker_immediate_queue: bool,
     /// `KAIROS_WORKER_HEARTBEAT_MS`: heartbeat period in ms (positive).
     #[cfg_attr(
         feature = "cli",
@@ -150,6 +156,7 @@ impl Default for WorkerConfig {
             worker_capacity: DEFAULT_CAPACITY,
             worker_buffer: None,
             worker_dispatch_batch: None,
+            worker_immediate_queue: true,
             worker_heartbeat_ms: millis(DEFAULT_HEARTBEAT_EVERY),
             worker_grace_ms: millis(DEFAULT_GRACE_PERIOD),
             worker_attempt_key_ttl_ms: millis(DEFAULT_ATTEMPT_KEY_TTL),
@@ -217,6 +224,7 @@ impl WorkerConfig {
             capacity: self.worker_capacity,
             buffer: self.buffer(),
             dispatch_batch: self.dispatch_batch(),
+            immediate_queue: self.worker_immediate_queue,
             heartbeat_every: Duration::from_millis(self.worker_heartbeat_ms),
             grace_period: Duration::from_millis(self.worker_grace_ms),
             attempt_key_ttl: Duration::from_millis(self.worker_attempt_key_ttl_ms),
@@ -235,6 +243,8 @@ pub(crate) struct Settings {
     pub(crate) buffer: u32,
     /// Most dispatches offered per message (heartbeat `dispatch_batch`).
     pub(crate) dispatch_batch: u32,
+    /// Whether the immediate queue is consumed and offered.
+    pub(crate) immediate_queue: bool,
     pub(crate) heartbeat_every: Duration,
     pub(crate) grace_period: Duration,
     /// How long an attempt key is kept once taken.

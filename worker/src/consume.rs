@@ -25,10 +25,11 @@ const FULL_WAIT: Duration = Duration::from_millis(100);
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
-/// Consumes until `stop` is cancelled, then drops the consumer so deliveries
-/// not yet taken go back to the queue. A consumer that ends or fails to start
-/// is restarted with capped backoff.
-pub(crate) async fn run(attempts: Arc<Attempts>, stop: CancellationToken) {
+/// Consumes until `stop` is cancelled, then drops the consumers so
+/// deliveries not yet taken go back to their queues. A consumer that ends or
+/// fails to start is restarted with capped backoff. The immediate queue is
+/// consumed if `immediate` (the heartbeats then offer it).
+pub(crate) async fn run(attempts: Arc<Attempts>, immediate: bool, stop: CancellationToken) {
     // Running attempts are already acked, so unacked deliveries are only the
     // ones waiting for a slot. One more than the buffer lets a full worker see
     // (and refuse, for reroute) one surplus dispatch at a time, while the rest
@@ -48,20 +49,19 @@ pub(crate) async fn run(attempts: Arc<Attempts>, stop: CancellationToken) {
         prefetch,
         opened: false,
     };
-    tokio::join!(
-        supervise::consume(
-            "dispatch consumer",
-            queue(DispatchQueue::Main),
-            backoff,
-            &stop
-        ),
-        supervise::consume(
-            "immediate dispatch consumer",
-            queue(DispatchQueue::Immediate),
-            backoff,
-            &stop
-        ),
+    let main = supervise::consume(
+        "dispatch consumer",
+        queue(DispatchQueue::Main),
+        backoff,
+        &stop,
     );
+    let now = async {
+        if immediate {
+            let queue = queue(DispatchQueue::Immediate);
+            supervise::consume("immediate dispatch consumer", queue, backoff, &stop).await;
+        }
+    };
+    tokio::join!(main, now);
     if let Err(e) = taking.await {
         tracing::error!("the delivery loop ended abnormally: {e}");
     }

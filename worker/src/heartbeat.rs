@@ -23,6 +23,8 @@ pub(crate) struct Sources {
     pub(crate) group: Option<String>,
     /// Most dispatches offered per message.
     pub(crate) dispatch_batch: u32,
+    /// Whether the immediate queue is consumed (see `crate::consume`).
+    pub(crate) immediate_queue: bool,
 }
 
 impl Sources {
@@ -43,8 +45,7 @@ impl Sources {
             incarnation: Some(conn.incarnation.clone()),
             held: Some(self.pool.held()),
             dispatch_batch: (self.dispatch_batch > 1).then_some(self.dispatch_batch),
-            // The delivery loop consumes it (see `crate::consume`).
-            immediate_queue: true,
+            immediate_queue: self.immediate_queue,
         }
     }
 

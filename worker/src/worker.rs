@@ -104,6 +104,7 @@ impl Worker {
             handlers: handlers.names(),
             group: settings.group.clone(),
             dispatch_batch: settings.dispatch_batch,
+            immediate_queue: settings.immediate_queue,
         };
         let beats = spawn_critical(
             "heartbeats",
@@ -132,7 +133,7 @@ impl Worker {
             },
             attempt_key_ttl: settings.attempt_key_ttl,
         };
-        consume::run(Arc::new(attempts), shutdown).await;
+        consume::run(Arc::new(attempts), settings.immediate_queue, shutdown).await;
 
         let grace = settings.grace_period;
         load.set_state(WorkerState::Draining);
