@@ -285,6 +285,7 @@ mod tests {
             .capacity(4)
             .buffer(2)
             .dispatch_batch(3)
+            .immediate_queue(false)
             .heartbeat_every(Duration::from_millis(250))
             .grace_period(Duration::from_secs(5))
             .attempt_key_ttl(Duration::from_secs(120))
@@ -297,6 +298,7 @@ mod tests {
                 worker_capacity: 4,
                 worker_buffer: Some(2),
                 worker_dispatch_batch: Some(3),
+                worker_immediate_queue: false,
                 worker_heartbeat_ms: 250,
                 worker_grace_ms: 5000,
                 worker_attempt_key_ttl_ms: 120_000,

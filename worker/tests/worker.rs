@@ -628,9 +628,21 @@ async fn a_batch_runs_each_of_its_dispatches_once(env: Env) {
             .lock()
             .unwrap()
             .iter()
-            .any(|b| b.worker_id == w.id && b.dispatch_batch == Some(4)),
-        "its heartbeats offer batches of 4"
+            .any(|b| b.worker_id == w.id && b.dispatch_batch == Some(4) && b.immediate_queue),
+        "its heartbeats offer batches of 4 and the immediate queue"
     );
+    // Told not to, a worker neither consumes nor offers the second queue.
+    let single = env.start(env.builder().immediate_queue(false)).await;
+    assert!(
+        env.beats
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|b| b.worker_id == single.id && !b.immediate_queue),
+        "no immediate queue offered"
+    );
+    let single_id = single.id.clone();
+    single.stop().await;
     let ran = first_attempt(&unique("e"), "count");
     env.broker.dispatch_publish(&w.id, &ran).await.unwrap();
     env.outcome(&ran.execution_id).await;
@@ -659,7 +671,7 @@ async fn a_batch_runs_each_of_its_dispatches_once(env: Env) {
         "the one that ran is skipped"
     );
     assert_eq!(env.results_for(&ran.execution_id).len(), 2);
-    env.cleanup(&[&id]).await;
+    env.cleanup(&[&id, &single_id]).await;
 }
 
 /// Collects, starts a worker of capacity 1 and buffer 1 offering batches of
