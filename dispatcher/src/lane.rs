@@ -11,6 +11,8 @@
 //! main loop's ranked scan takes the oldest first, so the two rarely pick
 //! the same job, and when they do the version check lets one win) and
 //! publishes it itself, without waiting for the main loop's publishers.
+//! Up to two of its rounds run at once, on different jobs, so a job created
+//! while a round's claim transaction runs need not wait for it to end.
 //! Both loops claim under the same term and fence. The store locks the
 //! fence row (the concurrency gate counts under that lock), so the two
 //! loops' claim transactions take turns, but the lane never waits for the
@@ -19,12 +21,16 @@
 use crate::lease::Term;
 use crate::publish::Publisher;
 use crate::scan::Unpublished;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use kairos_core::store::{DispatcherStore, StoreError};
 use kairos_core::time::now_ms;
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
 /// What the main loop and the due-signal listener tell the lane.
@@ -79,6 +85,21 @@ impl LaneSignal {
     }
 }
 
+/// Rounds of the lane in flight at once. Each round's claim transaction is
+/// most of a waited-for job's time on a busy database (see
+/// docs/performance.md, "The immediate lane in the flood, taken apart"):
+/// with one round at a time, a job created just after a round began
+/// waited for that round to end before its own began.
+const ROUNDS_IN_FLIGHT: usize = 2;
+
+/// How long a round runs before a second may start beside it. Rounds one
+/// after the other batch themselves (the longer one takes, the more the
+/// next claims); a second round at every signal instead made many tiny
+/// rounds whose fixed cost slowed the database for everything else
+/// (measured: the flood itself ran 45 % longer). A round shorter than this
+/// never has company.
+const OVERLAP_AFTER: Duration = Duration::from_millis(40);
+
 /// The lane's loop for one term.
 pub(crate) struct ImmediateLane {
     pub(crate) store: Arc<dyn DispatcherStore>,
@@ -90,30 +111,56 @@ pub(crate) struct ImmediateLane {
     /// How often it looks without a signal while a backlog lasts (signals
     /// can be lost; the main loop's starvation bound is the last net).
     pub(crate) interval: Duration,
+    /// Jobs a round in flight is claiming: the next round leaves them out,
+    /// so rounds in flight at once claim different jobs.
+    pub(crate) claiming: Claiming,
 }
 
 impl ImmediateLane {
-    /// Runs until the term ends.
+    /// Runs until the term ends: a round starts on each due signal during a
+    /// backlog (and at once after a full one), with up to
+    /// [`ROUNDS_IN_FLIGHT`] running at once.
     pub(crate) async fn run(self, term: Term) {
+        let mut rounds = FuturesUnordered::new();
+        // A round is wanted (a due signal or a full round came) and starts
+        // at once with none in flight, or beside the one in flight once
+        // [`OVERLAP_AFTER`] has passed since that one began.
+        let mut wanted = false;
+        let mut last_start = Instant::now();
         while term.is_valid() {
+            let room = rounds.len() < ROUNDS_IN_FLIGHT;
+            let start_at = if rounds.is_empty() {
+                Instant::now()
+            } else {
+                last_start + OVERLAP_AFTER
+            };
             tokio::select! {
                 _ = term.token.cancelled() => break,
-                _ = self.signal.wake.notified() => {}
-                _ = tokio::time::sleep(self.interval) => {}
-            }
-            while self.signal.in_backlog() && term.is_valid() {
-                match self.round(&term).await {
-                    Ok(full) if full => continue,
-                    Ok(_) => break,
-                    // The main loop sees the same fence and steps down.
-                    Err(StoreError::Fenced { .. }) => return,
-                    Err(e) => {
-                        warn!(error = %e, "immediate lane round failed; retrying on the next signal");
-                        break;
+                // A signal that comes meanwhile is kept by the `Notify`.
+                _ = self.signal.wake.notified(), if !wanted => {
+                    wanted = self.signal.in_backlog();
+                }
+                _ = tokio::time::sleep(self.interval), if rounds.is_empty() && !wanted => {
+                    wanted = self.signal.in_backlog();
+                }
+                _ = tokio::time::sleep_until(start_at), if wanted && room => {
+                    wanted = false;
+                    if self.signal.in_backlog() {
+                        last_start = Instant::now();
+                        rounds.push(self.round(&term));
                     }
                 }
+                Some(ended) = rounds.next(), if !rounds.is_empty() => match ended {
+                    Ok(full) => wanted |= full && self.signal.in_backlog(),
+                    // The main loop sees the same fence and steps down.
+                    Err(StoreError::Fenced { .. }) => break,
+                    Err(e) => warn!(error = %e, "immediate lane round failed; retrying on the next signal"),
+                },
             }
         }
+        // A round ends what it claimed either way (published, or handed
+        // back once the term is over): let the ones in flight finish.
+        while rounds.next().await.is_some() {}
     }
 
     /// Claims and publishes one batch of the lane; `true` if it was full.
@@ -121,13 +168,17 @@ impl ImmediateLane {
         let now = now_ms();
         let began = std::time::Instant::now();
         let due = self.store.jobs_find_due_immediate(now, self.batch).await?;
+        // What another round is claiming stays its own. Full only with a
+        // whole batch of its own: a round that found the other's jobs
+        // leaves the rest to that one's next round.
+        let (due, _claim) = self.claiming.take(due, |j| &j.id);
         if due.is_empty() {
             return Ok(false);
         }
+        let full = due.len() as u32 >= self.batch;
         let found = began.elapsed();
-        let jobs = due.len();
         let claimed = self.publisher.claim_due(due, term.fence, now).await?;
-        let full = jobs as u32 >= self.batch || claimed.more;
+        let full = full || claimed.more;
         let work = claimed.work;
         // Where a waited-for job's time goes on a busy database.
         debug!(
@@ -153,6 +204,48 @@ impl ImmediateLane {
     }
 }
 
+/// The jobs the lane's rounds in flight are claiming.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Claiming(Arc<Mutex<HashSet<String>>>);
+
+impl Claiming {
+    fn lock(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The jobs of `due` no round is claiming, marked as this round's
+    /// until the returned guard is dropped (once the claim has committed,
+    /// a claimed job is not due any more).
+    fn take<T>(&self, due: Vec<T>, id_of: impl Fn(&T) -> &str) -> (Vec<T>, ClaimGuard) {
+        let mut claiming = self.lock();
+        let mine: Vec<T> = due
+            .into_iter()
+            .filter(|j| claiming.insert(id_of(j).to_string()))
+            .collect();
+        let ids = mine.iter().map(|j| id_of(j).to_string()).collect();
+        let guard = ClaimGuard {
+            claiming: self.clone(),
+            ids,
+        };
+        (mine, guard)
+    }
+}
+
+/// A round's jobs in [`Claiming`], given back on drop.
+pub(crate) struct ClaimGuard {
+    claiming: Claiming,
+    ids: Vec<String>,
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        let mut claiming = self.claiming.lock();
+        for id in &self.ids {
+            claiming.remove(id);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +268,20 @@ mod tests {
         assert!(later.is_err(), "a job due later is the main loop's");
         s.set_backlog(false);
         assert!(!s.in_backlog());
+    }
+
+    #[test]
+    fn rounds_in_flight_claim_different_jobs() {
+        let claiming = Claiming::default();
+        fn id<'a>(j: &'a &str) -> &'a str {
+            j
+        }
+        let (first, guard) = claiming.take(vec!["a", "b"], id);
+        assert_eq!(first, ["a", "b"]);
+        let (second, _g2) = claiming.take(vec!["c", "b", "a"], id);
+        assert_eq!(second, ["c"], "a and b are the first round's");
+        drop(guard);
+        let (third, _g3) = claiming.take(vec!["a", "c"], id);
+        assert_eq!(third, ["a"], "given back once the first round ended");
     }
 }

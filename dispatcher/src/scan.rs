@@ -185,6 +185,7 @@ impl DispatchLoop {
             signal: self.lane.clone(),
             batch: self.cfg.batch,
             interval: self.cfg.interval.max(Duration::from_millis(250)),
+            claiming: Default::default(),
         };
         if self.cfg.duty.claims() {
             unpublished.tasks.spawn(lane.run(term.clone()));
