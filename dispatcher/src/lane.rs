@@ -96,8 +96,9 @@ const ROUNDS_IN_FLIGHT: usize = 2;
 /// after the other batch themselves (the longer one takes, the more the
 /// next claims); a second round at every signal instead made many tiny
 /// rounds whose fixed cost slowed the database for everything else
-/// (measured: the flood itself ran 45 % longer). A round shorter than this
-/// never has company.
+/// (measured in the 100,000-schedule flood: the flood's triggers ran 15 %
+/// slower and the creates 39 %; with this delay 8 % and 17 %, see
+/// docs/performance.md). A round shorter than this never has company.
 const OVERLAP_AFTER: Duration = Duration::from_millis(40);
 
 /// The lane's loop for one term.
