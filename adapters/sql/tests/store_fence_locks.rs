@@ -11,8 +11,10 @@
 //!   for a concurrency gate in flight, so the gate cannot delete the slot
 //!   row the start relies on after counting the attempt as ended.
 
+#[macro_use]
 mod store_support;
 use store_support as support;
+use support::raw::Raw;
 
 use kairos_core::concurrency::{Limit, Scope, ScopeKey};
 use kairos_core::execution::ExecStatus;
@@ -28,110 +30,6 @@ use support::{T0, create, id, one_shot, result};
 
 /// How long anything here may take before it counts as stuck.
 const STUCK: Duration = Duration::from_secs(20);
-
-/// A connection of the test's own, outside the store.
-enum Raw {
-    MySql(sqlx::MySqlConnection),
-    Postgres(sqlx::PgConnection),
-}
-
-impl Raw {
-    async fn run(&mut self, sql: &str) {
-        let q = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()));
-        match self {
-            Raw::MySql(c) => q.execute(c).await.map(|_| ()),
-            Raw::Postgres(c) => q.execute(c).await.map(|_| ()),
-        }
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-
-    async fn count(&mut self, sql: &str) -> i64 {
-        let q = sqlx::AssertSqlSafe(sql.to_string());
-        match self {
-            Raw::MySql(c) => sqlx::query_scalar::<_, i64>(q).fetch_one(c).await,
-            Raw::Postgres(c) => sqlx::query_scalar::<_, i64>(q).fetch_one(c).await,
-        }
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-    }
-
-    /// ` LOCK IN SHARE MODE` or ` FOR SHARE`.
-    fn share(&self) -> &'static str {
-        match self {
-            Raw::MySql(_) => " LOCK IN SHARE MODE",
-            Raw::Postgres(_) => " FOR SHARE",
-        }
-    }
-
-    /// Sessions of this database waiting for a row lock.
-    async fn lock_waits(&mut self) -> i64 {
-        let sql = match self {
-            Raw::MySql(_) => {
-                "SELECT COUNT(*) FROM information_schema.INNODB_TRX t \
-                 JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
-                 WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"
-            }
-            Raw::Postgres(_) => {
-                "SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-                 WHERE NOT l.granted AND a.datname = current_database()"
-            }
-        };
-        self.count(sql).await
-    }
-
-    /// Waits until `task` is either done (`false`) or waiting for a row
-    /// lock (`true`).
-    async fn blocked<T>(&mut self, task: &tokio::task::JoinHandle<T>) -> bool {
-        let start = tokio::time::Instant::now();
-        loop {
-            if task.is_finished() {
-                return false;
-            }
-            if self.lock_waits().await > 0 {
-                return true;
-            }
-            assert!(start.elapsed() < STUCK, "neither done nor waiting");
-            // InnoDB refreshes what `INNODB_TRX` shows only when it was
-            // last read over 100 ms ago: polled faster, it never changes.
-            tokio::time::sleep(Duration::from_millis(150)).await;
-        }
-    }
-}
-
-/// Each case on MySQL and on PostgreSQL, with a raw connection to the same
-/// database.
-macro_rules! raw_cases {
-    ($($name:ident),* $(,)?) => {
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(url) = super::testkit::mysql_fresh_database().await else {
-                        return;
-                    };
-                    let store = super::SqlStore::connect(&url).await.expect("connect");
-                    store.migrate().await.expect("migrate");
-                    let raw = <sqlx::MySqlConnection as sqlx::Connection>::connect(&url).await.expect("raw");
-                    super::$name(store, super::Raw::MySql(raw)).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = super::testkit::postgres_fresh_database().await else {
-                        return;
-                    };
-                    let store = super::SqlStore::connect(db.url()).await.expect("connect");
-                    store.migrate().await.expect("migrate");
-                    let raw = <sqlx::PgConnection as sqlx::Connection>::connect(db.url()).await.expect("raw");
-                    super::$name(store, super::Raw::Postgres(raw)).await;
-                    drop(db);
-                }
-            )*
-        }
-    };
-}
 
 raw_cases!(
     claims_share_the_fence_and_a_newer_leader_waits_for_them,
@@ -211,7 +109,7 @@ async fn claims_share_the_fence_and_a_newer_leader_waits_for_them(store: SqlStor
         tokio::spawn(async move { store.triggers_claim(2, &[c], T0 + 20).await })
     };
     assert!(
-        raw.blocked(&raising).await,
+        raw.blocked(&raising, STUCK).await,
         "the raise must wait for the claim in flight"
     );
     raw.run("COMMIT").await;
@@ -273,7 +171,7 @@ async fn a_ghost_start_waits_for_a_gate_in_flight_and_keeps_its_slot(
         let started = result(&work[0], 1, ResultKind::Started, T0 + 20);
         tokio::spawn(async move { store.results_apply(&[started], T0 + 20).await })
     };
-    raw.blocked(&starting).await;
+    raw.blocked(&starting, STUCK).await;
     raw.run(&format!(
         "DELETE FROM concurrency_slots WHERE execution_id = '{exec}'"
     ))

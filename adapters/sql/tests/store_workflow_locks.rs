@@ -15,8 +15,10 @@
 //!   batches, all end, each node once per run, and no transaction had to be
 //!   run again.
 
+#[macro_use]
 mod store_support;
 use store_support as support;
+use support::raw::Raw;
 
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::JobStatus;
@@ -37,102 +39,6 @@ use support::{T0, id, result};
 
 /// How long anything here may take before it counts as stuck.
 const STUCK: Duration = Duration::from_secs(30);
-
-/// A connection of the test's own, outside the store.
-enum Raw {
-    MySql(sqlx::MySqlConnection),
-    Postgres(sqlx::PgConnection),
-}
-
-impl Raw {
-    async fn run(&mut self, sql: &str) {
-        let q = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()));
-        match self {
-            Raw::MySql(c) => q.execute(c).await.map(|_| ()),
-            Raw::Postgres(c) => q.execute(c).await.map(|_| ()),
-        }
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-
-    async fn count(&mut self, sql: &str) -> i64 {
-        let q = sqlx::AssertSqlSafe(sql.to_string());
-        match self {
-            Raw::MySql(c) => sqlx::query_scalar::<_, i64>(q).fetch_one(c).await,
-            Raw::Postgres(c) => sqlx::query_scalar::<_, i64>(q).fetch_one(c).await,
-        }
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-    }
-
-    /// Sessions of this database waiting for a row lock.
-    async fn lock_waits(&mut self) -> i64 {
-        let sql = match self {
-            Raw::MySql(_) => {
-                "SELECT COUNT(*) FROM information_schema.INNODB_TRX t \
-                 JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
-                 WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"
-            }
-            Raw::Postgres(_) => {
-                "SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-                 WHERE NOT l.granted AND a.datname = current_database()"
-            }
-        };
-        self.count(sql).await
-    }
-
-    /// Waits until `task` is either done (`false`) or waiting for a row
-    /// lock (`true`).
-    async fn blocked<T>(&mut self, task: &tokio::task::JoinHandle<T>) -> bool {
-        let start = tokio::time::Instant::now();
-        loop {
-            if task.is_finished() {
-                return false;
-            }
-            if self.lock_waits().await > 0 {
-                return true;
-            }
-            assert!(start.elapsed() < STUCK, "neither done nor waiting");
-            // InnoDB refreshes what `INNODB_TRX` shows only when it was
-            // last read over 100 ms ago: polled faster, it never changes.
-            tokio::time::sleep(Duration::from_millis(150)).await;
-        }
-    }
-}
-
-/// Each case on MySQL and on PostgreSQL, with a raw connection to the same
-/// database.
-macro_rules! raw_cases {
-    ($($name:ident),* $(,)?) => {
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(url) = super::testkit::mysql_fresh_database().await else {
-                        return;
-                    };
-                    let store = super::SqlStore::connect(&url).await.expect("connect");
-                    store.migrate().await.expect("migrate");
-                    let raw = <sqlx::MySqlConnection as sqlx::Connection>::connect(&url).await.expect("raw");
-                    super::$name(store, super::Raw::MySql(raw)).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = super::testkit::postgres_fresh_database().await else {
-                        return;
-                    };
-                    let store = super::SqlStore::connect(db.url()).await.expect("connect");
-                    store.migrate().await.expect("migrate");
-                    let raw = <sqlx::PgConnection as sqlx::Connection>::connect(db.url()).await.expect("raw");
-                    super::$name(store, super::Raw::Postgres(raw)).await;
-                    drop(db);
-                }
-            )*
-        }
-    };
-}
 
 raw_cases!(
     a_node_result_goes_on_beside_an_insert_of_the_same_node,
@@ -224,7 +130,7 @@ async fn a_node_result_goes_on_beside_an_insert_of_the_same_node(store: SqlStore
         let r = result(&roots[0], 1, Succeeded, T0 + 10);
         tokio::spawn(async move { store.results_apply(&[r], T0 + 10).await })
     };
-    let waited = raw.blocked(&ending).await;
+    let waited = raw.blocked(&ending, STUCK).await;
     raw.run("ROLLBACK").await;
     let applied = tokio::time::timeout(STUCK, ending)
         .await

@@ -3,6 +3,9 @@
 //! every database.
 #![allow(dead_code)]
 
+#[macro_use]
+pub mod raw;
+
 use kairos_core::execution::Execution;
 use kairos_core::job::{Job, NewJob, RetryPolicy};
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
