@@ -12,12 +12,13 @@ use kairos_core::store::{DispatchWork, StoreResult};
 use kairos_core::time::Millis;
 use kairos_core::worker::{Routable, Serves};
 
-/// The due-trigger scan as `dialect` runs it. Binds, in order: each name of
-/// `JobTransition::Claim.from_states()`, `now` (a time: `DATETIME(3)` on
-/// MySQL, `TIMESTAMPTZ` on PostgreSQL, integer milliseconds on SQLite), the
-/// limit. Public so that operators and tests can `EXPLAIN` exactly what runs:
-/// it must read through the `(status, next_trigger_at)` index
-/// `idx_jobs_status_next`.
+/// The due-trigger scan as `dialect` runs it. Binds, in order: for each
+/// name of `JobTransition::Claim.from_states()`, that name, `now` (a time:
+/// `DATETIME(3)` on MySQL, `TIMESTAMPTZ` on PostgreSQL, integer
+/// milliseconds on SQLite) and the limit; then the limit again. Public so
+/// that operators and tests can `EXPLAIN` exactly what runs: each state's
+/// part must read through the `(status, next_trigger_at)` index
+/// `idx_jobs_status_next` in due order, without sorting.
 pub fn due_scan_sql(dialect: Dialect) -> String {
     due_scan(0, 0, &[], None).text(dialect)
 }
@@ -26,24 +27,59 @@ pub fn due_scan_sql(dialect: Dialect) -> String {
 /// names a full batch there (the one its claim holds), so the list's length,
 /// and with it the statement, stays the same from round to round.
 pub(super) fn due_scan(now: Millis, limit: u32, except: &[&str], parts: Parts<'_>) -> Sql {
-    let mut s = Sql::new("SELECT ");
-    s.columns("j", &JOB_COLS)
-        .push(" FROM jobs j WHERE j.status IN ")
-        .list(
-            JobTransition::Claim
-                .from_states()
-                .iter()
-                .map(|s| s.as_str()),
-        )
-        .push(" AND j.next_trigger_at <= ")
-        .bind(time(now));
-    in_partitions(&mut s, parts);
-    if !except.is_empty() {
-        s.push(" AND j.id NOT IN ").list(except.iter().copied());
+    let mut s = Sql::new("SELECT * FROM (");
+    for (i, status) in claim_states().enumerate() {
+        if i > 0 {
+            s.push(" UNION ALL ");
+        }
+        s.push("SELECT * FROM (SELECT ");
+        s.columns("j", &JOB_COLS).push(" FROM jobs j");
+        if parts.is_none() {
+            in_due_order(&mut s, BY_STATUS);
+        }
+        s.push(" WHERE j.status = ")
+            .bind(status)
+            .push(" AND j.next_trigger_at <= ")
+            .bind(time(now));
+        in_partitions(&mut s, parts);
+        if !except.is_empty() {
+            s.push(" AND j.id NOT IN ").list(except.iter().copied());
+        }
+        s.push(" ORDER BY j.next_trigger_at LIMIT ")
+            .bind(limit)
+            .push(") r");
     }
-    s.push(" ORDER BY j.next_trigger_at LIMIT ").bind(limit);
+    s.push(") u ORDER BY u.next_trigger_at LIMIT ").bind(limit);
     s
 }
+
+/// The states a claim starts from, one index range each. A scan reads each
+/// range in due order up to its limit and merges them, because `status IN
+/// (…)` over a `(status, …, next_trigger_at)` index is several ranges that
+/// no database here reads in due order: it would read and sort every due
+/// row to return the first few hundred (in the 100,000-schedule flood,
+/// 71,000 rows a scan and a fifth of MariaDB's time; see
+/// docs/performance.md, "A scan that sorted the whole flood").
+fn claim_states() -> impl Iterator<Item = &'static str> {
+    JobTransition::Claim
+        .from_states()
+        .iter()
+        .map(|s| s.as_str())
+}
+
+/// Names the index a part reads on MySQL/MariaDB, whose optimizer, seeing
+/// few rows in one state, may read another index of `jobs` and sort what
+/// it finds; the point of a part is to read its range in due order and stop
+/// at its limit. PostgreSQL and SQLite choose the index themselves.
+fn in_due_order(s: &mut Sql, hint: &'static str) {
+    s.dialect(hint, "", "");
+}
+
+/// [`in_due_order`]'s hint for `(status, next_trigger_at)`.
+const BY_STATUS: &str = " FORCE INDEX (idx_jobs_status_next)";
+
+/// [`in_due_order`]'s hint for `(status, priority, next_trigger_at)`.
+const BY_PRIORITY: &str = " FORCE INDEX (idx_jobs_priority_due)";
 
 /// The partitions a partitioned dispatcher scans (`None`: every job, the
 /// single leader's scans).
@@ -74,28 +110,32 @@ const RANK_AS: [&str; 11] = [
     ", 10 AS claim_rank",
 ];
 
-/// One part of the ranked scan: the claimable jobs due by `due_by` of
+/// One part of the ranked scan: the jobs in `status` due by `due_by` of
 /// `priority` (without one, the starving ones: due before `due_by`), oldest
 /// due first, `limit` of them.
 fn ranked_part(
     s: &mut Sql,
+    status: &str,
     priority: Option<Priority>,
     due_by: Millis,
-    limit: u32,
-    except: &[&str],
-    parts: Parts<'_>,
+    scan: &Scan<'_>,
 ) {
     let rank = priority.map_or(RANK_AS.len() - 1, |p| usize::from(p.get()));
     s.push("SELECT * FROM (SELECT ");
     s.columns("j", &JOB_COLS)
         .push(RANK_AS[rank])
-        .push(" FROM jobs j WHERE j.status IN ")
-        .list(
-            JobTransition::Claim
-                .from_states()
-                .iter()
-                .map(|s| s.as_str()),
+        .push(" FROM jobs j");
+    if scan.parts.is_none() {
+        in_due_order(
+            s,
+            if priority.is_some() {
+                BY_PRIORITY
+            } else {
+                BY_STATUS
+            },
         );
+    }
+    s.push(" WHERE j.status = ").bind(status);
     if let Some(p) = priority {
         s.push(" AND j.priority = ").bind(i64::from(p.get()));
     }
@@ -105,19 +145,28 @@ fn ranked_part(
         None => " AND j.next_trigger_at < ",
     })
     .bind(time(due_by));
-    in_partitions(s, parts);
-    if !except.is_empty() {
-        s.push(" AND j.id NOT IN ").list(except.iter().copied());
+    in_partitions(s, scan.parts);
+    if !scan.except.is_empty() {
+        s.push(" AND j.id NOT IN ")
+            .list(scan.except.iter().copied());
     }
     s.push(" ORDER BY j.next_trigger_at LIMIT ")
-        .bind(limit)
+        .bind(scan.limit)
         .push(") r");
 }
 
+/// What every part of a ranked scan shares.
+struct Scan<'a> {
+    limit: u32,
+    except: &'a [&'a str],
+    parts: Parts<'a>,
+}
+
 /// The ranked scan (see `Dispatch::jobs_find_due_ranked`): one part for the
-/// starving triggers and one per priority, each an index range read with
-/// its own limit, in one statement; ordered by rank, then due time. A
-/// starving job comes twice (callers keep the first).
+/// starving triggers and one per priority, each of them one index range
+/// read per claimable state (see [`claim_states`]) with its own limit, in
+/// one statement; ordered by rank, then due time. A starving job comes
+/// twice (callers keep the first).
 pub(super) fn due_ranked(
     due_by: Millis,
     starving_before: Millis,
@@ -125,18 +174,22 @@ pub(super) fn due_ranked(
     except: &[&str],
     parts: Parts<'_>,
 ) -> Sql {
-    let mut s = Sql::new("SELECT * FROM (");
-    ranked_part(
-        &mut s,
-        None,
-        starving_before.min(due_by),
+    let scan = Scan {
         limit,
         except,
         parts,
-    );
-    for p in Priority::highest_first() {
-        s.push(" UNION ALL ");
-        ranked_part(&mut s, Some(p), due_by, limit, except, parts);
+    };
+    let ranks = std::iter::once((None, starving_before.min(due_by)))
+        .chain(Priority::highest_first().map(|p| (Some(p), due_by)));
+    let mut s = Sql::new("SELECT * FROM (");
+    let mut first = true;
+    for (priority, bound) in ranks {
+        for status in claim_states() {
+            if !std::mem::take(&mut first) {
+                s.push(" UNION ALL ");
+            }
+            ranked_part(&mut s, status, priority, bound, &scan);
+        }
     }
     s.push(") u ORDER BY u.claim_rank DESC, u.next_trigger_at LIMIT ")
         .bind(limit);
