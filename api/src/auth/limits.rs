@@ -3,8 +3,9 @@
 //! actions that make executions or deliveries (trigger, resume, redeliver),
 //! and a cap on a tenant's non-terminal jobs. Buckets live in memory on each
 //! API instance, so with N instances a key may reach N times its rate. The
-//! cap reads the stored count at most once a second per tenant and
-//! instance, in the background, and counts this instance's creates in
+//! cap reads the stored count in the background, at most once a second per
+//! tenant and instance near the cap (less often while the count is at most
+//! half of it and slow to read), and counts this instance's creates in
 //! between, so it costs no query per create; concurrent creates on several
 //! instances may pass it by up to what they create in that second.
 
@@ -105,15 +106,41 @@ pub(crate) fn retry_secs(wait: Duration) -> u64 {
     (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
-/// How long a stored live-jobs count is trusted.
+/// How long a stored live-jobs count is trusted near its cap.
 pub(crate) const LIVE_COUNT_TTL: Duration = Duration::from_secs(1);
+
+/// The longest a count is trusted while it is at most half its cap.
+pub(crate) const LIVE_COUNT_MAX_TTL: Duration = Duration::from_secs(10);
+
+/// A count at most half its cap is trusted this many times as long as it
+/// took to read (at least [`LIVE_COUNT_TTL`], at most
+/// [`LIVE_COUNT_MAX_TTL`]). Counting 100,000 live jobs takes MariaDB about
+/// 0.4 s: refreshed every second, that was 40 % of a core during a cron
+/// flood (docs/performance.md). Far from the cap, other instances' creates
+/// cannot cross it within the longer wait unless they create half the cap
+/// in ten seconds; near it, the count is a second old at most, as before.
+const TRUST_PER_READ: u32 = 25;
 
 /// A tenant's stored live-jobs count as this instance knows it.
 struct Count {
     read_at: Instant,
     n: u64,
+    /// How long the count took to read.
+    took: Duration,
     /// A background refresh is running: others use `n` meanwhile.
     refreshing: bool,
+}
+
+impl Count {
+    /// How long the count is trusted against `cap` (see [`TRUST_PER_READ`]).
+    fn trusted_for(&self, cap: u64) -> Duration {
+        if self.n.saturating_mul(2) > cap {
+            return LIVE_COUNT_TTL;
+        }
+        self.took
+            .saturating_mul(TRUST_PER_READ)
+            .clamp(LIVE_COUNT_TTL, LIVE_COUNT_MAX_TTL)
+    }
 }
 
 /// What [`LiveCounts::lookup`] found.
@@ -136,12 +163,13 @@ pub(crate) struct LiveCounts {
 }
 
 impl LiveCounts {
-    /// The count to check a create against, and whether to refresh it.
-    pub(crate) fn lookup(&self, tenant: &str, now: Instant) -> Lookup {
+    /// The count to check a create against (capped at `cap`), and whether
+    /// to refresh it.
+    pub(crate) fn lookup(&self, tenant: &str, cap: u64, now: Instant) -> Lookup {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         match map.get_mut(tenant) {
             None => Lookup::Missing,
-            Some(c) if now.saturating_duration_since(c.read_at) < LIVE_COUNT_TTL => {
+            Some(c) if now.saturating_duration_since(c.read_at) < c.trusted_for(cap) => {
                 Lookup::Fresh(c.n)
             }
             Some(c) => {
@@ -151,14 +179,15 @@ impl LiveCounts {
         }
     }
 
-    /// Stores a count just read.
-    pub(crate) fn set(&self, tenant: &str, n: u64, read_at: Instant) {
+    /// Stores a count whose read began at `read_at` and took `took`.
+    pub(crate) fn set(&self, tenant: &str, n: u64, read_at: Instant, took: Duration) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.insert(
             tenant.to_string(),
             Count {
                 read_at,
                 n,
+                took,
                 refreshing: false,
             },
         );
@@ -182,11 +211,11 @@ impl LiveCounts {
 }
 
 /// The tenant's live-jobs count: the one this instance has, refreshed in
-/// the background once it is a second old; read and waited for only the
-/// first time. Counting a large table takes a while and no create should
-/// wait for it.
-async fn live_jobs(state: &AppState, tenant: &str) -> Result<u64, ApiError> {
-    match state.auth.live.lookup(tenant, Instant::now()) {
+/// the background once it is older than it is trusted for against `cap`
+/// (a second near the cap); read and waited for only the first time.
+/// Counting a large table takes a while and no create should wait for it.
+async fn live_jobs(state: &AppState, tenant: &str, cap: u64) -> Result<u64, ApiError> {
+    match state.auth.live.lookup(tenant, cap, Instant::now()) {
         Lookup::Fresh(n) | Lookup::Stale { n, refresh: false } => Ok(n),
         Lookup::Stale { n, refresh: true } => {
             let (store, auth, tenant) = (
@@ -197,7 +226,7 @@ async fn live_jobs(state: &AppState, tenant: &str) -> Result<u64, ApiError> {
             tokio::spawn(async move {
                 let read_at = Instant::now();
                 match store.jobs_count_live(&tenant).await {
-                    Ok(n) => auth.live.set(&tenant, n, read_at),
+                    Ok(n) => auth.live.set(&tenant, n, read_at, read_at.elapsed()),
                     Err(e) => {
                         tracing::warn!(tenant, error = %e, "cannot refresh the live-jobs count");
                         auth.live.refresh_failed(&tenant);
@@ -209,7 +238,7 @@ async fn live_jobs(state: &AppState, tenant: &str) -> Result<u64, ApiError> {
         Lookup::Missing => {
             let read_at = Instant::now();
             let n = state.store.jobs_count_live(tenant).await?;
-            state.auth.live.set(tenant, n, read_at);
+            state.auth.live.set(tenant, n, read_at, read_at.elapsed());
             Ok(n)
         }
     }
@@ -253,7 +282,7 @@ pub(crate) async fn admit_creates(
         });
     }
     let cap = limits.max_live_jobs.unwrap_or(cfg.api_max_live_jobs);
-    let live = live_jobs(state, &caller.tenant).await?;
+    let live = live_jobs(state, &caller.tenant, cap).await?;
     if live + u64::from(n) > cap {
         return Err(ApiError::LiveJobLimit(format!(
             "tenant {} holds {live} scheduled, running or paused jobs, its limit is {cap}; \
@@ -330,24 +359,25 @@ mod tests {
     fn a_stale_count_is_used_while_one_caller_refreshes_it() {
         let live = LiveCounts::default();
         let t0 = Instant::now();
-        assert_eq!(live.lookup("t", t0), Lookup::Missing);
-        live.set("t", 10, t0);
+        let cap = 15;
+        assert_eq!(live.lookup("t", cap, t0), Lookup::Missing);
+        live.set("t", 10, t0, Duration::from_secs(1));
         live.created("t");
         assert_eq!(
-            live.lookup("t", t0),
+            live.lookup("t", cap, t0),
             Lookup::Fresh(11),
             "local creates count"
         );
         let later = t0 + LIVE_COUNT_TTL;
         assert_eq!(
-            live.lookup("t", later),
+            live.lookup("t", cap, later),
             Lookup::Stale {
                 n: 11,
                 refresh: true
             }
         );
         assert_eq!(
-            live.lookup("t", later),
+            live.lookup("t", cap, later),
             Lookup::Stale {
                 n: 11,
                 refresh: false
@@ -356,15 +386,54 @@ mod tests {
         );
         live.refresh_failed("t");
         assert_eq!(
-            live.lookup("t", later),
+            live.lookup("t", cap, later),
             Lookup::Stale {
                 n: 11,
                 refresh: true
             },
             "a failed refresh is tried again"
         );
-        live.set("t", 5, later);
-        assert_eq!(live.lookup("t", later), Lookup::Fresh(5));
-        assert_eq!(live.lookup("other", later), Lookup::Missing, "per tenant");
+        live.set("t", 5, later, Duration::ZERO);
+        assert_eq!(live.lookup("t", cap, later), Lookup::Fresh(5));
+        assert_eq!(
+            live.lookup("other", cap, later),
+            Lookup::Missing,
+            "per tenant"
+        );
+    }
+
+    #[test]
+    fn a_slow_count_far_from_its_cap_is_trusted_longer() {
+        let live = LiveCounts::default();
+        let t0 = Instant::now();
+        let slow = Duration::from_millis(200);
+        live.set("t", 100, t0, slow);
+        let at = |d: Duration| live.lookup("t", 1_000, t0 + d);
+        assert_eq!(at(Duration::from_millis(4_900)), Lookup::Fresh(100));
+        assert!(
+            matches!(at(slow * TRUST_PER_READ), Lookup::Stale { n: 100, .. }),
+            "trusted 25 times its read"
+        );
+        live.set("t", 100, t0, Duration::from_secs(5));
+        assert_eq!(
+            at(LIVE_COUNT_MAX_TTL - Duration::from_millis(1)),
+            Lookup::Fresh(100)
+        );
+        assert!(
+            matches!(at(LIVE_COUNT_MAX_TTL), Lookup::Stale { .. }),
+            "10 s at most"
+        );
+        assert!(
+            matches!(
+                live.lookup("t", 150, t0 + LIVE_COUNT_TTL),
+                Lookup::Stale { .. }
+            ),
+            "past half its cap, a second as before"
+        );
+        live.set("t", 10, t0, Duration::from_millis(1));
+        assert!(
+            matches!(at(LIVE_COUNT_TTL), Lookup::Stale { .. }),
+            "a quick count is refreshed every second"
+        );
     }
 }
