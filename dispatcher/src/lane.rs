@@ -1,30 +1,35 @@
-//! The immediate lane: while the main loop works through a backlog, a loop
-//! of its own claims and publishes the jobs someone is waiting for (one-shots
-//! due when they were created, see [`kairos_core::priority::Lane`]).
+//! The immediate lane: a loop of the leader's own that claims and publishes
+//! the jobs someone is waiting for (one-shots due when they were created,
+//! see [`kairos_core::priority::Lane`]), beside the main loop.
 //!
-//! Without a backlog the main loop claims everything within one round of its
-//! due signal, and this loop stays idle. With one (a full batch due, say a
-//! cron flood at second 0), the main loop's rounds each take hundreds of
-//! milliseconds, and a job created now would wait for the rounds ahead of
-//! it. This loop wakes on each due signal instead, claims what is due in
-//! the lane (a few rows, through their own index; newest first, while the
-//! main loop's ranked scan takes the oldest first, so the two rarely pick
-//! the same job, and when they do the version check lets one win) and
-//! publishes it itself, without waiting for the main loop's publishers.
+//! The main loop claims in rounds of up to a batch, and a round takes longer
+//! the more it claims: hundreds of milliseconds in a cron flood (a full
+//! batch due, claimed by priority round after round), and about 100 ms a
+//! round for 120 jobs when a thousand are created a second on a busy box.
+//! A job created now would wait for the round in progress and its own. This
+//! loop wakes on each signal of a job due now instead, claims what is due
+//! in the lane (a few rows, through their own index, newest first) and
+//! publishes it itself, without waiting for the main loop's publishers. The
+//! main loop leaves a lane job to it for [`LANE_OWNS_MS`] after its due
+//! time, so the two do not claim the same jobs; after that the main loop's
+//! scans take what the lane has not (a lost signal, a failed round). A
+//! signal this loop finds nothing for (a schedule's trigger announced when
+//! already due) is handed to the main loop.
+//!
 //! Up to two of its rounds run at once, on different jobs, so a job created
 //! while a round's claim transaction runs need not wait for it to end.
-//! Both loops claim under the same term and fence. The store locks the
-//! fence row (the concurrency gate counts under that lock), so the two
-//! loops' claim transactions take turns, but the lane never waits for the
-//! backlog's scans or publishers.
+//! Both loops claim under the same term and fence. The store share-locks
+//! the fence row (the concurrency gate counts under a lock of its own), so
+//! the lane never waits for the main loop's scans, claims or publishers.
 
 use crate::lease::Term;
 use crate::publish::Publisher;
 use crate::scan::Unpublished;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use kairos_core::priority::Lane;
 use kairos_core::store::{DispatcherStore, StoreError};
-use kairos_core::time::now_ms;
+use kairos_core::time::{Millis, now_ms};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -33,13 +38,27 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-/// What the main loop and the due-signal listener tell the lane.
+/// How long after its due time an immediate-lane job is left to the lane by
+/// the main loop's scans (ms).
+pub(crate) const LANE_OWNS_MS: Millis = 1_000;
+
+/// Whether the main loop leaves a job of `lane` due at `due` to the lane at
+/// `now`.
+pub(crate) fn lane_owns(lane: Lane, due: Option<Millis>, now: Millis) -> bool {
+    lane == Lane::Immediate && due.is_some_and(|at| at > now - LANE_OWNS_MS)
+}
+
+/// What the main loop and the due-signal listener tell the lane, and what
+/// the lane hands back to the main loop.
 #[derive(Debug, Default)]
 pub(crate) struct LaneSignal {
     /// Set while the main loop has more due than one round claims.
     backlog: AtomicBool,
     /// A job became due now, or a backlog began.
     wake: Notify,
+    /// A signal of a job due now that the lane found nothing for: the main
+    /// loop scans (the job is a schedule's).
+    pub(crate) handoff: Notify,
     /// A sweep of pending work is asked for: executions were left pending
     /// (a manual trigger, a workflow's next nodes, a child job), or
     /// something became due now during a backlog (it may be such a trigger
@@ -61,12 +80,17 @@ impl LaneSignal {
         }
     }
 
-    /// A due signal for `at` (ms UTC) arrived.
-    pub(crate) fn due(&self, at: kairos_core::time::Millis) {
-        if at <= now_ms() && self.backlog.load(Ordering::Acquire) {
-            self.sweep.store(true, Ordering::Release);
-            self.wake.notify_one();
+    /// A due signal for `at` (ms UTC) arrived; `true` if it is the lane's
+    /// (due now), `false` if it is the main loop's (due later).
+    pub(crate) fn due(&self, at: Millis) -> bool {
+        if at > now_ms() {
+            return false;
         }
+        if self.backlog.load(Ordering::Acquire) {
+            self.sweep.store(true, Ordering::Release);
+        }
+        self.wake.notify_one();
+        true
     }
 
     /// Executions were left pending now: the main loop wakes and sweeps.
@@ -118,9 +142,9 @@ pub(crate) struct ImmediateLane {
 }
 
 impl ImmediateLane {
-    /// Runs until the term ends: a round starts on each due signal during a
-    /// backlog (and at once after a full one), with up to
-    /// [`ROUNDS_IN_FLIGHT`] running at once.
+    /// Runs until the term ends: a round starts on each signal of a job due
+    /// now (and at once after a full one), with up to [`ROUNDS_IN_FLIGHT`]
+    /// running at once.
     pub(crate) async fn run(self, term: Term) {
         let mut rounds = FuturesUnordered::new();
         // A round is wanted (a due signal or a full round came) and starts
@@ -138,21 +162,17 @@ impl ImmediateLane {
             tokio::select! {
                 _ = term.token.cancelled() => break,
                 // A signal that comes meanwhile is kept by the `Notify`.
-                _ = self.signal.wake.notified(), if !wanted => {
-                    wanted = self.signal.in_backlog();
-                }
+                _ = self.signal.wake.notified(), if !wanted => wanted = true,
                 _ = tokio::time::sleep(self.interval), if rounds.is_empty() && !wanted => {
                     wanted = self.signal.in_backlog();
                 }
                 _ = tokio::time::sleep_until(start_at), if wanted && room => {
                     wanted = false;
-                    if self.signal.in_backlog() {
-                        last_start = Instant::now();
-                        rounds.push(self.round(&term));
-                    }
+                    last_start = Instant::now();
+                    rounds.push(self.round(&term));
                 }
                 Some(ended) = rounds.next(), if !rounds.is_empty() => match ended {
-                    Ok(full) => wanted |= full && self.signal.in_backlog(),
+                    Ok(full) => wanted |= full,
                     // The main loop sees the same fence and steps down.
                     Err(StoreError::Fenced { .. }) => break,
                     Err(e) => warn!(error = %e, "immediate lane round failed; retrying on the next signal"),
@@ -169,6 +189,11 @@ impl ImmediateLane {
         let now = now_ms();
         let began = std::time::Instant::now();
         let due = self.store.jobs_find_due_immediate(now, self.batch).await?;
+        if due.is_empty() {
+            // The signal was for a job of the main loop's.
+            self.signal.handoff.notify_one();
+            return Ok(false);
+        }
         // What another round is claiming stays its own. Full only with a
         // whole batch of its own: a round that found the other's jobs
         // leaves the rest to that one's next round.
@@ -252,23 +277,38 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_backlog_wakes_the_lane_once_and_due_signals_only_during_one() {
+    async fn jobs_due_now_are_the_lanes_and_a_backlog_asks_for_sweeps() {
         let s = LaneSignal::default();
-        s.due(now_ms());
-        let quiet = tokio::time::timeout(Duration::from_millis(20), s.wake.notified()).await;
-        assert!(quiet.is_err(), "no backlog: the main loop claims it");
+        assert!(s.due(now_ms()), "due now: the lane's");
+        s.wake.notified().await;
+        assert!(!s.take_sweep(), "no backlog, no sweep");
+        assert!(!s.due(now_ms() + 60_000), "due later: the main loop's");
+        let later = tokio::time::timeout(Duration::from_millis(20), s.wake.notified()).await;
+        assert!(later.is_err(), "a job due later does not wake the lane");
         s.set_backlog(true);
         s.wake.notified().await;
         assert!(!s.take_sweep(), "nothing asked for a sweep yet");
-        s.due(now_ms());
+        assert!(s.due(now_ms()));
         s.wake.notified().await;
         assert!(s.take_sweep(), "a trigger during a backlog is swept soon");
         assert!(!s.take_sweep());
-        s.due(now_ms() + 60_000);
-        let later = tokio::time::timeout(Duration::from_millis(20), s.wake.notified()).await;
-        assert!(later.is_err(), "a job due later is the main loop's");
         s.set_backlog(false);
         assert!(!s.in_backlog());
+    }
+
+    #[test]
+    fn the_main_loop_leaves_fresh_lane_jobs_to_the_lane() {
+        let now = 1_000_000;
+        assert!(lane_owns(Lane::Immediate, Some(now - 10), now));
+        assert!(
+            !lane_owns(Lane::Immediate, Some(now - LANE_OWNS_MS), now),
+            "not claimed within its time: the main loop's"
+        );
+        assert!(
+            !lane_owns(Lane::Scheduled, Some(now - 10), now),
+            "a schedule's trigger"
+        );
+        assert!(!lane_owns(Lane::Immediate, None, now));
     }
 
     #[test]

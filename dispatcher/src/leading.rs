@@ -264,7 +264,7 @@ async fn listen_for_due(
 struct DueListener {
     due: Arc<dyn DueSignal>,
     tx: mpsc::Sender<kairos_core::time::Millis>,
-    /// Woken for jobs due now while a backlog lasts.
+    /// Woken for jobs due now (the main loop for the rest).
     lane: Arc<LaneSignal>,
 }
 
@@ -279,10 +279,13 @@ impl supervise::Subscription for DueListener {
 
     async fn handle(&mut self, due: Due) {
         match due {
+            // A job due now is the immediate lane's, which hands the
+            // signal on when it finds nothing of its own for it.
             Due::At(at) => {
-                self.lane.due(at);
-                // A full channel means the loop is busy scanning anyway.
-                let _ = self.tx.try_send(at);
+                if !self.lane.due(at) {
+                    // A full channel means the loop is busy scanning anyway.
+                    let _ = self.tx.try_send(at);
+                }
             }
             Due::Pending => self.lane.ask_sweep(),
         }

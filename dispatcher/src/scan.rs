@@ -33,7 +33,7 @@
 
 use crate::balancer::Balancer;
 use crate::claim_lead::ClaimLead;
-use crate::lane::{ImmediateLane, LaneSignal};
+use crate::lane::{ImmediateLane, LaneSignal, lane_owns};
 use crate::lease::Term;
 use crate::publish::Publisher;
 use kairos_core::job::Job;
@@ -327,6 +327,7 @@ impl DispatchLoop {
                 _ = tokio::time::sleep(left) => return false,
                 _ = unpublished.wake.notified() => return false,
                 _ = self.lane.sweep_wake.notified() => return false,
+                _ = self.lane.handoff.notified() => return false,
                 _ = slots_freed.notified(), if waiting => return true,
                 signal = self.due.recv() => match signal {
                     Some(at) if at - ahead < wake_at => return false,
@@ -379,7 +380,11 @@ impl DispatchLoop {
         };
         let scanned = started.elapsed();
         let crowded = found.len() as u32 >= self.cfg.batch;
-        let is_due = |j: &Job| j.next_trigger_at.is_some_and(|t| t <= claim_by);
+        // A job the immediate lane serves is left to it (see `lane_owns`).
+        let is_due = |j: &Job| {
+            j.next_trigger_at.is_some_and(|t| t <= claim_by)
+                && !lane_owns(j.lane, j.next_trigger_at, now)
+        };
         let next_due = found
             .iter()
             .filter_map(|j| j.next_trigger_at)
