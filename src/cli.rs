@@ -172,9 +172,11 @@ pub struct BenchArgs {
     /// (at second 0), to measure under a steady cron load.
     #[arg(long, default_value_t = 0, value_name = "SCHEDULES")]
     pub preload_cron: usize,
-    /// `workflow`: runs triggered per second (0: as fast as the connections
-    /// go, a throughput test rather than a latency one).
-    #[arg(long, default_value_t = 0.0, value_name = "RUNS")]
+    /// `create`: requests sent per second; `workflow`: runs triggered per
+    /// second (0: as fast as the connections go, a throughput test rather
+    /// than a latency one). Each request waits for its slot on the rate's
+    /// grid, so a slow answer does not lower the load it measures.
+    #[arg(long, default_value_t = 0.0, value_name = "PER_SEC")]
     pub rate: f64,
     /// Give up waiting for the jobs to finish after this long.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]

@@ -31,6 +31,7 @@ async fn measure(
     let how = workloads::Sending {
         connections: args.connections,
         batch: args.batch,
+        rate: args.rate,
     };
     if args.preload + args.preload_cron > 0 {
         workloads::preload(

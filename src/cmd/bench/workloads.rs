@@ -29,6 +29,8 @@ fn bar(len: usize, what: &str) -> ProgressBar {
 pub(super) struct Sending {
     pub(super) connections: usize,
     pub(super) batch: usize,
+    /// Requests per second for `create` (0: as fast as the connections go).
+    pub(super) rate: f64,
 }
 
 /// Creates `n` jobs from concurrent requests; their ids and how long
@@ -46,11 +48,17 @@ pub(super) async fn create_all(
     let body = &body;
     let requests = (0..n)
         .step_by(per_request)
-        .map(|first| first..(first + per_request).min(n));
+        .map(|first| first..(first + per_request).min(n))
+        .enumerate();
+    // Each request waits for its slot on the rate's grid, if there is one.
+    let spacing = (how.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / how.rate));
     let results: Vec<(Vec<String>, f64)> = futures::stream::iter(requests)
-        .map(|items| {
+        .map(|(i, items)| {
             let progress = &progress;
             async move {
+                if let Some(spacing) = spacing {
+                    tokio::time::sleep_until((started + spacing * i as u32).into()).await;
+                }
                 let t0 = Instant::now();
                 let count = items.len();
                 let ids = if per_request == 1 {
@@ -162,6 +170,7 @@ pub(super) async fn preload(
     let how = Sending {
         connections: connections.clamp(1, 8),
         batch: PER_REQUEST,
+        rate: 0.0,
     };
     if future > 0 {
         let at = to_rfc3339(now_ms() + 30 * 24 * 3_600_000);
