@@ -103,6 +103,26 @@ impl Tx {
         }
         .map_err(db_err)
     }
+
+    /// Ends the transaction without changes, now. A dropped transaction is
+    /// rolled back too, but only once its connection is back in the pool
+    /// (a task of the pool's): until then its row locks hold, and a claim
+    /// right after a refused update may find the job still locked.
+    pub(crate) async fn rollback(self) -> StoreResult<()> {
+        match self {
+            Tx::MySql(t) => t.rollback().await,
+            Tx::Postgres(t) => t.rollback().await,
+            Tx::Sqlite(t) => t.rollback().await,
+        }
+        .map_err(db_err)
+    }
+
+    /// Rolls back (see [`Tx::rollback`]) and answers `outcome`: the end
+    /// of a transaction that locked rows and then decided to change none.
+    pub(crate) async fn unchanged<T>(self, outcome: T) -> StoreResult<T> {
+        self.rollback().await?;
+        Ok(outcome)
+    }
 }
 
 impl<'c> From<&'c Pool> for On<'c> {

@@ -58,10 +58,10 @@ pub(super) async fn control(
         .list(from.iter().map(|st| st.as_str()));
     let moved = s.execute(&mut tx).await? == 1;
     let Some(job) = get_job(&mut tx, tenant, id, false).await? else {
-        return Ok(ControlOutcome::NotFound);
+        return tx.unchanged(ControlOutcome::NotFound).await;
     };
     if !moved {
-        return Ok(ControlOutcome::Conflict(job));
+        return tx.unchanged(ControlOutcome::Conflict(job)).await;
     }
     if t == JobTransition::Cancel {
         cancel_pending(&mut tx, &job, now).await?;
@@ -156,13 +156,13 @@ pub(super) async fn trigger_now(
     now: Millis,
 ) -> StoreResult<ControlOutcome> {
     let Some(job) = get_job(&mut tx, tenant, id, true).await? else {
-        return Ok(ControlOutcome::NotFound);
+        return tx.unchanged(ControlOutcome::NotFound).await;
     };
     // A manual trigger fires where a scheduled one could: the states a
     // claim may start from (not paused, not terminal). The job's own
     // state is left alone, so its schedule carries on.
     if !JobTransition::Claim.allowed_from(job.status) {
-        return Ok(ControlOutcome::Conflict(job));
+        return tx.unchanged(ControlOutcome::Conflict(job)).await;
     }
     let at = free_slot(&mut tx, &job.id, now).await?;
     let pending = ExecStatus::Pending;

@@ -31,15 +31,15 @@ pub(super) async fn update(
     now: Millis,
 ) -> StoreResult<UpdateOutcome> {
     let Some(job) = get_job(&mut tx, tenant, id, true).await? else {
-        return Ok(UpdateOutcome::NotFound);
+        return tx.unchanged(UpdateOutcome::NotFound).await;
     };
     if job.revision != expected_revision {
-        return Ok(UpdateOutcome::VersionConflict(job));
+        return tx.unchanged(UpdateOutcome::VersionConflict(job)).await;
     }
     // A one-shot whose trigger was claimed has nothing left to move.
     let fired_once = !job.schedule.is_recurring() && job.next_trigger_at.is_none();
     if job.status.is_terminal() || (u.reschedule && fired_once) {
-        return Ok(UpdateOutcome::Conflict(job));
+        return tx.unchanged(UpdateOutcome::Conflict(job)).await;
     }
     let (next, status) = if u.reschedule {
         let live = has_live(&mut tx, &job.id).await?;
@@ -56,7 +56,7 @@ pub(super) async fn update(
     };
     write_update(&mut tx, &job, u, next, status, now).await?;
     let Some(job) = get_job(&mut tx, tenant, id, false).await? else {
-        return Ok(UpdateOutcome::NotFound);
+        return tx.unchanged(UpdateOutcome::NotFound).await;
     };
     tx.commit().await?;
     Ok(UpdateOutcome::Done(job))
