@@ -328,7 +328,7 @@ async fn redeliver(
         .fetch_optional(&mut tx)
         .await?;
     if exists.is_none() {
-        return Ok(None);
+        return tx.unchanged(None).await;
     }
     let latest = callback_select()
         .push(" WHERE c.tenant = ")
@@ -339,10 +339,10 @@ async fn redeliver(
         .fetch_optional(&mut tx)
         .await?;
     let Some(latest) = latest.as_ref().map(rows::callback).transpose()? else {
-        return Ok(None);
+        return tx.unchanged(None).await;
     };
     if latest.state == CallbackState::Pending {
-        return Ok(None);
+        return tx.unchanged(None).await;
     }
     let fresh = Callback {
         id: new_id.to_string(),

@@ -29,10 +29,10 @@ pub(super) async fn control(
     now: Millis,
 ) -> StoreResult<WorkflowControl> {
     let Some(wf) = get_workflow(&mut tx, tenant, id, true).await? else {
-        return Ok(WorkflowControl::NotFound);
+        return tx.unchanged(WorkflowControl::NotFound).await;
     };
     if !t.allowed_from(wf.status) {
-        return Ok(WorkflowControl::Conflict(wf));
+        return tx.unchanged(WorkflowControl::Conflict(wf)).await;
     }
     // A resume fires a trigger missed while paused once (or skips it, per
     // the schedule's misfire policy); a pause keeps the next trigger, so
@@ -75,13 +75,13 @@ pub(super) async fn update(
     now: Millis,
 ) -> StoreResult<WorkflowUpdated> {
     let Some(wf) = get_workflow(&mut tx, tenant, id, true).await? else {
-        return Ok(WorkflowUpdated::NotFound);
+        return tx.unchanged(WorkflowUpdated::NotFound).await;
     };
     if wf.version != version {
-        return Ok(WorkflowUpdated::VersionConflict(wf));
+        return tx.unchanged(WorkflowUpdated::VersionConflict(wf)).await;
     }
     if !WorkflowTransition::Edit.allowed_from(wf.status) {
-        return Ok(WorkflowUpdated::Conflict(wf));
+        return tx.unchanged(WorkflowUpdated::Conflict(wf)).await;
     }
     let mut new = StoredWorkflow {
         version: wf.version + 1,

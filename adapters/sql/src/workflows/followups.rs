@@ -86,7 +86,7 @@ async fn set(
     now: Millis,
 ) -> StoreResult<SetFollowUps> {
     if !job_exists(&mut tx, tenant, job_id, true).await? {
-        return Ok(SetFollowUps::NotFound);
+        return tx.unchanged(SetFollowUps::NotFound).await;
     }
     let children: Vec<String> = {
         let mut all: Vec<String> = f.on_success.iter().chain(&f.on_failure).cloned().collect();
@@ -96,14 +96,14 @@ async fn set(
     };
     for c in &children {
         if c == job_id {
-            return Ok(SetFollowUps::Cycle(c.clone()));
+            return tx.unchanged(SetFollowUps::Cycle(c.clone())).await;
         }
         if !job_exists(&mut tx, tenant, c, false).await? {
-            return Ok(SetFollowUps::UnknownChild(c.clone()));
+            return tx.unchanged(SetFollowUps::UnknownChild(c.clone())).await;
         }
     }
     if reaches(&mut tx, &children, job_id).await? {
-        return Ok(SetFollowUps::Cycle(job_id.to_string()));
+        return tx.unchanged(SetFollowUps::Cycle(job_id.to_string())).await;
     }
     Sql::new("DELETE FROM job_followups WHERE job_id = ")
         .bind(job_id)

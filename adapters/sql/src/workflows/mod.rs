@@ -284,11 +284,11 @@ async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
 /// of all its definition versions.
 async fn delete(mut tx: Tx, tenant: &str, id: &str, now: Millis) -> StoreResult<bool> {
     let Some(wf) = get_workflow(&mut tx, tenant, id, true).await? else {
-        return Ok(false);
+        return tx.unchanged(false).await;
     };
     let t = WorkflowTransition::Delete;
     if !t.allowed_from(wf.status) {
-        return Ok(false);
+        return tx.unchanged(false).await;
     }
     Sql::new("UPDATE workflows SET ")
         .set(
@@ -335,11 +335,11 @@ async fn trigger(
     // The lock serializes the triggers of one workflow, so two never pick
     // the same free trigger time.
     let Some(wf) = get_workflow(&mut tx, tenant, id, true).await? else {
-        return Ok(WorkflowTriggered::NotFound);
+        return tx.unchanged(WorkflowTriggered::NotFound).await;
     };
     match wf.status {
-        WorkflowStatus::Deleted => return Ok(WorkflowTriggered::NotFound),
-        st if !triggerable(st) => return Ok(WorkflowTriggered::Paused),
+        WorkflowStatus::Deleted => return tx.unchanged(WorkflowTriggered::NotFound).await,
+        st if !triggerable(st) => return tx.unchanged(WorkflowTriggered::Paused).await,
         _ => {}
     }
     let run = runs::start(&mut tx, &wf, run_id, now, now).await?;

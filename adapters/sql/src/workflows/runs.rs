@@ -511,10 +511,10 @@ pub(super) async fn cancel_requested(
         .map(run_row)
         .transpose()?
     else {
-        return Ok(RunControl::NotFound);
+        return tx.unchanged(RunControl::NotFound).await;
     };
     if !RunTransition::Cancel.allowed_from(run.status) {
-        return Ok(RunControl::Conflict(run));
+        return tx.unchanged(RunControl::Conflict(run)).await;
     }
     let wf = super::get_workflow(&mut tx, tenant, workflow_id, false).await?;
     cancel(&mut tx, &run, wf.as_ref(), now).await?;
