@@ -74,8 +74,9 @@ impl LaneSignal {
     pub(crate) fn set_backlog(&self, backlog: bool) {
         let was = self.backlog.swap(backlog, Ordering::AcqRel);
         if backlog && !was {
-            // Jobs announced before the backlog began were left to the
-            // main loop, which will now rank them out: claim them here.
+            // A lane job the main loop took over (its signal lost, a
+            // failed round) would now be ranked behind the backlog: a lane
+            // round claims it, and the lane polls while the backlog lasts.
             self.wake.notify_one();
         }
     }

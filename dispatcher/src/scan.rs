@@ -110,7 +110,9 @@ pub struct DispatchLoop {
     pub slots_freed: Arc<Notify>,
     /// Settings.
     pub cfg: ScanConfig,
-    /// Tells the immediate lane when a backlog starts and ends.
+    /// Tells the immediate lane when a backlog starts and ends (it polls
+    /// while one lasts), and hands the main loop the due signals it found
+    /// nothing for.
     pub(crate) lane: Arc<LaneSignal>,
 }
 
