@@ -94,6 +94,39 @@ async fn a_second_dispatcher_takes_over_when_the_leader_steps_down() {
     rig.shutdown().await;
 }
 
+/// A signal of a job due now goes to the immediate lane; when it is a
+/// schedule's trigger (not the lane's), the lane hands it to the main loop,
+/// which claims it at once: the periodic scan is set beyond the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedules_trigger_announced_when_due_is_handed_to_the_main_loop() {
+    let mut rig = Rig::new().await;
+    rig.dispatcher_with(rig.stop.clone(), |cfg| {
+        cfg.scan_interval = Duration::from_secs(600);
+    });
+    rig.worker("w-1");
+    wait_for("the worker's first heartbeat", DEADLINE, || async {
+        let workers = rig.store.workers_list().await.expect("workers");
+        (!workers.is_empty()).then_some(())
+    })
+    .await;
+    let now = now_ms();
+    let hourly = Schedule::Recurring(Recurrence {
+        rule: Rule::Every {
+            every_ms: 3_600_000,
+        },
+        start_at: None,
+        end_at: None,
+        misfire: Default::default(),
+        overlap: Default::default(),
+    });
+    let job = rig.create("hourly", hourly, now).await;
+    let stored = rig.store.job_get(TENANT, &job).await.unwrap().unwrap();
+    assert_eq!(stored.lane, kairos_core::priority::Lane::Scheduled);
+    rig.due.announce(Due::At(now)).await;
+    rig.wait_succeeded(&job, 1).await;
+    rig.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_recurring_job_fires_no_more() {
     let mut rig = Rig::new().await;
