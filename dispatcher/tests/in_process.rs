@@ -9,7 +9,7 @@
 use kairos_core::due::{Due, DueSignal};
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobStatus, NewJob};
-use kairos_core::schedule::{Recurrence, Rule, Schedule};
+use kairos_core::schedule::Schedule;
 use kairos_core::time::now_ms;
 use kairos_testkit::wait_for;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 mod rig;
 
-use rig::{DEADLINE, Rig, TENANT, new_job};
+use rig::{DEADLINE, Rig, TENANT, every, new_job};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_one_shot_job_runs_exactly_once() {
@@ -53,11 +53,7 @@ async fn a_backlog_of_many_batches_is_claimed_round_after_round_once_each() {
     rig.worker("w-1");
     // The dispatcher records the worker's heartbeat, then a witness shows
     // its claims reach the worker.
-    wait_for("the worker's first heartbeat", DEADLINE, || async {
-        let workers = rig.store.workers_list().await.expect("workers");
-        (!workers.is_empty()).then_some(())
-    })
-    .await;
+    rig.wait_for_a_worker().await;
     let now = now_ms();
     let witness = rig.one_shot("witness", now).await;
     rig.due.announce(Due::At(now)).await;
@@ -104,21 +100,9 @@ async fn a_schedules_trigger_announced_when_due_is_handed_to_the_main_loop() {
         cfg.scan_interval = Duration::from_secs(600);
     });
     rig.worker("w-1");
-    wait_for("the worker's first heartbeat", DEADLINE, || async {
-        let workers = rig.store.workers_list().await.expect("workers");
-        (!workers.is_empty()).then_some(())
-    })
-    .await;
+    rig.wait_for_a_worker().await;
     let now = now_ms();
-    let hourly = Schedule::Recurring(Recurrence {
-        rule: Rule::Every {
-            every_ms: 3_600_000,
-        },
-        start_at: None,
-        end_at: None,
-        misfire: Default::default(),
-        overlap: Default::default(),
-    });
+    let hourly = every(3_600_000);
     let job = rig.create("hourly", hourly, now).await;
     let stored = rig.store.job_get(TENANT, &job).await.unwrap().unwrap();
     assert_eq!(stored.lane, kairos_core::priority::Lane::Scheduled);
@@ -133,14 +117,7 @@ async fn a_paused_recurring_job_fires_no_more() {
     rig.dispatcher(rig.stop.clone());
     rig.worker("w-1");
     let start = now_ms();
-    let every = Schedule::Recurring(Recurrence {
-        rule: Rule::Every { every_ms: 200 },
-        start_at: None,
-        end_at: None,
-        misfire: Default::default(),
-        overlap: Default::default(),
-    });
-    let job = rig.create("every-200ms", every, start).await;
+    let job = rig.create("every-200ms", every(200), start).await;
     rig.wait_succeeded(&job, 3).await;
 
     rig.store
@@ -343,15 +320,7 @@ async fn a_stale_leader_refused_by_its_sweep_steps_down_and_recovers() {
         .await
         .expect("raise the stored fence");
     // Nothing is due for the claim rounds; only the sweep sees this.
-    let hourly = Schedule::Recurring(Recurrence {
-        rule: Rule::Every {
-            every_ms: 3_600_000,
-        },
-        start_at: None,
-        end_at: None,
-        misfire: Default::default(),
-        overlap: Default::default(),
-    });
+    let hourly = every(3_600_000);
     let job = rig.create("hourly", hourly, now_ms() + 3_600_000).await;
     rig.store
         .job_trigger_now(TENANT, &job, "manual-1", now_ms())

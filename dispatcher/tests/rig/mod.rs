@@ -8,7 +8,7 @@ use kairos_core::broker::{Broker, Delivery, DeliveryStream, DispatchQueue};
 use kairos_core::execution::{ExecStatus, Execution};
 use kairos_core::job::{NewJob, RetryPolicy};
 use kairos_core::protocol::{HeartbeatMsg, Names, PROTOCOL_VERSION};
-use kairos_core::schedule::Schedule;
+use kairos_core::schedule::{Recurrence, Rule, Schedule};
 use kairos_core::store::{CreateOutcome, Store};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::worker::WorkerState;
@@ -126,6 +126,16 @@ impl Rig {
         self.create(name, Schedule::Once { at }, at).await
     }
 
+    /// Waits until a worker's heartbeat is recorded, so the dispatcher's
+    /// claims have somewhere to go.
+    pub async fn wait_for_a_worker(&self) {
+        wait_for("the worker's first heartbeat", DEADLINE, || async {
+            let workers = self.store.workers_list().await.expect("workers");
+            (!workers.is_empty()).then_some(())
+        })
+        .await;
+    }
+
     pub async fn executions(&self, job: &str) -> Vec<Execution> {
         self.store
             .executions_list_for_job(TENANT, job, 1000, None)
@@ -220,6 +230,17 @@ pub async fn next(queue: &mut DeliveryStream) -> Delivery {
         .await
         .expect("a delivery in time")
         .expect("the queue is open")
+}
+
+/// A schedule firing every `every_ms`, with the defaults for the rest.
+pub fn every(every_ms: u64) -> Schedule {
+    Schedule::Recurring(Recurrence {
+        rule: Rule::Every { every_ms },
+        start_at: None,
+        end_at: None,
+        misfire: Default::default(),
+        overlap: Default::default(),
+    })
 }
 
 /// A `noop` job named `name`, not stored yet.

@@ -57,9 +57,7 @@ async fn measure(
             });
             priority::run(&api, args.jobs, how, lead, deadline, report).await
         }
-        BenchWorkload::Workflow => {
-            workflow::run(&api, args.jobs, how, args.rate, deadline, report).await
-        }
+        BenchWorkload::Workflow => workflow::run(&api, args.jobs, how, deadline, report).await,
         BenchWorkload::Cron => {
             let run_for = Duration::from_secs(args.seconds);
             workloads::cron(&api, args.schedules, how, run_for, report).await

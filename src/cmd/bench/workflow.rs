@@ -6,7 +6,7 @@
 
 use super::api::Api;
 use super::report::Report;
-use super::workloads::Sending;
+use super::workloads::{Pace, Sending};
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
 use kairos_core::time::{Millis, parse_rfc3339};
@@ -42,7 +42,6 @@ pub(super) async fn run(
     api: &Api,
     n: usize,
     how: Sending,
-    rate: f64,
     deadline: Duration,
     report: &mut Report,
 ) -> Result<()> {
@@ -53,15 +52,12 @@ pub(super) async fn run(
         .to_string();
     let trigger = format!("/openapi/workflows/{id}/trigger");
     let started = Instant::now();
-    // Each trigger waits for its slot on the rate's grid, if there is one.
-    let spacing = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
+    let pace = Pace::new(how.rate);
     let runs: Vec<String> = futures::stream::iter(0..n)
         .map(|i| {
             let trigger = &trigger;
             async move {
-                if let Some(spacing) = spacing {
-                    tokio::time::sleep_until((started + spacing * i as u32).into()).await;
-                }
+                pace.slot(i).await;
                 let run = api.post_json(trigger, &json!({})).await?;
                 run["id"]
                     .as_str()

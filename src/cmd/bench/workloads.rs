@@ -29,8 +29,34 @@ fn bar(len: usize, what: &str) -> ProgressBar {
 pub(super) struct Sending {
     pub(super) connections: usize,
     pub(super) batch: usize,
-    /// Requests per second for `create` (0: as fast as the connections go).
+    /// Requests per second (0: as fast as the connections go; see [`Pace`]).
     pub(super) rate: f64,
+}
+
+/// An open-loop pace: request `i` is sent at `i / rate` seconds after the
+/// start, whenever the answers before it came, so a slow answer does not
+/// lower the load it measures (no pace: as fast as the connections go).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pace {
+    started: Instant,
+    spacing: Option<Duration>,
+}
+
+impl Pace {
+    /// A pace of `rate` requests a second from now (0: none).
+    pub(super) fn new(rate: f64) -> Self {
+        Pace {
+            started: Instant::now(),
+            spacing: (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate)),
+        }
+    }
+
+    /// Waits for request `i`'s slot.
+    pub(super) async fn slot(self, i: usize) {
+        if let Some(spacing) = self.spacing {
+            tokio::time::sleep_until((self.started + spacing * i as u32).into()).await;
+        }
+    }
 }
 
 /// Creates `n` jobs from concurrent requests; their ids and how long
@@ -50,15 +76,12 @@ pub(super) async fn create_all(
         .step_by(per_request)
         .map(|first| first..(first + per_request).min(n))
         .enumerate();
-    // Each request waits for its slot on the rate's grid, if there is one.
-    let spacing = (how.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / how.rate));
+    let pace = Pace::new(how.rate);
     let results: Vec<(Vec<String>, f64)> = futures::stream::iter(requests)
         .map(|(i, items)| {
             let progress = &progress;
             async move {
-                if let Some(spacing) = spacing {
-                    tokio::time::sleep_until((started + spacing * i as u32).into()).await;
-                }
+                pace.slot(i).await;
                 let t0 = Instant::now();
                 let count = items.len();
                 let ids = if per_request == 1 {

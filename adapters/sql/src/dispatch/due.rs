@@ -27,29 +27,13 @@ pub fn due_scan_sql(dialect: Dialect) -> String {
 /// names a full batch there (the one its claim holds), so the list's length,
 /// and with it the statement, stays the same from round to round.
 pub(super) fn due_scan(now: Millis, limit: u32, except: &[&str], parts: Parts<'_>) -> Sql {
-    let mut s = Sql::new("SELECT * FROM (");
-    for (i, status) in claim_states().enumerate() {
-        if i > 0 {
-            s.push(" UNION ALL ");
-        }
-        s.push("SELECT * FROM (SELECT ");
-        s.columns("j", &JOB_COLS).push(" FROM jobs j");
-        if parts.is_none() {
-            in_due_order(&mut s, BY_STATUS);
-        }
-        s.push(" WHERE j.status = ")
-            .bind(status)
-            .push(" AND j.next_trigger_at <= ")
-            .bind(time(now));
-        in_partitions(&mut s, parts);
-        if !except.is_empty() {
-            s.push(" AND j.id NOT IN ").list(except.iter().copied());
-        }
-        s.push(" ORDER BY j.next_trigger_at LIMIT ")
-            .bind(limit)
-            .push(") r");
-    }
-    s.push(") u ORDER BY u.next_trigger_at LIMIT ").bind(limit);
+    let scan = Scan {
+        limit,
+        except,
+        parts,
+    };
+    let mut s = union_of_parts([(Part::Due, now)], &scan);
+    s.push(" ORDER BY u.next_trigger_at LIMIT ").bind(limit);
     s
 }
 
@@ -110,39 +94,79 @@ const RANK_AS: [&str; 11] = [
     ", 10 AS claim_rank",
 ];
 
-/// One part of the ranked scan: the jobs in `status` due by `due_by` of
-/// `priority` (without one, the starving ones: due before `due_by`), oldest
-/// due first, `limit` of them.
-fn ranked_part(
-    s: &mut Sql,
-    status: &str,
-    priority: Option<Priority>,
-    due_by: Millis,
-    scan: &Scan<'_>,
-) {
-    let rank = priority.map_or(RANK_AS.len() - 1, |p| usize::from(p.get()));
+/// What a part of a scan reads, besides its state.
+#[derive(Clone, Copy)]
+enum Part {
+    /// The due scan's: due by its bound.
+    Due,
+    /// The ranked scan's starving triggers: due strictly before its bound,
+    /// whatever their priority, ranked above every priority.
+    Starving,
+    /// The ranked scan's triggers of one priority, due by its bound.
+    Priority(Priority),
+}
+
+impl Part {
+    /// The `claim_rank` column of a ranked scan's part.
+    fn rank_as(self) -> &'static str {
+        match self {
+            Part::Due => "",
+            Part::Starving => RANK_AS[RANK_AS.len() - 1],
+            Part::Priority(p) => RANK_AS[usize::from(p.get())],
+        }
+    }
+
+    /// The index the part reads its range of (see [`in_due_order`]).
+    fn index(self) -> &'static str {
+        match self {
+            Part::Priority(_) => BY_PRIORITY,
+            Part::Due | Part::Starving => BY_STATUS,
+        }
+    }
+}
+
+/// What every part of a scan shares.
+struct Scan<'a> {
+    limit: u32,
+    except: &'a [&'a str],
+    parts: Parts<'a>,
+}
+
+/// `SELECT * FROM (…) u` over one part per claimable state (see
+/// [`claim_states`]) for each of `parts`, each with its due bound; the
+/// caller orders and limits `u`.
+fn union_of_parts(parts: impl IntoIterator<Item = (Part, Millis)>, scan: &Scan<'_>) -> Sql {
+    let mut s = Sql::new("SELECT * FROM (");
+    let mut first = true;
+    for (part, due_by) in parts {
+        for status in claim_states() {
+            if !std::mem::take(&mut first) {
+                s.push(" UNION ALL ");
+            }
+            scan_part(&mut s, part, status, due_by, scan);
+        }
+    }
+    s.push(") u");
+    s
+}
+
+/// One part of a scan: the jobs in `status` that `part` reads, due by
+/// `due_by`, oldest due first, `scan.limit` of them.
+fn scan_part(s: &mut Sql, part: Part, status: &str, due_by: Millis, scan: &Scan<'_>) {
     s.push("SELECT * FROM (SELECT ");
     s.columns("j", &JOB_COLS)
-        .push(RANK_AS[rank])
+        .push(part.rank_as())
         .push(" FROM jobs j");
     if scan.parts.is_none() {
-        in_due_order(
-            s,
-            if priority.is_some() {
-                BY_PRIORITY
-            } else {
-                BY_STATUS
-            },
-        );
+        in_due_order(s, part.index());
     }
     s.push(" WHERE j.status = ").bind(status);
-    if let Some(p) = priority {
+    if let Part::Priority(p) = part {
         s.push(" AND j.priority = ").bind(i64::from(p.get()));
     }
-    // The starving part takes what is due strictly before its bound.
-    s.push(match priority {
-        Some(_) => " AND j.next_trigger_at <= ",
-        None => " AND j.next_trigger_at < ",
+    s.push(match part {
+        Part::Starving => " AND j.next_trigger_at < ",
+        Part::Due | Part::Priority(_) => " AND j.next_trigger_at <= ",
     })
     .bind(time(due_by));
     in_partitions(s, scan.parts);
@@ -155,18 +179,11 @@ fn ranked_part(
         .push(") r");
 }
 
-/// What every part of a ranked scan shares.
-struct Scan<'a> {
-    limit: u32,
-    except: &'a [&'a str],
-    parts: Parts<'a>,
-}
-
 /// The ranked scan (see `Dispatch::jobs_find_due_ranked`): one part for the
 /// starving triggers and one per priority, each of them one index range
-/// read per claimable state (see [`claim_states`]) with its own limit, in
-/// one statement; ordered by rank, then due time. A starving job comes
-/// twice (callers keep the first).
+/// read per claimable state with its own limit, in one statement; ordered
+/// by rank, then due time. A starving job comes twice (callers keep the
+/// first).
 pub(super) fn due_ranked(
     due_by: Millis,
     starving_before: Millis,
@@ -179,19 +196,10 @@ pub(super) fn due_ranked(
         except,
         parts,
     };
-    let ranks = std::iter::once((None, starving_before.min(due_by)))
-        .chain(Priority::highest_first().map(|p| (Some(p), due_by)));
-    let mut s = Sql::new("SELECT * FROM (");
-    let mut first = true;
-    for (priority, bound) in ranks {
-        for status in claim_states() {
-            if !std::mem::take(&mut first) {
-                s.push(" UNION ALL ");
-            }
-            ranked_part(&mut s, status, priority, bound, &scan);
-        }
-    }
-    s.push(") u ORDER BY u.claim_rank DESC, u.next_trigger_at LIMIT ")
+    let ranks = std::iter::once((Part::Starving, starving_before.min(due_by)))
+        .chain(Priority::highest_first().map(|p| (Part::Priority(p), due_by)));
+    let mut s = union_of_parts(ranks, &scan);
+    s.push(" ORDER BY u.claim_rank DESC, u.next_trigger_at LIMIT ")
         .bind(limit);
     s
 }
