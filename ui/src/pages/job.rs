@@ -3,8 +3,9 @@
 //! expression in words, actions, and its executions (with callback
 //! attempts and redelivery) refreshed every 2 s.
 
-use super::{live, query};
+use super::{error_query, live, query};
 use crate::UiState;
+use crate::flash::Notice;
 use crate::forms::Fields;
 use crate::session::Ctx;
 use crate::view::{self, Nav};
@@ -22,13 +23,15 @@ use serde::Deserialize;
 /// Executions shown on the job page.
 const EXECUTIONS_SHOWN: u32 = 20;
 
-/// Notice or error carried over a redirect.
+/// Notice or error carried over a redirect (see [`crate::flash`]).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct Flash {
     #[serde(default)]
     notice: String,
     #[serde(default)]
     error: String,
+    #[serde(default)]
+    sig: String,
 }
 
 /// The zone a job's times are shown in: a cron job's own, else UTC.
@@ -84,10 +87,7 @@ pub(crate) async fn page(
     let zone = job_zone(&job);
     let fires = next_fires(&job, 5);
     let body = html! {
-        (view::flash(
-            Some(flash.notice.as_str()).filter(|s| !s.is_empty()),
-            Some(flash.error.as_str()).filter(|s| !s.is_empty()),
-        ))
+        (crate::flash::shown(&ctx, &flash.notice, &flash.error, &flash.sig))
         (actions(&ctx, &job))
         div.cards {
             section.card aria-labelledby="h-def" {
@@ -355,19 +355,27 @@ pub(crate) async fn action(
         "trigger" => (
             Method::POST,
             format!("/openapi/jobs/{id}/trigger"),
-            "Triggered: an execution was queued now.",
+            Notice::Triggered,
         ),
-        "pause" => (Method::POST, format!("/openapi/jobs/{id}/pause"), "Paused."),
+        "pause" => (
+            Method::POST,
+            format!("/openapi/jobs/{id}/pause"),
+            Notice::Paused,
+        ),
         "resume" => (
             Method::POST,
             format!("/openapi/jobs/{id}/resume"),
-            "Resumed.",
+            Notice::Resumed,
         ),
-        "cancel" => (Method::DELETE, format!("/openapi/jobs/{id}"), "Cancelled."),
+        "cancel" => (
+            Method::DELETE,
+            format!("/openapi/jobs/{id}"),
+            Notice::Cancelled,
+        ),
         _ => {
             return Redirect::to(&format!(
                 "/ui/jobs/{id}?{}",
-                query(&[("error", "Unknown action.")])
+                error_query(&ctx, "Unknown action.")
             ))
             .into_response();
         }
@@ -380,8 +388,8 @@ pub(crate) async fn action(
         .call(ctx.key(), method, &path, body.as_ref())
         .await
     {
-        Ok(_) => format!("/ui/jobs/{id}?{}", query(&[("notice", done)])),
-        Err(e) => format!("/ui/jobs/{id}?{}", query(&[("error", &e.message)])),
+        Ok(_) => format!("/ui/jobs/{id}?{}", query(&[done.pair()])),
+        Err(e) => format!("/ui/jobs/{id}?{}", error_query(&ctx, &e.message)),
     };
     Redirect::to(&target).into_response()
 }
@@ -423,8 +431,8 @@ pub(crate) async fn redeliver(
     };
     let path = format!("/openapi/executions/{id}/callbacks/redeliver");
     let q = match state.api.call(ctx.key(), Method::POST, &path, None).await {
-        Ok(_) => query(&[("notice", "Callback queued for redelivery.")]),
-        Err(e) => query(&[("error", &e.message)]),
+        Ok(_) => query(&[Notice::Redelivered.pair()]),
+        Err(e) => error_query(&ctx, &e.message),
     };
     Redirect::to(&format!("{back}?{q}")).into_response()
 }
