@@ -112,6 +112,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_error_shows_only_with_this_sessions_signature() {
+        let ctx = Ctx::for_test(kairos_core::tenant::Role::Read);
+        let [(_, text), (_, sig)] = error_pairs(&ctx, "job is not paused");
+        let shown_with = |ctx: &Ctx, text: &str, sig: &str| shown(ctx, "", text, sig).into_string();
+        assert!(shown_with(&ctx, &text, &sig).contains("job is not paused"));
+        assert_eq!(shown_with(&ctx, "Call 555-0100", &sig), "", "another text");
+        let other = Ctx::for_test(kairos_core::tenant::Role::Read);
+        assert_eq!(shown_with(&other, &text, &sig), "", "another session");
+        assert_eq!(shown_with(&ctx, &text, "zz"), "", "not hex");
+    }
+
+    #[test]
     fn every_notice_reads_back_from_its_key_and_nothing_else_does() {
         for n in Notice::ALL {
             assert_eq!(Notice::parse(n.key()), Some(n));

@@ -228,6 +228,22 @@ impl Ctx {
         self.session.role.allows(Role::Operator)
     }
 
+    /// A session of its own (a random id) acting as a `role` key of
+    /// tenant `t`, for unit tests of what depends on the session.
+    #[cfg(test)]
+    pub(crate) fn for_test(role: Role) -> Ctx {
+        let id = random_hex(ID_HEX / 2);
+        Ctx {
+            session: Session {
+                prefix: "testprefix01".into(),
+                tenant: "t".into(),
+                role,
+                csrf: csrf_of(&id),
+                signing: signing_of(&id),
+            },
+        }
+    }
+
     /// An HMAC-SHA256 of `data` under this session's signing key, for the
     /// purpose `label` (hex): what the browser is to return unchanged.
     pub(crate) fn sign(&self, label: &str, data: &[u8]) -> String {

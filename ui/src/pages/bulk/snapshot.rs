@@ -66,3 +66,43 @@ impl Snapshot {
 fn signed(action: &str, text: &str) -> Vec<u8> {
     [action.as_bytes(), b"\0", text.as_bytes()].concat()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kairos_core::tenant::Role;
+
+    fn shown() -> Snapshot {
+        Snapshot(vec![
+            ("a".into(), Some(JobStatus::Paused)),
+            ("b".into(), Some(JobStatus::Scheduled)),
+            ("gone".into(), None),
+        ])
+    }
+
+    #[test]
+    fn a_sealed_snapshot_opens_for_its_session_and_action_only() {
+        let ctx = Ctx::for_test(Role::Write);
+        let (text, sig) = shown().seal(&ctx, "resume");
+        assert_eq!(Snapshot::open(&ctx, "resume", &text, &sig), Some(shown()));
+        assert_eq!(
+            Snapshot::open(&ctx, "pause", &text, &sig),
+            None,
+            "another action"
+        );
+        let other = Ctx::for_test(Role::Write);
+        assert_eq!(
+            Snapshot::open(&other, "resume", &text, &sig),
+            None,
+            "another session"
+        );
+        let edited = text.replace("scheduled", "paused");
+        assert_ne!(edited, text);
+        assert_eq!(
+            Snapshot::open(&ctx, "resume", &edited, &sig),
+            None,
+            "edited"
+        );
+        assert_eq!(Snapshot::open(&ctx, "resume", &text, ""), None, "unsigned");
+    }
+}
