@@ -329,12 +329,13 @@ async fn notices_come_from_a_fixed_set_and_errors_only_signed_by_the_session() {
         .await;
     assert_eq!(a.status, 303);
     assert_eq!(a.location, format!("{page}?notice=paused"));
-    // The API's refusal (pausing a paused job): shown to this session only.
+    // The API's refusal (cancelling is fine, so: trigger a paused job):
+    // shown to this session only.
     let a = ui
         .post(
             &format!("{page}/action"),
             &s,
-            &format!("csrf={csrf}&action=pause"),
+            &format!("csrf={csrf}&action=trigger"),
         )
         .await;
     assert_eq!(a.status, 303);
@@ -613,6 +614,35 @@ async fn job_forms_keep_every_field_after_a_refusal() {
     let a = ui.post(&format!("/ui/jobs/{id}/edit"), &s, &form).await;
     assert!(a.status.is_client_error(), "{}: {}", a.status, a.body);
     assert_kept(&a.body, &changed);
+}
+
+#[tokio::test]
+async fn a_refused_pause_keeps_its_reason() {
+    let ui = ui(Db::Sqlite).await.expect("sqlite");
+    let (s, key) = ui.session("default", Role::Write).await;
+    let id = ui.job(&key, "paused-at-length").await;
+    // One character over the API's bound: refused, the page shown again in
+    // place with the reason as typed (a redirect lost it).
+    let reason = format!("db migration {}", "x".repeat(490));
+    let a = ui
+        .post(
+            &format!("/ui/jobs/{id}/action"),
+            &s,
+            &format!(
+                "csrf={}&action=pause&reason={}",
+                urlencode(&s.csrf),
+                urlencode(&reason)
+            ),
+        )
+        .await;
+    assert_eq!(a.status, 422, "{}", a.location);
+    assert!(a.body.contains("at most 500 characters"), "{}", a.body);
+    assert!(
+        a.body.contains(&format!("value=\"{reason}\"")),
+        "{}",
+        a.body
+    );
+    assert_eq!(ui.status(&key, &id).await, "scheduled");
 }
 
 /// Every typed value is in the form again, as typed.

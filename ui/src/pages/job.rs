@@ -75,20 +75,27 @@ pub(crate) async fn page(
     Path(id): Path<String>,
     Query(flash): Query<Flash>,
 ) -> Response {
-    let job = match state.store.job_get(ctx.tenant(), &id).await {
+    let said = crate::flash::shown(&ctx, &flash.notice, &flash.error, &flash.sig);
+    render(&state, &ctx, &id, said, "").await
+}
+
+/// The job page saying `said` at the top, with `reason` in the pause
+/// reason's field (what was typed, when a pause was refused).
+async fn render(state: &UiState, ctx: &Ctx, id: &str, said: Markup, reason: &str) -> Response {
+    let job = match state.store.job_get(ctx.tenant(), id).await {
         Ok(Some(j)) => j,
-        Ok(None) => return view::not_found(&ctx, "job"),
+        Ok(None) => return view::not_found(ctx, "job"),
         Err(e) => return view::store_error(e),
     };
-    let executions = match executions_region(&state, &ctx, &job).await {
+    let executions = match executions_region(state, ctx, &job).await {
         Ok(m) => m,
         Err(r) => return r,
     };
     let zone = job_zone(&job);
     let fires = next_fires(&job, 5);
     let body = html! {
-        (crate::flash::shown(&ctx, &flash.notice, &flash.error, &flash.sig))
-        (actions(&ctx, &job))
+        (said)
+        (actions(ctx, &job, reason))
         div.cards {
             section.card aria-labelledby="h-def" {
                 h2 id="h-def" { "Definition" }
@@ -141,7 +148,7 @@ pub(crate) async fn page(
                     ol.fires { @for t in &fires { li { time datetime=(kairos_core::time::to_rfc3339(*t)) { (view::zoned(*t, &zone)) } } } }
                 }
                 h2 { "Params" }
-                (view::json(&crate::shown::params(&state, &job)))
+                (view::json(&crate::shown::params(state, &job)))
                 @if !job.sensitive_params.is_empty() {
                     p.hint { "Also masked: " @for (i, p) in job.sensitive_params.iter().enumerate() { @if i > 0 { ", " } code { (p) } } }
                 }
@@ -157,10 +164,10 @@ pub(crate) async fn page(
             (live("executions-live", &format!("/ui/jobs/{}/live", job.id), executions))
         }
     };
-    view::page(&ctx, &job.name, Nav::Jobs, body).into_response()
+    view::page(ctx, &job.name, Nav::Jobs, body).into_response()
 }
 
-fn actions(ctx: &Ctx, job: &Job) -> Markup {
+fn actions(ctx: &Ctx, job: &Job, reason: &str) -> Markup {
     if !ctx.can_write() {
         return view::nothing();
     }
@@ -176,7 +183,7 @@ fn actions(ctx: &Ctx, job: &Job) -> Markup {
             @if can(JobTransition::Claim) { (button("trigger", "Trigger now", "")) }
             @if can(JobTransition::Pause) {
                 label.inline for="reason" { "Pause reason" }
-                input id="reason" type="text" name="reason" maxlength="500" placeholder="optional" size="24";
+                input id="reason" type="text" name="reason" maxlength="500" placeholder="optional" size="24" value=(reason);
                 (button("pause", "Pause", ""))
             }
             @if can(JobTransition::Resume) { (button("resume", "Resume", "")) }
@@ -383,15 +390,25 @@ pub(crate) async fn action(
     if action == "cancel" && form.get("confirm") != "yes" {
         return confirm_cancel(&state, &ctx, &id).await;
     }
-    let target = match state
+    match state
         .api
         .call(ctx.key(), method, &path, body.as_ref())
         .await
     {
-        Ok(_) => format!("/ui/jobs/{id}?{}", query(&[done.pair()])),
-        Err(e) => format!("/ui/jobs/{id}?{}", error_query(&ctx, &e.message)),
-    };
-    Redirect::to(&target).into_response()
+        Ok(_) => Redirect::to(&format!("/ui/jobs/{id}?{}", query(&[done.pair()]))).into_response(),
+        // A refused pause shows the page again in place, its reason as
+        // typed (a redirect would lose it).
+        Err(e) if action == "pause" => {
+            let said = html! { p.error-box role="alert" { (e.message) } };
+            let mut res = render(&state, &ctx, &id, said, form.get("reason")).await;
+            if res.status().is_success() {
+                *res.status_mut() = e.status;
+            }
+            res
+        }
+        Err(e) => Redirect::to(&format!("/ui/jobs/{id}?{}", error_query(&ctx, &e.message)))
+            .into_response(),
+    }
 }
 
 async fn confirm_cancel(state: &UiState, ctx: &Ctx, id: &str) -> Response {
