@@ -645,6 +645,56 @@ async fn a_refused_pause_keeps_its_reason() {
     assert_eq!(ui.status(&key, &id).await, "scheduled");
 }
 
+/// An id in the dashboard's address names that id only: decoded, it may
+/// hold `/` and `?` (which reached another API route: "pause" resumed) or a
+/// line break (which no redirect can carry).
+#[tokio::test]
+async fn an_id_in_the_address_reaches_no_other_route() {
+    let ui = ui(Db::Sqlite).await.expect("sqlite");
+    let (s, key) = ui.session("default", Role::Write).await;
+    let id = ui.job(&key, "held").await;
+    let (st, _) = ui
+        .api(
+            &key,
+            Method::POST,
+            &format!("/openapi/jobs/{id}/pause"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let csrf = urlencode(&s.csrf);
+    for (path, form) in [
+        (
+            format!("/ui/jobs/{id}%2Fresume%3F/action"),
+            format!("csrf={csrf}&action=pause"),
+        ),
+        (
+            format!("/ui/jobs/{id}%2Fresume%23/action"),
+            format!("csrf={csrf}&action=trigger"),
+        ),
+        (
+            format!("/ui/jobs/{id}%0Ax/action"),
+            format!("csrf={csrf}&action=pause"),
+        ),
+        (
+            format!("/ui/executions/{id}%0A/redeliver"),
+            format!("csrf={csrf}&job=a%0Ab"),
+        ),
+        (
+            format!("/ui/jobs/{id}%2Fresume%3F/edit"),
+            format!("csrf={csrf}&version=1&maxAttempts=3&orig_maxAttempts=1"),
+        ),
+    ] {
+        let a = ui.post(&path, &s, &form).await;
+        assert!(
+            a.status.is_redirection() || a.status.is_client_error(),
+            "{path}: {}",
+            a.status
+        );
+        assert_eq!(ui.status(&key, &id).await, "paused", "{path}");
+    }
+}
+
 /// Every typed value is in the form again, as typed.
 fn assert_kept(body: &str, typed: &[(&str, &str)]) {
     for (name, value) in typed {

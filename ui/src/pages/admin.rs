@@ -283,7 +283,7 @@ pub(crate) async fn revoke_key(State(state): State<UiState>, ctx: Ctx, form: Fie
         .call(
             ctx.key(),
             Method::DELETE,
-            &format!("/openapi/keys/{prefix}"),
+            &format!("/openapi/keys/{}", crate::api::segment(prefix)),
             None,
         )
         .await

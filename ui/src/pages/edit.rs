@@ -314,7 +314,7 @@ pub(crate) async fn save(
             .call(
                 ctx.key(),
                 Method::PATCH,
-                &format!("/openapi/jobs/{id}"),
+                &format!("/openapi/jobs/{}", crate::api::segment(&id)),
                 Some(&body),
             )
             .await

@@ -358,30 +358,33 @@ pub(crate) async fn action(
         .then(|| form.opt("reason"))
         .flatten()
         .map(|r| serde_json::json!({ "reason": r }));
+    // The id as one path segment, in the API's address and in the page's
+    // (a decoded id may hold `/`, `?` or a line break).
+    let seg = crate::api::segment(&id);
     let (method, path, done) = match action {
         "trigger" => (
             Method::POST,
-            format!("/openapi/jobs/{id}/trigger"),
+            format!("/openapi/jobs/{seg}/trigger"),
             Notice::Triggered,
         ),
         "pause" => (
             Method::POST,
-            format!("/openapi/jobs/{id}/pause"),
+            format!("/openapi/jobs/{seg}/pause"),
             Notice::Paused,
         ),
         "resume" => (
             Method::POST,
-            format!("/openapi/jobs/{id}/resume"),
+            format!("/openapi/jobs/{seg}/resume"),
             Notice::Resumed,
         ),
         "cancel" => (
             Method::DELETE,
-            format!("/openapi/jobs/{id}"),
+            format!("/openapi/jobs/{seg}"),
             Notice::Cancelled,
         ),
         _ => {
             return Redirect::to(&format!(
-                "/ui/jobs/{id}?{}",
+                "/ui/jobs/{seg}?{}",
                 error_query(&ctx, "Unknown action.")
             ))
             .into_response();
@@ -395,7 +398,7 @@ pub(crate) async fn action(
         .call(ctx.key(), method, &path, body.as_ref())
         .await
     {
-        Ok(_) => Redirect::to(&format!("/ui/jobs/{id}?{}", query(&[done.pair()]))).into_response(),
+        Ok(_) => Redirect::to(&format!("/ui/jobs/{seg}?{}", query(&[done.pair()]))).into_response(),
         // A refused pause shows the page again in place, its reason as
         // typed (a redirect would lose it).
         Err(e) if action == "pause" => {
@@ -406,7 +409,7 @@ pub(crate) async fn action(
             }
             res
         }
-        Err(e) => Redirect::to(&format!("/ui/jobs/{id}?{}", error_query(&ctx, &e.message)))
+        Err(e) => Redirect::to(&format!("/ui/jobs/{seg}?{}", error_query(&ctx, &e.message)))
             .into_response(),
     }
 }
@@ -441,12 +444,13 @@ pub(crate) async fn redeliver(
     if let Err(r) = ctx.check_csrf(form.get("csrf")).and(ctx.require_write()) {
         return *r;
     }
+    let segment = crate::api::segment;
     let back = match form.opt("job") {
-        _ if form.get("back") == "execution" => format!("/ui/executions/{id}"),
-        Some(job) => format!("/ui/jobs/{job}"),
+        _ if form.get("back") == "execution" => format!("/ui/executions/{}", segment(&id)),
+        Some(job) => format!("/ui/jobs/{}", segment(job)),
         None => "/ui/executions".to_string(),
     };
-    let path = format!("/openapi/executions/{id}/callbacks/redeliver");
+    let path = format!("/openapi/executions/{}/callbacks/redeliver", segment(&id));
     let q = match state.api.call(ctx.key(), Method::POST, &path, None).await {
         Ok(_) => query(&[Notice::Redelivered.pair()]),
         Err(e) => error_query(&ctx, &e.message),

@@ -81,6 +81,7 @@ impl Action {
     }
 
     fn request(self, id: &str) -> (Method, String) {
+        let id = crate::api::segment(id);
         match self {
             Action::Pause => (Method::POST, format!("/openapi/jobs/{id}/pause")),
             Action::Resume => (Method::POST, format!("/openapi/jobs/{id}/resume")),

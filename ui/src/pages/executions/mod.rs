@@ -285,7 +285,7 @@ pub(crate) async fn rerun(State(state): State<UiState>, ctx: Ctx, form: Fields) 
             .call(
                 ctx.key(),
                 Method::POST,
-                &format!("/openapi/jobs/{}/trigger", job.id),
+                &format!("/openapi/jobs/{}/trigger", crate::api::segment(&job.id)),
                 None,
             )
             .await
