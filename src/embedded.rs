@@ -37,6 +37,7 @@ use kairos_callback_relay::{Relay, RelayConfig};
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
 use kairos_core::supervise::{CriticalTasks, spawn_critical};
+use kairos_core::workflow::budget::RunLimits;
 use kairos_dispatcher::logs::LogConfig;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig, reaper};
 use kairos_inproc::{MemoryBroker, MemoryCoord, MemoryDue};
@@ -94,6 +95,7 @@ pub struct Embedded {
     reaper: reaper::ReaperConfig,
     prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
     api: ApiConfig,
+    run_limits: RunLimits,
 }
 
 impl Default for Embedded {
@@ -122,7 +124,15 @@ impl Embedded {
             reaper: reaper::ReaperConfig::default(),
             prometheus: None,
             api: ApiConfig::default(),
+            run_limits: RunLimits::default(),
         }
+    }
+
+    /// The budgets of follow-up chains and workflow runs (executions, parent
+    /// outputs); the defaults otherwise.
+    pub fn run_limits(mut self, limits: RunLimits) -> Self {
+        self.run_limits = limits;
+        self
     }
 
     /// The API's limits (create rate, live jobs); the defaults otherwise.
@@ -236,7 +246,11 @@ impl Embedded {
     /// Opens the database, binds the API and starts every part; they run
     /// until `shutdown` is cancelled (then see [`Running::wait`]).
     pub async fn start(self, shutdown: CancellationToken) -> Result<Running, EmbeddedError> {
-        let store: Arc<dyn Store> = Arc::new(connect::database(&self.database_url, true).await?);
+        let store: Arc<dyn Store> = Arc::new(
+            connect::database(&self.database_url, true)
+                .await?
+                .with_run_limits(self.run_limits),
+        );
         let listener = tokio::net::TcpListener::bind(&self.http_addr)
             .await
             .map_err(|source| EmbeddedError::Listen {

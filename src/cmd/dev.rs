@@ -19,6 +19,7 @@ pub async fn run(cfg: DevCmd) -> Result<()> {
     cfg.reaper.validate()?;
     cfg.logs.validate()?;
     cfg.api.validate()?;
+    let limits = cfg.budgets.limits().map_err(anyhow::Error::msg)?;
     let worker = cfg.worker;
     let shutdown = kairos::signal::shutdown_token();
     let running = Embedded::new()
@@ -30,6 +31,7 @@ pub async fn run(cfg: DevCmd) -> Result<()> {
         .log_config(cfg.logs)
         .reaper_config(cfg.reaper)
         .api_config(cfg.api)
+        .run_limits(limits)
         .prometheus(kairos::ops::install_prometheus()?)
         .start(shutdown)
         .await

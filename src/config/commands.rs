@@ -8,7 +8,7 @@
 //! than clap's defaults) is read from clap's value sources
 //! ([`super::Given`]).
 
-use super::conn::{Amqp, Database, Http, Metrics, Namespace, Redis};
+use super::conn::{Amqp, Database, Http, Metrics, Namespace, Redis, RunBudgets};
 use clap::Args;
 use kairos::embedded::{DEV_DATABASE_URL, DEV_SECRET};
 use kairos_api::ApiConfig;
@@ -37,6 +37,9 @@ pub struct ApiCmd {
     pub db: Database,
     #[serde(flatten)]
     #[command(flatten)]
+    pub budgets: RunBudgets,
+    #[serde(flatten)]
+    #[command(flatten)]
     pub http: Http,
     #[serde(flatten)]
     #[command(flatten)]
@@ -59,6 +62,9 @@ pub struct DispatcherCmd {
     #[serde(flatten)]
     #[command(flatten)]
     pub db: Database,
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub budgets: RunBudgets,
     #[serde(flatten)]
     #[command(flatten)]
     pub redis: Redis,
@@ -126,6 +132,9 @@ pub struct DevCmd {
     pub db: Database,
     #[serde(flatten)]
     #[command(flatten)]
+    pub budgets: RunBudgets,
+    #[serde(flatten)]
+    #[command(flatten)]
     pub http: Http,
     #[serde(flatten)]
     #[command(flatten)]
@@ -153,6 +162,7 @@ impl Default for DevCmd {
             db: Database {
                 database_url: Some(DEV_DATABASE_URL.into()),
             },
+            budgets: RunBudgets::default(),
             http: Http::default(),
             worker: WorkerConfig {
                 http_allow_private: true,

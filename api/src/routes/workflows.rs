@@ -42,6 +42,7 @@ fn run_not_found(id: &str) -> ApiError {
         (status = 200, description = "Replay of an earlier create with the same clientRequestId and body", body = CreatedWorkflow),
         (status = 409, description = "clientRequestId already used for a different request", body = ErrorBody),
         (status = 422, description = "A field is invalid, or the graph is no valid DAG (`invalid_workflow`, with `node` and `reason`)", body = ErrorBody),
+        (status = 429, description = "The key's create or action rate is used up, or the tenant's live jobs (node jobs included) would pass its cap (`live_job_limit`)", body = ErrorBody),
     )
 )]
 pub(crate) async fn create_workflow(
@@ -57,10 +58,16 @@ pub(crate) async fn create_workflow(
         uuid::Uuid::now_v7().to_string(),
         now,
     )?;
+    // Each node is backed by a job: they count against the key's create
+    // rate and the tenant's live-jobs cap like the jobs they are, and the
+    // first run is an action.
+    let node_jobs = u32::try_from(wf.definition.nodes.len()).unwrap_or(u32::MAX);
+    limits::admit_creates(&state, &caller, node_jobs).await?;
     limits::admit_action(&state, &caller)?;
     let hash = wf.request_hash.clone();
     match state.store.workflow_create(wf).await? {
         WorkflowCreated::Created(wf, run) => {
+            state.auth.live.created_many(&caller.tenant, node_jobs);
             state
                 .audit(&caller, &caller.tenant, "workflow.create", &wf.id)
                 .await;

@@ -137,6 +137,7 @@ on_every_store! { sensitive_params:
 on_every_store! { workflow_routes:
     crate::workflows::workflows_are_created_validated_run_and_cancelled => workflows_are_created_validated_run_and_cancelled,
     crate::workflows::follow_ups_are_set_shown_and_checked => follow_ups_are_set_shown_and_checked,
+    crate::workflows::workflow_nodes_count_against_the_live_jobs_cap => workflow_nodes_count_against_the_live_jobs_cap,
     crate::workflow_control::workflows_are_patched_paused_and_resumed => workflows_are_patched_paused_and_resumed,
     crate::workflow_control::workflow_schedules_take_job_policies => workflow_schedules_take_job_policies,
 }

@@ -27,6 +27,7 @@ use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::outcome::{self, Continuation, ExecSnapshot, Origin, Plan, Verdict};
 use kairos_core::store::{Applied, StoreResult};
 use kairos_core::time::Millis;
+use kairos_core::workflow::budget::RunLimits;
 use shards::{Ended, Triggers};
 use std::collections::{HashMap, HashSet};
 use write_back::{TouchedExecutions, TouchedJobs, write_executions, write_jobs};
@@ -68,6 +69,7 @@ pub(crate) async fn apply(
     mut tx: Tx,
     inputs: &[Input<'_>],
     now: Millis,
+    limits: RunLimits,
 ) -> StoreResult<Vec<Applied>> {
     let (mut execs, mut jobs) = load(&mut tx, inputs).await?;
     // Only a final outcome can end a job, and only then do its other
@@ -130,7 +132,7 @@ pub(crate) async fn apply(
         .filter_map(|a| rows.get(&a.execution_id))
         .filter(|e| jobs.get(&e.job_id).is_some_and(|j| j.workflow))
         .collect();
-    let run_callbacks = crate::workflows::on_settled(&mut tx, &ended, now).await?;
+    let run_callbacks = crate::workflows::on_settled(&mut tx, &ended, now, limits).await?;
     // Child jobs: the follow-ups of jobs that name some.
     let parents: Vec<&Execution> = out
         .iter()
@@ -138,7 +140,7 @@ pub(crate) async fn apply(
         .filter_map(|a| rows.get(&a.execution_id))
         .filter(|e| jobs.get(&e.job_id).is_some_and(|j| j.followups))
         .collect();
-    crate::workflows::fire_followups(&mut tx, &parents, now).await?;
+    crate::workflows::fire_followups(&mut tx, &parents, now, limits).await?;
     // A run it ended queued its callback: the result says so, as a job's
     // callback does (the dispatcher wakes the relay on it). A node or a
     // parent with follow-ups that ended may have left next work pending
