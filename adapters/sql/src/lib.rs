@@ -123,6 +123,7 @@ mod migrations;
 mod moves;
 mod outcomes;
 mod partitions;
+mod retention;
 mod rows;
 mod rows_update;
 mod sched_cols;
