@@ -39,6 +39,7 @@ use kairos_core::store::Store;
 use kairos_core::supervise::{CriticalTasks, spawn_critical};
 use kairos_core::workflow::budget::RunLimits;
 use kairos_dispatcher::logs::LogConfig;
+use kairos_dispatcher::retention::RetentionConfig;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig, reaper};
 use kairos_inproc::{MemoryBroker, MemoryCoord, MemoryDue};
 use kairos_worker::{Worker, WorkerBuilder, WorkerError};
@@ -92,6 +93,7 @@ pub struct Embedded {
     callback_secret: String,
     callback_allow_private: bool,
     logs: LogConfig,
+    retention: RetentionConfig,
     reaper: reaper::ReaperConfig,
     prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
     api: ApiConfig,
@@ -121,6 +123,7 @@ impl Embedded {
             callback_secret: DEV_SECRET.into(),
             callback_allow_private: true,
             logs: LogConfig::default(),
+            retention: RetentionConfig::default(),
             reaper: reaper::ReaperConfig::default(),
             prometheus: None,
             api: ApiConfig::default(),
@@ -220,6 +223,20 @@ impl Embedded {
         self
     }
 
+    /// How long finished history is kept (default: executions, one-shot
+    /// jobs and workflow runs 30 days, audit entries 365 days, expired
+    /// sessions a day), tenants' overrides aside.
+    ///
+    /// ```
+    /// let e = kairos::embedded::Embedded::new()
+    ///     .retention_config(kairos_dispatcher::retention::RetentionConfig::default());
+    /// # let _ = e;
+    /// ```
+    pub fn retention_config(mut self, retention: RetentionConfig) -> Self {
+        self.retention = retention;
+        self
+    }
+
     /// How the dispatcher recovers work nothing else ends: dead workers,
     /// the default execution timeout (`KAIROS_DEFAULT_TIMEOUT_MS`, a day by
     /// default), the reconcile grace (`KAIROS_RECONCILE_GRACE_MS`).
@@ -287,10 +304,12 @@ impl Embedded {
             DispatcherConfig {
                 names: names.clone(),
                 logs: self.logs,
+                retention: self.retention,
                 reaper: self.reaper,
                 ..DispatcherConfig::default()
             },
         )
+        .retention(store.clone())
         .notify_callbacks(relay_wake.clone())
         .due_signal(due.clone())
         .critical_tasks(tasks.clone());

@@ -997,8 +997,8 @@ impl<T> DispatcherStore for T where
 }
 
 /// What the API and the dashboard use: jobs, executions' history, workers,
-/// logs, callbacks, tenants and keys, dashboard sessions, and the
-/// database's liveness.
+/// logs, callbacks, tenants and keys (with their retention overrides),
+/// dashboard sessions, and the database's liveness.
 pub trait ApiStore:
     JobStore
     + History
@@ -1010,6 +1010,7 @@ pub trait ApiStore:
     + LimitStore
     + crate::workflow::WorkflowStore
     + crate::workflow::followup::FollowUpStore
+    + crate::retention::RetentionStore
     + Health
 {
 }
@@ -1024,6 +1025,7 @@ impl<T> ApiStore for T where
         + LimitStore
         + crate::workflow::WorkflowStore
         + crate::workflow::followup::FollowUpStore
+        + crate::retention::RetentionStore
         + Health
 {
 }

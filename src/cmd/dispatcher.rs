@@ -56,7 +56,8 @@ pub async fn run(cfg: DispatcherCmd) -> Result<()> {
         shutdown.clone(),
     )
     .await?;
-    Dispatcher::new(store, broker, coord.clone(), dcfg)
+    Dispatcher::new(store.clone(), broker, coord.clone(), dcfg)
+        .retention(store)
         .due_signal(Arc::new(due))
         .membership(coord)
         .critical_tasks(tasks)

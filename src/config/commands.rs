@@ -16,6 +16,7 @@ use kairos_callback_relay::RelayConfig;
 use kairos_dispatcher::DispatcherConfig;
 use kairos_dispatcher::logs::LogConfig;
 use kairos_dispatcher::reaper::ReaperConfig;
+use kairos_dispatcher::retention::RetentionConfig;
 use kairos_worker::WorkerConfig;
 use serde::{Deserialize, Serialize};
 
@@ -147,6 +148,9 @@ pub struct DevCmd {
     pub logs: LogConfig,
     #[serde(flatten)]
     #[command(flatten)]
+    pub retention: RetentionConfig,
+    #[serde(flatten)]
+    #[command(flatten)]
     pub reaper: ReaperConfig,
     #[serde(flatten)]
     #[command(flatten)]
@@ -174,6 +178,7 @@ impl Default for DevCmd {
                 ..RelayConfig::default()
             },
             logs: LogConfig::default(),
+            retention: RetentionConfig::default(),
             reaper: ReaperConfig::default(),
             api: ApiConfig::default(),
         }

@@ -121,6 +121,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "followup chains",
         include_str!("../migrations/mysql/0022_followup_chains.sql"),
     ),
+    (
+        23,
+        "retention",
+        include_str!("../migrations/mysql/0023_retention.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -230,6 +235,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "followup chains",
         include_str!("../migrations/postgres/0022_followup_chains.sql"),
     ),
+    (
+        23,
+        "retention",
+        include_str!("../migrations/postgres/0023_retention.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -335,6 +345,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         22,
         "followup chains",
         include_str!("../migrations/sqlite/0022_followup_chains.sql"),
+    ),
+    (
+        23,
+        "retention",
+        include_str!("../migrations/sqlite/0023_retention.sql"),
     ),
 ];
 
