@@ -10,6 +10,7 @@ use store_support as support;
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::Job;
 use kairos_core::protocol::ResultKind::{Failed, Succeeded};
+use kairos_core::retention::{History, RetentionStore};
 use kairos_core::store::{Dispatch, JobStore};
 use kairos_core::worker::Routable;
 use kairos_core::workflow::budget::RunLimits;
@@ -23,6 +24,7 @@ store_cases!(
     concurrent_opposite_follow_ups_never_store_a_cycle,
     a_layered_graph_runs_each_job_once_per_trigger,
     a_chain_stops_at_its_budget_with_the_reason_shown,
+    a_purged_chain_goes_with_its_executions,
 );
 
 async fn follow_ups_fire_on_their_outcome(store: SqlStore) {
@@ -314,6 +316,24 @@ async fn a_chain_stops_at_its_budget_with_the_reason_shown(store: SqlStore) {
         );
     }
     for layer in &layers[3..] {
+        for job in layer {
+            assert!(executions(&store, job).await.is_empty());
+        }
+    }
+}
+
+/// Retention purges a finished chain's executions together with the
+/// chain's own rows (membership and budget), on every database; the jobs
+/// then run as a fresh chain, each once again.
+async fn a_purged_chain_goes_with_its_executions(store: SqlStore) {
+    let layers = layered(&store, "fu6").await;
+    run_chain(&store, &layers[0][0]).await;
+    let purged = store
+        .history_purge(History::Executions, Some("fu6"), T0 + 3_600_000, 500)
+        .await
+        .unwrap();
+    assert_eq!(purged, 17, "every execution of the chain is purged");
+    for layer in &layers {
         for job in layer {
             assert!(executions(&store, job).await.is_empty());
         }

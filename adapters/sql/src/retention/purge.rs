@@ -163,6 +163,40 @@ pub(super) async fn purge(
     store.transaction(|tx| delete(tx, kind, &ids)).await
 }
 
+/// Drops the follow-up chain rows of purged executions: their membership
+/// (their results were applied, so no follow-up looks them up again) and
+/// each chain whose last member this was. Without it the chain tables
+/// would grow by a row per follow-up forever.
+async fn forget_chains<'a>(
+    tx: &mut Tx,
+    ids: impl Iterator<Item = &'a str> + Clone,
+) -> StoreResult<()> {
+    let found = Sql::new("SELECT DISTINCT chain_id FROM followup_chain_jobs WHERE execution_id IN ")
+        .list(ids.clone())
+        .fetch_all(&mut *tx)
+        .await?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    let chains = found
+        .iter()
+        .map(|row| R::new(row, "followup_chain_jobs").string("chain_id"))
+        .collect::<StoreResult<Vec<String>>>()?;
+    Sql::new("DELETE FROM followup_chain_jobs WHERE execution_id IN ")
+        .list(ids)
+        .execute(&mut *tx)
+        .await?;
+    Sql::new("DELETE FROM followup_chains WHERE chain_id IN ")
+        .list(chains.iter().map(String::as_str))
+        .push(
+            " AND NOT EXISTS (SELECT 1 FROM followup_chain_jobs j \
+             WHERE j.chain_id = followup_chains.chain_id)",
+        )
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
 /// Deletes the rows of `ids` (executions, jobs or runs) and their children.
 async fn delete(mut tx: Tx, kind: History, ids: &[String]) -> StoreResult<u64> {
     let ids = || ids.iter().map(String::as_str);
@@ -176,6 +210,7 @@ async fn delete(mut tx: Tx, kind: History, ids: &[String]) -> StoreResult<u64> {
             .push(")")
             .execute(&mut tx)
             .await?;
+            forget_chains(&mut tx, ids()).await?;
             for table in [
                 "DELETE FROM callbacks WHERE execution_id IN ",
                 "DELETE FROM execution_events WHERE execution_id IN ",
