@@ -327,15 +327,6 @@ pub struct WorkflowPage {
     pub next_cursor: Option<String>,
 }
 
-impl From<Page<StoredWorkflow>> for WorkflowPage {
-    fn from(p: Page<StoredWorkflow>) -> Self {
-        WorkflowPage {
-            items: p.items.iter().map(WorkflowView::from).collect(),
-            next_cursor: p.next_cursor,
-        }
-    }
-}
-
 /// One run of a workflow.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -106,7 +106,7 @@ pub(crate) async fn update_workflow(
     {
         WorkflowUpdated::Done(new) => {
             state.audit(&caller, tenant, "workflow.edit", &id).await;
-            Ok(Json(WorkflowView::from(&new)))
+            Ok(Json(crate::shown::workflow(&state, &caller, &new)))
         }
         WorkflowUpdated::NotFound => Err(workflow_not_found(&id)),
         WorkflowUpdated::VersionConflict(w) => Err(version_conflict(&w, req.version)),
@@ -140,7 +140,7 @@ pub(crate) async fn pause_workflow(
     state
         .audit(&caller, &caller.tenant, "workflow.pause", &id)
         .await;
-    Ok(Json(WorkflowView::from(&wf)))
+    Ok(Json(crate::shown::workflow(&state, &caller, &wf)))
 }
 
 /// Resume a paused workflow; a scheduled trigger missed while paused fires
@@ -173,5 +173,5 @@ pub(crate) async fn resume_workflow(
     state
         .audit(&caller, &caller.tenant, "workflow.resume", &id)
         .await;
-    Ok(Json(WorkflowView::from(&wf)))
+    Ok(Json(crate::shown::workflow(&state, &caller, &wf)))
 }

@@ -10,6 +10,7 @@ mod busy;
 mod callbacks;
 mod contract;
 mod control;
+mod every_route;
 mod executions;
 mod jobs;
 mod limits;
@@ -132,6 +133,7 @@ on_every_store! { concurrency:
 on_every_store! { sensitive_params:
     crate::sensitive::read_keys_never_see_sensitive_values => read_keys_never_see_sensitive_values,
     crate::sensitive::the_sensitive_names_are_configurable => the_sensitive_names_are_configurable,
+    crate::every_route::read_keys_see_no_secret_on_any_get_route => read_keys_see_no_secret_on_any_get_route,
 }
 
 on_every_store! { workflow_routes:

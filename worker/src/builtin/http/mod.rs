@@ -5,7 +5,10 @@
 //! link-local and other non-public addresses are refused unless
 //! `KAIROS_HTTP_ALLOW_PRIVATE=true`, checked on the resolved address, on
 //! every redirect (at most [`MAX_REDIRECTS`]), with the answer cut at 64 KiB
-//! and the request bounded in time.
+//! and the request bounded in time. Redirects are followed as browsers and
+//! curl follow them, and credentials (`Authorization`, `Cookie`, any header
+//! named like a secret, such as `X-Api-Key`) and `Referer` are sent only to
+//! the origin of the job's URL.
 //!
 //! Params may not set `Host`, hop-by-hop headers or `Content-Length`
 //! ([`RESERVED_HEADERS`]): the client owns the connection and the framing,
@@ -84,7 +87,10 @@ impl HttpHandler {
             setting: ALLOW_PRIVATE_SETTING,
         };
         let builder = kairos_netguard::client_builder(guard)
-            .redirect(kairos_netguard::redirect_policy(guard, MAX_REDIRECTS))
+            // Redirects are followed by hand ([`Hop::redirected`]): reqwest
+            // would keep headers such as `X-Api-Key` across origins.
+            .redirect(reqwest::redirect::Policy::none())
+            .referer(false)
             .connect_timeout(Duration::from_secs(10));
         Ok(Self {
             client: customize(builder).build()?,
@@ -103,7 +109,7 @@ struct Request {
     timeout: Option<Duration>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Body {
     None,
     Text(String),
@@ -219,32 +225,50 @@ async fn read_limited(mut resp: reqwest::Response) -> Result<Value, reqwest::Err
 impl HttpHandler {
     async fn send(&self, req: Request) -> HandlerOutcome {
         let url = req.url.to_string();
-        // IP literals here; names when the client resolves them, for the
-        // first request and every redirect alike.
-        if let Err(refusal) = kairos_netguard::check_target(&url, self.guard) {
-            return refused(&refusal);
-        }
-        let mut builder = self.client.request(req.method, req.url);
-        for (k, v) in req.headers {
-            builder = builder.header(k, v);
-        }
-        builder = match req.body {
-            Body::None => builder,
-            Body::Text(s) => builder.body(s),
-            Body::Json(v) => builder.json(&v),
+        let deadline = tokio::time::Instant::now() + req.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let origin = origin(&req.url);
+        let mut hop = Hop {
+            url: req.url,
+            method: req.method,
+            headers: req.headers,
+            body: req.body,
         };
-        builder = builder.timeout(req.timeout.unwrap_or(DEFAULT_TIMEOUT));
-        let resp = match builder.send().await {
-            Ok(r) => r,
-            Err(e) => {
-                if let Some(refusal) = kairos_netguard::refusal_in(&e) {
-                    return refused(refusal);
+        let mut redirects = 0;
+        let resp = loop {
+            // IP literals here; names when the client resolves them, for the
+            // first request and every redirect alike.
+            if let Err(refusal) = kairos_netguard::check_target(hop.url.as_str(), self.guard) {
+                return refused(&refusal);
+            }
+            let resp = match self.request(&hop, deadline).send().await {
+                Ok(r) => r,
+                Err(e) => {
+                    if let Some(refusal) = kairos_netguard::refusal_in(&e) {
+                        return refused(refusal);
+                    }
+                    return HandlerOutcome::failure(format!(
+                        "request to {url} failed: {}",
+                        error_chain(&e)
+                    ));
                 }
+            };
+            let Some(next) = redirect_target(&resp) else {
+                break resp;
+            };
+            if redirects == MAX_REDIRECTS {
                 return HandlerOutcome::failure(format!(
-                    "request to {url} failed: {}",
-                    error_chain(&e)
+                    "request to {url} failed: more than {MAX_REDIRECTS} redirects"
                 ));
             }
+            redirects += 1;
+            hop = match next {
+                Ok(next) => hop.redirected(resp.status(), next, &origin),
+                Err(e) => {
+                    return HandlerOutcome::failure(format!(
+                        "request to {url} failed: a redirect to {e}"
+                    ));
+                }
+            };
         };
         let status = resp.status();
         if !status.is_success() {
@@ -261,6 +285,90 @@ impl HttpHandler {
             )),
         }
     }
+
+    /// One hop's request, bounded by what is left of the job's time.
+    fn request(&self, hop: &Hop, deadline: tokio::time::Instant) -> reqwest::RequestBuilder {
+        let mut builder = self.client.request(hop.method.clone(), hop.url.clone());
+        for (k, v) in &hop.headers {
+            builder = builder.header(k, v);
+        }
+        builder = match &hop.body {
+            Body::None => builder,
+            Body::Text(s) => builder.body(s.clone()),
+            Body::Json(v) => builder.json(v),
+        };
+        builder.timeout(deadline.saturating_duration_since(tokio::time::Instant::now()))
+    }
+}
+
+/// Scheme, host and port: what must stay the same for credentials to follow.
+type Origin = (String, Option<String>, Option<u16>);
+
+fn origin(url: &Url) -> Origin {
+    (
+        url.scheme().to_string(),
+        url.host_str().map(str::to_ascii_lowercase),
+        url.port_or_known_default(),
+    )
+}
+
+/// What one request of a redirect chain sends.
+#[derive(Debug)]
+struct Hop {
+    url: Url,
+    method: Method,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    body: Body,
+}
+
+/// Whether `name` carries a credential: one of the HTTP ones, or a name
+/// sensitive by the rule params are masked by (`X-Api-Key`, `X-Auth-Token`).
+fn is_credential(name: &HeaderName) -> bool {
+    name == reqwest::header::AUTHORIZATION
+        || name == reqwest::header::COOKIE
+        || name == reqwest::header::PROXY_AUTHORIZATION
+        || kairos_core::sensitive::SensitiveKeys::default().matches(name.as_str())
+}
+
+impl Hop {
+    /// The request a redirect with `status` to `next` asks for. As browsers
+    /// and curl do: 303 (and 301/302 after a POST) becomes a GET without
+    /// body; credentials and `Referer` go only to the job's own `origin`,
+    /// so a redirect elsewhere cannot collect them.
+    fn redirected(mut self, status: reqwest::StatusCode, next: Url, origin: &Origin) -> Self {
+        let to_get = (status == reqwest::StatusCode::SEE_OTHER && self.method != Method::HEAD)
+            || (matches!(status.as_u16(), 301 | 302) && self.method == Method::POST);
+        if to_get {
+            self.method = Method::GET;
+            self.body = Body::None;
+            self.headers
+                .retain(|(k, _)| !k.as_str().starts_with("content-"));
+        }
+        if self::origin(&next) != *origin {
+            self.headers
+                .retain(|(k, _)| k != reqwest::header::REFERER && !is_credential(k));
+        }
+        self.url = next;
+        self
+    }
+}
+
+/// Where a redirect answer sends the request next: `None` when `resp` is no
+/// redirect to follow, an error naming the location when it cannot be used.
+fn redirect_target(resp: &reqwest::Response) -> Option<Result<Url, String>> {
+    if !matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    let location = resp.headers().get(reqwest::header::LOCATION)?;
+    let shown = String::from_utf8_lossy(location.as_bytes()).into_owned();
+    Some(
+        location
+            .to_str()
+            .ok()
+            .and_then(|l| resp.url().join(l).ok())
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| format!("{shown:?}, which is no http or https URL")),
+    )
 }
 
 #[async_trait]
@@ -369,6 +477,76 @@ mod tests {
             out,
             HandlerOutcome::Success(json!({"status": 200, "body": "internal secret"}))
         );
+    }
+
+    #[tokio::test]
+    async fn credentials_and_referer_do_not_follow_a_redirect_to_another_origin() {
+        let elsewhere = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("landed"))
+            .mount(&elsewhere)
+            .await;
+        let origin = MockServer::start().await;
+        let away = format!("{}/landing", elsewhere.uri());
+        Mock::given(path("/away"))
+            .respond_with(ResponseTemplate::new(302).insert_header("location", away.as_str()))
+            .mount(&origin)
+            .await;
+        Mock::given(path("/see-other"))
+            .respond_with(ResponseTemplate::new(303).insert_header("location", away.as_str()))
+            .mount(&origin)
+            .await;
+        Mock::given(path("/here"))
+            .respond_with(ResponseTemplate::new(307).insert_header("location", "/final"))
+            .mount(&origin)
+            .await;
+        Mock::given(path("/final"))
+            .respond_with(ResponseTemplate::new(200))
+            .mount(&origin)
+            .await;
+        let headers = json!({
+            "Authorization": "Bearer tok-1234567890",
+            "Cookie": "sid=cookie-123",
+            "X-Api-Key": "key-123456",
+            "X-Auth-Token": "token-123456",
+            "Referer": "https://origin.example/page",
+            "X-Trace": "kept",
+        });
+        let credentials = ["authorization", "cookie", "x-api-key", "x-auth-token", "referer"];
+        for route in ["/away", "/see-other"] {
+            let params = json!({"url": format!("{}{route}", origin.uri()), "method": "POST",
+                                "headers": headers, "body": {"a": 1}});
+            let out = handler().run(ctx(params)).await;
+            assert!(matches!(out, HandlerOutcome::Success(_)), "{route}: {out:?}");
+        }
+        let landed = elsewhere.received_requests().await.unwrap();
+        assert_eq!(landed.len(), 2);
+        for req in &landed {
+            assert_eq!(req.method.as_str(), "GET", "a POST redirected by 302/303 is a GET");
+            assert!(req.body.is_empty());
+            assert_eq!(req.headers.get("x-trace").unwrap(), "kept");
+            for name in credentials {
+                assert!(
+                    req.headers.get(name).is_none(),
+                    "{name} went to another origin: {:?}",
+                    req.headers
+                );
+            }
+        }
+        // Within the job's own origin they are kept, and a 307 keeps the
+        // method and the body.
+        let params = json!({"url": format!("{}/here", origin.uri()), "method": "PUT",
+                            "headers": headers, "body": {"a": 1}});
+        let out = handler().run(ctx(params)).await;
+        assert!(matches!(out, HandlerOutcome::Success(_)), "{out:?}");
+        let finals = origin.received_requests().await.unwrap();
+        let last = finals.last().unwrap();
+        assert_eq!(last.url.path(), "/final");
+        assert_eq!(last.method.as_str(), "PUT");
+        assert_eq!(last.body, br#"{"a":1}"#);
+        for name in credentials {
+            assert!(last.headers.get(name).is_some(), "{name} kept on the same origin");
+        }
     }
 
     #[tokio::test]
