@@ -15,6 +15,7 @@ mod executions;
 mod jobs;
 mod limits;
 mod ops;
+mod oversize;
 mod patch;
 mod routing;
 mod schedules;
@@ -106,6 +107,7 @@ on_both_stores! {
     crate::ops::workers_are_listed => workers_are_listed,
     crate::ops::an_unreachable_database_is_503 => an_unreachable_database_is_503,
     crate::ops::serve_answers_on_a_socket_and_drains_on_shutdown => serve_answers_on_a_socket_and_drains_on_shutdown,
+    crate::oversize::an_oversized_body_gets_its_413_at_any_pace => an_oversized_body_gets_its_413_at_any_pace,
     crate::schedules::recurring_jobs_show_their_schedule_fields => recurring_jobs_show_their_schedule_fields,
     crate::schedules::skipped_and_stop_requested_executions_are_visible => skipped_and_stop_requested_executions_are_visible,
     crate::schedules::openapi_documents_schedules_and_patch => openapi_documents_schedules_and_patch,
