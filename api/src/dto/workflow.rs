@@ -134,7 +134,9 @@ pub struct WorkflowNode {
     /// Handler a worker runs.
     #[schema(example = "noop")]
     pub handler: String,
-    /// Handler input, any JSON (at most 64 KiB serialized).
+    /// Handler input, any JSON (at most 64 KiB serialized). For read keys,
+    /// values under keys matching `KAIROS_API_SENSITIVE_PARAMS` (and their
+    /// copies in other strings) are shown as `"••••••"`.
     #[serde(default)]
     pub params: serde_json::Value,
     /// Handler time limit in ms (1–86400000).
