@@ -3,9 +3,11 @@
 //! `Referer` sent only to the origin of the job's URL.
 
 use super::Body;
+use kairos_core::sensitive::SensitiveKeys;
 use reqwest::Method;
 use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
+use std::sync::LazyLock;
 
 /// Scheme, host and port: what must stay the same for credentials to follow.
 pub(super) type Origin = (String, Option<String>, Option<u16>);
@@ -29,11 +31,14 @@ pub(super) struct Hop {
 
 /// Whether `name` carries a credential: one of the HTTP ones, or a name
 /// sensitive by the rule params are masked by (`X-Api-Key`, `X-Auth-Token`).
+/// The default names are used (the worker does not read the API's
+/// `KAIROS_API_SENSITIVE_PARAMS`).
 fn is_credential(name: &HeaderName) -> bool {
+    static NAMES: LazyLock<SensitiveKeys> = LazyLock::new(SensitiveKeys::default);
     name == reqwest::header::AUTHORIZATION
         || name == reqwest::header::COOKIE
         || name == reqwest::header::PROXY_AUTHORIZATION
-        || kairos_core::sensitive::SensitiveKeys::default().matches(name.as_str())
+        || NAMES.matches(name.as_str())
 }
 
 impl Hop {
