@@ -38,8 +38,11 @@ pub(crate) fn workflow(state: &AppState, caller: &Caller, wf: &StoredWorkflow) -
     let mut view = WorkflowView::from(wf);
     if !reveals(caller) {
         let rules = Rules::new(&state.sensitive, &[]);
+        // One node's secret pasted into another is hidden there too.
+        let all = serde_json::Value::Array(view.nodes.iter().map(|n| n.params.clone()).collect());
+        let copies = rules.redactor(&all);
         for node in &mut view.nodes {
-            node.params = rules.mask(&node.params);
+            node.params = rules.mask_with(&node.params, &copies);
         }
     }
     view

@@ -177,7 +177,10 @@ pub async fn read_keys_see_no_secret_on_any_get_route(app: App) {
         .post_json(
             "/openapi/workflows",
             &json!({"name": "wf", "callbackUrl": "https://example.com/hooks/wf",
-                    "nodes": [{"id": "call", "handler": "http", "params": secret_params()}]}),
+                    "nodes": [{"id": "call", "handler": "http", "params": secret_params()},
+                              {"id": "notify", "handler": "noop",
+                               "params": {"text": "the key was S3CR3T-apikey-01"}}],
+                    "edges": [{"from": "call", "to": "notify"}]}),
         )
         .await
         .ok(201);
@@ -259,4 +262,9 @@ pub async fn read_keys_see_no_secret_on_any_get_route(app: App) {
     assert_eq!(params["headers"]["Accept"], "application/json");
     assert_eq!(params["message"], format!("log in with {MASK} please"));
     assert_eq!(params["max_tokens"], 512);
+    // Another node's copy of it too.
+    assert_eq!(
+        wf["nodes"][1]["params"]["text"],
+        format!("the key was {MASK}")
+    );
 }

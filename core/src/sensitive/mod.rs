@@ -146,6 +146,13 @@ impl<'a> Rules<'a> {
     /// copy of one in another string (a password pasted into `message`)
     /// redacted as outputs are.
     pub fn mask(&self, params: &Value) -> Value {
+        self.mask_with(params, &self.redactor(params))
+    }
+
+    /// [`Rules::mask`] with copies looked for by `copies` (a redactor of
+    /// several params that are shown together, such as a workflow's nodes,
+    /// so that one node's secret pasted into another is hidden too).
+    pub fn mask_with(&self, params: &Value, copies: &Redactor) -> Value {
         let mut out = params.clone();
         let mut paths = Vec::new();
         self.visit(params, &mut |at, _| paths.push(at.to_vec()));
@@ -154,7 +161,7 @@ impl<'a> Rules<'a> {
                 *slot = Value::String(MASK.to_string());
             }
         }
-        self.redactor(params).strings(&mut out);
+        copies.strings(&mut out);
         out
     }
 
