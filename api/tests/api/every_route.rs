@@ -22,7 +22,7 @@ const QUOTED: &str = r#"S3CR3T-"quoted\slash-11"#;
 /// usual ones, and one copied into a param whose name is not sensitive.
 pub fn secret_params() -> Value {
     json!({
-        "url": "https://api.example.test/report",
+        "url": "https://api.example.test/report?q=1&access_token=S3CR3T-url-12",
         "method": "POST",
         "headers": {
             "Authorization": "Bearer S3CR3T-bearer-09",

@@ -198,11 +198,50 @@ impl<'a> Rules<'a> {
     }
 
     /// The redactor of this job's sensitive values in `params`.
+    /// Besides the sensitive values, the credentials inside URLs of any
+    /// param (a password, a query parameter with a sensitive name:
+    /// `https://h/x?access_token=…`), so that they are hidden in the URL
+    /// itself and wherever it is copied (an error naming the URL).
     pub fn redactor(&self, params: &Value) -> Redactor {
         let mut secrets = Vec::new();
         self.visit(params, &mut |_, v| collect_secrets(v, &mut secrets));
+        url_secrets(self.keys, params, &mut secrets);
         Redactor::new(secrets, self.keys.clone())
     }
+}
+
+/// The password and sensitive query values of every URL among the strings
+/// of `v`.
+fn url_secrets(keys: &SensitiveKeys, v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) if s.contains("://") => {
+            let Ok(url) = url::Url::parse(s.trim()) else {
+                return;
+            };
+            if let Some(p) = url.password() {
+                out.push(p.to_string());
+                if let Ok(decoded) = percent_decode(p) {
+                    out.push(decoded);
+                }
+            }
+            for (k, v) in url.query_pairs() {
+                if keys.matches(&k) {
+                    out.push(v.into_owned());
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| url_secrets(keys, i, out)),
+        Value::Object(map) => map.values().for_each(|i| url_secrets(keys, i, out)),
+        _ => {}
+    }
+}
+
+fn percent_decode(s: &str) -> Result<String, std::string::FromUtf8Error> {
+    let bytes: Vec<u8> = url::form_urlencoded::parse(format!("x={s}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned().into_bytes())
+        .unwrap_or_default();
+    String::from_utf8(bytes)
 }
 
 /// The paths of the strings of `v` that hold [`MASK`] among other text.
@@ -268,6 +307,33 @@ mod tests {
         sent["message"] = json!(format!("now {MASK}"));
         rules.restore(&mut sent, &stored);
         assert_eq!(sent["message"], json!(format!("now {MASK}")));
+    }
+
+    #[test]
+    fn credentials_inside_urls_are_hidden_in_the_url_and_its_copies() {
+        let keys = SensitiveKeys::default();
+        let rules = Rules::new(&keys, &[]);
+        let stored = json!({
+            "url": "https://user:pa55-word@api.example/x?q=1&access_token=tok-12345678",
+            "note": "called https://api.example/x?access_token=tok-12345678",
+        });
+        let shown = rules.mask(&stored);
+        assert_eq!(
+            shown,
+            json!({
+                "url": format!("https://user:{MASK}@api.example/x?q=1&access_token={MASK}"),
+                "note": format!("called https://api.example/x?access_token={MASK}"),
+            })
+        );
+        let r = rules.redactor(&stored);
+        assert_eq!(
+            r.text("request to https://api.example/x?access_token=tok-12345678 failed"),
+            format!("request to https://api.example/x?access_token={MASK} failed")
+        );
+        // Sent back as shown, the stored URL is kept.
+        let mut sent = shown;
+        rules.restore(&mut sent, &stored);
+        assert_eq!(sent, stored);
     }
 
     #[test]
