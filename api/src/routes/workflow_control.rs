@@ -121,7 +121,7 @@ pub(crate) async fn update_workflow(
         WorkflowUpdated::Done(new) => {
             state.auth.live.created_many(tenant, fresh);
             state.audit(&caller, tenant, "workflow.edit", &id).await;
-            Ok(Json(WorkflowView::from(&new)))
+            Ok(Json(crate::shown::workflow(&state, &caller, &new)))
         }
         WorkflowUpdated::NotFound => Err(workflow_not_found(&id)),
         WorkflowUpdated::VersionConflict(w) => Err(version_conflict(&w, req.version)),
@@ -155,7 +155,7 @@ pub(crate) async fn pause_workflow(
     state
         .audit(&caller, &caller.tenant, "workflow.pause", &id)
         .await;
-    Ok(Json(WorkflowView::from(&wf)))
+    Ok(Json(crate::shown::workflow(&state, &caller, &wf)))
 }
 
 /// Resume a paused workflow; a scheduled trigger missed while paused fires
@@ -188,5 +188,5 @@ pub(crate) async fn resume_workflow(
     state
         .audit(&caller, &caller.tenant, "workflow.resume", &id)
         .await;
-    Ok(Json(WorkflowView::from(&wf)))
+    Ok(Json(crate::shown::workflow(&state, &caller, &wf)))
 }

@@ -13,6 +13,7 @@ use crate::dto::{
 };
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::shown;
 use crate::validate;
 use axum::Json;
 use axum::extract::State;
@@ -77,7 +78,7 @@ pub(crate) async fn create_workflow(
             Ok((
                 StatusCode::CREATED,
                 Json(CreatedWorkflow {
-                    workflow: WorkflowView::from(&wf),
+                    workflow: shown::workflow(&state, &caller, &wf),
                     run: run.as_ref().map(RunView::from),
                 }),
             ))
@@ -85,7 +86,7 @@ pub(crate) async fn create_workflow(
         WorkflowCreated::Existing(wf) if wf.request_hash == hash => Ok((
             StatusCode::OK,
             Json(CreatedWorkflow {
-                workflow: WorkflowView::from(&wf),
+                workflow: shown::workflow(&state, &caller, &wf),
                 run: None,
             }),
         )),
@@ -115,7 +116,7 @@ pub(crate) async fn list_workflows(
         .store
         .workflows_list(&caller.tenant, limit, cursor.as_deref())
         .await?;
-    Ok(Json(page.into()))
+    Ok(Json(shown::workflow_page(&state, &caller, page)))
 }
 
 /// Get a workflow.
@@ -137,7 +138,7 @@ pub(crate) async fn get_workflow(
         .workflow_get(&caller.tenant, &id)
         .await?
         .ok_or_else(|| workflow_not_found(&id))?;
-    Ok(Json(WorkflowView::from(&wf)))
+    Ok(Json(shown::workflow(&state, &caller, &wf)))
 }
 
 /// Delete a workflow: no new runs; its running runs are cancelled (their
