@@ -751,6 +751,12 @@ pub trait WorkerStore: Send + Sync {
     async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>>;
     /// Sets a worker's state (e.g. the reaper declaring it offline).
     async fn worker_set_state(&self, id: &str, state: WorkerState, now: Millis) -> StoreResult<()>;
+    /// Deletes a gone worker's row and the record of its processes, only if
+    /// it is still `offline` and its last heartbeat is older than
+    /// `silent_before`: a process of the same id that came back since keeps
+    /// its row. Returns whether the worker was forgotten. A worker id reused
+    /// later registers as a new worker.
+    async fn worker_forget(&self, id: &str, silent_before: Millis) -> StoreResult<bool>;
 }
 
 /// What the relay does with a callback after an attempt.

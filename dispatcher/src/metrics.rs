@@ -210,7 +210,8 @@ pub(crate) fn results_applied(applied: &[Applied]) {
     }
 }
 
-/// Reaper work: `action` is `lost`, `requeued` or `timed_out`.
+/// Reaper work: `action` is `lost`, `requeued`, `timed_out` or `forgotten`
+/// (a gone worker's row deleted).
 pub(crate) fn reaper(action: &'static str, n: u64) {
     if n > 0 {
         metrics::counter!("kairos_reaper_actions_total", "action" => action).increment(n);

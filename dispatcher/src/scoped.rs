@@ -394,6 +394,10 @@ impl WorkerStore for ScopedStore {
     async fn worker_set_state(&self, id: &str, state: WorkerState, now: Millis) -> StoreResult<()> {
         self.inner.worker_set_state(id, state, now).await
     }
+
+    async fn worker_forget(&self, id: &str, silent_before: Millis) -> StoreResult<bool> {
+        self.inner.worker_forget(id, silent_before).await
+    }
 }
 
 #[async_trait]

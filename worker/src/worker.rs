@@ -31,6 +31,7 @@ pub struct Worker {
     reporting: Reporting,
     shipper: Shipper,
     stop_poll: Duration,
+    deregister: bool,
 }
 
 /// What a worker is made of besides its settings (checked by the builder).
@@ -40,6 +41,8 @@ pub(crate) struct Parts {
     pub(crate) broker: Arc<dyn Broker>,
     pub(crate) coord: Arc<dyn Coordination>,
     pub(crate) stop_poll: Duration,
+    /// Whether to delete the queues on stop (see [`deregister`]).
+    pub(crate) deregister: bool,
 }
 
 impl Worker {
@@ -50,6 +53,7 @@ impl Worker {
             broker,
             coord,
             stop_poll,
+            deregister,
         } = parts;
         let (reporting, shipper) = Reporting::new(Arc::clone(&broker), settings.id.clone());
         Self {
@@ -60,6 +64,7 @@ impl Worker {
             reporting,
             shipper,
             stop_poll,
+            deregister,
             settings,
         }
     }
@@ -78,8 +83,14 @@ impl Worker {
     /// cancelled; then stops consuming (deliveries whose handler has not
     /// started go back to the queue, and the dispatcher requeues them once
     /// this worker is offline), reports `draining`, gives running handlers the
-    /// grace period, reports the ones still running as failed so they are
-    /// retried, and reports `offline`. Errors only if the broker fails at startup.
+    /// grace period (the drain window), stops the ones still running and
+    /// reports nothing for them (handed back: the dispatcher retries them
+    /// once without counting against `maxAttempts`), reports `offline` and
+    /// deletes its queues (deregistration: what they still hold the
+    /// dispatcher requeues from the database).
+    /// [`WorkerBuilder::keep_queues_on_stop`](crate::WorkerBuilder::keep_queues_on_stop)
+    /// keeps them.
+    /// Errors only if the broker fails at startup.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let Self {
             settings,
@@ -90,8 +101,10 @@ impl Worker {
             reporting,
             shipper,
             stop_poll,
+            deregister: delete_queues,
         } = self;
         let id = conn.id.clone();
+        let conn_broker = Arc::clone(&conn.broker);
         metrics::register();
         pool.report();
         conn.broker.worker_queue_declare(&id).await?;
@@ -158,7 +171,25 @@ impl Worker {
         if let Err(e) = shipper.await {
             tracing::error!(worker_id = %id, "log shipper failed: {e}");
         }
+        if delete_queues {
+            deregister(conn_broker.as_ref(), &id).await;
+        }
         tracing::info!(worker_id = %id, "worker stopped");
         Ok(())
+    }
+}
+
+/// Deletes the worker's queues once it said `offline`. Every worker id gets
+/// queues of its own, and on Kubernetes every pod is a new id: left behind,
+/// a rollout's worth of queues would stay on the broker for good. Dispatches
+/// still queued there were for attempts this worker never started; the
+/// dispatcher requeues those from the database once it sees the worker
+/// offline. If the delete fails, the reaper deletes the queues later.
+async fn deregister(broker: &dyn Broker, id: &str) {
+    match broker.worker_queue_delete(id).await {
+        Ok(()) => tracing::info!(worker_id = %id, "deleted this worker's queues"),
+        Err(e) => {
+            tracing::warn!(worker_id = %id, "cannot delete this worker's queues: {e}; the dispatcher's reaper will")
+        }
     }
 }

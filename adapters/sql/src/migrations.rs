@@ -126,6 +126,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../migrations/mysql/0023_retention.sql"),
     ),
+    (
+        24,
+        "handbacks",
+        include_str!("../migrations/mysql/0024_handbacks.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -240,6 +245,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../migrations/postgres/0023_retention.sql"),
     ),
+    (
+        24,
+        "handbacks",
+        include_str!("../migrations/postgres/0024_handbacks.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -350,6 +360,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         23,
         "retention",
         include_str!("../migrations/sqlite/0023_retention.sql"),
+    ),
+    (
+        24,
+        "handbacks",
+        include_str!("../migrations/sqlite/0024_handbacks.sql"),
     ),
 ];
 
