@@ -40,7 +40,7 @@ pub use workflow::{
 
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobHealth, JobStatus};
-use kairos_core::schedule::{MisfirePolicy, OverlapPolicy};
+use kairos_core::schedule::{CronDialect, MisfirePolicy, OverlapPolicy};
 use kairos_core::time::{Millis, to_rfc3339};
 use kairos_core::worker::WorkerState;
 use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
@@ -76,6 +76,24 @@ pub(crate) fn exec_status_schema() -> Object {
         "Execution status.",
         ExecStatus::ALL.iter().map(|s| s.as_str()),
     )
+}
+
+pub(crate) fn cron_dialect_schema() -> Object {
+    string_enum(
+        "How cronExpr's fields are read: `standard` (default: crontab, five \
+         fields or six with seconds first, day-of-week 0-7 with 0 and 7 = \
+         Sunday) or `quartz` (six fields with seconds first or seven with a \
+         year last, `?` in exactly one of day-of-month and day-of-week, \
+         day-of-week 1-7 = SUN-SAT, `L`, `W`, `#`). An expression that looks \
+         like Quartz (a `?`, or seven fields) and reads differently in the two \
+         is refused unless cronDialect is given.",
+        CronDialect::ALL.iter().map(|d| d.as_str()),
+    )
+}
+
+/// Cron dialect as a job reports it: `null` unless it has a cron rule.
+pub(crate) fn cron_dialect_schema_nullable() -> Object {
+    nullable(cron_dialect_schema())
 }
 
 pub(crate) fn misfire_schema() -> Object {

@@ -23,7 +23,7 @@ use crate::error::ApiError;
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobHealth, JobStatus, NewJob, RetryPolicy};
 use kairos_core::priority::Priority;
-use kairos_core::schedule::{MisfirePolicy, OverlapPolicy};
+use kairos_core::schedule::{MisfirePolicy, OverlapPolicy, Rule};
 use kairos_core::shard::ExecutionMode;
 use kairos_core::time::Millis;
 use serde_json::{Value, json};
@@ -56,6 +56,7 @@ pub fn new_job(
     let tz = req.timezone.clone().unwrap_or_else(|| "UTC".to_string());
     let fields = schedule::Fields {
         cron_expr: req.cron_expr.as_deref(),
+        cron_dialect: req.cron_dialect.as_deref(),
         timezone: Some(&tz),
         trigger_at: schedule::time_field("triggerAt", req.trigger_at.as_deref())?,
         every_ms: req.every_ms,
@@ -119,6 +120,13 @@ pub fn new_job(
             ("everyMs", json!(fields.every_ms)),
             ("delayMs", json!(fields.delay_ms)),
             ("startAt", json!(r.start_at)),
+            (
+                "cronDialect",
+                json!(match &r.rule {
+                    Rule::Cron { dialect, .. } if !dialect.is_standard() => Some(dialect.as_str()),
+                    _ => None,
+                }),
+            ),
             ("endAt", json!(r.end_at)),
             (
                 "misfirePolicy",

@@ -30,9 +30,12 @@ pub struct NewJob {
     /// the key names the server masks anyway.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sensitive_params: Vec<String>,
-    /// Cron expression (5 or 6 fields).
+    /// Cron expression (read as `cron_dialect` says).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cron_expr: Option<String>,
+    /// `standard` (the server's default) or `quartz`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cron_dialect: Option<String>,
     /// IANA time zone of the cron expression.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
@@ -163,6 +166,18 @@ impl NewJob {
         S: Into<String>,
     {
         self.sensitive_params = paths.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Reads the cron expression as Quartz does (seconds, optional year,
+    /// day-of-week 1–7 = SUN–SAT).
+    ///
+    /// ```
+    /// let j = kairos_client::NewJob::cron("n", "noop", "0 0 2 ? * 2").quartz();
+    /// assert_eq!(serde_json::to_value(&j).unwrap()["cronDialect"], "quartz");
+    /// ```
+    pub fn quartz(mut self) -> Self {
+        self.cron_dialect = Some("quartz".into());
         self
     }
 
@@ -388,6 +403,9 @@ pub struct Job {
     pub sensitive_params: Vec<String>,
     /// Cron expression of a cron job.
     pub cron_expr: Option<String>,
+    /// How it is read (`standard` or `quartz`); `None` for other jobs.
+    #[serde(default)]
+    pub cron_dialect: Option<String>,
     /// Time zone of a cron job.
     pub timezone: Option<String>,
     /// Due time of a one-shot.

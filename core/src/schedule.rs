@@ -12,10 +12,12 @@
 //! [`crate::outcome::Continuation::Delay`]).
 
 mod cron;
+mod dialect;
 #[cfg(test)]
 mod tests;
 
 pub use cron::CronSchedule;
+pub use dialect::{Ambiguity, CronDialect, ambiguity};
 
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
@@ -59,6 +61,9 @@ pub enum Rule {
         expr: String,
         /// IANA time zone name, e.g. `Europe/Berlin`.
         tz: String,
+        /// How `expr` is read; absent in schedules stored before dialects.
+        #[serde(default, skip_serializing_if = "CronDialect::is_standard")]
+        dialect: CronDialect,
     },
     /// Fixed rate: every `every_ms` on the job's grid.
     Every {
@@ -204,7 +209,9 @@ impl Recurrence {
     /// Parses the rule once for repeated use.
     pub fn timeline(&self) -> Result<Timeline, ScheduleError> {
         let rule = match &self.rule {
-            Rule::Cron { expr, tz } => CompiledRule::Cron(Box::new(CronSchedule::parse(expr, tz)?)),
+            Rule::Cron { expr, tz, dialect } => {
+                CompiledRule::Cron(Box::new(CronSchedule::parse(expr, tz, *dialect)?))
+            }
             Rule::Every { every_ms } => CompiledRule::Every(period(*every_ms)),
             Rule::Delay { delay_ms } => CompiledRule::Delay(period(*delay_ms)),
         };
@@ -274,11 +281,17 @@ impl Timeline {
 }
 
 impl Schedule {
-    /// A cron schedule with default window and policies.
+    /// A standard cron schedule with default window and policies.
     pub fn cron(expr: &str, tz: &str) -> Self {
+        Self::cron_in(CronDialect::Standard, expr, tz)
+    }
+
+    /// A cron schedule in `dialect` with default window and policies.
+    pub fn cron_in(dialect: CronDialect, expr: &str, tz: &str) -> Self {
         Schedule::Recurring(Recurrence::new(Rule::Cron {
             expr: expr.to_string(),
             tz: tz.to_string(),
+            dialect,
         }))
     }
 

@@ -131,6 +131,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "handbacks",
         include_str!("../migrations/mysql/0024_handbacks.sql"),
     ),
+    (
+        27,
+        "cron dialect",
+        include_str!("../migrations/mysql/0027_cron_dialect.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -250,6 +255,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "handbacks",
         include_str!("../migrations/postgres/0024_handbacks.sql"),
     ),
+    (
+        27,
+        "cron dialect",
+        include_str!("../migrations/postgres/0027_cron_dialect.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -365,6 +375,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         24,
         "handbacks",
         include_str!("../migrations/sqlite/0024_handbacks.sql"),
+    ),
+    (
+        27,
+        "cron dialect",
+        include_str!("../migrations/sqlite/0027_cron_dialect.sql"),
     ),
 ];
 

@@ -16,7 +16,7 @@ use kairos_core::trace::CallerTrace;
 use kairos_core::worker::{Serves, WorkerInfo, WorkerState};
 
 /// Columns of `jobs`, in insert order.
-pub(crate) const JOB_COLS: [&str; 39] = [
+pub(crate) const JOB_COLS: [&str; 40] = [
     "id",
     "tenant",
     "name",
@@ -56,6 +56,7 @@ pub(crate) const JOB_COLS: [&str; 39] = [
     "execution_mode",
     "shard_count",
     "max_concurrency",
+    "cron_dialect",
 ];
 
 /// Columns of `executions` that make an [`Execution`].

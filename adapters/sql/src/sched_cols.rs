@@ -3,12 +3,15 @@
 use crate::error::corrupt;
 use crate::rows::R;
 use crate::sql::{Fields, from_u64, time};
-use kairos_core::schedule::{MisfirePolicy, OverlapPolicy, Recurrence, Rule, Schedule};
+use kairos_core::schedule::{
+    CronDialect, MisfirePolicy, OverlapPolicy, Recurrence, Rule, Schedule,
+};
 use kairos_core::store::StoreResult;
 
 impl R<'_> {
     /// The schedule columns (`schedule_kind`, `once_at`, `cron_expr`,
-    /// `timezone`, `every_ms`, `delay_ms`, `start_at`, `end_at`, and the policies).
+    /// `cron_dialect`, `timezone`, `every_ms`, `delay_ms`, `start_at`,
+    /// `end_at`, and the policies).
     pub(crate) fn schedule(&self) -> StoreResult<Schedule> {
         let rule = match self.string("schedule_kind")?.as_str() {
             "once" => {
@@ -20,7 +23,11 @@ impl R<'_> {
                 let expr = self.opt_string("cron_expr")?;
                 let tz = self.opt_string("timezone")?;
                 match (expr, tz) {
-                    (Some(expr), Some(tz)) => Rule::Cron { expr, tz },
+                    (Some(expr), Some(tz)) => Rule::Cron {
+                        expr,
+                        tz,
+                        dialect: self.parsed("cron_dialect", CronDialect::parse)?,
+                    },
                     _ => {
                         return Err(corrupt(
                             self.table,
@@ -60,6 +67,7 @@ impl R<'_> {
 pub(crate) struct ScheduleCols<'a> {
     pub(crate) kind: &'static str,
     pub(crate) cron_expr: Option<&'a str>,
+    pub(crate) cron_dialect: &'static str,
     pub(crate) timezone: Option<&'a str>,
     pub(crate) once_at: Option<i64>,
     pub(crate) every_ms: Option<i64>,
@@ -76,6 +84,7 @@ pub(crate) fn schedule_columns(s: &Schedule) -> ScheduleCols<'_> {
     let mut cols = ScheduleCols {
         kind: "once",
         cron_expr: None,
+        cron_dialect: CronDialect::Standard.as_str(),
         timezone: None,
         once_at: None,
         every_ms: None,
@@ -89,9 +98,10 @@ pub(crate) fn schedule_columns(s: &Schedule) -> ScheduleCols<'_> {
         Schedule::Once { at } => cols.once_at = Some(*at),
         Schedule::Recurring(r) => {
             match &r.rule {
-                Rule::Cron { expr, tz } => {
+                Rule::Cron { expr, tz, dialect } => {
                     cols.kind = "cron";
                     cols.cron_expr = Some(expr);
+                    cols.cron_dialect = dialect.as_str();
                     cols.timezone = Some(tz);
                 }
                 Rule::Every { every_ms } => {
@@ -117,6 +127,7 @@ impl ScheduleCols<'_> {
     pub(crate) fn fields(&self, f: &mut Fields) {
         f.set("schedule_kind", self.kind)
             .set("cron_expr", self.cron_expr)
+            .set("cron_dialect", self.cron_dialect)
             .set("timezone", self.timezone)
             .set("once_at", time(self.once_at))
             .set("every_ms", self.every_ms)
@@ -126,4 +137,26 @@ impl ScheduleCols<'_> {
             .set("misfire_policy", self.misfire)
             .set("overlap_policy", self.overlap);
     }
+}
+
+/// The `cron_dialect` column of a workflow: its schedule's dialect
+/// (`standard` when it has no cron schedule).
+pub(crate) fn cron_dialect_of(s: Option<&Schedule>) -> &'static str {
+    match s.and_then(Schedule::recurrence).map(|r| &r.rule) {
+        Some(Rule::Cron { dialect, .. }) => dialect.as_str(),
+        _ => CronDialect::Standard.as_str(),
+    }
+}
+
+/// A workflow's stored schedule document with the dialect its
+/// `cron_dialect` column names (the column is what is read, as for jobs).
+pub(crate) fn with_cron_dialect(mut s: Schedule, dialect: CronDialect) -> Schedule {
+    if let Schedule::Recurring(Recurrence {
+        rule: Rule::Cron { dialect: d, .. },
+        ..
+    }) = &mut s
+    {
+        *d = dialect;
+    }
+    s
 }

@@ -9,8 +9,8 @@ use store_support as support;
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::JobStatus;
 use kairos_core::protocol::ResultKind::{Failed, Succeeded};
-use kairos_core::schedule::{MisfirePolicy, OverlapPolicy, Schedule};
-use kairos_core::store::{ControlOutcome, Dispatch, JobStore};
+use kairos_core::schedule::{CronDialect, MisfirePolicy, OverlapPolicy, Schedule};
+use kairos_core::store::{ControlOutcome, Dispatch, JobStore, JobUpdate, UpdateOutcome};
 use kairos_store_sql::SqlStore;
 use support::{T0, claim_due, create, executions, id, job_now, one_shot, recurring, result, tweak};
 
@@ -27,6 +27,7 @@ async fn every_schedule_round_trips(store: SqlStore) {
     let schedules = [
         Schedule::Once { at: T0 },
         Schedule::cron("0 30 2 * * *", "Europe/Berlin"),
+        Schedule::cron_in(CronDialect::Quartz, "0 0 2 ? * 2 *", "Europe/Berlin"),
         tweak(Schedule::every(1_500), |r| {
             r.start_at = Some(T0 + 10);
             r.end_at = Some(T0 + 99_000);
@@ -41,6 +42,34 @@ async fn every_schedule_round_trips(store: SqlStore) {
     for s in schedules {
         let job = create(&store, recurring("rt", s.clone(), T0)).await;
         assert_eq!(job_now(&store, &job).await.schedule, s);
+    }
+    // The dialect survives a schedule update both ways.
+    let job = create(
+        &store,
+        recurring("rt", Schedule::cron("0 0 2 * * 2", "UTC"), T0),
+    )
+    .await;
+    for dialect in [CronDialect::Quartz, CronDialect::Standard] {
+        let s = Schedule::cron_in(dialect, "0 0 2 ? * 2", "UTC");
+        let j = job_now(&store, &job).await;
+        let u = JobUpdate {
+            schedule: s.clone(),
+            reschedule: true,
+            params: j.params.clone(),
+            sensitive_params: j.sensitive_params.clone(),
+            callback_url: j.callback_url.clone(),
+            retry: j.retry,
+            timeout_ms: j.timeout_ms,
+            worker_group: None,
+            priority: j.priority,
+            max_concurrency: None,
+        };
+        let out = store
+            .job_update(&j.tenant, &j.id, j.revision, &u, T0 + 1)
+            .await
+            .unwrap();
+        assert!(matches!(out, UpdateOutcome::Done(_)), "{out:?}");
+        assert_eq!(job_now(&store, &job).await.schedule, s, "{dialect}");
     }
 }
 

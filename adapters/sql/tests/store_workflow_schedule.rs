@@ -11,7 +11,9 @@ use store_support as support;
 
 use kairos_core::execution::ExecStatus;
 use kairos_core::protocol::ResultKind::Succeeded;
-use kairos_core::schedule::{MisfirePolicy, OverlapPolicy, Recurrence, Rule, Schedule};
+use kairos_core::schedule::{
+    CronDialect, MisfirePolicy, OverlapPolicy, Recurrence, Rule, Schedule,
+};
 use kairos_core::store::{Dispatch, History};
 use kairos_core::time::Millis;
 use kairos_core::worker::Routable;
@@ -30,6 +32,7 @@ store_cases!(
     replace_cancels_the_running_run_and_starts_the_new_one,
     a_fixed_delay_is_counted_from_the_end_of_the_run,
     a_patch_to_a_fixed_delay_waits_for_the_running_run,
+    the_cron_dialect_round_trips,
 );
 
 const EVERY: u64 = 10_000;
@@ -303,4 +306,40 @@ async fn a_patch_to_a_fixed_delay_waits_for_the_running_run(store: SqlStore) {
     // With no run running, the new rule's first trigger stands.
     assert!(matches!(patch(2).await, WorkflowUpdated::Done(_)));
     assert_eq!(next_of(&store, "ws6", &wf).await, Some(1_000));
+}
+
+async fn the_cron_dialect_round_trips(store: SqlStore) {
+    let cron = |dialect| {
+        Recurrence::new(Rule::Cron {
+            expr: "0 0 2 ? * 2".into(),
+            tz: "UTC".into(),
+            dialect,
+        })
+    };
+    let wf = scheduled(&store, "ws7", cron(CronDialect::Quartz)).await;
+    let schedule_of = |store: SqlStore, wf: String| async move {
+        store
+            .workflow_get("ws7", &wf)
+            .await
+            .unwrap()
+            .unwrap()
+            .schedule
+    };
+    assert_eq!(
+        schedule_of(store.clone(), wf.clone()).await,
+        Some(Schedule::Recurring(cron(CronDialect::Quartz)))
+    );
+    for (version, dialect) in [(1, CronDialect::Standard), (2, CronDialect::Quartz)] {
+        let s = Schedule::Recurring(cron(dialect));
+        let update = WorkflowUpdate {
+            schedule: Some(Some((s.clone(), Some(s.first_trigger(T0).unwrap())))),
+            ..WorkflowUpdate::default()
+        };
+        let out = store
+            .workflow_update("ws7", &wf, version, &update, T0 + 1)
+            .await
+            .unwrap();
+        assert!(matches!(out, WorkflowUpdated::Done(_)), "{out:?}");
+        assert_eq!(schedule_of(store.clone(), wf.clone()).await, Some(s));
+    }
 }

@@ -53,6 +53,9 @@ pub struct JobView {
     pub sensitive_params: Vec<String>,
     /// Cron expression; `null` unless the job is a cron job.
     pub cron_expr: Option<String>,
+    /// How the cron expression is read; `null` unless the job is a cron job.
+    #[schema(schema_with = super::cron_dialect_schema_nullable)]
+    pub cron_dialect: Option<String>,
     /// Time zone of the cron expression; `null` unless the job is a cron job.
     pub timezone: Option<String>,
     /// Due time of a one-shot job; `null` for a recurring job.
@@ -142,8 +145,9 @@ impl From<Job> for JobView {
             Schedule::Once { at } => view.trigger_at = Some(time(at)),
             Schedule::Recurring(r) => {
                 match r.rule {
-                    Rule::Cron { expr, tz } => {
+                    Rule::Cron { expr, tz, dialect } => {
                         view.cron_expr = Some(expr);
+                        view.cron_dialect = Some(dialect.as_str().to_string());
                         view.timezone = Some(tz);
                     }
                     Rule::Every { every_ms } => view.every_ms = Some(every_ms),
@@ -162,6 +166,7 @@ impl From<Job> for JobView {
             params: job.params,
             sensitive_params: job.sensitive_params,
             cron_expr: view.cron_expr,
+            cron_dialect: view.cron_dialect,
             timezone: view.timezone,
             trigger_at: view.trigger_at,
             every_ms: view.every_ms,
@@ -197,6 +202,7 @@ impl From<Job> for JobView {
 #[derive(Default)]
 struct ScheduleView {
     cron_expr: Option<String>,
+    cron_dialect: Option<String>,
     timezone: Option<String>,
     trigger_at: Option<String>,
     every_ms: Option<u64>,

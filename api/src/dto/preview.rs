@@ -11,6 +11,9 @@ pub struct SchedulePreviewRequest {
     /// Cron expression (as on create).
     #[schema(example = "0 */5 * * * *")]
     pub cron_expr: Option<String>,
+    /// How `cronExpr` is read (as on create).
+    #[schema(schema_with = super::cron_dialect_schema)]
+    pub cron_dialect: Option<String>,
     /// IANA time zone (default `UTC`); the times are also shown in it.
     #[schema(example = "Europe/Berlin")]
     pub timezone: Option<String>,
@@ -54,6 +57,14 @@ pub struct SchedulePreview {
     pub timezone: String,
     /// `once`, `cron`, `every` or `delay`.
     pub kind: String,
+    /// For `cron`: the dialect the expression was read in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = super::cron_dialect_schema)]
+    pub cron_dialect: Option<String>,
+    /// For `cron`: the expression in words as that dialect reads it, times
+    /// in `timezone`, e.g. "at 02:00, on Monday".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Trigger times.
     pub next_triggers: Vec<PreviewTrigger>,
 }

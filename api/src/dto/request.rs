@@ -25,10 +25,13 @@ pub struct CreateJobRequest {
     /// any key or element, e.g. `["headers.X-Custom", "accounts.*.pin"]`.
     /// At most 64, each 1–255 characters. Workers get the real values.
     pub sensitive_params: Option<Vec<String>>,
-    /// Cron expression, five fields or six with seconds first. At most one
+    /// Cron expression, read as `cronDialect` says. At most one
     /// of `cronExpr`, `everyMs` and `delayMs`; with none, the job is a one-shot.
     #[schema(example = "0 */5 * * * *")]
     pub cron_expr: Option<String>,
+    /// How `cronExpr` is read (default `standard`).
+    #[schema(schema_with = super::cron_dialect_schema)]
+    pub cron_dialect: Option<String>,
     /// IANA time zone the cron expression is evaluated in.
     #[schema(default = "UTC", example = "Europe/Berlin")]
     pub timezone: Option<String>,
@@ -124,6 +127,12 @@ pub struct PatchJobRequest {
     pub sensitive_params: Option<Vec<String>>,
     /// Makes the job a cron job (with `timezone`, or its current zone, or UTC).
     pub cron_expr: Option<String>,
+    /// How the cron expression is read: with `cronExpr`, its dialect (a
+    /// Quartz job keeps `quartz` when absent; otherwise an expression that
+    /// reads differently in the two dialects is refused); alone, a new
+    /// reading of the current expression.
+    #[schema(schema_with = super::cron_dialect_schema)]
+    pub cron_dialect: Option<String>,
     /// New time zone of a cron job.
     pub timezone: Option<String>,
     /// Makes the job a one-shot due at this RFC 3339 time (only before it fired).

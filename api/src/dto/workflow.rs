@@ -27,10 +27,13 @@ pub struct CreateWorkflowRequest {
     /// without a schedule, `false` with one); `false` and no schedule: runs
     /// start only through `POST …/trigger`.
     pub run_now: Option<bool>,
-    /// Cron expression (five fields, or six with seconds first): a run per
+    /// Cron expression (read as `cronDialect` says): a run per
     /// trigger. At most one of `cronExpr`, `everyMs`, `delayMs` and `triggerAt`.
     #[schema(example = "0 0 2 * * *")]
     pub cron_expr: Option<String>,
+    /// How `cronExpr` is read (default `standard`).
+    #[schema(schema_with = super::cron_dialect_schema)]
+    pub cron_dialect: Option<String>,
     /// IANA time zone of the cron expression (default `UTC`).
     pub timezone: Option<String>,
     /// Fixed rate in ms (at least 100): a run every `everyMs` from creation.
@@ -89,6 +92,9 @@ pub struct PatchWorkflowRequest {
     /// and policies of a recurring schedule are kept unless named. At most
     /// one of `cronExpr`, `everyMs`, `delayMs` and `triggerAt`.
     pub cron_expr: Option<String>,
+    /// How the cron expression is read (as on a job's `PATCH`).
+    #[schema(schema_with = super::cron_dialect_schema)]
+    pub cron_dialect: Option<String>,
     /// Time zone of `cronExpr` (kept if absent; `UTC` for a new cron rule).
     pub timezone: Option<String>,
     /// New fixed rate in ms (at least 100), from now.
@@ -209,6 +215,9 @@ pub struct WorkflowView {
     pub client_request_id: Option<String>,
     /// Its cron expression, if scheduled by one.
     pub cron_expr: Option<String>,
+    /// How the cron expression is read, if scheduled by one.
+    #[schema(schema_with = super::cron_dialect_schema_nullable)]
+    pub cron_dialect: Option<String>,
     /// The cron expression's time zone.
     pub timezone: Option<String>,
     /// Its fixed rate, if scheduled by one.
@@ -276,6 +285,13 @@ impl From<&StoredWorkflow> for WorkflowView {
             cron_expr: match w.schedule.as_ref().and_then(|s| s.recurrence()) {
                 Some(r) => match &r.rule {
                     Rule::Cron { expr, .. } => Some(expr.clone()),
+                    _ => None,
+                },
+                None => None,
+            },
+            cron_dialect: match w.schedule.as_ref().and_then(|s| s.recurrence()) {
+                Some(r) => match &r.rule {
+                    Rule::Cron { dialect, .. } => Some(dialect.as_str().to_string()),
                     _ => None,
                 },
                 None => None,

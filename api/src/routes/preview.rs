@@ -1,6 +1,7 @@
 //! `POST /openapi/schedules/preview`: the next trigger times of a schedule,
-//! checked exactly as a create checks it (same errors, same fields), so a
-//! form can show them before the job exists.
+//! checked exactly as a create checks it (same errors, same fields), and a
+//! cron expression in words as its dialect reads it, so a form can show
+//! them before the job exists.
 
 use crate::dto::{PreviewTrigger, SchedulePreview, SchedulePreviewRequest};
 use crate::error::{ApiError, ErrorBody};
@@ -16,10 +17,13 @@ const MAX_COUNT: i64 = 50;
 
 /// Preview a schedule's next trigger times.
 ///
-/// Takes the schedule fields of a create (`cronExpr`, `timezone`,
-/// `triggerAt`, `everyMs`, `delayMs`, `startAt`, `endAt`) and answers the
-/// next `count` trigger times from now, in UTC and in the time zone. A fixed
-/// delay is shown as if each execution ended at once.
+/// Takes the schedule fields of a create (`cronExpr`, `cronDialect`,
+/// `timezone`, `triggerAt`, `everyMs`, `delayMs`, `startAt`, `endAt`) and
+/// answers the next `count` trigger times from now, in UTC and in the time
+/// zone, and for a cron expression its dialect and its reading in words. A
+/// fixed delay is shown as if each execution ended at once. A Quartz-looking
+/// expression without `cronDialect` that the two dialects read differently
+/// is refused (422, field `cronDialect`) naming both readings, as on create.
 #[utoipa::path(
     post, path = "/openapi/schedules/preview", tag = "jobs",
     request_body(content = SchedulePreviewRequest, content_type = "application/json"),
@@ -47,6 +51,7 @@ fn preview(req: &SchedulePreviewRequest, now: Millis) -> Result<SchedulePreview,
     let tz_name = req.timezone.clone().unwrap_or_else(|| "UTC".to_string());
     let fields = Fields {
         cron_expr: req.cron_expr.as_deref(),
+        cron_dialect: req.cron_dialect.as_deref(),
         timezone: Some(&tz_name),
         trigger_at: schedule::time_field("triggerAt", req.trigger_at.as_deref())?,
         every_ms: req.every_ms,
@@ -59,6 +64,7 @@ fn preview(req: &SchedulePreviewRequest, now: Millis) -> Result<SchedulePreview,
     let sched = schedule::build(&fields, now)?;
     let first = sched.first_trigger(now).map_err(schedule::schedule_error)?;
     let mut times = vec![first];
+    let mut reading = None;
     let kind = match &sched {
         Schedule::Once { .. } => "once",
         Schedule::Recurring(r) => {
@@ -78,8 +84,12 @@ fn preview(req: &SchedulePreviewRequest, now: Millis) -> Result<SchedulePreview,
                     None => break,
                 }
             }
-            match r.rule {
-                Rule::Cron { .. } => "cron",
+            match &r.rule {
+                Rule::Cron { expr, dialect, .. } => {
+                    let words = dialect.describe(expr).map_err(schedule::schedule_error)?;
+                    reading = Some((dialect.as_str().to_string(), words));
+                    "cron"
+                }
                 Rule::Every { .. } => "every",
                 Rule::Delay { .. } => "delay",
             }
@@ -98,9 +108,12 @@ fn preview(req: &SchedulePreviewRequest, now: Millis) -> Result<SchedulePreview,
                 .unwrap_or_else(|| to_rfc3339(t)),
         })
         .collect();
+    let (cron_dialect, description) = reading.unzip();
     Ok(SchedulePreview {
         timezone: tz_name,
         kind: kind.to_string(),
+        cron_dialect,
+        description,
         next_triggers,
     })
 }
@@ -179,5 +192,65 @@ mod tests {
             ..req()
         });
         assert_eq!(e.field(), Some("count"));
+    }
+
+    #[test]
+    fn quartz_previews_mondays_and_says_so() {
+        let p = preview(
+            &SchedulePreviewRequest {
+                cron_expr: Some("0 0 2 ? * 2 *".into()),
+                cron_dialect: Some("quartz".into()),
+                count: Some(2),
+                ..req()
+            },
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(p.cron_dialect.as_deref(), Some("quartz"));
+        assert_eq!(p.description.as_deref(), Some("at 02:00, on Monday"));
+        let at: Vec<&str> = p.next_triggers.iter().map(|t| t.at.as_str()).collect();
+        assert_eq!(at, ["2026-01-05T02:00:00.000Z", "2026-01-12T02:00:00.000Z"]);
+    }
+
+    #[test]
+    fn an_ambiguous_expression_without_a_dialect_names_both_readings() {
+        let e = preview(
+            &SchedulePreviewRequest {
+                cron_expr: Some("0 0 2 ? * 2".into()),
+                ..req()
+            },
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!(e.field(), Some("cronDialect"));
+        let text = e.to_string();
+        assert!(
+            text.contains("as standard cron: at 02:00, on Tuesday"),
+            "{text}"
+        );
+        assert!(text.contains("as Quartz: at 02:00, on Monday"), "{text}");
+        let standard = preview(
+            &SchedulePreviewRequest {
+                cron_expr: Some("0 0 2 ? * 2".into()),
+                cron_dialect: Some("standard".into()),
+                ..req()
+            },
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(
+            standard.description.as_deref(),
+            Some("at 02:00, on Tuesday")
+        );
+        let e = preview(
+            &SchedulePreviewRequest {
+                every_ms: Some(1_000),
+                cron_dialect: Some("quartz".into()),
+                ..req()
+            },
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!(e.field(), Some("cronDialect"));
     }
 }

@@ -99,6 +99,7 @@ fn merged_schedule(
 ) -> Result<Schedule, ApiError> {
     let edit = schedule::Edit {
         cron_expr: req.cron_expr.as_deref(),
+        cron_dialect: req.cron_dialect.as_deref(),
         timezone: req.timezone.as_deref(),
         trigger_at: req.trigger_at.as_deref(),
         every_ms: req.every_ms,

@@ -1,10 +1,10 @@
-//! The schedule fields of a request (`cronExpr`, `timezone`, `triggerAt`,
-//! `everyMs`, `delayMs`, `startAt`, `endAt`, `misfirePolicy`,
+//! The schedule fields of a request (`cronExpr`, `cronDialect`, `timezone`,
+//! `triggerAt`, `everyMs`, `delayMs`, `startAt`, `endAt`, `misfirePolicy`,
 //! `overlapPolicy`) → a [`Schedule`], with every refusal naming its field.
 
 use crate::error::ApiError;
 use kairos_core::schedule::{
-    MisfirePolicy, OverlapPolicy, Recurrence, Rule, Schedule, ScheduleError,
+    CronDialect, MisfirePolicy, OverlapPolicy, Recurrence, Rule, Schedule, ScheduleError, ambiguity,
 };
 use kairos_core::time::{Millis, parse_rfc3339};
 
@@ -22,6 +22,8 @@ const MAX_CRON_CHARS: usize = 255;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Fields<'a> {
     pub(crate) cron_expr: Option<&'a str>,
+    /// As sent (`None`: not named, so an ambiguous expression is refused).
+    pub(crate) cron_dialect: Option<&'a str>,
     pub(crate) timezone: Option<&'a str>,
     pub(crate) trigger_at: Option<Millis>,
     pub(crate) every_ms: Option<i64>,
@@ -49,8 +51,9 @@ impl<'a> Fields<'a> {
                     ..Fields::default()
                 };
                 match &r.rule {
-                    Rule::Cron { expr, tz } => {
+                    Rule::Cron { expr, tz, dialect } => {
                         f.cron_expr = Some(expr);
+                        f.cron_dialect = Some(dialect.as_str());
                         f.timezone = Some(tz);
                     }
                     Rule::Every { every_ms } => f.every_ms = Some(clamp(*every_ms)),
@@ -102,6 +105,12 @@ pub(crate) fn build(f: &Fields<'_>, now: Millis) -> Result<Schedule, ApiError> {
         ("delayMs", f.delay_ms.is_some()),
     ];
     let given: Vec<&str> = kinds.iter().filter(|k| k.1).map(|k| k.0).collect();
+    if f.cron_dialect.is_some() && f.cron_expr.is_none() {
+        return Err(ApiError::invalid(
+            "cronDialect",
+            "cronDialect applies to cron jobs; set cronExpr too",
+        ));
+    }
     if given.len() > 1 {
         return Err(ApiError::invalid(
             given[1],
@@ -147,6 +156,7 @@ pub(crate) fn build(f: &Fields<'_>, now: Millis) -> Result<Schedule, ApiError> {
         Rule::Cron {
             expr: expr.to_string(),
             tz: tz.to_string(),
+            dialect: dialect(expr, f.cron_dialect)?,
         }
     } else if let Some(ms) = f.every_ms {
         Rule::Every {
@@ -186,6 +196,31 @@ pub(crate) fn build(f: &Fields<'_>, now: Millis) -> Result<Schedule, ApiError> {
     }))
 }
 
+/// The dialect `expr` is read in: the one named, else `standard` — unless
+/// `expr` looks like Quartz and the two dialects read it differently (see
+/// [`ambiguity`]), which is refused naming both readings, so a job migrated
+/// from Quartz never runs silently on the wrong day.
+fn dialect(expr: &str, named: Option<&str>) -> Result<CronDialect, ApiError> {
+    match named {
+        Some(name) => CronDialect::parse(name).ok_or_else(|| {
+            ApiError::invalid(
+                "cronDialect",
+                format!(
+                    "unknown cronDialect {name:?}; expected one of {}",
+                    CronDialect::ALL.map(|d| d.as_str()).join(", ")
+                ),
+            )
+        }),
+        None => match ambiguity(expr) {
+            Some(a) => Err(ApiError::invalid(
+                "cronDialect",
+                format!("cronExpr {expr:?} reads differently by dialect: {a}"),
+            )),
+            None => Ok(CronDialect::Standard),
+        },
+    }
+}
+
 fn period(field: &str, ms: i64) -> Result<u64, ApiError> {
     if (MIN_PERIOD_MS..=MAX_PERIOD_MS).contains(&ms) {
         Ok(ms.unsigned_abs())
@@ -222,6 +257,7 @@ fn policy<T>(
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Edit<'a> {
     pub(crate) cron_expr: Option<&'a str>,
+    pub(crate) cron_dialect: Option<&'a str>,
     pub(crate) timezone: Option<&'a str>,
     pub(crate) trigger_at: Option<&'a str>,
     pub(crate) every_ms: Option<i64>,
@@ -234,7 +270,8 @@ pub(crate) struct Edit<'a> {
 
 /// `current` with a `PATCH`'s schedule fields applied: a kind field
 /// (`cronExpr`, `everyMs`, `delayMs`, `triggerAt`) replaces the rule, the
-/// others change what they name and keep the rest.
+/// others change what they name and keep the rest (`cronDialect` alone
+/// rereads the current expression).
 pub(crate) fn merge(current: &Schedule, req: &Edit<'_>, now: Millis) -> Result<Schedule, ApiError> {
     let trigger_at = time_field("triggerAt", req.trigger_at)?;
     let start_at = req.start_at.map(|v| time_field("startAt", v)).transpose()?;
@@ -244,9 +281,15 @@ pub(crate) fn merge(current: &Schedule, req: &Edit<'_>, now: Millis) -> Result<S
         || req.delay_ms.is_some()
         || trigger_at.is_some();
     let old = Fields::of(current);
+    // A new expression keeps a Quartz job's dialect (as it keeps its zone);
+    // a standard one was perhaps never chosen, so it is checked again.
+    let kept_dialect = old
+        .cron_dialect
+        .filter(|d| *d == CronDialect::Quartz.as_str() && req.cron_expr.is_some());
     let mut f = if kind_given {
         Fields {
             cron_expr: req.cron_expr,
+            cron_dialect: req.cron_dialect.or(kept_dialect),
             trigger_at,
             every_ms: req.every_ms,
             delay_ms: req.delay_ms,
@@ -256,6 +299,7 @@ pub(crate) fn merge(current: &Schedule, req: &Edit<'_>, now: Millis) -> Result<S
     } else {
         Fields {
             cron_expr: old.cron_expr,
+            cron_dialect: req.cron_dialect.or(old.cron_dialect),
             trigger_at: old.trigger_at,
             every_ms: old.every_ms,
             delay_ms: old.delay_ms,

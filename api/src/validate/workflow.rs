@@ -96,6 +96,7 @@ fn schedule(
 ) -> Result<Option<(Schedule, Millis)>, ApiError> {
     let fields = Fields {
         cron_expr: req.cron_expr.as_deref(),
+        cron_dialect: req.cron_dialect.as_deref(),
         timezone: req.timezone.as_deref(),
         trigger_at: time_field("triggerAt", req.trigger_at.as_deref())?,
         every_ms: req.every_ms,
@@ -106,11 +107,16 @@ fn schedule(
         overlap: req.overlap_policy.as_deref(),
     };
     if !fields.is_recurring() && fields.trigger_at.is_none() {
-        if fields.timezone.is_some() {
-            return Err(ApiError::invalid(
-                "timezone",
-                "timezone applies to cronExpr; set cronExpr too",
-            ));
+        for (field, set) in [
+            ("timezone", fields.timezone.is_some()),
+            ("cronDialect", fields.cron_dialect.is_some()),
+        ] {
+            if set {
+                return Err(ApiError::invalid(
+                    field,
+                    format!("{field} applies to cronExpr; set cronExpr too"),
+                ));
+            }
         }
         // No schedule: a window or a policy is refused as for a one-shot job.
         if fields.start_at.is_none()
@@ -141,6 +147,7 @@ fn patched_schedule(
 ) -> Result<ScheduleChange, ApiError> {
     let edit = Edit {
         cron_expr: req.cron_expr.as_deref(),
+        cron_dialect: req.cron_dialect.as_deref(),
         timezone: req.timezone.as_deref(),
         trigger_at: req.trigger_at.as_deref(),
         every_ms: req.every_ms,
@@ -156,6 +163,7 @@ fn patched_schedule(
         || edit.trigger_at.is_some();
     let named = [
         ("cronExpr", edit.cron_expr.is_some()),
+        ("cronDialect", edit.cron_dialect.is_some()),
         ("everyMs", edit.every_ms.is_some()),
         ("delayMs", edit.delay_ms.is_some()),
         ("triggerAt", edit.trigger_at.is_some()),
@@ -182,9 +190,10 @@ fn patched_schedule(
         Some(current) => merge(current, &edit, now)?,
         None if !kind_given => {
             return Err(match field {
-                "timezone" => {
-                    ApiError::invalid("timezone", "timezone applies to cronExpr; set cronExpr too")
-                }
+                "timezone" | "cronDialect" => ApiError::invalid(
+                    field,
+                    format!("{field} applies to cronExpr; set cronExpr too"),
+                ),
                 _ => ApiError::invalid(
                     field,
                     format!("{field} applies to recurring jobs; set cronExpr, everyMs or delayMs"),

@@ -10,6 +10,7 @@ mod busy;
 mod callbacks;
 mod contract;
 mod control;
+mod dialects;
 mod every_route;
 mod executions;
 mod jobs;
@@ -157,4 +158,11 @@ on_every_store! { admin:
     crate::admin_roles::key_listing_by_role => key_listing_by_role,
     crate::admin_roles::key_revocation_by_role => key_revocation_by_role,
     crate::admin_roles::audit_by_role => audit_by_role,
+}
+
+on_every_store! { cron_dialects:
+    crate::dialects::jobs_take_show_and_change_a_cron_dialect => jobs_take_show_and_change_a_cron_dialect,
+    crate::dialects::the_preview_reads_the_dialect => the_preview_reads_the_dialect,
+    crate::dialects::workflows_take_a_cron_dialect => workflows_take_a_cron_dialect,
+    crate::dialects::the_openapi_document_describes_cron_dialect => the_openapi_document_describes_cron_dialect,
 }

@@ -1,9 +1,9 @@
-//! Cron expressions (five fields, or six with seconds first) evaluated in an
-//! IANA time zone.
+//! Cron expressions, read in their [`CronDialect`], evaluated in an IANA
+//! time zone.
 //!
-//! Parsing uses `croner` rather than the `cron` crate: croner takes both
-//! five- and six-field expressions (callers coming from crontab and from Quartz
-//! both work), supports `L`, `W` and `#`, and handles DST transitions the way
+//! Parsing uses `croner` rather than the `cron` crate: croner takes five-,
+//! six- and seven-field expressions, has a Quartz weekday mode (see
+//! [`super::dialect`]), supports `L`, `W` and `#`, and handles DST transitions the way
 //! Vixie cron does. An expression whose second, minute and hour fields each
 //! name one value ("fixed time", e.g. `30 2 * * *`) fires once per local day:
 //! a local time skipped by spring-forward fires at the first instant after the
@@ -12,12 +12,11 @@
 //! on every instant whose local time matches, so it keeps its rhythm in real
 //! time through the repeated hour.
 
-use super::ScheduleError;
+use super::{CronDialect, ScheduleError};
 use crate::time::Millis;
 use chrono::{TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
-use croner::parser::{CronParser, Seconds, Year};
 
 /// A parsed cron schedule, ready to compute trigger times.
 #[derive(Debug, Clone)]
@@ -27,22 +26,19 @@ pub struct CronSchedule {
 }
 
 impl CronSchedule {
-    /// Parses `expr` (5 or 6 fields; 6 means the first is seconds) in `tz`.
-    pub fn parse(expr: &str, tz: &str) -> Result<Self, ScheduleError> {
+    /// Parses `expr` as `dialect` reads it, in `tz`.
+    pub fn parse(expr: &str, tz: &str, dialect: CronDialect) -> Result<Self, ScheduleError> {
         let tz: Tz = tz
             .parse()
             .map_err(|_| ScheduleError::UnknownTimeZone(tz.to_string()))?;
-        // Years are disallowed so a six-field expression is unambiguous: it has seconds.
-        let cron = CronParser::builder()
-            .seconds(Seconds::Optional)
-            .year(Year::Disallowed)
-            .build()
-            .parse(expr)
-            .map_err(|e| ScheduleError::InvalidCron {
-                expr: expr.to_string(),
-                reason: e.to_string(),
-            })?;
+        let cron = dialect.compile(expr)?;
         Ok(Self { cron, tz })
+    }
+
+    /// The schedule in words, e.g. "at 02:00, on Monday" (times are local to
+    /// the schedule's zone).
+    pub fn describe(&self) -> String {
+        super::dialect::words(&self.cron)
     }
 
     /// The first trigger strictly after `after` (ms UTC), or `None` if the

@@ -194,14 +194,14 @@ fn start_at_delays_the_first_trigger_of_every_rule() {
 #[test]
 fn bad_input_is_named() {
     assert!(matches!(
-        CronSchedule::parse("not a cron", "UTC"),
+        CronSchedule::parse("not a cron", "UTC", CronDialect::Standard),
         Err(ScheduleError::InvalidCron { .. })
     ));
     assert_eq!(
-        CronSchedule::parse("* * * * *", "Mars/Olympus").unwrap_err(),
+        CronSchedule::parse("* * * * *", "Mars/Olympus", CronDialect::Standard).unwrap_err(),
         ScheduleError::UnknownTimeZone("Mars/Olympus".into())
     );
-    assert!(CronSchedule::parse("* * * * * * *", "UTC").is_err());
+    assert!(CronSchedule::parse("* * * * * * *", "UTC", CronDialect::Standard).is_err());
 }
 
 #[test]

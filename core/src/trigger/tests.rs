@@ -175,6 +175,7 @@ fn replace_stops_the_live_execution_and_keeps_the_newest_trigger() {
         Rule::Cron {
             expr: "* * * * * *".into(),
             tz: "UTC".into(),
+            dialect: Default::default(),
         },
         MisfirePolicy::FireAll,
         OverlapPolicy::Replace,

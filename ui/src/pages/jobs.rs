@@ -50,7 +50,10 @@ pub(crate) fn schedule_text(s: &Schedule) -> String {
             view::zoned(*at, &chrono_tz::UTC).trim_end_matches(" +00:00")
         ),
         Schedule::Recurring(r) => match &r.rule {
-            Rule::Cron { expr, tz } => format!("cron {expr} ({tz})"),
+            Rule::Cron { expr, tz, dialect } if dialect.is_standard() => {
+                format!("cron {expr} ({tz})")
+            }
+            Rule::Cron { expr, tz, dialect } => format!("{dialect} cron {expr} ({tz})"),
             Rule::Every { every_ms } => {
                 format!("every {}", view::duration(*every_ms as i64))
             }
@@ -62,10 +65,19 @@ pub(crate) fn schedule_text(s: &Schedule) -> String {
 }
 
 /// A cron schedule in words, in its zone (`None` for other schedules, and
-/// for expressions the describer does not know).
+/// for expressions the describer does not know). The dashboard's describer
+/// reads standard cron only; another dialect is worded by the core.
 pub(crate) fn schedule_words(s: &Schedule) -> Option<String> {
     match s.recurrence().map(|r| &r.rule) {
-        Some(Rule::Cron { expr, tz }) => crate::cron_words::describe(expr, tz),
+        Some(Rule::Cron { expr, tz, dialect }) if dialect.is_standard() => {
+            crate::cron_words::describe(expr, tz)
+        }
+        Some(Rule::Cron { expr, tz, dialect }) => {
+            let words = dialect.describe(expr).ok()?;
+            let mut c = words.chars();
+            let first = c.next()?.to_uppercase();
+            Some(format!("{first}{} ({tz} time)", c.as_str()))
+        }
         _ => None,
     }
 }

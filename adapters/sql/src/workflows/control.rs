@@ -117,6 +117,10 @@ pub(super) async fn update(
             "schedule",
             json(new.schedule.as_ref().map(to_json).transpose()?),
         );
+        set.set(
+            "cron_dialect",
+            crate::sched_cols::cron_dialect_of(new.schedule.as_ref()),
+        );
         set.set("next_trigger_at", time(new.next_trigger_at));
     }
     if let Some(def) = update.definition.as_ref().filter(|d| **d != wf.definition) {

@@ -35,11 +35,12 @@ use crate::db::{Row, Tx};
 use crate::error::{corrupt, is_unique_violation};
 use crate::keyset;
 use crate::rows::R;
+use crate::sched_cols::{cron_dialect_of, with_cron_dialect};
 use crate::sql::{Fields, Sql, json, time};
 use crate::store::SqlStore;
 use async_trait::async_trait;
 use kairos_core::job::{NewJob, RetryPolicy};
-use kairos_core::schedule::Schedule;
+use kairos_core::schedule::{CronDialect, Schedule};
 use kairos_core::shard::ExecutionMode;
 use kairos_core::store::{Page, StoreResult};
 use kairos_core::time::Millis;
@@ -51,7 +52,7 @@ use kairos_core::workflow::{
 };
 use std::collections::BTreeMap;
 
-const WF_COLS: [&str; 15] = [
+const WF_COLS: [&str; 16] = [
     "id",
     "tenant",
     "name",
@@ -59,6 +60,7 @@ const WF_COLS: [&str; 15] = [
     "node_jobs",
     "status",
     "schedule",
+    "cron_dialect",
     "next_trigger_at",
     "client_request_id",
     "request_hash",
@@ -75,6 +77,7 @@ fn workflow_row(row: &Row) -> StoreResult<StoredWorkflow> {
         serde_json::from_value(r.json("definition")?).map_err(|e| corrupt("workflows", e))?;
     let node_jobs: BTreeMap<String, String> =
         serde_json::from_value(r.json("node_jobs")?).map_err(|e| corrupt("workflows", e))?;
+    let dialect = r.parsed("cron_dialect", CronDialect::parse)?;
     Ok(StoredWorkflow {
         id: r.string("id")?,
         tenant: r.string("tenant")?,
@@ -89,7 +92,8 @@ fn workflow_row(row: &Row) -> StoreResult<StoredWorkflow> {
             .opt_json("schedule")?
             .map(serde_json::from_value)
             .transpose()
-            .map_err(|e| corrupt("workflows", e))?,
+            .map_err(|e| corrupt("workflows", e))?
+            .map(|s| with_cron_dialect(s, dialect)),
         next_trigger_at: r.opt_time("next_trigger_at")?,
         client_request_id: r.opt_string("client_request_id")?,
         request_hash: r.opt_string("request_hash")?,
@@ -262,6 +266,7 @@ async fn create(mut tx: Tx, wf: &NewWorkflow, limits: RunLimits) -> StoreResult<
             "schedule",
             json(stored.schedule.as_ref().map(to_json).transpose()?),
         )
+        .with("cron_dialect", cron_dialect_of(stored.schedule.as_ref()))
         .with("callback_url", stored.callback_url.as_deref())
         .with("version", stored.version)
         .with("definition_version", stored.definition_version)

@@ -3,7 +3,7 @@
 
 use super::*;
 use kairos_core::job::{JobStatus, RetryPolicy};
-use kairos_core::schedule::{MisfirePolicy, OverlapPolicy, Rule};
+use kairos_core::schedule::{CronDialect, MisfirePolicy, OverlapPolicy, Rule};
 use serde_json::{Value, json};
 
 const NOW: Millis = 1_772_359_200_000; // 2026-03-01T10:00:00Z
@@ -112,7 +112,8 @@ fn a_kind_field_switches_the_rule_and_keeps_window_and_policies() {
         r.rule,
         Rule::Cron {
             expr: "*/5 * * * * *".into(),
-            tz: "Asia/Tokyo".into()
+            tz: "Asia/Tokyo".into(),
+            dialect: CronDialect::Standard,
         }
     );
     assert_eq!(
@@ -200,4 +201,45 @@ fn masked_secrets_sent_back_keep_their_values() {
         field(patch(&j, json!({"sensitiveParams": ["a..b"]}))),
         Some("sensitiveParams".to_string())
     );
+}
+
+fn dialect_of(u: &JobUpdate) -> CronDialect {
+    match &u.schedule.recurrence().unwrap().rule {
+        Rule::Cron { dialect, .. } => *dialect,
+        other => panic!("cron expected, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_new_expression_keeps_a_quartz_dialect_and_checks_a_standard_one() {
+    let quartz = job(Schedule::cron_in(CronDialect::Quartz, "0 0 2 ? * 2", "UTC"));
+    let u = patch(&quartz, json!({"cronExpr": "0 0 3 ? * 3"})).unwrap();
+    assert_eq!(dialect_of(&u), CronDialect::Quartz);
+    let u = patch(&quartz, json!({"timezone": "Asia/Tokyo"})).unwrap();
+    assert_eq!(dialect_of(&u), CronDialect::Quartz);
+
+    let standard = job(Schedule::cron("0 0 2 * * 2", "UTC"));
+    let r = patch(&standard, json!({"cronExpr": "0 0 2 ? * 2"}));
+    assert_eq!(field(r), Some("cronDialect".into()));
+    let u = patch(
+        &standard,
+        json!({"cronExpr": "0 0 2 ? * 2", "cronDialect": "standard"}),
+    )
+    .unwrap();
+    assert_eq!(dialect_of(&u), CronDialect::Standard);
+}
+
+#[test]
+fn a_dialect_alone_rereads_the_current_expression() {
+    let j = job(Schedule::cron("0 0 2 ? * 2", "UTC"));
+    let u = patch(&j, json!({"cronDialect": "quartz"})).unwrap();
+    assert!(u.reschedule);
+    assert_eq!(dialect_of(&u), CronDialect::Quartz);
+    let r = patch(&j, json!({"cronDialect": "crontab"}));
+    assert_eq!(field(r), Some("cronDialect".into()));
+    let r = patch(
+        &job(Schedule::every(1_000)),
+        json!({"cronDialect": "quartz"}),
+    );
+    assert_eq!(field(r), Some("cronDialect".into()));
 }
