@@ -18,7 +18,9 @@
 # KAIROS_NAMESPACE (default kstack), KAIROS_STACK_DIR (default /tmp/kairos-stack),
 # KAIROS_WORKER_CAPACITY (default 32, the worker's own), KAIROS_HTTP_ADDR (default 127.0.0.1:8080),
 # KAIROS_CALLBACK_SECRET (default: random per stack), KAIROS_STACK_DISPATCHERS
-# (default 2; the third and later on metrics ports 9201, 9202, …). Other
+# (default 2; the third and later on metrics ports 9201, 9202, …),
+# KAIROS_STACK_METRICS_PORT (default 9190: the API's metrics port, the
+# others' follow it, so two stacks on one box can differ by 20). Other
 # KAIROS_* settings in the environment (e.g. KAIROS_DISPATCH_PARTITIONED)
 # reach every process.
 set -euo pipefail
@@ -35,6 +37,7 @@ export KAIROS_CALLBACK_ALLOW_PRIVATE=true KAIROS_HTTP_ALLOW_PRIVATE=true
 export KAIROS_CALLBACK_SECRET=${KAIROS_CALLBACK_SECRET:-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 export KAIROS_LOG=${KAIROS_LOG:-warn}
 http=${KAIROS_HTTP_ADDR:-127.0.0.1:8080}
+m=${KAIROS_STACK_METRICS_PORT:-9190}
 
 start() { # name, metrics port, command...
   local name=$1 port=$2; shift 2
@@ -52,15 +55,18 @@ up)
     mysql --protocol=TCP -h127.0.0.1 -uroot -e "CREATE DATABASE IF NOT EXISTS \`$db\`" ;;
   esac
   "$bin" migrate >"$dir/migrate.log" 2>&1
-  key=$("$bin" keys create --tenant default --role operator | grep -Eo 'kai_[A-Za-z0-9_]+' | head -1)
-  KAIROS_HTTP_ADDR=$http start api 9190 "$bin" api
+  # An operator's key; a binary from before the operator role (a base that
+  # scripts/bench-compare.sh measures) makes the tenant admin's instead.
+  key=$({ "$bin" keys create --tenant default --role operator 2>/dev/null \
+    || "$bin" keys create --tenant default --role admin; } | grep -Eo 'kai_[A-Za-z0-9_]+' | head -1)
+  KAIROS_HTTP_ADDR=$http start api "$m" "$bin" api
   for i in $(seq 1 "${KAIROS_STACK_DISPATCHERS:-2}"); do
-    port=$((i <= 2 ? 9190 + i : 9198 + i))
+    port=$((i <= 2 ? m + i : m + 8 + i))
     start "dispatcher-$i" "$port" "$bin" dispatcher
   done
-  KAIROS_WORKER_ID=worker-1 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-32} start worker-1 9193 "$bin" worker
-  KAIROS_WORKER_ID=worker-2 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-32} start worker-2 9194 "$bin" worker
-  start relay 9195 "$bin" callback-relay
+  KAIROS_WORKER_ID=worker-1 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-32} start worker-1 $((m + 3)) "$bin" worker
+  KAIROS_WORKER_ID=worker-2 KAIROS_WORKER_CAPACITY=${KAIROS_WORKER_CAPACITY:-32} start worker-2 $((m + 4)) "$bin" worker
+  start relay $((m + 5)) "$bin" callback-relay
   for _ in $(seq 1 100); do
     curl -fsS "http://$http/readyz" >/dev/null 2>&1 && break
     sleep 0.1

@@ -138,6 +138,6 @@ mod workers;
 mod workflows;
 
 pub use dialect::Dialect;
-pub use dispatch::due_scan_sql;
+pub use dispatch::{due_scan_sql, lane_scan_sql};
 pub use stop::stop_requests_sql;
 pub use store::SqlStore;

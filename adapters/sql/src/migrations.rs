@@ -132,6 +132,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         include_str!("../migrations/mysql/0024_handbacks.sql"),
     ),
     (
+        25,
+        "claim indexes",
+        include_str!("../migrations/mysql/0025_claim_indexes.sql"),
+    ),
+    (
         27,
         "cron dialect",
         include_str!("../migrations/mysql/0027_cron_dialect.sql"),
@@ -256,6 +261,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         include_str!("../migrations/postgres/0024_handbacks.sql"),
     ),
     (
+        25,
+        "claim indexes",
+        include_str!("../migrations/postgres/0025_claim_indexes.sql"),
+    ),
+    (
         27,
         "cron dialect",
         include_str!("../migrations/postgres/0027_cron_dialect.sql"),
@@ -375,6 +385,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         24,
         "handbacks",
         include_str!("../migrations/sqlite/0024_handbacks.sql"),
+    ),
+    (
+        25,
+        "claim indexes",
+        include_str!("../migrations/sqlite/0025_claim_indexes.sql"),
     ),
     (
         27,

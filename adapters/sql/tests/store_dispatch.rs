@@ -665,3 +665,43 @@ async fn sqlite_stop_poll_reads_only_the_requests() {
     conn.close().await.unwrap();
     store.close().await;
 }
+
+/// The immediate lane's scan reads the lane's partial index on SQLite: only
+/// lane-1 jobs with a next trigger are in it, so a scheduled job's claims
+/// and results, and a finished job's moves, never write it (issue #43). The
+/// scan must name the lane as a literal for SQLite to match the index.
+#[tokio::test]
+async fn sqlite_lane_scan_reads_the_partial_lane_index() {
+    use sqlx::{Connection, Row};
+    let url = kairos_testkit::sqlite_temp_url();
+    let store = SqlStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let index: String =
+        sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE name = 'idx_jobs_lane_due'")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert!(index.contains("WHERE"), "not a partial index: {index}");
+    let sql = format!(
+        "EXPLAIN QUERY PLAN {}",
+        kairos_store_sql::lane_scan_sql(kairos_store_sql::Dialect::Sqlite)
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for s in kairos_core::job::JobTransition::Claim.from_states() {
+        query = query.bind(s.as_str());
+    }
+    let rows = query
+        .bind(T0)
+        .bind(100_i64)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    let plan: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
+    assert!(
+        plan.iter().any(|d| d.contains("idx_jobs_lane_due")),
+        "plan: {plan:?}"
+    );
+    conn.close().await.unwrap();
+    store.close().await;
+}

@@ -12,7 +12,6 @@ use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::time::Duration;
 
 /// Server timestamps of one job's latest execution.
@@ -30,6 +29,35 @@ pub(super) struct Run {
     pub(super) scheduled: Millis,
     pub(super) dispatched: Option<Millis>,
     pub(super) started: Option<Millis>,
+}
+
+/// What the bench reads of one job: its status and its newest execution's
+/// times.
+#[derive(Debug, Clone)]
+pub(super) struct JobRead {
+    pub(super) status: String,
+    pub(super) times: Times,
+}
+
+/// The part of a job view the bench reads.
+#[derive(Deserialize)]
+struct JobView {
+    status: String,
+    #[serde(rename = "createdAt")]
+    created_at: String,
+    #[serde(rename = "lastExecution")]
+    last_execution: Option<ExecutionView>,
+}
+
+/// The times of the job view's `lastExecution`.
+#[derive(Deserialize, Default)]
+struct ExecutionView {
+    #[serde(rename = "dispatchedAt")]
+    dispatched_at: Option<String>,
+    #[serde(rename = "startedAt")]
+    started_at: Option<String>,
+    #[serde(rename = "finishedAt")]
+    finished_at: Option<String>,
 }
 
 /// A client of one deployment's API.
@@ -187,72 +215,33 @@ impl Api {
         Ok(answer)
     }
 
-    /// A job's status.
-    pub(super) async fn status(&self, job: &str) -> Result<String> {
-        let answer: Value = self
+    /// A job's status and the server's times of its newest execution
+    /// (`GET /openapi/jobs/{id}`: one read by primary key, whatever the
+    /// size of the table).
+    pub(super) async fn job(&self, job: &str) -> Result<JobRead> {
+        let view: JobView = self
             .http
             .get(format!("{}/openapi/jobs/{job}", self.base))
             .send()
-            .await?
+            .await
+            .with_context(|| format!("GET job {job}"))?
             .error_for_status()?
             .json()
-            .await?;
-        answer["status"]
-            .as_str()
-            .map(str::to_string)
-            .context("job view has no status")
-    }
-
-    /// Every job in `status`, by id, with its creation time (the list
-    /// endpoint, 500 a page).
-    pub(super) async fn jobs_in(&self, status: &str) -> Result<HashMap<String, Millis>> {
-        let mut out = HashMap::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let mut params = vec![("status", status), ("limit", "500")];
-            if let Some(c) = &cursor {
-                params.push(("cursor", c.as_str()));
-            }
-            let url = url::Url::parse_with_params(&format!("{}/openapi/jobs", self.base), &params)?;
-            let page: Value = self
-                .http
-                .get(url)
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await?;
-            for job in page["items"].as_array().into_iter().flatten() {
-                if let (Some(id), Some(created)) = (job["jobId"].as_str(), ms(&job["createdAt"])) {
-                    out.insert(id.to_string(), created);
-                }
-            }
-            match page["nextCursor"].as_str() {
-                Some(c) => cursor = Some(c.to_string()),
-                None => return Ok(out),
-            }
-        }
-    }
-
-    /// The times of a job's newest execution (its last attempt).
-    pub(super) async fn last_run(&self, job: &str, created: Millis) -> Result<Times> {
-        let page: Value = self
-            .http
-            .get(format!(
-                "{}/openapi/jobs/{job}/executions?limit=1",
-                self.base
-            ))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        let last = &page["items"][0];
-        Ok(Times {
-            created,
-            dispatched: ms(&last["dispatchedAt"]),
-            started: ms(&last["startedAt"]),
-            finished: ms(&last["finishedAt"]),
+            .await
+            .with_context(|| format!("reading job {job}"))?;
+        let created = parse_rfc3339(&view.created_at)
+            .ok()
+            .with_context(|| format!("job {job} has no createdAt"))?;
+        let last = view.last_execution.unwrap_or_default();
+        let at = |t: &Option<String>| t.as_deref().and_then(|s| parse_rfc3339(s).ok());
+        Ok(JobRead {
+            status: view.status,
+            times: Times {
+                created,
+                dispatched: at(&last.dispatched_at),
+                started: at(&last.started_at),
+                finished: at(&last.finished_at),
+            },
         })
     }
 

@@ -3,14 +3,13 @@
 //! every-second schedules), and what they share (`priority` is in its own
 //! module). Each records its figures in the report.
 
-use super::api::{Api, Run, Times};
+use super::api::{Api, JobRead, Run, Times};
 use super::report::Report;
 use anyhow::{Result, bail};
 use futures::{StreamExt, TryStreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
 use kairos_core::time::{Millis, now_ms, to_rfc3339};
 use serde_json::{Value, json};
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 fn bar(len: usize, what: &str) -> ProgressBar {
@@ -111,6 +110,11 @@ pub(super) async fn create_all(
 
 /// Waits until every job in `ids` succeeded or failed; the times of those
 /// that succeeded.
+///
+/// Reads back exactly the jobs this run created, each by id, so the cost is
+/// the run's size and never the table's: listing the tenant's finished
+/// jobs instead grew with every earlier run and hung the bench after large
+/// bursts.
 pub(super) async fn wait_finished(
     api: &Api,
     ids: &[String],
@@ -118,14 +122,11 @@ pub(super) async fn wait_finished(
     deadline: Duration,
     report: &mut Report,
 ) -> Result<Vec<Times>> {
-    let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
     let progress = bar(ids.len(), "finish");
     let start = Instant::now();
-    // Listing every finished job costs the server in proportion to the
-    // table, and the figures come from server timestamps anyway: so a few
-    // probes (the last jobs created, and some spread over the rest) decide
-    // when the listing is worth reading, and the bench's own polling does
-    // not weigh on what it measures.
+    // A few probes (the last jobs created, and some spread over the rest)
+    // decide when reading every job is worth it, so the bench's own
+    // polling does not weigh on what it measures.
     let probes: Vec<&str> = ids
         .iter()
         .rev()
@@ -136,36 +137,44 @@ pub(super) async fn wait_finished(
     loop {
         let mut finished = 0;
         for id in &probes {
-            if matches!(api.status(id).await?.as_str(), "succeeded" | "failed") {
+            if ended(&api.job(id).await?.status) {
                 finished += 1;
             }
         }
-        if finished < probes.len() {
-            if start.elapsed() > deadline {
-                progress.abandon();
-                bail!("jobs still unfinished after {deadline:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
+        if finished == probes.len() {
+            break;
         }
-        let mut done = api.jobs_in("succeeded").await?;
-        let failed = api.jobs_in("failed").await?;
-        done.retain(|id, _| wanted.contains(id.as_str()));
-        let failed = failed
-            .keys()
-            .filter(|id| wanted.contains(id.as_str()))
-            .count();
+        if start.elapsed() > deadline {
+            progress.abandon();
+            bail!("jobs still unfinished after {deadline:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut done = Vec::with_capacity(ids.len());
+    let mut failed = 0;
+    let mut unfinished: Vec<&str> = ids.iter().map(String::as_str).collect();
+    loop {
+        let reads: Vec<JobRead> = futures::stream::iter(&unfinished)
+            .map(|id| api.job(id))
+            .buffered(connections.max(1))
+            .try_collect()
+            .await?;
+        let mut still = Vec::new();
+        for (id, read) in unfinished.iter().zip(reads) {
+            match read.status.as_str() {
+                "succeeded" => done.push(read.times),
+                "failed" => failed += 1,
+                _ => still.push(*id),
+            }
+        }
         progress.set_position((done.len() + failed) as u64);
-        if done.len() + failed >= ids.len() {
+        unfinished = still;
+        if unfinished.is_empty() {
             progress.finish();
             if failed > 0 {
                 report.note(format!("{failed} jobs failed"));
             }
-            return futures::stream::iter(done)
-                .map(|(id, created)| async move { api.last_run(&id, created).await })
-                .buffer_unordered(connections.max(1))
-                .try_collect()
-                .await;
+            return Ok(done);
         }
         if start.elapsed() > deadline {
             progress.abandon();
@@ -177,6 +186,11 @@ pub(super) async fn wait_finished(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Whether a job status is final for the bench.
+fn ended(status: &str) -> bool {
+    matches!(status, "succeeded" | "failed")
 }
 
 /// Stores `future` one-shot jobs due in 30 days and `cron` schedules firing

@@ -23,6 +23,15 @@ pub fn due_scan_sql(dialect: Dialect) -> String {
     due_scan(0, 0, &[], None).text(dialect)
 }
 
+/// The immediate lane's scan as `dialect` runs it (see `due_immediate`).
+/// Binds, in order: each name of `JobTransition::Claim.from_states()`, the
+/// due bound (a time, as for [`due_scan_sql`]) and the limit. Public so
+/// that tests can `EXPLAIN` it: it must read the partial index
+/// `idx_jobs_lane_due`.
+pub fn lane_scan_sql(dialect: Dialect) -> String {
+    due_immediate(0, 0, None).text(dialect)
+}
+
 /// The due-trigger scan, leaving out the jobs in `except`. The dispatcher
 /// names a full batch there (the one its claim holds), so the list's length,
 /// and with it the statement, stays the same from round to round.
@@ -205,12 +214,15 @@ pub(super) fn due_ranked(
 }
 
 /// The immediate lane's due jobs, highest priority first, newest first
-/// within one (see `Dispatch::jobs_find_due_immediate`).
+/// within one (see `Dispatch::jobs_find_due_immediate`). The lane is
+/// written as a literal ([`IMMEDIATE_LANE`]): SQLite and PostgreSQL use the
+/// partial index `idx_jobs_lane_due` (`WHERE lane = 1 …`, migration 0025)
+/// only for a statement that names that value itself, not a parameter.
 pub(super) fn due_immediate(due_by: Millis, limit: u32, parts: Parts<'_>) -> Sql {
     let mut s = Sql::new("SELECT ");
     s.columns("j", &JOB_COLS)
         .push(" FROM jobs j WHERE j.lane = ")
-        .bind(i64::from(Lane::Immediate.code()))
+        .push(IMMEDIATE_LANE)
         .push(" AND j.status IN ")
         .list(
             JobTransition::Claim
@@ -225,6 +237,9 @@ pub(super) fn due_immediate(due_by: Millis, limit: u32, parts: Parts<'_>) -> Sql
         .bind(limit);
     s
 }
+
+/// `Lane::Immediate.code()` as SQL text (a unit test holds them equal).
+const IMMEDIATE_LANE: &str = "1";
 
 /// The due triggers by `until`, at most `cap` of them, counted: the due
 /// scan's predicate and index, with the limit inside so a million stored
@@ -357,4 +372,14 @@ pub(super) fn unpublished(now: Millis, limit: u32, entries: &[&Serves], waiting:
     routable_filter(&mut s, entries);
     s.push(" ORDER BY e.not_before LIMIT ").bind(limit);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lane_literal_is_the_immediate_lanes_code() {
+        assert_eq!(IMMEDIATE_LANE, Lane::Immediate.code().to_string());
+    }
 }

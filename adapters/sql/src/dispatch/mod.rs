@@ -10,7 +10,7 @@ mod due;
 mod fence;
 mod partitioned;
 
-pub use due::due_scan_sql;
+pub use due::{due_scan_sql, lane_scan_sql};
 
 use crate::outcomes::{self, Input};
 use crate::rows;

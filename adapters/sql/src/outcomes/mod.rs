@@ -188,9 +188,13 @@ const JOB_READ: &str = ", e.incarnation AS held_by, e.handbacks AS handbacks, \
 /// execution's job is locked whatever it backs: ending its trigger once
 /// relies on it (see `shards`).
 ///
-/// So the rows are read once without locks, to learn which jobs back
-/// nodes, then locked and read again: the executions of other jobs with
-/// their jobs (one statement, as before), the node executions alone.
+/// So which executions run nodes is read first, without locks and as ids
+/// only (a lookup per execution; none in most batches), then the others
+/// are locked and read with their jobs in one statement, as before, and
+/// node executions are locked alone, their jobs read without a lock. An
+/// unlocked read of every whole row first (ended with the node-row change)
+/// read each batch twice, and cost the services stack a share of its
+/// result rate (see docs/performance.md, "Issue #43").
 async fn load(
     tx: &mut Tx,
     inputs: &[Input<'_>],
@@ -201,37 +205,49 @@ async fn load(
         .map(|i| i.execution_id)
         .filter(|id| seen.insert(*id))
         .collect();
-    let found = fetch_chunked(&mut *tx, &ids, |c| with_jobs(c, false)).await?;
-    let mut execs = HashMap::with_capacity(found.len());
-    let mut jobs = HashMap::new();
-    for row in &found {
-        let (exec, hold, job) = loaded_row(row)?;
-        jobs.insert(exec.job_id.clone(), job);
-        execs.insert(exec.id.clone(), (exec, hold));
-    }
     // SQLite's single writer holds the database since `BEGIN IMMEDIATE`:
-    // what was read is what stays.
+    // what is read is what stays, and no row lock can deadlock.
     if tx.dialect() == Dialect::Sqlite {
+        let mut execs = HashMap::with_capacity(ids.len());
+        let mut jobs = HashMap::new();
+        for row in &fetch_chunked(&mut *tx, &ids, |c| with_jobs(c, false)).await? {
+            let (exec, held_by, job) = loaded_row(row)?;
+            jobs.insert(exec.job_id.clone(), job);
+            execs.insert(exec.id.clone(), (exec, held_by));
+        }
         return Ok((execs, jobs));
     }
-    let mut nodes = Vec::new();
-    let mut others = Vec::new();
-    for (id, (e, _)) in &execs {
-        let node = jobs.get(&e.job_id).is_some_and(|j| j.workflow) && !e.shard.is_fanned_out();
-        if node {
-            nodes.push(id.as_str());
-        } else {
-            others.push(id.as_str());
-        }
-    }
+    let node_ids: HashSet<String> = fetch_chunked(&mut *tx, &ids, |chunk| {
+        let mut s = Sql::new(
+            "SELECT e.id AS id FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id IN ",
+        );
+        s.list(chunk.iter().copied())
+            .push(" AND j.workflow_id IS NOT NULL AND e.shard_count <= 1");
+        s
+    })
+    .await?
+    .iter()
+    .map(|row| R::new(row, "executions").string("id"))
+    .collect::<StoreResult<_>>()?;
     // In id order, as the executions' index would take them anyway.
+    let (mut nodes, mut others): (Vec<&str>, Vec<&str>) =
+        ids.iter().copied().partition(|id| node_ids.contains(*id));
     nodes.sort_unstable();
     others.sort_unstable();
-    let mut locked = HashMap::with_capacity(execs.len());
+    let mut locked = HashMap::with_capacity(ids.len());
+    let mut jobs = HashMap::new();
     for row in &fetch_chunked(&mut *tx, &others, |c| with_jobs(c, true)).await? {
         let (exec, hold, job) = loaded_row(row)?;
         jobs.insert(exec.job_id.clone(), job);
         locked.insert(exec.id.clone(), (exec, hold));
+    }
+    if nodes.is_empty() {
+        return Ok((locked, jobs));
+    }
+    // The nodes' jobs, read and not locked (see above).
+    for row in &fetch_chunked(&mut *tx, &nodes, |c| with_jobs(c, false)).await? {
+        let (exec, _, job) = loaded_row(row)?;
+        jobs.insert(exec.job_id, job);
     }
     let node_rows = fetch_chunked(&mut *tx, &nodes, |chunk| {
         let mut s = Sql::new("SELECT ");
