@@ -171,10 +171,11 @@ async fn forget_chains<'a>(
     tx: &mut Tx,
     ids: impl Iterator<Item = &'a str> + Clone,
 ) -> StoreResult<()> {
-    let found = Sql::new("SELECT DISTINCT chain_id FROM followup_chain_jobs WHERE execution_id IN ")
-        .list(ids.clone())
-        .fetch_all(&mut *tx)
-        .await?;
+    let found =
+        Sql::new("SELECT DISTINCT chain_id FROM followup_chain_jobs WHERE execution_id IN ")
+            .list(ids.clone())
+            .fetch_all(&mut *tx)
+            .await?;
     if found.is_empty() {
         return Ok(());
     }
