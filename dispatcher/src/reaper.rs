@@ -19,7 +19,7 @@ pub use crate::recover::Rescue;
 use kairos_core::broker::Broker;
 use kairos_core::outcome::Verdict;
 use kairos_core::reconcile::Suspects;
-use kairos_core::store::{DispatcherStore, HeldAttempt, StoreResult};
+use kairos_core::store::{HeldAttempt, Maintenance, StoreResult, WorkerStore};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::worker::WorkerState;
 use std::sync::Arc;
@@ -123,8 +123,8 @@ impl ReaperConfig {
 /// (with the attempt keys any of its processes took given back), started
 /// ones are lost (retried if the job allows, and asked to stop in case the
 /// worker is still running them).
-pub async fn rescue_work_of(
-    store: &dyn DispatcherStore,
+pub async fn rescue_work_of<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     attempts: &Attempts,
     worker_id: &str,
     reason: &str,
@@ -140,8 +140,8 @@ pub async fn rescue_work_of(
 }
 
 /// Runs until `shutdown`.
-pub async fn run(
-    store: Arc<dyn DispatcherStore>,
+pub async fn run<S: Maintenance + WorkerStore + ?Sized + 'static>(
+    store: Arc<S>,
     broker: Arc<dyn Broker>,
     attempts: Attempts,
     cfg: ReaperConfig,
@@ -167,8 +167,8 @@ pub async fn run(
     }
 }
 
-async fn sweep(
-    store: &dyn DispatcherStore,
+async fn sweep<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     broker: &dyn Broker,
     attempts: &Attempts,
     cfg: &ReaperConfig,
