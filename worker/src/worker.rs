@@ -15,7 +15,7 @@ use crate::{consume, metrics, stops};
 use kairos_core::broker::Broker;
 use kairos_core::coord::Coordination;
 use kairos_core::protocol::Names;
-use kairos_core::supervise::spawn_critical;
+use kairos_core::supervise::CriticalTasks;
 use kairos_core::worker::WorkerState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +31,7 @@ pub struct Worker {
     reporting: Reporting,
     shipper: Shipper,
     stop_poll: Duration,
+    tasks: CriticalTasks,
 }
 
 /// What a worker is made of besides its settings (checked by the builder).
@@ -40,6 +41,7 @@ pub(crate) struct Parts {
     pub(crate) broker: Arc<dyn Broker>,
     pub(crate) coord: Arc<dyn Coordination>,
     pub(crate) stop_poll: Duration,
+    pub(crate) tasks: CriticalTasks,
 }
 
 impl Worker {
@@ -50,6 +52,7 @@ impl Worker {
             broker,
             coord,
             stop_poll,
+            tasks,
         } = parts;
         let (reporting, shipper) = Reporting::new(Arc::clone(&broker), settings.id.clone());
         Self {
@@ -60,6 +63,7 @@ impl Worker {
             reporting,
             shipper,
             stop_poll,
+            tasks,
             settings,
         }
     }
@@ -90,6 +94,7 @@ impl Worker {
             reporting,
             shipper,
             stop_poll,
+            tasks,
         } = self;
         let id = conn.id.clone();
         metrics::register();
@@ -106,11 +111,11 @@ impl Worker {
             dispatch_batch: settings.dispatch_batch,
             immediate_queue: settings.immediate_queue,
         };
-        let beats = spawn_critical(
+        let beats = tasks.spawn(
             "heartbeats",
             heartbeat::run(sources, settings.heartbeat_every, beats_stop.clone()),
         );
-        let stop_watch = spawn_critical(
+        let stop_watch = tasks.spawn(
             "stop watcher",
             stops::run(
                 id.clone(),
@@ -120,7 +125,7 @@ impl Worker {
                 beats_stop.clone(),
             ),
         );
-        let shipper = spawn_critical("log shipper", shipper.run(beats_stop.clone()));
+        let shipper = tasks.spawn("log shipper", shipper.run(beats_stop.clone()));
 
         let attempts = Attempts {
             conn,
@@ -133,7 +138,13 @@ impl Worker {
             },
             attempt_key_ttl: settings.attempt_key_ttl,
         };
-        consume::run(Arc::new(attempts), settings.immediate_queue, shutdown).await;
+        consume::run(
+            Arc::new(attempts),
+            settings.immediate_queue,
+            &tasks,
+            shutdown,
+        )
+        .await;
 
         let grace = settings.grace_period;
         load.set_state(WorkerState::Draining);
