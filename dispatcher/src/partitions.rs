@@ -40,7 +40,7 @@ struct Held {
 
 /// The partitions this dispatcher holds, shared by the lease manager (which
 /// fills it) and the claim loop's scope (which claims with it, see
-/// [`crate::scope`]).
+/// [`crate::dispatch_loop::ClaimScope`]).
 #[derive(Debug, Default)]
 pub(crate) struct OwnedSet {
     held: Mutex<BTreeMap<u32, Held>>,

@@ -62,7 +62,7 @@ pub(crate) struct Publisher {
     balancer: Arc<Mutex<Balancer>>,
     max_in_flight: usize,
     /// Whether work still `pending` is admitted here (see
-    /// [`crate::scope::ClaimScope::admits`]); if not, it stays pending.
+    /// [`super::ClaimScope::admits`]); if not, it stays pending.
     admits: bool,
 }
 
