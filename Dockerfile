@@ -13,6 +13,9 @@ RUN apt-get update \
 WORKDIR /src
 ENV CARGO_TERM_COLOR=never CARGO_INCREMENTAL=0
 COPY Cargo.toml Cargo.lock ./
+# Every workspace member's manifest (tests/dockerfile.rs checks this list and
+# the placeholder loop below against Cargo.toml's `members`): a missing one
+# fails the workspace load, and with it the dependency layer.
 COPY core/Cargo.toml core/
 COPY adapters/sql/Cargo.toml adapters/sql/
 COPY adapters/rabbitmq/Cargo.toml adapters/rabbitmq/
@@ -22,19 +25,24 @@ COPY api/Cargo.toml api/
 COPY dispatcher/Cargo.toml dispatcher/
 COPY worker/Cargo.toml worker/
 COPY callback-relay/Cargo.toml callback-relay/
+COPY net-guard/Cargo.toml net-guard/
 COPY testkit/Cargo.toml testkit/
+COPY client/Cargo.toml client/
+COPY ui/Cargo.toml ui/
 # Placeholder sources so `cargo fetch` and the dependency build see every
-# workspace member; replaced by the real sources below.
+# workspace member; replaced by the real sources below. No `|| true`: a
+# failure here is a broken cache layer, and must fail the build.
 RUN for d in core adapters/sql adapters/rabbitmq adapters/redis adapters/inproc api \
-             dispatcher worker callback-relay testkit; do \
+             dispatcher worker callback-relay net-guard testkit client ui; do \
       mkdir -p "$d/src" && echo "" > "$d/src/lib.rs"; \
     done \
  && mkdir -p src benches && echo "fn main() {}" > src/main.rs && echo "fn main() {}" > benches/latency.rs \
  && cargo fetch --locked \
- && cargo build --release --locked --bin kairos || true
+ && cargo build --release --locked --bin kairos
 COPY . .
 # Make cargo see the real sources as newer than the placeholders.
-RUN find core adapters api dispatcher worker callback-relay testkit src -name '*.rs' -exec touch {} + \
+RUN find core adapters api dispatcher worker callback-relay net-guard testkit client ui src \
+      -name '*.rs' -exec touch {} + \
  && cargo build --release --locked --bin kairos \
  && strip target/release/kairos
 

@@ -8,7 +8,9 @@
 #   scripts/stack.sh down
 #   scripts/stack.sh purge   # after down: drops the namespace's Redis keys
 #                            # (attempt keys live 24 h: a run of benchmarks
-#                            # leaves millions behind)
+#                            # leaves millions behind) and every RabbitMQ
+#                            # queue and exchange of the namespace (through
+#                            # rabbitmqctl, on the broker's machine)
 #
 # Settings (environment): KAIROS_BIN (default target/release/kairos),
 # KAIROS_DATABASE_URL (default mysql://root@127.0.0.1:3306/kairos_stack; the
@@ -85,6 +87,25 @@ purge)
   done
   redis-cli -u "$KAIROS_REDIS_URL" --scan --pattern "$KAIROS_NAMESPACE:*" |
     xargs -r -n 5000 redis-cli -u "$KAIROS_REDIS_URL" del >/dev/null
+  # The namespace's queues (shared ones and every worker id's two) and its
+  # exchanges (dispatch, reroute), all named `<namespace>.…`. AMQP cannot
+  # list queues, and rabbitmqctl has no exchange deletion: the broker's own
+  # function does it.
+  command -v rabbitmqctl >/dev/null 2>&1 ||
+    { echo "rabbitmqctl not found: cannot purge the namespace's queues and exchanges" >&2; exit 1; }
+  vhost=${KAIROS_AMQP_URL##*/}
+  vhost=${vhost%%\?*}
+  case $vhost in "" | %2f | %2F) vhost=/ ;; esac
+  ours() { awk -v p="$KAIROS_NAMESPACE." 'index($0, p) == 1'; }
+  rabbitmqctl -q list_queues --no-table-headers -p "$vhost" name | ours |
+    while IFS= read -r q; do rabbitmqctl -q delete_queue -p "$vhost" "$q" </dev/null >/dev/null; done
+  rabbitmqctl -q list_exchanges --no-table-headers -p "$vhost" name | ours |
+    while IFS= read -r x; do
+      rabbitmqctl -q eval "rabbit_exchange:delete(rabbit_misc:r(<<\"$vhost\">>, exchange, <<\"$x\">>), false, <<\"stack.sh\">>)." </dev/null >/dev/null
+    done
+  left=$( (rabbitmqctl -q list_queues --no-table-headers -p "$vhost" name
+           rabbitmqctl -q list_exchanges --no-table-headers -p "$vhost" name) | ours)
+  [ -z "$left" ] || { echo "still on the broker: $left" >&2; exit 1; }
   ;;
 *)
   echo "usage: $0 up|down|purge" >&2

@@ -9,6 +9,7 @@
 use crate::config::commands::{ApiCmd, DatabaseCmd, DevCmd, DispatcherCmd, RelayCmd, WorkerCmd};
 use crate::config::conn::Database;
 use clap::{Args, Parser, Subcommand};
+use kairos_core::retention::Period;
 use std::path::PathBuf;
 
 /// Kairos: a distributed job scheduler for systems that submit work over HTTP.
@@ -54,8 +55,9 @@ pub enum Command {
     ///
     /// Reads KAIROS_DATABASE_URL, KAIROS_REDIS_URL, KAIROS_AMQP_URL,
     /// KAIROS_AMQP_QUEUE_TYPE, KAIROS_NAMESPACE, KAIROS_BALANCER,
-    /// KAIROS_LEASE_TTL_MS, KAIROS_WORKER_DEAD_AFTER_MS, KAIROS_DEFAULT_TIMEOUT_MS,
-    /// KAIROS_RECONCILE_GRACE_MS, KAIROS_LOG_* and KAIROS_METRICS_ADDR.
+    /// KAIROS_LEASE_TTL_MS, KAIROS_WORKER_DEAD_AFTER_MS, KAIROS_WORKER_FORGET_AFTER_MS,
+    /// KAIROS_DEFAULT_TIMEOUT_MS, KAIROS_RECONCILE_GRACE_MS, KAIROS_LOG_* and
+    /// KAIROS_METRICS_ADDR.
     Dispatcher(DispatcherCmd),
     /// Run a worker with the built-in handlers (noop, sleep, fail, http).
     ///
@@ -223,6 +225,24 @@ pub struct TenantLimitArgs {
     pub action_burst: Option<u32>,
 }
 
+/// Retention overrides of a tenant (`s`, `m`, `h`, `d`, e.g. 7d); absent
+/// ones take the deployment's `KAIROS_RETAIN_*` periods.
+#[derive(Debug, Clone, Args)]
+pub struct TenantRetentionArgs {
+    /// Finished executions, with their events, logs and deliveries.
+    #[arg(long, value_name = "DURATION")]
+    pub executions: Option<Period>,
+    /// Finished one-shot jobs (once none of their executions is left).
+    #[arg(long, value_name = "DURATION")]
+    pub jobs: Option<Period>,
+    /// Ended workflow runs, with their node rows.
+    #[arg(long, value_name = "DURATION")]
+    pub workflow_runs: Option<Period>,
+    /// Audit entries.
+    #[arg(long, value_name = "DURATION")]
+    pub audit: Option<Period>,
+}
+
 /// `kairos tenants …`.
 #[derive(Debug, Subcommand)]
 pub enum TenantsCommand {
@@ -246,6 +266,23 @@ pub enum TenantsCommand {
         id: String,
         #[command(flatten)]
         limits: TenantLimitArgs,
+        #[command(flatten)]
+        db: Database,
+    },
+    /// Replace a tenant's retention overrides (one not given goes back to
+    /// the deployment's period).
+    SetRetention {
+        /// Tenant id.
+        id: String,
+        #[command(flatten)]
+        retention: TenantRetentionArgs,
+        #[command(flatten)]
+        db: Database,
+    },
+    /// Show a tenant's retention overrides.
+    Retention {
+        /// Tenant id.
+        id: String,
         #[command(flatten)]
         db: Database,
     },

@@ -37,7 +37,9 @@ use kairos_callback_relay::{Relay, RelayConfig};
 use kairos_core::protocol::Names;
 use kairos_core::store::Store;
 use kairos_core::supervise::{CriticalTasks, spawn_critical};
+use kairos_core::workflow::budget::RunLimits;
 use kairos_dispatcher::logs::LogConfig;
+use kairos_dispatcher::retention::RetentionConfig;
 use kairos_dispatcher::{Dispatcher, DispatcherConfig, reaper};
 use kairos_inproc::{MemoryBroker, MemoryCoord, MemoryDue};
 use kairos_worker::{Worker, WorkerBuilder, WorkerError};
@@ -91,9 +93,11 @@ pub struct Embedded {
     callback_secret: String,
     callback_allow_private: bool,
     logs: LogConfig,
+    retention: RetentionConfig,
     reaper: reaper::ReaperConfig,
     prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
     api: ApiConfig,
+    run_limits: RunLimits,
 }
 
 impl Default for Embedded {
@@ -119,10 +123,19 @@ impl Embedded {
             callback_secret: DEV_SECRET.into(),
             callback_allow_private: true,
             logs: LogConfig::default(),
+            retention: RetentionConfig::default(),
             reaper: reaper::ReaperConfig::default(),
             prometheus: None,
             api: ApiConfig::default(),
+            run_limits: RunLimits::default(),
         }
+    }
+
+    /// The budgets of follow-up chains and workflow runs (executions, parent
+    /// outputs); the defaults otherwise.
+    pub fn run_limits(mut self, limits: RunLimits) -> Self {
+        self.run_limits = limits;
+        self
     }
 
     /// The API's limits (create rate, live jobs); the defaults otherwise.
@@ -210,6 +223,20 @@ impl Embedded {
         self
     }
 
+    /// How long finished history is kept (default: executions, one-shot
+    /// jobs and workflow runs 30 days, audit entries 365 days, expired
+    /// sessions a day), tenants' overrides aside.
+    ///
+    /// ```
+    /// let e = kairos::embedded::Embedded::new()
+    ///     .retention_config(kairos_dispatcher::retention::RetentionConfig::default());
+    /// # let _ = e;
+    /// ```
+    pub fn retention_config(mut self, retention: RetentionConfig) -> Self {
+        self.retention = retention;
+        self
+    }
+
     /// How the dispatcher recovers work nothing else ends: dead workers,
     /// the default execution timeout (`KAIROS_DEFAULT_TIMEOUT_MS`, a day by
     /// default), the reconcile grace (`KAIROS_RECONCILE_GRACE_MS`).
@@ -236,7 +263,11 @@ impl Embedded {
     /// Opens the database, binds the API and starts every part; they run
     /// until `shutdown` is cancelled (then see [`Running::wait`]).
     pub async fn start(self, shutdown: CancellationToken) -> Result<Running, EmbeddedError> {
-        let store: Arc<dyn Store> = Arc::new(connect::database(&self.database_url, true).await?);
+        let store: Arc<dyn Store> = Arc::new(
+            connect::database(&self.database_url, true)
+                .await?
+                .with_run_limits(self.run_limits),
+        );
         let listener = tokio::net::TcpListener::bind(&self.http_addr)
             .await
             .map_err(|source| EmbeddedError::Listen {
@@ -274,10 +305,12 @@ impl Embedded {
             DispatcherConfig {
                 names: names.clone(),
                 logs: self.logs,
+                retention: self.retention,
                 reaper: self.reaper,
                 ..DispatcherConfig::default()
             },
         )
+        .retention(store.clone())
         .notify_callbacks(relay_wake.clone())
         .due_signal(due.clone())
         .critical_tasks(tasks.clone());

@@ -42,6 +42,13 @@ fn main() -> ExitCode {
             std::process::exit(e.exit_code());
         }
     };
+    // deploy/kubernetes/secret.yaml ships placeholders: a process started
+    // with one would only fail later, at its first connection, or (the
+    // callback secret) sign with a value everybody knows.
+    if let Err(e) = refuse_placeholders(std::env::vars()) {
+        eprintln!("kairos: {e}");
+        return ExitCode::FAILURE;
+    }
     // Built before the runtime: the OTLP exporter runs on its own thread.
     let exporter = match init_logging(service_name(&cli.command)) {
         Ok(e) => e,
@@ -91,6 +98,31 @@ fn run(cli: cli::Cli, given: config::Given) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The marker of every placeholder value the Kubernetes manifests hold
+/// (upper case: the compose file's local-only `change-me-in-production` is
+/// not one).
+const PLACEHOLDER: &str = "CHANGE-ME";
+
+/// Refuses a `KAIROS_*` setting whose value still holds the placeholder
+/// [`PLACEHOLDER`], naming the variables (never their values: they are
+/// credentials).
+fn refuse_placeholders(vars: impl Iterator<Item = (String, String)>) -> Result<(), String> {
+    let mut found: Vec<String> = vars
+        .filter(|(k, v)| k.starts_with("KAIROS_") && v.contains(PLACEHOLDER))
+        .map(|(k, _)| k)
+        .collect();
+    if found.is_empty() {
+        return Ok(());
+    }
+    found.sort();
+    Err(format!(
+        "{} still hold{} the placeholder {PLACEHOLDER}: set the real value (on Kubernetes, \
+         in the kairos-secrets Secret; see docs/operations.md, \"Kubernetes\")",
+        found.join(", "),
+        if found.len() == 1 { "s" } else { "" },
+    ))
 }
 
 /// How log lines are written (`KAIROS_LOG_FORMAT`).
@@ -166,6 +198,39 @@ fn init_logging(service: &'static str) -> Result<Flush, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placeholder_settings_are_refused_by_name() {
+        let vars = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
+                .into_iter()
+        };
+        assert_eq!(
+            refuse_placeholders(vars(&[
+                ("KAIROS_DATABASE_URL", "mysql://k:s3cret@db/kairos"),
+                ("PATH", "CHANGE-ME"),
+                ("KAIROS_CALLBACK_SECRET", "change-me-in-production"),
+            ])),
+            Ok(())
+        );
+        let e = refuse_placeholders(vars(&[
+            ("KAIROS_REDIS_URL", "redis://:CHANGE-ME@redis:6379/0"),
+            (
+                "KAIROS_CALLBACK_SECRET",
+                "CHANGE-ME-to-a-long-random-string",
+            ),
+            ("KAIROS_AMQP_URL", "amqp://k:real@mq/%2f"),
+        ]))
+        .unwrap_err();
+        assert!(
+            e.starts_with("KAIROS_CALLBACK_SECRET, KAIROS_REDIS_URL still hold the placeholder"),
+            "{e}"
+        );
+        assert!(!e.contains("redis://"), "values are never shown: {e}");
+    }
 
     #[test]
     fn log_formats_are_text_json_or_refused() {

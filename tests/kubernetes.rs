@@ -2,7 +2,10 @@
 //! check cannot see: every container runs a real subcommand and is given
 //! only `KAIROS_*` settings that subcommand reads (its own `--help`) and the
 //! README documents; probes reach the port and paths the process serves;
-//! workers get longer than their drain to stop; the HPA scales the worker
+//! workers get longer than their drain to stop; the schema changes only in
+//! the migrate Job (no pod migrates on start); every Deployment spreads its
+//! pods; every container names the placeholder image kustomization.yaml
+//! replaces; the HPA scales the worker
 //! Deployment on gauges the worker exports; each PDB and Service selects a
 //! Deployment's pods.
 //!
@@ -151,8 +154,26 @@ fn broken_wiring_is_reported() {
         (
             "Deployment/kairos-api",
             "spec template spec initContainers",
+            "[{name: migrate, image: 'registry.invalid/kairos:SET-ME', args: [migrate]}]",
+            "migrations run as the Job only",
+        ),
+        (
+            "Deployment/kairos-callback-relay",
+            "spec template spec topologySpreadConstraints",
             "[]",
-            "no `kairos migrate` init container",
+            "not spread across nodes",
+        ),
+        (
+            "Deployment/kairos-worker",
+            "spec template spec containers 0 image",
+            "kairos:latest",
+            "not the kairos image",
+        ),
+        (
+            "Job/kairos-migrate",
+            "spec template spec containers 0 args 0",
+            "api",
+            "no Job runs `kairos migrate`",
         ),
         (
             "Deployment/kairos-dispatcher",
@@ -195,6 +216,39 @@ fn broken_wiring_is_reported() {
         assert!(
             found.iter().any(|p| p.contains(expected)),
             "breaking {resource} at {path} should report {expected:?}, got {found:?}"
+        );
+    }
+}
+
+/// Deployed without its placeholders replaced, every process refuses to
+/// start, naming the settings (not their values).
+#[test]
+fn the_shipped_placeholder_secrets_are_refused_at_start() {
+    let docs = manifests();
+    let secret = docs
+        .iter()
+        .find(|(_, d)| d["kind"].as_str() == Some("Secret"))
+        .map(|(_, d)| d)
+        .expect("a Secret");
+    let values = secret["stringData"].as_mapping().expect("stringData");
+    for process in ["migrate", "api", "dispatcher", "worker", "callback-relay"] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kairos"));
+        cmd.arg(process);
+        for (k, v) in values {
+            cmd.env(k.as_str().unwrap(), v.as_str().unwrap());
+        }
+        let out = cmd.output().expect("run kairos");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "kairos {process} started: {err}");
+        assert!(
+            err.contains("KAIROS_DATABASE_URL")
+                && err.contains("KAIROS_AMQP_URL")
+                && err.contains("still hold the placeholder CHANGE-ME"),
+            "kairos {process}: {err}"
+        );
+        assert!(
+            !err.contains("example.internal"),
+            "values are never shown: {err}"
         );
     }
 }

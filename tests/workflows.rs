@@ -282,3 +282,76 @@ async fn kairos_dev_runs_a_dag() {
     );
     cluster.stop_all();
 }
+
+/// Issue 44, finding 2, end to end: 17 jobs in layers 1, 4, 4, 4, 4, each
+/// following every job of the layer before. One trigger of the root used to
+/// make 341 executions (each end fired its whole next layer again); a
+/// chain runs each job exactly once.
+#[tokio::test(flavor = "multi_thread")]
+async fn kairos_dev_runs_a_layered_follow_up_graph_once_per_trigger() {
+    let Some(mut cluster) = Cluster::start(Stack::Embedded, 0, 0).await else {
+        return;
+    };
+    let at = kairos_core::time::to_rfc3339(kairos_core::time::now_ms() + 3_000);
+    let (status, root) = cluster
+        .post(
+            "/openapi/jobs",
+            &json!({"jobName": "root", "jobHandler": "noop", "triggerAt": at}),
+        )
+        .await;
+    assert_eq!(status, 201, "{root}");
+    let mut layers = vec![vec![root["jobId"].as_str().unwrap().to_string()]];
+    for depth in 1..=4 {
+        let mut layer = Vec::new();
+        for i in 0..4 {
+            let (status, job) = cluster
+                .post(
+                    "/openapi/jobs",
+                    &json!({"jobName": format!("l{depth}-{i}"), "jobHandler": "noop",
+                            "cronExpr": "0 0 1 1 *"}),
+                )
+                .await;
+            assert_eq!(status, 201, "{job}");
+            layer.push(job["jobId"].as_str().unwrap().to_string());
+        }
+        for parent in layers.last().unwrap() {
+            let (status, body) = cluster
+                .send(
+                    reqwest::Method::PUT,
+                    &format!("/openapi/jobs/{parent}/followups"),
+                    Some(&json!({"onSuccess": layer})),
+                )
+                .await;
+            assert_eq!(status, 200, "{body}");
+        }
+        layers.push(layer);
+    }
+    let all: Vec<String> = layers.iter().flatten().cloned().collect();
+    // Done when the last layer has run and nothing of any job is live.
+    let counts = testkit::wait_for("the chain to end", LONG, || async {
+        let mut counts = Vec::new();
+        for job in &all {
+            let page = cluster
+                .get(&format!("/openapi/jobs/{job}/executions?limit=100"))
+                .await;
+            let items = page["items"].as_array()?.clone();
+            let live = items.iter().any(|e| {
+                matches!(
+                    e["status"].as_str(),
+                    Some("pending" | "dispatched" | "running")
+                )
+            });
+            if live {
+                return None;
+            }
+            counts.push(items.len());
+        }
+        counts[all.len() - 4..]
+            .iter()
+            .all(|n| *n >= 1)
+            .then_some(counts)
+    })
+    .await;
+    assert_eq!(counts, vec![1; 17], "each job once per trigger");
+    cluster.stop_all();
+}

@@ -90,12 +90,15 @@ pub struct ApiConfig {
     /// remembered, apart, so they never push a valid key out.
     #[arg(long, env = "KAIROS_API_KEY_CACHE_SIZE", value_name = "N")]
     pub api_key_cache_size: usize,
-    /// `KAIROS_API_SENSITIVE_PARAMS`: comma-separated key names whose values
-    /// in job params are masked in the dashboard (every role) and in API
-    /// answers to read keys, at any depth. A key matches a name when the
-    /// name's words appear in it in order (`token` matches `accessToken`
-    /// and `X-Auth-Token`, not `max_tokens`); case and `-`/`_` do not
-    /// matter. Empty: only the paths jobs name in `sensitiveParams`.
+    /// `KAIROS_API_SENSITIVE_PARAMS`: comma-separated key-name patterns
+    /// whose values in job and workflow-node params are masked in the
+    /// dashboard (every role) and in API answers to read keys, at any
+    /// depth. A key is split into words (at case changes, digits, `-`,
+    /// `_`…); a pattern matches words of it, `*` standing for more letters
+    /// within a word (`*key` matches `apiKey` and `apikey`, `auth*`
+    /// matches `Authorization`), a few ordinary words (`author`, `monkey`,
+    /// `tokens`) excepted. Empty: only the paths jobs name in
+    /// `sensitiveParams`.
     #[arg(
         long,
         env = "KAIROS_API_SENSITIVE_PARAMS",

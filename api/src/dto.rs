@@ -11,6 +11,7 @@ mod job;
 mod logs;
 mod preview;
 mod request;
+mod retention;
 mod worker;
 mod workflow;
 
@@ -30,6 +31,7 @@ pub use preview::{PreviewTrigger, SchedulePreview, SchedulePreviewRequest};
 pub use request::{
     CreateJobRequest, ListExecutionsQuery, ListJobsQuery, PageQuery, PatchJobRequest, PauseRequest,
 };
+pub use retention::{TenantRetentionRequest, TenantRetentionView};
 pub use worker::{WorkerList, WorkerView};
 pub use workflow::{
     CreateWorkflowRequest, CreatedWorkflow, FollowUpsBody, PatchWorkflowRequest, RunDetailView,

@@ -7,9 +7,9 @@ use crate::error::ApiError;
 use crate::validate::storable;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, RawPathParams, Request};
+use axum::http::HeaderMap;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 
@@ -46,18 +46,15 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJsonItems<T> {
 }
 
 async fn read_body(req: Request, state: &AppState) -> Result<Bytes, ApiError> {
-    // The size limit itself is enforced by the router's `DefaultBodyLimit`
-    // layer, which `Bytes` honours; here it only feeds the message.
-    Bytes::from_request(req, state).await.map_err(|rej| {
-        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(format!(
-                "request body exceeds the limit of {} bytes",
-                state.config.max_body_bytes
-            ))
-        } else {
-            ApiError::InvalidJson(format!("cannot read the request body: {}", rej.body_text()))
-        }
-    })
+    // Read here rather than by axum's `Bytes`, whose early 413 on a long
+    // body loses the answer to a connection reset (see `crate::body`).
+    let (parts, body) = req.into_parts();
+    crate::body::read_capped(&parts.headers, body, state.config.max_body_bytes)
+        .await
+        .map_err(|e| match e {
+            crate::body::BodyError::TooLarge(_) => ApiError::PayloadTooLarge(e.to_string()),
+            crate::body::BodyError::Read(_) => ApiError::InvalidJson(e.to_string()),
+        })
 }
 
 /// An optional JSON body: `None` when the request has none (only

@@ -7,6 +7,8 @@
 //! - [`config`]: [`ApiConfig`], the API's settings, defaults and validation.
 //! - [`error`]: [`ApiError`], the one error type, and its JSON shape.
 //! - [`extract`]: extractors whose rejections are [`ApiError`]s.
+//! - `body`: reading a body under the size limit so that an oversized one
+//!   still gets its 413.
 //! - [`dto`]: request and response bodies with their OpenAPI schemas.
 //! - [`validate`]: caller input → domain values (`CreateJobRequest` → `NewJob`).
 //! - [`auth`]: API keys, the authentication middleware, roles and limits.
@@ -22,6 +24,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod auth;
+mod body;
 pub mod config;
 pub mod dto;
 pub mod due;

@@ -1,18 +1,22 @@
-//! What a caller is shown of a job's sensitive params (see
-//! [`kairos_core::sensitive`]). Read keys get them masked in the job and
-//! redacted from its executions' outputs, errors, events, log lines and
-//! callback errors, in every route that shows them; write,
+//! What a caller is shown of a job's or a workflow node's sensitive params
+//! (see [`kairos_core::sensitive`]). Read keys get them masked in the job,
+//! in the workflow's nodes, and redacted from executions' outputs, errors,
+//! events, log lines and callback errors, in every route that shows them; write,
 //! admin and operator keys get the stored values, since they edit and copy
 //! jobs through the API and must be able to send the values back. Workers
 //! read params from the store, never through here.
 
 use crate::AppState;
 use crate::auth::Caller;
-use crate::dto::{CallbackView, ExecEventView, ExecutionView, JobView, LogLineView};
+use crate::dto::{
+    CallbackView, ExecEventView, ExecutionView, JobView, LogLineView, WorkflowPage, WorkflowView,
+};
 use crate::error::ApiError;
 use kairos_core::job::Job;
 use kairos_core::sensitive::{Redactor, Rules};
+use kairos_core::store::Page;
 use kairos_core::tenant::Role;
+use kairos_core::workflow::StoredWorkflow;
 
 /// Whether `caller` is shown the stored values.
 pub(crate) fn reveals(caller: &Caller) -> bool {
@@ -26,6 +30,38 @@ pub(crate) fn job(state: &AppState, caller: &Caller, job: Job) -> JobView {
         view.params = Rules::new(&state.sensitive, &view.sensitive_params).mask(&view.params);
     }
     view
+}
+
+/// `wf` as `caller` may see it: each node's params masked as a job's are
+/// (nodes have no `sensitiveParams`; the configured names apply).
+pub(crate) fn workflow(state: &AppState, caller: &Caller, wf: &StoredWorkflow) -> WorkflowView {
+    let mut view = WorkflowView::from(wf);
+    if !reveals(caller) {
+        let rules = Rules::new(&state.sensitive, &[]);
+        // One node's secret pasted into another is hidden there too.
+        let all = serde_json::Value::Array(view.nodes.iter().map(|n| n.params.clone()).collect());
+        let copies = rules.redactor(&all);
+        for node in &mut view.nodes {
+            node.params = rules.mask_with(&node.params, &copies);
+        }
+    }
+    view
+}
+
+/// A page of workflows as `caller` may see them.
+pub(crate) fn workflow_page(
+    state: &AppState,
+    caller: &Caller,
+    page: Page<StoredWorkflow>,
+) -> WorkflowPage {
+    WorkflowPage {
+        items: page
+            .items
+            .iter()
+            .map(|wf| workflow(state, caller, wf))
+            .collect(),
+        next_cursor: page.next_cursor,
+    }
 }
 
 /// What hides `job`'s sensitive values from `caller`'s view of its

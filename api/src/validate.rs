@@ -5,11 +5,13 @@
 
 mod limits;
 mod patch;
+mod retention;
 pub(crate) mod schedule;
 pub(crate) mod storable;
 pub(crate) mod workflow;
 
 pub(crate) use limits::tenant_limits;
+pub(crate) use retention::tenant_retention;
 
 pub(crate) use schedule::time_field;
 

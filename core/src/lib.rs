@@ -22,6 +22,7 @@
 //!   are claimed first.
 //! - [`overview`]: executions across jobs and a tenant's figures, for dashboards.
 //! - [`tenant`]: tenants, API keys and their roles, audit entries.
+//! - [`retention`]: how long finished history is kept, per tenant, and the purge's storage port.
 //! - [`redact`]: the one way to print a connection URL without its secret.
 //! - [`sensitive`]: which params values are masked for people who only
 //!   look, and their redaction from outputs and logs.
@@ -47,6 +48,7 @@ pub mod priority;
 pub mod protocol;
 pub mod reconcile;
 pub mod redact;
+pub mod retention;
 pub mod schedule;
 pub mod sensitive;
 pub mod shard;

@@ -25,7 +25,18 @@ pub enum Verdict {
     TimedOut,
     /// The worker was declared dead.
     Lost,
+    /// The worker stopped on its own (it said `offline`) while the attempt
+    /// ran: its drain window ended before the handler did (a rollout, a
+    /// scale-down). Lost, but not the job's fault: retried at once, the
+    /// first time without counting against `maxAttempts` (see
+    /// [`FREE_HANDBACKS`]).
+    HandedBack,
 }
+
+/// How many handed-back attempts of one execution are retried without
+/// counting against the job's `maxAttempts`. One: a job that outlasts
+/// every drain window would otherwise be handed back forever.
+pub const FREE_HANDBACKS: u32 = 1;
 
 impl Verdict {
     /// The verdict a worker's result carries.
@@ -70,6 +81,9 @@ pub struct ExecSnapshot {
     /// The worker process (incarnation) that reported the current attempt
     /// `started`, when it said which.
     pub incarnation: Option<String>,
+    /// Attempts of this execution already retried for free after a
+    /// hand-back: they do not count against `maxAttempts`.
+    pub handbacks: u32,
 }
 
 /// Who reports a verdict.
@@ -139,6 +153,9 @@ pub struct Plan {
     pub attempt_outcome: Option<ExecStatus>,
     /// Job move, if the execution ended.
     pub job: Option<JobTransition>,
+    /// For [`ExecTransition::Retry`]: the retry is a hand-back's free one
+    /// (the execution's `handbacks` count goes up).
+    pub free_retry: bool,
     /// For a fixed delay: the job's next trigger, written with the job move
     /// (or alone when the job is paused).
     pub next_trigger_at: Option<Millis>,
@@ -174,12 +191,13 @@ pub fn plan(
                     attempt_outcome: None,
                     job: None,
                     next_trigger_at: None,
+                    free_retry: false,
                 });
         }
         Verdict::Succeeded => (ExecTransition::Succeed, ExecStatus::Succeeded),
         Verdict::Failed | Verdict::FailedPermanently => (ExecTransition::Fail, ExecStatus::Failed),
         Verdict::TimedOut => (ExecTransition::TimeOut, ExecStatus::TimedOut),
-        Verdict::Lost => (ExecTransition::Lose, ExecStatus::Lost),
+        Verdict::Lost | Verdict::HandedBack => (ExecTransition::Lose, ExecStatus::Lost),
     };
     if !final_move.allowed_from(s.status) {
         return None;
@@ -189,9 +207,17 @@ pub fn plan(
     } else {
         final_move
     };
+    let free_retry = verdict == Verdict::HandedBack && s.handbacks < FREE_HANDBACKS;
+    // Attempts retried for free after a hand-back do not count.
+    let counted = attempt.saturating_sub(s.handbacks);
+    let retry_at = if free_retry {
+        Some(now)
+    } else {
+        s.retry.next_attempt_at(counted, now)
+    };
     if final_move != ExecTransition::Stop
         && !matches!(verdict, Verdict::Succeeded | Verdict::FailedPermanently)
-        && let Some(at) = s.retry.next_attempt_at(attempt, now)
+        && let Some(at) = retry_at
     {
         return Some(Plan {
             exec: ExecTransition::Retry,
@@ -199,6 +225,7 @@ pub fn plan(
             attempt_outcome: Some(outcome),
             job: None,
             next_trigger_at: None,
+            free_retry,
         });
     }
     let (job, next_trigger_at) = match s.continuation {
@@ -223,6 +250,7 @@ pub fn plan(
         attempt_outcome: None,
         job: job.filter(|t| t.allowed_from(s.job_status)),
         next_trigger_at,
+        free_retry: false,
     })
 }
 
@@ -254,6 +282,7 @@ mod tests {
                 backoff_ms: 100,
             },
             incarnation: None,
+            handbacks: 0,
         }
     }
 
@@ -475,5 +504,60 @@ mod tests {
                 .exec,
             ExecTransition::Retry
         );
+    }
+    #[test]
+    fn a_handed_back_attempt_is_retried_once_without_counting() {
+        // maxAttempts 1: a lost attempt would end the job...
+        let lost = plan(
+            &snap(ExecStatus::Running, 1, 1),
+            Verdict::Lost,
+            1,
+            Origin::Scheduler,
+            5,
+        )
+        .unwrap();
+        assert_eq!(lost.exec, ExecTransition::Lose);
+        // ...a handed-back one is retried at once, for free.
+        let back = plan(
+            &snap(ExecStatus::Running, 1, 1),
+            Verdict::HandedBack,
+            1,
+            Origin::Scheduler,
+            5,
+        )
+        .unwrap();
+        assert_eq!(back.exec, ExecTransition::Retry);
+        assert_eq!(back.retry_at, Some(5));
+        assert_eq!(back.attempt_outcome, Some(ExecStatus::Lost));
+        assert!(back.free_retry);
+        // The free attempt does not count: attempt 2 of maxAttempts 2 after
+        // one hand-back may still be retried (as the job's second try)...
+        let after = ExecSnapshot {
+            handbacks: 1,
+            ..snap(ExecStatus::Running, 2, 2)
+        };
+        let p = plan(&after, Verdict::Failed, 2, W, 1_000).unwrap();
+        assert_eq!(p.exec, ExecTransition::Retry);
+        assert_eq!(p.retry_at, Some(1_100), "the backoff of a first retry");
+        assert!(!p.free_retry);
+        // ...and a second hand-back counts like a loss.
+        let again = ExecSnapshot {
+            handbacks: 1,
+            ..snap(ExecStatus::Running, 2, 1)
+        };
+        let p = plan(&again, Verdict::HandedBack, 2, Origin::Scheduler, 7).unwrap();
+        assert_eq!(p.exec, ExecTransition::Lose);
+        assert_eq!(p.job, Some(JobTransition::Fail));
+    }
+
+    #[test]
+    fn a_handed_back_attempt_of_a_stopped_execution_is_not_retried() {
+        let stopped = ExecSnapshot {
+            stop_requested: true,
+            ..snap(ExecStatus::Running, 1, 1)
+        };
+        let p = plan(&stopped, Verdict::HandedBack, 1, Origin::Scheduler, 5).unwrap();
+        assert_eq!(p.exec, ExecTransition::Stop);
+        assert!(!p.free_retry);
     }
 }

@@ -1,4 +1,6 @@
-//! One way to show a connection URL in logs and errors without its secret.
+//! One way to show a connection URL in logs and errors without its secret
+//! (its password, and query parameters named as [`crate::sensitive`] names
+//! secrets).
 
 /// `url` with any password replaced by `***`, fit for logs and errors.
 ///
@@ -6,6 +8,7 @@
 /// a password would end cannot be known; a query parameter that looks like a
 /// credential (`password`, `token`, `secret`, …) is masked too. The result
 /// never contains the password of the input, whatever its shape.
+/// (`sslkey`, `access_token` and `apiKey` are masked, as in params.)
 pub fn redact_url(url: &str) -> String {
     if let Ok(mut parsed) = url::Url::parse(url)
         && parsed.has_host()
@@ -42,11 +45,10 @@ fn mask_userinfo(url: &str) -> String {
     }
 }
 
+/// A query parameter is secret by the same rule as params' keys
+/// ([`crate::sensitive::SensitiveKeys`]'s defaults).
 fn is_secret_param(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    ["password", "passwd", "pwd", "secret", "token", "key"]
-        .iter()
-        .any(|s| key.contains(s))
+    crate::sensitive::SensitiveKeys::default().matches(key)
 }
 
 #[cfg(test)]
@@ -88,5 +90,10 @@ mod tests {
         let shown = redact_url("postgres://h/db?sslmode=require&password=hunter2");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("sslmode=require"), "{shown}");
+        for param in ["apiKey", "access_token", "PassWord", "clientsecret"] {
+            let shown = redact_url(&format!("https://h/x?{param}=hunter2&q=1"));
+            assert!(!shown.contains("hunter2"), "{shown}");
+            assert!(shown.contains("q=1"), "{shown}");
+        }
     }
 }

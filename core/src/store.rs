@@ -758,6 +758,12 @@ pub trait WorkerStore: Send + Sync {
     async fn workers_list(&self) -> StoreResult<Vec<WorkerInfo>>;
     /// Sets a worker's state (e.g. the reaper declaring it offline).
     async fn worker_set_state(&self, id: &str, state: WorkerState, now: Millis) -> StoreResult<()>;
+    /// Deletes a gone worker's row and the record of its processes, only if
+    /// it is still `offline` and its last heartbeat is older than
+    /// `silent_before`: a process of the same id that came back since keeps
+    /// its row. Returns whether the worker was forgotten. A worker id reused
+    /// later registers as a new worker.
+    async fn worker_forget(&self, id: &str, silent_before: Millis) -> StoreResult<bool>;
 }
 
 /// What the relay does with a callback after an attempt.
@@ -1004,8 +1010,8 @@ impl<T> DispatcherStore for T where
 }
 
 /// What the API and the dashboard use: jobs, executions' history, workers,
-/// logs, callbacks, tenants and keys, dashboard sessions, and the
-/// database's liveness.
+/// logs, callbacks, tenants and keys (with their retention overrides),
+/// dashboard sessions, and the database's liveness.
 pub trait ApiStore:
     JobStore
     + History
@@ -1017,6 +1023,7 @@ pub trait ApiStore:
     + LimitStore
     + crate::workflow::WorkflowStore
     + crate::workflow::followup::FollowUpStore
+    + crate::retention::RetentionStore
     + Health
 {
 }
@@ -1031,6 +1038,7 @@ impl<T> ApiStore for T where
         + LimitStore
         + crate::workflow::WorkflowStore
         + crate::workflow::followup::FollowUpStore
+        + crate::retention::RetentionStore
         + Health
 {
 }

@@ -22,6 +22,7 @@
 //! - [`partitions`]: partition leases (`KAIROS_DISPATCH_PARTITIONED`): every instance claims its share.
 //! - [`stops`]: stop requests recorded in the database carried to workers (leader only).
 //! - [`logs`]: execution log lines purged after their retention (every instance).
+//! - [`retention`]: finished history purged after its retention, per tenant (leader only).
 //!
 //! Any number of instances may run; exactly one holds the lease and dispatches
 //! or, with `KAIROS_DISPATCH_PARTITIONED`, every one claims the partitions
@@ -41,6 +42,7 @@ pub mod partitions;
 pub mod reaper;
 pub mod recover;
 pub mod reroute;
+pub mod retention;
 pub mod stops;
 mod workflows;
 
@@ -50,6 +52,7 @@ use kairos_core::broker::Broker;
 use kairos_core::coord::{Coordination, LeaseStore, Membership};
 use kairos_core::due::DueSignal;
 use kairos_core::protocol::Names;
+use kairos_core::retention::RetentionStore;
 use kairos_core::store::DispatcherStore;
 use kairos_core::supervise::CriticalTasks;
 use lease::{LeaseConfig, Term};
@@ -115,6 +118,10 @@ pub struct DispatcherConfig {
     #[serde(flatten)]
     #[command(flatten)]
     pub logs: logs::LogConfig,
+    /// How long finished history is kept.
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub retention: retention::RetentionConfig,
     /// Lease name shared by the instances of one deployment.
     #[serde(skip)]
     #[arg(skip)]
@@ -170,6 +177,7 @@ impl Default for DispatcherConfig {
             dispatch_max_rate: 0,
             reaper: reaper::ReaperConfig::default(),
             logs: logs::LogConfig::default(),
+            retention: retention::RetentionConfig::default(),
             lease_name: "dispatcher".into(),
             member_id: String::new(),
             scan_interval: Duration::from_millis(100),
@@ -199,7 +207,8 @@ impl DispatcherConfig {
             "KAIROS_DISPATCH_STARVATION_MS",
         )?;
         self.reaper.validate()?;
-        self.logs.validate()
+        self.logs.validate()?;
+        self.retention.validate()
     }
 }
 
@@ -214,6 +223,7 @@ pub struct Dispatcher {
     members: Option<Arc<dyn Membership>>,
     held: partitions::HeldView,
     tasks: CriticalTasks,
+    history: Option<Arc<dyn RetentionStore>>,
 }
 
 impl Dispatcher {
@@ -235,7 +245,15 @@ impl Dispatcher {
             members: None,
             held: partitions::HeldView::default(),
             tasks: CriticalTasks::new(),
+            history: None,
         }
+    }
+
+    /// Purges finished history past its retention while leading (see
+    /// [`retention`]); without it, history is kept forever.
+    pub fn retention(mut self, history: Arc<dyn RetentionStore>) -> Self {
+        self.history = Some(history);
+        self
     }
 
     /// Listens to due signals (the API announces jobs it made due), so the
@@ -376,8 +394,22 @@ impl Dispatcher {
             cfg,
         };
         let lock: Arc<dyn LeaseStore> = self.coord.clone();
+        let history = self.history.clone();
         lease::campaign(lock, lease_cfg, stop_leading, move |term: Term| {
-            leading::run_term(leader.clone(), attempts.clone(), term)
+            // The retention purge is leader-only work too: it ends with the term.
+            let purge = history.clone().map(|h| {
+                kairos_core::supervise::spawn_critical(
+                    "retention purge",
+                    retention::run(h, leader.cfg.retention.clone(), term.clone()),
+                )
+            });
+            let term_work = leading::run_term(leader.clone(), attempts.clone(), term);
+            async move {
+                term_work.await;
+                if let Some(purge) = purge {
+                    let _ = purge.await;
+                }
+            }
         })
         .await;
         if let Some(claims) = claims {

@@ -6,6 +6,7 @@
 //! never a job or execution id. docs/operations.md lists every figure.
 
 use kairos_core::priority::Priority;
+use kairos_core::retention::History;
 use kairos_core::store::Applied;
 use kairos_core::time::Millis;
 use kairos_core::worker::WorkerState;
@@ -79,6 +80,14 @@ pub(crate) fn register() {
         "kairos_executions_waiting_for_concurrency",
         "Pending executions held back by a concurrency limit (handler, tenant or job), as the leader last counted"
     );
+    describe_counter!(
+        "kairos_retention_purged_total",
+        "Rows of finished history deleted past their retention, by kind"
+    );
+    describe_gauge!(
+        "kairos_retention_backlog",
+        "Rows of history past their retention not deleted yet, by kind (counted at each pass, up to 100000 per tenant)"
+    );
     leadership(false, 0);
     claimed(0, 0);
     metrics::counter!("kairos_triggers_dispatched_total").increment(0);
@@ -106,6 +115,20 @@ pub(crate) fn register() {
     workers(0, 0, 0);
     waiting_for_concurrency(0);
     partitions_owned(0);
+    for kind in History::ALL {
+        metrics::counter!("kairos_retention_purged_total", "kind" => kind.as_str()).increment(0);
+        retention_backlog(kind, 0);
+    }
+}
+
+/// Rows of `kind` the retention purge deleted.
+pub(crate) fn retention_purged(kind: History, n: u64) {
+    metrics::counter!("kairos_retention_purged_total", "kind" => kind.as_str()).increment(n);
+}
+
+/// Rows of `kind` past their retention still waiting for the purge.
+pub(crate) fn retention_backlog(kind: History, n: u64) {
+    metrics::gauge!("kairos_retention_backlog", "kind" => kind.as_str()).set(n as f64);
 }
 
 /// Pending executions a concurrency limit holds back.
@@ -187,7 +210,8 @@ pub(crate) fn results_applied(applied: &[Applied]) {
     }
 }
 
-/// Reaper work: `action` is `lost`, `requeued` or `timed_out`.
+/// Reaper work: `action` is `lost`, `requeued`, `timed_out` or `forgotten`
+/// (a gone worker's row deleted).
 pub(crate) fn reaper(action: &'static str, n: u64) {
     if n > 0 {
         metrics::counter!("kairos_reaper_actions_total", "action" => action).increment(n);

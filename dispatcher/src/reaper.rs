@@ -12,6 +12,13 @@
 //! duplicate), and posts a stop request for every attempt it declares lost or
 //! timed out: a worker that was only cut off finds it when it comes back and
 //! stops the handler, whose result would be refused anyway.
+//!
+//! A worker that said `offline` itself stopped on purpose (a rollout, a
+//! scale-down): the attempts it still ran are handed back
+//! ([`Verdict::HandedBack`]: retried at once, once without counting against
+//! `maxAttempts`). Gone workers are then cleared away: their queues deleted
+//! if they are still there, their rows forgotten after
+//! [`ReaperConfig::worker_forget_after_ms`].
 
 pub use crate::attempts::Attempts;
 use crate::recover;
@@ -22,6 +29,7 @@ use kairos_core::reconcile::Suspects;
 use kairos_core::store::{HeldAttempt, Maintenance, StoreResult, WorkerStore};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::worker::WorkerState;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +37,9 @@ use tracing::{info, warn};
 
 /// Default of [`ReaperConfig::worker_dead_after_ms`].
 pub const DEFAULT_DEAD_AFTER_MS: u64 = 15_000;
+/// Default of [`ReaperConfig::worker_forget_after_ms`]: long enough to see
+/// in `GET /openapi/workers` which workers a rollout replaced.
+pub const DEFAULT_FORGET_AFTER_MS: u64 = 600_000;
 /// Default of [`ReaperConfig::reconcile_grace_ms`].
 pub const DEFAULT_RECONCILE_GRACE_MS: u64 = 30_000;
 /// Default of [`ReaperConfig::default_timeout_ms`]: a day, far beyond any
@@ -48,6 +59,12 @@ pub struct ReaperConfig {
     /// first sign of death (the second: no consumer on the worker's queue).
     #[arg(long, env = "KAIROS_WORKER_DEAD_AFTER_MS", value_name = "MS")]
     pub worker_dead_after_ms: u64,
+    /// `KAIROS_WORKER_FORGET_AFTER_MS`: how long a gone worker (stopped, or
+    /// declared dead) with nothing left in flight stays listed as `offline`
+    /// before its row is deleted. Its queues go sooner, once its last
+    /// results had time to arrive.
+    #[arg(long, env = "KAIROS_WORKER_FORGET_AFTER_MS", value_name = "MS")]
+    pub worker_forget_after_ms: u64,
     /// `KAIROS_RECONCILE_GRACE_MS`: how long a live worker's heartbeats must
     /// leave out an attempt the database gives it before the attempt is
     /// recovered (see `kairos_core::reconcile`). Generous by default: a
@@ -83,6 +100,7 @@ impl Default for ReaperConfig {
     fn default() -> Self {
         Self {
             worker_dead_after_ms: DEFAULT_DEAD_AFTER_MS,
+            worker_forget_after_ms: DEFAULT_FORGET_AFTER_MS,
             reconcile_grace_ms: DEFAULT_RECONCILE_GRACE_MS,
             default_timeout_ms: DEFAULT_EXECUTION_TIMEOUT.as_millis() as u64,
             every: Duration::from_secs(2),
@@ -101,6 +119,11 @@ impl ReaperConfig {
                 self.worker_dead_after_ms,
                 MIN_DEAD_AFTER_MS,
                 "KAIROS_WORKER_DEAD_AFTER_MS",
+            ),
+            (
+                self.worker_forget_after_ms,
+                MIN_RECOVERY_MS,
+                "KAIROS_WORKER_FORGET_AFTER_MS",
             ),
             (
                 self.default_timeout_ms,
@@ -129,6 +152,17 @@ pub async fn rescue_work_of<S: Maintenance + WorkerStore + ?Sized>(
     worker_id: &str,
     reason: &str,
 ) -> StoreResult<Rescue> {
+    rescue_worker(store, attempts, worker_id, reason, Verdict::Lost).await
+}
+
+/// [`rescue_work_of`], the started attempts getting `started_verdict`.
+async fn rescue_worker<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
+    attempts: &Attempts,
+    worker_id: &str,
+    reason: &str,
+    started_verdict: Verdict,
+) -> StoreResult<Rescue> {
     let held = store.executions_in_flight_on(worker_id).await?;
     if held.is_empty() {
         return Ok(Rescue::default());
@@ -136,7 +170,7 @@ pub async fn rescue_work_of<S: Maintenance + WorkerStore + ?Sized>(
     let ledger = store.worker_ledger(worker_id).await?;
     let owners = recover::all_owners(ledger.as_ref(), worker_id);
     let held: Vec<&HeldAttempt> = held.iter().collect();
-    recover::rescue(store, attempts, &held, &owners, reason).await
+    recover::rescue_as(store, attempts, &held, &owners, reason, started_verdict).await
 }
 
 /// Runs until `shutdown`.
@@ -148,6 +182,7 @@ pub async fn run<S: Maintenance + WorkerStore + ?Sized + 'static>(
     shutdown: CancellationToken,
 ) {
     let mut suspects = Suspects::default();
+    let mut cleared = HashSet::new();
     while !shutdown.is_cancelled() {
         if let Err(e) = sweep(
             store.as_ref(),
@@ -155,6 +190,7 @@ pub async fn run<S: Maintenance + WorkerStore + ?Sized + 'static>(
             &attempts,
             &cfg,
             &mut suspects,
+            &mut cleared,
         )
         .await
         {
@@ -173,17 +209,25 @@ async fn sweep<S: Maintenance + WorkerStore + ?Sized>(
     attempts: &Attempts,
     cfg: &ReaperConfig,
     suspects: &mut Suspects,
+    cleared: &mut HashSet<String>,
 ) -> StoreResult<()> {
     let now = now_ms();
     let dead_after = Millis::try_from(cfg.worker_dead_after_ms).unwrap_or(Millis::MAX);
     let offline_grace = cfg.offline_grace.as_millis() as Millis;
-    for w in store.workers_list().await? {
+    let workers = store.workers_list().await?;
+    // Another dispatcher may have forgotten some: keep only the listed.
+    let listed: HashSet<&str> = workers.iter().map(|w| w.id.as_str()).collect();
+    cleared.retain(|id| listed.contains(id.as_str()));
+    for w in workers {
         let silent_for = now - w.last_heartbeat_at;
         let wait = if w.state == WorkerState::Offline {
             offline_grace
         } else {
             dead_after
         };
+        if w.state != WorkerState::Offline {
+            cleared.remove(&w.id);
+        }
         if silent_for <= wait {
             if w.state != WorkerState::Offline {
                 let grace = Millis::try_from(cfg.reconcile_grace_ms).unwrap_or(Millis::MAX);
@@ -198,6 +242,7 @@ async fn sweep<S: Maintenance + WorkerStore + ?Sized>(
         suspects.forget(&w.id);
         if w.state == WorkerState::Offline && store.executions_in_flight_on(&w.id).await?.is_empty()
         {
+            deregister(store, broker, &w.id, now, silent_for, cfg, cleared).await?;
             continue;
         }
         // Second opinion: a worker still consuming its queue is alive, just slow.
@@ -209,30 +254,38 @@ async fn sweep<S: Maintenance + WorkerStore + ?Sized>(
                 continue;
             }
         }
-        let reason = if w.state == WorkerState::Offline {
-            format!(
-                "worker {} went offline while this attempt was in flight",
+        // A worker that said `offline` itself stopped on purpose (a rollout,
+        // a scale-down): what it still ran when its drain window ended is
+        // handed back, retried once without counting against maxAttempts.
+        let (reason, started_verdict) = if w.state == WorkerState::Offline {
+            let reason = format!(
+                "worker {} stopped before this attempt finished (its drain window, \
+                 KAIROS_WORKER_GRACE_MS, was over): handed back",
                 w.id
-            )
+            );
+            (reason, Verdict::HandedBack)
         } else {
-            format!(
+            let reason = format!(
                 "worker {} was declared dead: no heartbeat for {} s and no consumer on its queue",
                 w.id,
                 silent_for / 1000
-            )
+            );
+            (reason, Verdict::Lost)
         };
         store
             .worker_set_state(&w.id, WorkerState::Offline, now)
             .await?;
-        let rescue = rescue_work_of(store, attempts, &w.id, &reason).await?;
+        let rescue = rescue_worker(store, attempts, &w.id, &reason, started_verdict).await?;
         // The queue's messages are stale now: their executions were requeued or
         // lost in the database, which republishes them; delivering them too
         // could run an attempt the database no longer expects.
         if let Err(e) = broker.worker_queue_delete(&w.id).await {
             warn!(worker = %w.id, error = %e, "cannot delete the dead worker's queue");
         }
-        if rescue != Rescue::default() || w.state != WorkerState::Offline {
+        if w.state != WorkerState::Offline {
             info!(worker = %w.id, requeued = rescue.requeued, lost = rescue.lost, "declared worker dead");
+        } else if rescue != Rescue::default() {
+            info!(worker = %w.id, requeued = rescue.requeued, handed_back = rescue.lost, "took back the work of a worker that went offline");
         }
     }
     let overdue = store
@@ -270,6 +323,49 @@ async fn sweep<S: Maintenance + WorkerStore + ?Sized>(
             count,
             "timed out attempts that ran past the deployment's default execution timeout"
         );
+    }
+    Ok(())
+}
+
+/// Clears away a gone worker with nothing left in flight: its queues (a
+/// worker stopping cleanly deletes them itself; these are the ones of a
+/// worker that died, or stopped before it could), then, once it has been
+/// silent for [`ReaperConfig::worker_forget_after_ms`], its row. A queue
+/// someone consumes is left alone: a process of that id is back, and its
+/// heartbeat will say so. `cleared` holds the gone workers whose queues this
+/// reaper already found gone, so it looks once, not every round.
+async fn deregister<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
+    broker: &dyn Broker,
+    id: &str,
+    now: Millis,
+    silent_for: Millis,
+    cfg: &ReaperConfig,
+    cleared: &mut HashSet<String>,
+) -> StoreResult<()> {
+    if !cleared.contains(id) {
+        match broker.worker_queue_stats(id).await {
+            Ok(None) => {}
+            Ok(Some(stats)) if stats.consumers > 0 => return Ok(()),
+            Ok(Some(_)) => {
+                if let Err(e) = broker.worker_queue_delete(id).await {
+                    warn!(worker = %id, error = %e, "cannot delete the gone worker's queues");
+                    return Ok(());
+                }
+                info!(worker = %id, "deleted the gone worker's queues");
+            }
+            Err(e) => {
+                warn!(worker = %id, error = %e, "cannot check the gone worker's queues");
+                return Ok(());
+            }
+        }
+        cleared.insert(id.to_string());
+    }
+    let forget_after = Millis::try_from(cfg.worker_forget_after_ms).unwrap_or(Millis::MAX);
+    if silent_for > forget_after && store.worker_forget(id, now - forget_after).await? {
+        cleared.remove(id);
+        crate::metrics::reaper("forgotten", 1);
+        info!(worker = %id, "forgot a gone worker");
     }
     Ok(())
 }

@@ -29,7 +29,8 @@ use tracing::{info, warn};
 pub struct Rescue {
     /// Never started: back to `pending`, same attempt.
     pub requeued: u64,
-    /// Started: declared lost (retried as a new attempt if allowed).
+    /// Started: declared lost or handed back (retried as a new attempt if
+    /// allowed).
     pub lost: usize,
 }
 
@@ -59,7 +60,9 @@ async fn release_if_gone<S: Maintenance + WorkerStore + ?Sized>(
         return Ok(());
     };
     // Replaced by a later process of its worker id, or its worker is gone
-    // (deregistered, or declared dead: what it held was rescued). Asked
+    // (deregistered, or declared dead: what it held was rescued), or
+    // forgotten (a worker that took a key was dispatched to, so it had a
+    // row: the reaper deletes one only long after it went offline). Asked
     // once per holder in a rescue: one process may hold many of the keys.
     let gone = match gone_by_holder.get(&holder) {
         Some(gone) => *gone,
@@ -68,7 +71,7 @@ async fn release_if_gone<S: Maintenance + WorkerStore + ?Sized>(
                 .worker_ledger(worker)
                 .await
                 .map_err(|e| e.to_string())?
-                .is_some_and(|l| {
+                .is_none_or(|l| {
                     l.retired.iter().any(|r| r == incarnation) || l.state == WorkerState::Offline
                 });
             gone_by_holder.insert(holder.clone(), gone);
@@ -95,6 +98,20 @@ pub async fn rescue<S: Maintenance + WorkerStore + ?Sized>(
     held: &[&HeldAttempt],
     owners: &[String],
     reason: &str,
+) -> StoreResult<Rescue> {
+    rescue_as(store, attempts, held, owners, reason, Verdict::Lost).await
+}
+
+/// [`rescue`], with the verdict the started attempts get: [`Verdict::Lost`],
+/// or [`Verdict::HandedBack`] for a worker that stopped on its own before
+/// its handlers did (retried once for free).
+pub async fn rescue_as<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
+    attempts: &Attempts,
+    held: &[&HeldAttempt],
+    owners: &[String],
+    reason: &str,
+    started_verdict: Verdict,
 ) -> StoreResult<Rescue> {
     if held.is_empty() {
         return Ok(Rescue::default());
@@ -127,7 +144,7 @@ pub async fn rescue<S: Maintenance + WorkerStore + ?Sized>(
         .map(|h| h.target())
         .collect();
     let lost = store
-        .executions_apply_verdict(&started, Verdict::Lost, reason, now)
+        .executions_apply_verdict(&started, started_verdict, reason, now)
         .await?;
     attempts.stop_moved(&lost, "declared lost").await;
     let rescue = Rescue {
@@ -135,7 +152,11 @@ pub async fn rescue<S: Maintenance + WorkerStore + ?Sized>(
         lost: lost.iter().filter(|a| a.new_status.is_some()).count(),
     };
     crate::metrics::reaper("requeued", rescue.requeued);
-    crate::metrics::reaper("lost", rescue.lost as u64);
+    let action = match started_verdict {
+        Verdict::HandedBack => "handed_back",
+        _ => "lost",
+    };
+    crate::metrics::reaper(action, rescue.lost as u64);
     Ok(rescue)
 }
 

@@ -12,8 +12,11 @@ use tracing::info;
 pub async fn run(cfg: ApiCmd) -> Result<()> {
     let db_url = required(&cfg.db.database_url, "database_url")?;
     cfg.api.validate()?;
+    let limits = cfg.budgets.limits().map_err(anyhow::Error::msg)?;
     let addr = &cfg.http.http_addr;
-    let store = connect::database(db_url, false).await?;
+    let store = connect::database(db_url, false)
+        .await?
+        .with_run_limits(limits);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} (KAIROS_HTTP_ADDR)"))?;

@@ -18,7 +18,9 @@ pub async fn run(cfg: DevCmd) -> Result<()> {
     cfg.worker.validate()?;
     cfg.reaper.validate()?;
     cfg.logs.validate()?;
+    cfg.retention.validate()?;
     cfg.api.validate()?;
+    let limits = cfg.budgets.limits().map_err(anyhow::Error::msg)?;
     let worker = cfg.worker;
     let shutdown = kairos::signal::shutdown_token();
     let running = Embedded::new()
@@ -28,8 +30,10 @@ pub async fn run(cfg: DevCmd) -> Result<()> {
         .callback_secret(cfg.relay.callback_secret)
         .callback_allow_private(cfg.relay.callback_allow_private)
         .log_config(cfg.logs)
+        .retention_config(cfg.retention)
         .reaper_config(cfg.reaper)
         .api_config(cfg.api)
+        .run_limits(limits)
         .prometheus(kairos::ops::install_prometheus()?)
         .start(shutdown)
         .await

@@ -17,8 +17,11 @@ pub async fn run(cfg: DispatcherCmd) -> Result<()> {
     let redis_url = required(&cfg.redis.redis_url, "redis_url")?;
     let amqp_url = required(&cfg.amqp.amqp_url, "amqp_url")?;
     cfg.dispatcher.validate()?;
+    let limits = cfg.budgets.limits().map_err(anyhow::Error::msg)?;
     let names = cfg.ns.names();
-    let store = connect::database(db_url, false).await?;
+    let store = connect::database(db_url, false)
+        .await?
+        .with_run_limits(limits);
     let broker =
         connect::rabbitmq(amqp_url, names.clone(), Some(&cfg.amqp.amqp_queue_type)).await?;
     let due = RedisDue::connect(redis_url, &names).await?;
@@ -53,7 +56,8 @@ pub async fn run(cfg: DispatcherCmd) -> Result<()> {
         shutdown.clone(),
     )
     .await?;
-    Dispatcher::new(store, broker, coord.clone(), dcfg)
+    Dispatcher::new(store.clone(), broker, coord.clone(), dcfg)
+        .retention(store)
         .due_signal(Arc::new(due))
         .membership(coord)
         .critical_tasks(tasks)

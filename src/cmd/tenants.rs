@@ -1,12 +1,13 @@
-//! `kairos tenants create|list|set-limits|rotate-secret`: tenant management
+//! `kairos tenants create|list|set-limits|set-retention|retention|rotate-secret`: tenant management
 //! straight on the database (the same operations as the admin API), recorded
 //! in the audit trail with actor `cli`.
 
-use crate::cli::{TenantLimitArgs, TenantsCommand};
+use crate::cli::{TenantLimitArgs, TenantRetentionArgs, TenantsCommand};
 use crate::config::Given;
 use crate::config::conn::Database;
 use anyhow::{Result, bail};
 use kairos::connect;
+use kairos_core::retention::{Period, RetentionStore, TenantRetention};
 use kairos_core::store::{Store, TenantStore};
 use kairos_core::tenant::{AuditEntry, Tenant, TenantLimits, valid_tenant_id};
 use kairos_core::time::{Millis, now_ms, to_rfc3339};
@@ -78,6 +79,29 @@ pub(super) fn parse_duration(s: &str) -> Result<Millis> {
     Ok(n.saturating_mul(unit_ms))
 }
 
+fn retention(args: TenantRetentionArgs) -> TenantRetention {
+    let ms = |p: Option<Period>| p.map(Period::ms);
+    TenantRetention {
+        executions_ms: ms(args.executions),
+        jobs_ms: ms(args.jobs),
+        workflow_runs_ms: ms(args.workflow_runs),
+        audit_ms: ms(args.audit),
+    }
+}
+
+/// Prints a tenant's overrides, one line per kind of history.
+fn print_retention(id: &str, r: &TenantRetention) {
+    println!("retention of tenant {id} (default: the deployment's KAIROS_RETAIN_*)");
+    for (what, ms) in [
+        ("executions", r.executions_ms),
+        ("jobs", r.jobs_ms),
+        ("workflow runs", r.workflow_runs_ms),
+        ("audit", r.audit_ms),
+    ] {
+        println!("  {what:<14} {}", show(ms.map(Period)));
+    }
+}
+
 fn show(value: Option<impl ToString>) -> String {
     value.map_or_else(|| "default".to_string(), |v| v.to_string())
 }
@@ -131,6 +155,27 @@ pub async fn run(cmd: TenantsCommand, file: Option<&Path>, given: &Given) -> Res
             }
             audit(&store, &id, "tenant.set_limits", &id).await;
             println!("limits of tenant {id} replaced (API instances apply them within a second)");
+        }
+        TenantsCommand::SetRetention {
+            id,
+            retention: r,
+            db,
+        } => {
+            let store = store(db, file, given).await?;
+            let r = retention(r);
+            if !store.tenant_set_retention(&id, &r, now_ms()).await? {
+                bail!("no tenant with id {id:?}");
+            }
+            audit(&store, &id, "tenant.set_retention", &id).await;
+            print_retention(&id, &r);
+            println!("the dispatcher applies it from its next purge pass");
+        }
+        TenantsCommand::Retention { id, db } => {
+            let store = store(db, file, given).await?;
+            match store.tenant_retention(&id).await? {
+                Some(r) => print_retention(&id, &r),
+                None => bail!("no tenant with id {id:?}"),
+            }
         }
         TenantsCommand::RotateSecret { id, grace, db } => {
             let grace_ms = grace

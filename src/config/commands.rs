@@ -8,7 +8,7 @@
 //! than clap's defaults) is read from clap's value sources
 //! ([`super::Given`]).
 
-use super::conn::{Amqp, Database, Http, Metrics, Namespace, Redis};
+use super::conn::{Amqp, Database, Http, Metrics, Namespace, Redis, RunBudgets};
 use clap::Args;
 use kairos::embedded::{DEV_DATABASE_URL, DEV_SECRET};
 use kairos_api::ApiConfig;
@@ -16,6 +16,7 @@ use kairos_callback_relay::RelayConfig;
 use kairos_dispatcher::DispatcherConfig;
 use kairos_dispatcher::logs::LogConfig;
 use kairos_dispatcher::reaper::ReaperConfig;
+use kairos_dispatcher::retention::RetentionConfig;
 use kairos_worker::WorkerConfig;
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +36,9 @@ pub struct ApiCmd {
     #[serde(flatten)]
     #[command(flatten)]
     pub db: Database,
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub budgets: RunBudgets,
     #[serde(flatten)]
     #[command(flatten)]
     pub http: Http,
@@ -59,6 +63,9 @@ pub struct DispatcherCmd {
     #[serde(flatten)]
     #[command(flatten)]
     pub db: Database,
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub budgets: RunBudgets,
     #[serde(flatten)]
     #[command(flatten)]
     pub redis: Redis,
@@ -126,6 +133,9 @@ pub struct DevCmd {
     pub db: Database,
     #[serde(flatten)]
     #[command(flatten)]
+    pub budgets: RunBudgets,
+    #[serde(flatten)]
+    #[command(flatten)]
     pub http: Http,
     #[serde(flatten)]
     #[command(flatten)]
@@ -136,6 +146,9 @@ pub struct DevCmd {
     #[serde(flatten)]
     #[command(flatten)]
     pub logs: LogConfig,
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub retention: RetentionConfig,
     #[serde(flatten)]
     #[command(flatten)]
     pub reaper: ReaperConfig,
@@ -153,6 +166,7 @@ impl Default for DevCmd {
             db: Database {
                 database_url: Some(DEV_DATABASE_URL.into()),
             },
+            budgets: RunBudgets::default(),
             http: Http::default(),
             worker: WorkerConfig {
                 http_allow_private: true,
@@ -164,6 +178,7 @@ impl Default for DevCmd {
                 ..RelayConfig::default()
             },
             logs: LogConfig::default(),
+            retention: RetentionConfig::default(),
             reaper: ReaperConfig::default(),
             api: ApiConfig::default(),
         }

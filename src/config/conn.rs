@@ -4,6 +4,7 @@
 //! command line's argument group for its settings.
 
 use clap::Args;
+use kairos_core::workflow::budget::RunLimits;
 use serde::{Deserialize, Serialize};
 
 /// Default of [`Http::http_addr`].
@@ -107,4 +108,72 @@ pub struct Metrics {
     /// instead of on the API's address.
     #[arg(long, env = "KAIROS_METRICS_ADDR", value_name = "HOST:PORT")]
     pub metrics_addr: Option<String>,
+}
+
+/// `KAIROS_RUN_MAX_EXECUTIONS`, `KAIROS_NODE_PARENT_OUTPUTS_MAX_BYTES` and
+/// `KAIROS_RUN_PARENT_OUTPUTS_MAX_BYTES`: the budgets the store applies to
+/// every follow-up chain and workflow run (it creates their executions, so
+/// every process that writes them needs the same; see
+/// [`kairos_core::workflow::budget`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Args)]
+#[serde(default)]
+pub struct RunBudgets {
+    /// Most executions one trigger's follow-up chain, or one workflow run,
+    /// may make (its first included); past it, what is due is recorded as
+    /// not run, with the reason.
+    #[arg(long, env = "KAIROS_RUN_MAX_EXECUTIONS", value_name = "N")]
+    pub run_max_executions: u64,
+    /// Most bytes of parent outputs (as JSON) one workflow node receives.
+    #[arg(
+        long,
+        env = "KAIROS_NODE_PARENT_OUTPUTS_MAX_BYTES",
+        value_name = "BYTES"
+    )]
+    pub node_parent_outputs_max_bytes: u64,
+    /// Most bytes of parent outputs one workflow run stores across its
+    /// nodes' executions.
+    #[arg(
+        long,
+        env = "KAIROS_RUN_PARENT_OUTPUTS_MAX_BYTES",
+        value_name = "BYTES"
+    )]
+    pub run_parent_outputs_max_bytes: u64,
+}
+
+impl Default for RunBudgets {
+    fn default() -> Self {
+        let d = RunLimits::default();
+        Self {
+            run_max_executions: d.max_executions,
+            node_parent_outputs_max_bytes: d.node_parent_outputs_bytes,
+            run_parent_outputs_max_bytes: d.run_parent_outputs_bytes,
+        }
+    }
+}
+
+impl RunBudgets {
+    /// The budgets, or which setting is invalid (every one must be at
+    /// least 1: a run needs its first execution).
+    pub fn limits(&self) -> Result<RunLimits, String> {
+        for (var, v) in [
+            ("KAIROS_RUN_MAX_EXECUTIONS", self.run_max_executions),
+            (
+                "KAIROS_NODE_PARENT_OUTPUTS_MAX_BYTES",
+                self.node_parent_outputs_max_bytes,
+            ),
+            (
+                "KAIROS_RUN_PARENT_OUTPUTS_MAX_BYTES",
+                self.run_parent_outputs_max_bytes,
+            ),
+        ] {
+            if v == 0 {
+                return Err(format!("{var} must be at least 1"));
+            }
+        }
+        Ok(RunLimits {
+            max_executions: self.run_max_executions,
+            node_parent_outputs_bytes: self.node_parent_outputs_max_bytes,
+            run_parent_outputs_bytes: self.run_parent_outputs_max_bytes,
+        })
+    }
 }

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The subcommands a manifest may run.
 pub const PROCESSES: [&str; 5] = ["migrate", "api", "dispatcher", "worker", "callback-relay"];
 
-/// Processes that use the database, so must not start before the schema.
-const NEED_SCHEMA: [&str; 3] = ["api", "dispatcher", "callback-relay"];
+/// The placeholder image every Kairos container names: it can never be
+/// pulled, and kustomization.yaml's `images:` entry replaces it.
+const IMAGE: &str = "registry.invalid/kairos:SET-ME";
 
 /// Seconds a worker pod needs beyond its drain to report what did not
 /// finish and go offline.
@@ -104,9 +105,9 @@ pub fn problems(docs: &[(String, Value)], facts: &Facts) -> Vec<String> {
         {
             let at = format!("{what} container {}", text(&spec["name"]));
             let image = text(&spec["image"]);
-            if image.split(':').next() != Some("kairos") || !spec["command"].is_null() {
+            if image != IMAGE || !spec["command"].is_null() {
                 out.push(format!(
-                    "{at}: runs {image} with a command, not the kairos image's entry point"
+                    "{at}: runs {image} with a command, not the kairos image ({IMAGE}) with its entry point"
                 ));
             }
             let args = strings(&spec["args"]);
@@ -141,6 +142,12 @@ pub fn problems(docs: &[(String, Value)], facts: &Facts) -> Vec<String> {
         out.extend(container_problems(c));
     }
     out.extend(deployment_problems(docs, &containers));
+    let migrate_job = containers
+        .iter()
+        .any(|c| c.process == "migrate" && c.doc["kind"].as_str() == Some("Job"));
+    if !migrate_job {
+        out.push("no Job runs `kairos migrate`: nothing applies the schema".to_string());
+    }
     out.extend(hpa_problems(docs, &containers, facts));
     for setting in ["KAIROS_NAMESPACE", "KAIROS_AMQP_QUEUE_TYPE"] {
         let values: BTreeSet<_> = containers
@@ -318,11 +325,25 @@ fn deployment_problems(docs: &[(String, Value)], containers: &[Container]) -> Ve
             .iter()
             .filter(|c| std::ptr::eq(c.doc, *d))
             .collect();
-        let migrates = of_d.iter().any(|c| c.init && c.process == "migrate");
-        let main = of_d.iter().find(|c| !c.init).map(|c| c.process.as_str());
-        if main.is_some_and(|p| NEED_SCHEMA.contains(&p)) && !migrates {
+        // A rollout would migrate while the old pods still serve: the
+        // schema changes in the migrate Job only.
+        if of_d.iter().any(|c| c.process == "migrate") {
             out.push(format!(
-                "Deployment {name}: no `kairos migrate` init container before the schema is used"
+                "Deployment {name}: runs `kairos migrate` (as an init container): migrations run as the Job only"
+            ));
+        }
+        let main = of_d.iter().find(|c| !c.init).map(|c| c.process.as_str());
+        let own = labels(&d["spec"]["selector"]["matchLabels"]);
+        let spread = seq(&d["spec"]["template"]["spec"]["topologySpreadConstraints"])
+            .iter()
+            .any(|t| labels(&t["labelSelector"]["matchLabels"]) == own);
+        let anti = seq(&d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+            ["preferredDuringSchedulingIgnoredDuringExecution"])
+        .iter()
+        .any(|t| labels(&t["podAffinityTerm"]["labelSelector"]["matchLabels"]) == own);
+        if !spread && !anti {
+            out.push(format!(
+                "Deployment {name}: its pods are not spread across nodes (topologySpreadConstraints)"
             ));
         }
         if main == Some("dispatcher") && d["spec"]["replicas"].as_u64().unwrap_or(1) < 2 {

@@ -43,6 +43,22 @@ impl ApiFailure {
     }
 }
 
+/// `text` as one path segment of an API address: every byte but the
+/// unreserved ones (RFC 3986) percent-encoded, so an id taken from the
+/// dashboard's own address (`/ui/jobs/a%2Fresume%3F/action`) names that id
+/// and nothing else, never another route or a query.
+pub(crate) fn segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 impl InProcess {
     pub(crate) fn new(router: Router) -> Self {
         Self { router }
@@ -98,5 +114,18 @@ impl InProcess {
                 .to_string(),
             field: err["field"].as_str().map(str::to_string),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segment_cannot_reach_another_route() {
+        assert_eq!(segment("0193-ab_c.d~"), "0193-ab_c.d~");
+        assert_eq!(segment("a/resume?x#y"), "a%2Fresume%3Fx%23y");
+        assert_eq!(segment(".."), "..");
+        assert_eq!(segment("é %"), "%C3%A9%20%25");
     }
 }

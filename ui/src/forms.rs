@@ -1,9 +1,12 @@
 //! Form bodies as name/value pairs: the dashboard's forms repeat names
-//! (`ids` of bulk actions), which typed form decoding does not take.
+//! (`ids` of bulk actions), which typed form decoding does not take. A
+//! body holding a NUL anywhere is refused, as the API refuses it (no
+//! database can look up or store such text the same way).
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 
 /// Largest form body accepted (a bulk action on 500 ids fits many times).
 const MAX_FORM: usize = 256 * 1024;
@@ -37,20 +40,27 @@ impl Fields {
 }
 
 impl<S: Send + Sync> FromRequest<S> for Fields {
-    type Rejection = (StatusCode, &'static str);
+    type Rejection = Response;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
         let bytes = Bytes::from_request(req, state)
             .await
-            .map_err(|_| (StatusCode::BAD_REQUEST, "cannot read the form"))?;
+            .map_err(|_| crate::view::bad_request("The form could not be read."))?;
         if bytes.len() > MAX_FORM {
-            return Err((StatusCode::PAYLOAD_TOO_LARGE, "form too large"));
+            return Err((StatusCode::PAYLOAD_TOO_LARGE, "form too large").into_response());
         }
-        Ok(Fields(
-            url::form_urlencoded::parse(&bytes)
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect(),
-        ))
+        let fields: Vec<(String, String)> = url::form_urlencoded::parse(&bytes)
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        if fields
+            .iter()
+            .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+        {
+            return Err(crate::view::bad_request(
+                "The form holds a NUL character, which cannot be stored. Remove it and try again.",
+            ));
+        }
+        Ok(Fields(fields))
     }
 }
 

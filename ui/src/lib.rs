@@ -39,6 +39,7 @@ mod api;
 mod assets;
 mod chart;
 mod cron_words;
+mod flash;
 mod forms;
 pub mod login;
 mod pages;
@@ -133,8 +134,26 @@ pub fn router(state: AppState) -> Router {
         .route("/ui/admin/audit", get(pages::admin::audit))
         .route("/ui/{*rest}", any(pages::unknown))
         .route("/favicon.ico", get(assets::favicon))
+        .layer(axum::middleware::from_fn(refuse_nul))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(ui)
+}
+
+/// Refuses an address holding a NUL (`%00`) in its path or query before any
+/// page sees it: PostgreSQL cannot store or compare text with a NUL, so a
+/// lookup by such an id would fail as a server error there while MySQL and
+/// SQLite answer "not found". Refused alike on every database, as the API
+/// refuses it. Percent-decoding is one pass, so a decoded NUL comes from a
+/// literal `%00` and nothing else.
+async fn refuse_nul(req: Request, next: Next) -> Response {
+    let uri = req.uri();
+    let holds_nul = |s: &str| s.as_bytes().windows(3).any(|w| w == b"%00");
+    if holds_nul(uri.path()) || uri.query().is_some_and(holds_nul) {
+        return view::bad_request(
+            "The address holds a NUL character (%00), which no page of this dashboard takes.",
+        );
+    }
+    next.run(req).await
 }
 
 /// Adds the CSP and the other browser hardening headers to every response.

@@ -10,7 +10,10 @@
 //! read again, so a revoked or expired key ends its sessions at once, not
 //! when the cookie expires. The CSRF token is derived from the id (a hash
 //! with its own label), so it needs no storage and no other instance can
-//! disagree about it.
+//! disagree about it. So is the session's signing key (another label),
+//! which never leaves the server: what the dashboard hands the browser to
+//! hand back unchanged (an error to show, a bulk action's snapshot) is
+//! signed with it, so no other session and no link can forge it.
 //!
 //! A page asked for without a session sends the browser to the login page
 //! with the page in `next`, and the login sends it back there
@@ -18,16 +21,15 @@
 
 use crate::UiState;
 use crate::view;
-use axum::Form;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
+use hmac::{Hmac, Mac};
 use kairos_core::store::StoreError;
 use kairos_core::tenant::{Role, UiSession};
 use kairos_core::time::{Millis, now_ms};
 use maud::html;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 /// Name of the session cookie.
@@ -51,6 +53,8 @@ pub(crate) struct Session {
     pub(crate) role: Role,
     /// Token every change must echo.
     pub(crate) csrf: String,
+    /// Key of what this session signs ([`Ctx::sign`]); never sent out.
+    pub(crate) signing: String,
 }
 
 pub(crate) fn random_hex(bytes: usize) -> String {
@@ -76,6 +80,11 @@ fn id_hash(id: &str) -> String {
 /// The CSRF token of the session `id`.
 fn csrf_of(id: &str) -> String {
     sha256_hex(&[b"kairos-ui-csrf\0", id.as_bytes()])
+}
+
+/// The signing key of the session `id`.
+fn signing_of(id: &str) -> String {
+    sha256_hex(&[b"kairos-ui-sign\0", id.as_bytes()])
 }
 
 /// Stores a new session acting as the key `prefix`; its id, for the cookie.
@@ -141,6 +150,7 @@ pub(crate) async fn current(
                 tenant: key.tenant,
                 role: key.role,
                 csrf: csrf_of(&id),
+                signing: signing_of(&id),
             },
         })),
         _ => {
@@ -216,6 +226,44 @@ impl Ctx {
     /// Whether the key manages every tenant, and sees the workers.
     pub(crate) fn is_operator(&self) -> bool {
         self.session.role.allows(Role::Operator)
+    }
+
+    /// A session of its own (a random id) acting as a `role` key of
+    /// tenant `t`, for unit tests of what depends on the session.
+    #[cfg(test)]
+    pub(crate) fn for_test(role: Role) -> Ctx {
+        let id = random_hex(ID_HEX / 2);
+        Ctx {
+            session: Session {
+                prefix: "testprefix01".into(),
+                tenant: "t".into(),
+                role,
+                csrf: csrf_of(&id),
+                signing: signing_of(&id),
+            },
+        }
+    }
+
+    /// An HMAC-SHA256 of `data` under this session's signing key, for the
+    /// purpose `label` (hex): what the browser is to return unchanged.
+    pub(crate) fn sign(&self, label: &str, data: &[u8]) -> String {
+        hex::encode(self.mac(label, data).finalize().into_bytes())
+    }
+
+    /// Whether `sig` is this session's signature of `data` for `label`
+    /// (compared in constant time).
+    pub(crate) fn verify(&self, label: &str, data: &[u8], sig: &str) -> bool {
+        hex::decode(sig).is_ok_and(|sig| self.mac(label, data).verify_slice(&sig).is_ok())
+    }
+
+    fn mac(&self, label: &str, data: &[u8]) -> Hmac<Sha256> {
+        // HMAC takes a key of any length; this cannot fail.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(self.session.signing.as_bytes())
+            .unwrap_or_else(|_| unreachable!("HMAC accepts every key length"));
+        mac.update(label.as_bytes());
+        mac.update(b"\0");
+        mac.update(data);
+        mac
     }
 
     /// Refuses a change whose CSRF token is not this session's.
@@ -315,20 +363,16 @@ impl FromRequestParts<UiState> for Ctx {
     }
 }
 
-/// The logout form's body.
-#[derive(Deserialize)]
-pub(crate) struct CsrfForm {
-    csrf: String,
-}
-
 /// `POST /ui/logout`: ends the session and clears the cookie.
 pub(crate) async fn logout(
     State(state): State<UiState>,
     ctx: Ctx,
     headers: HeaderMap,
-    Form(form): Form<CsrfForm>,
+    form: crate::forms::Fields,
 ) -> Response {
-    if let Err(refused) = ctx.check_csrf(&form.csrf) {
+    // A form without its token is refused like one with another's (a
+    // typed form would answer its own plain-text 422 instead).
+    if let Err(refused) = ctx.check_csrf(form.get("csrf")) {
         return *refused;
     }
     if let Some(id) = session_id(&headers)
@@ -372,6 +416,7 @@ mod tests {
         assert_eq!(id.len(), ID_HEX);
         let (stored, csrf) = (id_hash(&id), csrf_of(&id));
         assert_ne!(stored, csrf);
+        assert!(signing_of(&id) != csrf && signing_of(&id) != stored);
         assert_ne!(stored, id);
         assert_eq!(csrf, csrf_of(&id), "every instance derives the same token");
         assert!(constant_eq(b"abc", b"abc") && !constant_eq(b"abc", b"abd"));

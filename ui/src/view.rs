@@ -269,14 +269,6 @@ pub(crate) fn duration(ms: i64) -> String {
     }
 }
 
-/// A notice or error line at the top of a page.
-pub(crate) fn flash(notice: Option<&str>, error: Option<&str>) -> Markup {
-    html! {
-        @if let Some(n) = notice { p.notice role="status" { (n) } }
-        @if let Some(e) = error { p.error-box role="alert" { (e) } }
-    }
-}
-
 /// A JSON value, pretty-printed in a scrollable block.
 pub(crate) fn json(v: &serde_json::Value) -> Markup {
     let text = serde_json::to_string_pretty(v).unwrap_or_default();
@@ -297,6 +289,25 @@ pub(crate) fn store_error(e: StoreError) -> Response {
         ),
     };
     (status, bare_page("Unavailable", html! { p { (text) } })).into_response()
+}
+
+/// A request no page takes (`400`), as a page saying why; bare, so that it
+/// needs neither a session nor the database.
+pub(crate) fn bad_request(why: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        bare_page(
+            "Bad request",
+            html! {
+                div.login.not-found {
+                    h1 { (brand_mark()) " Bad request" }
+                    p { (why) }
+                    p { a href="/ui/overview" { "Go to the overview" } }
+                }
+            },
+        ),
+    )
+        .into_response()
 }
 
 /// Not found, the same for an unknown id and another tenant's.

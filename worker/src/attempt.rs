@@ -136,7 +136,10 @@ impl Attempts {
         }
         tracing::debug!("attempt started");
         let stop_key = conn.names.stop_key(&msg.execution_id, msg.attempt);
-        let report = self.executor.run(msg, stop_key, permit).await;
+        let Some(report) = self.executor.run(msg, stop_key, permit).await else {
+            tracing::info!(execution_id = %execution_id, attempt, "the drain window ended before the handler did; handing the attempt back");
+            return;
+        };
         tracing::debug!(kind = ?report.kind, "attempt finished");
         let result = ResultMsg {
             traceparent,

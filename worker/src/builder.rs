@@ -18,6 +18,8 @@ use std::time::Duration;
 pub struct WorkerBuilder {
     config: WorkerConfig,
     stop_poll: Option<Duration>,
+    /// Whether the queues stay when the worker stops (default: deleted).
+    keep_queues: bool,
     handlers: Registry,
     only: Option<Vec<String>>,
     broker: Option<Arc<dyn Broker>>,
@@ -116,6 +118,15 @@ impl WorkerBuilder {
     /// How often running attempts are checked for stop requests (default 250 ms).
     pub fn stop_poll(mut self, every: Duration) -> Self {
         self.stop_poll = Some(every);
+        self
+    }
+
+    /// Keeps this worker's queues when it stops, instead of deleting them
+    /// (deregistration). For an embedded worker whose id comes straight back
+    /// and whose owner inspects the queue between runs (tests); if it does
+    /// not come back, the dispatcher's reaper deletes them anyway.
+    pub fn keep_queues_on_stop(mut self) -> Self {
+        self.keep_queues = true;
         self
     }
 
@@ -247,6 +258,7 @@ impl WorkerBuilder {
             coord,
             stop_poll,
             tasks: self.tasks,
+            deregister: !self.keep_queues,
         };
         Ok(Worker::new(settings, parts))
     }

@@ -1,7 +1,8 @@
 //! Runs one attempt in the bounded pool: runs the handler in its own task (so
 //! a panic is caught) while holding a pool slot, enforces the timeout, and
 //! stops it when the scheduler asks (see `stops`) or at the end of a
-//! shutdown's grace period.
+//! shutdown's grace period (then reporting nothing: the attempt is handed
+//! back).
 
 use crate::handler::{HandlerOutcome, JobContext, Registry};
 use crate::load::Load;
@@ -15,9 +16,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// Error reported for work the grace period did not let finish.
-pub(crate) const SHUTDOWN_ERROR: &str = "worker shut down before the handler finished";
 
 /// Error reported for an attempt stopped at the scheduler's request (job
 /// cancelled, execution replaced, or attempt already declared lost). The
@@ -58,11 +56,20 @@ pub(crate) struct Executor {
 
 impl Executor {
     /// Runs `msg`'s handler in the pool slot `permit` and says how it ended;
-    /// a stop request posted under `stop_key` stops it.
-    pub(crate) async fn run(&self, msg: DispatchMsg, stop_key: String, permit: Permit) -> Report {
+    /// a stop request posted under `stop_key` stops it. `None` when the
+    /// shutdown's grace period ended first: the handler is stopped and
+    /// nothing is reported, so the attempt is not the job's failure. The
+    /// dispatcher hands it back (retried once without counting against
+    /// `maxAttempts`) once this worker says `offline`.
+    pub(crate) async fn run(
+        &self,
+        msg: DispatchMsg,
+        stop_key: String,
+        permit: Permit,
+    ) -> Option<Report> {
         let Some(handler) = self.handlers.get(&msg.handler) else {
             crate::metrics::handler_ran(&self.handlers, &msg.handler, "failed", Duration::ZERO);
-            return Report::failed(self.handlers.unknown(&msg.handler));
+            return Some(Report::failed(self.handlers.unknown(&msg.handler)));
         };
         let started_ms = kairos_core::time::now_ms();
         // Not a child of `hard_stop`: the handler must learn of a stop only after
@@ -92,18 +99,18 @@ impl Executor {
         let (report, outcome) = tokio::select! {
             biased;
             joined = &mut task => match joined {
-                Ok(HandlerOutcome::Success(v)) => (Report::succeeded(v), "succeeded"),
-                Ok(HandlerOutcome::Failure(e)) => (Report::failed(e), "failed"),
-                Ok(HandlerOutcome::PermanentFailure(e)) => (Report::failed_permanently(e), "failed"),
-                Err(e) if e.is_panic() => (Report::failed(panic_message(&*e.into_panic())), "failed"),
-                Err(e) => (Report::failed(format!("handler task ended abnormally: {e}")), "failed"),
+                Ok(HandlerOutcome::Success(v)) => (Some(Report::succeeded(v)), "succeeded"),
+                Ok(HandlerOutcome::Failure(e)) => (Some(Report::failed(e)), "failed"),
+                Ok(HandlerOutcome::PermanentFailure(e)) => (Some(Report::failed_permanently(e)), "failed"),
+                Err(e) if e.is_panic() => (Some(Report::failed(panic_message(&*e.into_panic()))), "failed"),
+                Err(e) => (Some(Report::failed(format!("handler task ended abnormally: {e}"))), "failed"),
             },
-            _ = deadline(msg.timeout_ms) => (Report::timed_out(format!(
+            _ = deadline(msg.timeout_ms) => (Some(Report::timed_out(format!(
                 "handler exceeded its timeout of {} ms",
                 msg.timeout_ms.unwrap_or_default()
-            )), "timed_out"),
-            _ = stop.cancelled() => (Report::failed(STOPPED_ERROR), "stopped"),
-            _ = self.pool.hard_stop.cancelled() => (Report::failed(SHUTDOWN_ERROR), "stopped"),
+            ))), "timed_out"),
+            _ = stop.cancelled() => (Some(Report::failed(STOPPED_ERROR)), "stopped"),
+            _ = self.pool.hard_stop.cancelled() => (None, "stopped"),
         };
         crate::metrics::handler_ran(&self.handlers, &msg.handler, outcome, started.elapsed());
         if !task.is_finished() {

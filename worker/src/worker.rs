@@ -32,6 +32,7 @@ pub struct Worker {
     shipper: Shipper,
     stop_poll: Duration,
     tasks: CriticalTasks,
+    deregister: bool,
 }
 
 /// What a worker is made of besides its settings (checked by the builder).
@@ -42,6 +43,8 @@ pub(crate) struct Parts {
     pub(crate) coord: Arc<dyn Coordination>,
     pub(crate) stop_poll: Duration,
     pub(crate) tasks: CriticalTasks,
+    /// Whether to delete the queues on stop (see [`deregister`]).
+    pub(crate) deregister: bool,
 }
 
 impl Worker {
@@ -53,6 +56,7 @@ impl Worker {
             coord,
             stop_poll,
             tasks,
+            deregister,
         } = parts;
         let (reporting, shipper) = Reporting::new(Arc::clone(&broker), settings.id.clone());
         Self {
@@ -64,6 +68,7 @@ impl Worker {
             shipper,
             stop_poll,
             tasks,
+            deregister,
             settings,
         }
     }
@@ -82,8 +87,14 @@ impl Worker {
     /// cancelled; then stops consuming (deliveries whose handler has not
     /// started go back to the queue, and the dispatcher requeues them once
     /// this worker is offline), reports `draining`, gives running handlers the
-    /// grace period, reports the ones still running as failed so they are
-    /// retried, and reports `offline`. Errors only if the broker fails at startup.
+    /// grace period (the drain window), stops the ones still running and
+    /// reports nothing for them (handed back: the dispatcher retries them
+    /// once without counting against `maxAttempts`), reports `offline` and
+    /// deletes its queues (deregistration: what they still hold the
+    /// dispatcher requeues from the database).
+    /// [`WorkerBuilder::keep_queues_on_stop`](crate::WorkerBuilder::keep_queues_on_stop)
+    /// keeps them.
+    /// Errors only if the broker fails at startup.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let Self {
             settings,
@@ -95,8 +106,10 @@ impl Worker {
             shipper,
             stop_poll,
             tasks,
+            deregister: delete_queues,
         } = self;
         let id = conn.id.clone();
+        let conn_broker = Arc::clone(&conn.broker);
         metrics::register();
         pool.report();
         conn.broker.worker_queue_declare(&id).await?;
@@ -169,7 +182,25 @@ impl Worker {
         if let Err(e) = shipper.await {
             tracing::error!(worker_id = %id, "log shipper failed: {e}");
         }
+        if delete_queues {
+            deregister(conn_broker.as_ref(), &id).await;
+        }
         tracing::info!(worker_id = %id, "worker stopped");
         Ok(())
+    }
+}
+
+/// Deletes the worker's queues once it said `offline`. Every worker id gets
+/// queues of its own, and on Kubernetes every pod is a new id: left behind,
+/// a rollout's worth of queues would stay on the broker for good. Dispatches
+/// still queued there were for attempts this worker never started; the
+/// dispatcher requeues those from the database once it sees the worker
+/// offline. If the delete fails, the reaper deletes the queues later.
+async fn deregister(broker: &dyn Broker, id: &str) {
+    match broker.worker_queue_delete(id).await {
+        Ok(()) => tracing::info!(worker_id = %id, "deleted this worker's queues"),
+        Err(e) => {
+            tracing::warn!(worker_id = %id, "cannot delete this worker's queues: {e}; the dispatcher's reaper will")
+        }
     }
 }

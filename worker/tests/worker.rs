@@ -281,6 +281,7 @@ async fn a_duplicate_attempt_runs_once(env: Env) {
             env.builder()
                 .capacity(1)
                 .buffer(0)
+                .keep_queues_on_stop()
                 .handler("count", counting(runs.clone())),
         )
         .await;
@@ -620,6 +621,7 @@ async fn a_batch_runs_each_of_its_dispatches_once(env: Env) {
                 .capacity(2)
                 .buffer(2)
                 .dispatch_batch(4)
+                .keep_queues_on_stop()
                 .handler("count", counting(runs.clone())),
         )
         .await;
@@ -686,6 +688,7 @@ async fn one_slot_running(env: &Env, batch: u32) -> (Running, CancellationToken,
                 .capacity(1)
                 .buffer(1)
                 .dispatch_batch(batch)
+                .keep_queues_on_stop()
                 .handler("hold", held_until(&release)),
         )
         .await;
@@ -760,7 +763,7 @@ async fn a_batch_larger_than_the_free_places_is_taken_and_waits(env: Env) {
     env.cleanup(&[&id]).await;
 }
 
-async fn shutdown_reports_unfinished_work_and_goes_offline(env: Env) {
+async fn shutdown_hands_back_unfinished_work_and_deregisters(env: Env) {
     env.collect().await;
     let w = env
         .start(env.builder().grace_period(Duration::from_millis(300)))
@@ -774,12 +777,25 @@ async fn shutdown_reports_unfinished_work_and_goes_offline(env: Env) {
     .await;
     let id = w.id.clone();
     w.stop().await;
-    let done = env.outcome(&exec).await;
-    assert_eq!(done.kind, ResultKind::Failed);
+    // Handed back: no final result (the dispatcher retries the attempt once
+    // it sees the worker offline, without counting it against maxAttempts).
+    // A result sent after the worker stopped arrives after any it sent.
+    let sentinel = unique("after-stop");
+    let mut marker = env.results_for(&exec)[0].clone();
+    marker.execution_id = sentinel.clone();
+    env.broker.results_publish(&[marker]).await.unwrap();
+    wait_for("the sentinel result", DEADLINE, || async {
+        (!env.results_for(&sentinel).is_empty()).then_some(())
+    })
+    .await;
+    let results: Vec<ResultKind> = env.results_for(&exec).iter().map(|r| r.kind).collect();
     assert_eq!(
-        done.error.as_deref(),
-        Some("worker shut down before the handler finished")
+        results,
+        [ResultKind::Started],
+        "only `started` was reported"
     );
+    // Deregistered: the worker deleted its queues.
+    assert_eq!(env.broker.worker_queue_stats(&id).await.unwrap(), None);
     let states = wait_for("the offline heartbeat", DEADLINE, || async {
         let beats = env.beats.lock().unwrap();
         let states: Vec<WorkerState> = beats
@@ -902,6 +918,7 @@ async fn an_attempt_key_released_for_its_dead_owner_runs_again(env: Env) {
         env.builder()
             .capacity(1)
             .buffer(0)
+            .keep_queues_on_stop()
             .handler("count", counting(runs.clone()))
     };
     let exec = unique("e");
@@ -1106,7 +1123,7 @@ on_both!(
     a_batch_runs_each_of_its_dispatches_once,
     a_batch_meeting_a_full_worker_is_refused_whole,
     a_batch_larger_than_the_free_places_is_taken_and_waits,
-    shutdown_reports_unfinished_work_and_goes_offline,
+    shutdown_hands_back_unfinished_work_and_deregisters,
     a_lost_consumer_is_restarted,
     a_stop_request_stops_the_running_handler,
     an_attempt_stopped_before_it_starts_never_runs,

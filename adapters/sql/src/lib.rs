@@ -80,6 +80,7 @@
 //! | `job_trigger_now` | 1 locking read + 1 read of taken trigger times + 1 insert + 1 event insert |
 //! | `results_apply`, `executions_apply_verdict`, for workflow nodes (issue 34) | only when the batch ends executions of node jobs: 1 read of their node rows + 1 locking read of their runs + 1 node update per ended node + 1 read of the workflows + 1 read of the runs' nodes + per node made due: 1 node update and 1 execution insert, + 1 read of the parents' outputs, 1 event insert, 1 skip update and 1 run update when there are any |
 //! | the same, for child jobs | only when the batch ends executions of jobs with follow-ups: 1 read of the follow-ups + 1 locking read of the children + per child triggered: 1 read of taken trigger times, 1 insert, 1 event insert |
+//! | `history_purge` (issue 45) | 1 read of up to a batch of ids through the kind's `(tenant, finished time)` index + for executions, jobs and runs one transaction: 1 delete per child table (executions: delivery attempts, deliveries, events, log lines, concurrency slots; jobs: follow-ups; runs: delivery attempts, deliveries, node rows) + 1 delete of the rows, their terminal state checked again; audit entries and sessions: 1 delete |
 //!
 //! plus `BEGIN`/`COMMIT` for the transactional calls.
 //!
@@ -97,7 +98,8 @@
 //! committer in `create`), `dispatch` (the dispatcher's hot path),
 //! `maintenance` (the reaper's calls), `executions` (the history the API and
 //! dashboard read), `callbacks`, `tenants` (tenants, keys and the audit
-//! trail), `workers` and `logs`. `outcomes` applies results and verdicts for
+//! trail), `workers`, `logs` and `retention` (the tenants' retention overrides
+//! and the purge of finished history). `outcomes` applies results and verdicts for
 //! both `dispatch` and `maintenance`. Below them, and importing none of them:
 //! `store` (the pools, and the one retrying transaction runner), `stop` and
 //! `moves` (execution moves several aggregates make), `inserts` (history and
@@ -123,6 +125,7 @@ mod migrations;
 mod moves;
 mod outcomes;
 mod partitions;
+mod retention;
 mod rows;
 mod rows_update;
 mod sched_cols;

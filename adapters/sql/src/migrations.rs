@@ -116,6 +116,21 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "immediate queue",
         include_str!("../migrations/mysql/0020_immediate_queue.sql"),
     ),
+    (
+        22,
+        "followup chains",
+        include_str!("../migrations/mysql/0022_followup_chains.sql"),
+    ),
+    (
+        23,
+        "retention",
+        include_str!("../migrations/mysql/0023_retention.sql"),
+    ),
+    (
+        24,
+        "handbacks",
+        include_str!("../migrations/mysql/0024_handbacks.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -220,6 +235,21 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "immediate queue",
         include_str!("../migrations/postgres/0020_immediate_queue.sql"),
     ),
+    (
+        22,
+        "followup chains",
+        include_str!("../migrations/postgres/0022_followup_chains.sql"),
+    ),
+    (
+        23,
+        "retention",
+        include_str!("../migrations/postgres/0023_retention.sql"),
+    ),
+    (
+        24,
+        "handbacks",
+        include_str!("../migrations/postgres/0024_handbacks.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -320,6 +350,21 @@ const SQLITE: &[(i64, &str, &str)] = &[
         20,
         "immediate queue",
         include_str!("../migrations/sqlite/0020_immediate_queue.sql"),
+    ),
+    (
+        22,
+        "followup chains",
+        include_str!("../migrations/sqlite/0022_followup_chains.sql"),
+    ),
+    (
+        23,
+        "retention",
+        include_str!("../migrations/sqlite/0023_retention.sql"),
+    ),
+    (
+        24,
+        "handbacks",
+        include_str!("../migrations/sqlite/0024_handbacks.sql"),
     ),
 ];
 

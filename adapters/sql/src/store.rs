@@ -10,6 +10,7 @@ use crate::sql::Sql;
 use async_trait::async_trait;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use kairos_core::store::{Health, StoreError, StoreResult};
+use kairos_core::workflow::budget::RunLimits;
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
@@ -55,6 +56,9 @@ const TX_RUNS: usize = 4;
 #[derive(Clone, Debug)]
 pub struct SqlStore {
     inner: Arc<Inner>,
+    /// The budgets of follow-up chains and workflow runs, applied where
+    /// their next executions are created.
+    limits: RunLimits,
 }
 
 #[derive(Debug)]
@@ -132,7 +136,22 @@ impl SqlStore {
             write,
             reruns: AtomicU64::new(0),
         });
-        Ok(SqlStore { inner })
+        Ok(SqlStore {
+            inner,
+            limits: RunLimits::default(),
+        })
+    }
+
+    /// This store with `limits` as the budgets of follow-up chains and
+    /// workflow runs (the defaults otherwise).
+    pub fn with_run_limits(mut self, limits: RunLimits) -> SqlStore {
+        self.limits = limits;
+        self
+    }
+
+    /// The budgets of follow-up chains and workflow runs.
+    pub fn run_limits(&self) -> RunLimits {
+        self.limits
     }
 
     /// Applies the embedded schema of this store's database (idempotent).

@@ -319,7 +319,6 @@ impl TenantStore for SqlStore {
             .bind(tenant)
             .push(" AND status IN ")
             .list(live)
-            .push(" AND workflow_id IS NULL")
             .scalar::<i64>(self.read(), "n")
             .await?;
         Ok(u64::try_from(n).unwrap_or(0))

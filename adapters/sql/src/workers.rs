@@ -122,6 +122,31 @@ impl WorkerStore for SqlStore {
             .await?;
         Ok(())
     }
+
+    async fn worker_forget(&self, id: &str, silent_before: Millis) -> StoreResult<bool> {
+        self.transaction(|tx| forget(tx, id, silent_before)).await
+    }
+}
+
+/// `worker_forget`'s transaction: the row goes only while it still says
+/// `offline` and silent, and the record of its processes with it.
+async fn forget(mut tx: Tx, id: &str, silent_before: Millis) -> StoreResult<bool> {
+    let deleted = Sql::new("DELETE FROM workers WHERE id = ")
+        .bind(id)
+        .push(" AND state = ")
+        .bind(WorkerState::Offline.as_str())
+        .push(" AND last_heartbeat_at < ")
+        .bind(time(silent_before))
+        .execute(&mut tx)
+        .await?;
+    if deleted > 0 {
+        Sql::new("DELETE FROM worker_incarnations WHERE worker_id = ")
+            .bind(id)
+            .execute(&mut tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(deleted > 0)
 }
 
 /// `workers_record_heartbeats`'s transaction: the workers' rows are locked while their incarnation

@@ -23,6 +23,7 @@ store_cases!(
     the_ledger_lists_what_the_worker_holds,
     attempts_without_a_limit_are_found_for_the_default_timeout,
     existing_workers_and_executions_survive_the_migration,
+    a_gone_worker_is_forgotten_only_offline_and_silent,
 );
 
 fn beat(id: &str, inc: Option<&str>, held: Option<Vec<HeldRef>>, at: i64) -> HeartbeatMsg {
@@ -288,4 +289,52 @@ async fn existing_workers_and_executions_survive_the_migration(store: SqlStore) 
     assert_eq!(held.len(), 1);
     assert_eq!(held[0].execution_id, w.execution_id);
     assert_eq!(held[0].incarnation, None);
+}
+
+/// `worker_forget` deletes a worker's row and its processes only while it
+/// is offline and silent since before the cutoff; a later beat of the id
+/// registers it afresh, with no retired process.
+async fn a_gone_worker_is_forgotten_only_offline_and_silent(store: SqlStore) {
+    store
+        .workers_record_heartbeats(&[beat("gone", Some("i-1"), None, T0)], T0)
+        .await
+        .unwrap();
+    store
+        .workers_record_heartbeats(&[beat("gone", Some("i-2"), None, T0 + 10)], T0 + 10)
+        .await
+        .unwrap();
+    assert!(
+        !store.worker_forget("gone", T0 + 1_000).await.unwrap(),
+        "online"
+    );
+    store
+        .worker_set_state("gone", WorkerState::Offline, T0 + 20)
+        .await
+        .unwrap();
+    assert!(
+        !store.worker_forget("gone", T0 + 10).await.unwrap(),
+        "not silent long enough"
+    );
+    assert!(store.worker_ledger("gone").await.unwrap().is_some());
+    assert!(store.worker_forget("gone", T0 + 1_000).await.unwrap());
+    assert!(store.worker_ledger("gone").await.unwrap().is_none());
+    assert!(
+        store
+            .workers_list()
+            .await
+            .unwrap()
+            .iter()
+            .all(|w| w.id != "gone")
+    );
+    assert!(
+        !store.worker_forget("gone", T0 + 1_000).await.unwrap(),
+        "already gone"
+    );
+    store
+        .workers_record_heartbeats(&[beat("gone", Some("i-3"), None, T0 + 2_000)], T0 + 2_000)
+        .await
+        .unwrap();
+    let ledger = store.worker_ledger("gone").await.unwrap().unwrap();
+    assert_eq!(ledger.current.as_deref(), Some("i-3"));
+    assert!(ledger.retired.is_empty(), "{:?}", ledger.retired);
 }

@@ -9,7 +9,7 @@ use store_support as support;
 use kairos_core::execution::ExecStatus;
 use kairos_core::job::{JobStatus, RetryPolicy};
 use kairos_core::outcome::Verdict;
-use kairos_core::protocol::ResultKind::Started;
+use kairos_core::protocol::ResultKind::{Failed, Started};
 use kairos_core::store::{
     CallbackStore, Dispatch, DispatchedTo, HeldAttempt, History, Maintenance,
 };
@@ -20,6 +20,7 @@ store_cases!(
     unpublished_and_requeued_work,
     overdue_means_started_and_past_its_deadline,
     reaper_verdicts,
+    a_handed_back_attempt_is_retried_once_for_free,
     executions_page_newest_trigger_first,
 );
 
@@ -300,6 +301,74 @@ async fn reaper_verdicts(store: SqlStore) {
         .await
         .unwrap();
     assert_eq!(status_of(&again), [None]);
+}
+
+/// Attempt `attempt` of `w` dispatched to worker "w" and started.
+async fn run_attempt(
+    store: &SqlStore,
+    w: &kairos_core::store::DispatchWork,
+    attempt: u32,
+    at: i64,
+) {
+    let sent = [DispatchedTo {
+        execution_id: w.execution_id.clone(),
+        attempt,
+        worker_id: "w".into(),
+    }];
+    store.executions_mark_dispatched(&sent, at).await.unwrap();
+    store
+        .results_apply(&[result(w, attempt, Started, at)], at)
+        .await
+        .unwrap();
+}
+
+/// A hand-back (a worker stopped before its handler did) is retried at
+/// once without counting against maxAttempts, once: the count of free
+/// retries is kept between transactions.
+async fn a_handed_back_attempt_is_retried_once_for_free(store: SqlStore) {
+    let mut job = one_shot("h", T0);
+    job.retry = RetryPolicy {
+        max_attempts: 2,
+        backoff_ms: 50,
+    };
+    let job = create(&store, job).await;
+    let w = claim(&store, &job, None).await;
+    let target = |attempt| [(w.execution_id.clone(), attempt)];
+    run_attempt(&store, &w, 1, T0).await;
+    let applied = store
+        .executions_apply_verdict(&target(1), Verdict::HandedBack, "handed back", T0 + 100)
+        .await
+        .unwrap();
+    assert_eq!(status_of(&applied), [Some(ExecStatus::Pending)]);
+    let e = store
+        .execution_get("h", &w.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (e.attempt, e.not_before),
+        (2, T0 + 100),
+        "at once, no backoff"
+    );
+    // Attempt 2 fails: the job's first counted failure, so one more try.
+    run_attempt(&store, &w, 2, T0 + 200).await;
+    let mut failed = result(&w, 2, Failed, T0 + 300);
+    failed.error = Some("boom".into());
+    store.results_apply(&[failed], T0 + 300).await.unwrap();
+    let e = store
+        .execution_get("h", &w.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((e.status, e.attempt), (ExecStatus::Pending, 3));
+    // A second hand-back counts: maxAttempts 2 is spent.
+    run_attempt(&store, &w, 3, T0 + 400).await;
+    let applied = store
+        .executions_apply_verdict(&target(3), Verdict::HandedBack, "handed back", T0 + 500)
+        .await
+        .unwrap();
+    assert_eq!(status_of(&applied), [Some(ExecStatus::Lost)]);
+    assert_eq!(job_now(&store, &job).await.status, JobStatus::Failed);
 }
 
 async fn executions_page_newest_trigger_first(store: SqlStore) {

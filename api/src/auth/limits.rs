@@ -203,9 +203,14 @@ impl LiveCounts {
 
     /// Counts a job this instance just created.
     pub(crate) fn created(&self, tenant: &str) {
+        self.created_many(tenant, 1);
+    }
+
+    /// Counts `n` jobs this instance just created (a workflow's node jobs).
+    pub(crate) fn created_many(&self, tenant: &str, n: u32) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = map.get_mut(tenant) {
-            c.n += 1;
+            c.n += u64::from(n);
         }
     }
 }
@@ -285,8 +290,8 @@ pub(crate) async fn admit_creates(
     let live = live_jobs(state, &caller.tenant, cap).await?;
     if live + u64::from(n) > cap {
         return Err(ApiError::LiveJobLimit(format!(
-            "tenant {} holds {live} scheduled, running or paused jobs, its limit is {cap}; \
-             cancel some or wait for them to finish",
+            "tenant {} holds {live} scheduled, running or paused jobs (workflow nodes \
+             included), its limit is {cap}; cancel some or wait for them to finish",
             caller.tenant
         )));
     }

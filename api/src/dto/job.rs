@@ -43,7 +43,8 @@ pub struct JobView {
     pub job_handler: String,
     /// Handler input. For read keys, every sensitive value (under a key
     /// matching `KAIROS_API_SENSITIVE_PARAMS`, at any depth, or at one of the
-    /// job's `sensitiveParams`) is replaced by `"••••••"`; write, admin and
+    /// job's `sensitiveParams`) is replaced by `"••••••"`, and so is every
+    /// copy of one in another string; write, admin and
     /// operator keys get the stored values.
     pub params: serde_json::Value,
     /// Paths of params values the job marks sensitive, beyond the configured

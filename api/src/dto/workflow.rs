@@ -134,7 +134,9 @@ pub struct WorkflowNode {
     /// Handler a worker runs.
     #[schema(example = "noop")]
     pub handler: String,
-    /// Handler input, any JSON (at most 64 KiB serialized).
+    /// Handler input, any JSON (at most 64 KiB serialized). For read keys,
+    /// values under keys matching `KAIROS_API_SENSITIVE_PARAMS` (and their
+    /// copies in other strings) are shown as `"••••••"`.
     #[serde(default)]
     pub params: serde_json::Value,
     /// Handler time limit in ms (1–86400000).
@@ -325,15 +327,6 @@ pub struct WorkflowPage {
     pub items: Vec<WorkflowView>,
     /// Cursor of the next page; `null` on the last.
     pub next_cursor: Option<String>,
-}
-
-impl From<Page<StoredWorkflow>> for WorkflowPage {
-    fn from(p: Page<StoredWorkflow>) -> Self {
-        WorkflowPage {
-            items: p.items.iter().map(WorkflowView::from).collect(),
-            next_cursor: p.next_cursor,
-        }
-    }
 }
 
 /// One run of a workflow.

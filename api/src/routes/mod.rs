@@ -12,6 +12,7 @@ mod health;
 mod jobs;
 mod limits;
 mod preview;
+mod retention;
 mod update;
 mod workers;
 mod workflow_control;
@@ -64,6 +65,10 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::create_tenant, admin::list_tenants))
         .routes(routes!(admin::rotate_secret))
         .routes(routes!(limits::set_tenant_limits))
+        .routes(routes!(
+            retention::get_tenant_retention,
+            retention::set_tenant_retention
+        ))
         .routes(routes!(admin::create_key, admin::list_keys))
         .routes(routes!(admin::revoke_key))
         .routes(routes!(admin::list_audit))

@@ -76,6 +76,7 @@ fn applied(
         (status = 413, description = "Body or params too large", body = ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
         (status = 422, description = "A field is missing, unknown or invalid, or the graph is no valid DAG (`invalid_workflow`, with `node` and `reason`)", body = ErrorBody),
+        (status = 429, description = "Nodes whose template changed get new jobs: the key's create rate is used up, or the tenant's live jobs would pass its cap (`live_job_limit`)", body = ErrorBody),
         (status = 503, description = "Database unavailable", body = ErrorBody),
     )
 )]
@@ -99,14 +100,28 @@ pub(crate) async fn update_workflow(
         return Err(deleted(&wf));
     }
     let update = validate::workflow::update(&req, &wf, &state.config, now)?;
+    // A node whose template changed gets a new job (the old one stays for
+    // the runs that follow the old graph): each counts as a create.
+    let changed = update.definition.as_ref().filter(|d| **d != wf.definition);
+    let fresh = changed.map_or(0, |def| {
+        def.nodes
+            .iter()
+            .filter(|n| !wf.definition.nodes.contains(n) || !wf.node_jobs.contains_key(&n.id))
+            .count()
+    });
+    let fresh = u32::try_from(fresh).unwrap_or(u32::MAX);
+    if fresh > 0 {
+        limits::admit_creates(&state, &caller, fresh).await?;
+    }
     match state
         .store
         .workflow_update(tenant, &id, req.version, &update, now)
         .await?
     {
         WorkflowUpdated::Done(new) => {
+            state.auth.live.created_many(tenant, fresh);
             state.audit(&caller, tenant, "workflow.edit", &id).await;
-            Ok(Json(WorkflowView::from(&new)))
+            Ok(Json(crate::shown::workflow(&state, &caller, &new)))
         }
         WorkflowUpdated::NotFound => Err(workflow_not_found(&id)),
         WorkflowUpdated::VersionConflict(w) => Err(version_conflict(&w, req.version)),
@@ -140,7 +155,7 @@ pub(crate) async fn pause_workflow(
     state
         .audit(&caller, &caller.tenant, "workflow.pause", &id)
         .await;
-    Ok(Json(WorkflowView::from(&wf)))
+    Ok(Json(crate::shown::workflow(&state, &caller, &wf)))
 }
 
 /// Resume a paused workflow; a scheduled trigger missed while paused fires
@@ -173,5 +188,5 @@ pub(crate) async fn resume_workflow(
     state
         .audit(&caller, &caller.tenant, "workflow.resume", &id)
         .await;
-    Ok(Json(WorkflowView::from(&wf)))
+    Ok(Json(crate::shown::workflow(&state, &caller, &wf)))
 }

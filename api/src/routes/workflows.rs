@@ -13,6 +13,7 @@ use crate::dto::{
 };
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::shown;
 use crate::validate;
 use axum::Json;
 use axum::extract::State;
@@ -42,6 +43,7 @@ fn run_not_found(id: &str) -> ApiError {
         (status = 200, description = "Replay of an earlier create with the same clientRequestId and body", body = CreatedWorkflow),
         (status = 409, description = "clientRequestId already used for a different request", body = ErrorBody),
         (status = 422, description = "A field is invalid, or the graph is no valid DAG (`invalid_workflow`, with `node` and `reason`)", body = ErrorBody),
+        (status = 429, description = "The key's create or action rate is used up, or the tenant's live jobs (node jobs included) would pass its cap (`live_job_limit`)", body = ErrorBody),
     )
 )]
 pub(crate) async fn create_workflow(
@@ -57,10 +59,16 @@ pub(crate) async fn create_workflow(
         uuid::Uuid::now_v7().to_string(),
         now,
     )?;
+    // Each node is backed by a job: they count against the key's create
+    // rate and the tenant's live-jobs cap like the jobs they are, and the
+    // first run is an action.
+    let node_jobs = u32::try_from(wf.definition.nodes.len()).unwrap_or(u32::MAX);
+    limits::admit_creates(&state, &caller, node_jobs).await?;
     limits::admit_action(&state, &caller)?;
     let hash = wf.request_hash.clone();
     match state.store.workflow_create(wf).await? {
         WorkflowCreated::Created(wf, run) => {
+            state.auth.live.created_many(&caller.tenant, node_jobs);
             state
                 .audit(&caller, &caller.tenant, "workflow.create", &wf.id)
                 .await;
@@ -70,7 +78,7 @@ pub(crate) async fn create_workflow(
             Ok((
                 StatusCode::CREATED,
                 Json(CreatedWorkflow {
-                    workflow: WorkflowView::from(&wf),
+                    workflow: shown::workflow(&state, &caller, &wf),
                     run: run.as_ref().map(RunView::from),
                 }),
             ))
@@ -78,7 +86,7 @@ pub(crate) async fn create_workflow(
         WorkflowCreated::Existing(wf) if wf.request_hash == hash => Ok((
             StatusCode::OK,
             Json(CreatedWorkflow {
-                workflow: WorkflowView::from(&wf),
+                workflow: shown::workflow(&state, &caller, &wf),
                 run: None,
             }),
         )),
@@ -108,7 +116,7 @@ pub(crate) async fn list_workflows(
         .store
         .workflows_list(&caller.tenant, limit, cursor.as_deref())
         .await?;
-    Ok(Json(page.into()))
+    Ok(Json(shown::workflow_page(&state, &caller, page)))
 }
 
 /// Get a workflow.
@@ -130,7 +138,7 @@ pub(crate) async fn get_workflow(
         .workflow_get(&caller.tenant, &id)
         .await?
         .ok_or_else(|| workflow_not_found(&id))?;
-    Ok(Json(WorkflowView::from(&wf)))
+    Ok(Json(shown::workflow(&state, &caller, &wf)))
 }
 
 /// Delete a workflow: no new runs; its running runs are cancelled (their

@@ -89,7 +89,16 @@ pub async fn operator_only_routes(app: App) {
             .put_json("/openapi/tenants/acme/limits", &json!({"createBurst": 1}))
             .await;
         forbidden(&resp, who);
+        // So is how long its history is kept (issue 45).
+        let resp = caller
+            .put_json("/openapi/tenants/acme/retention", &json!({"audit": "1m"}))
+            .await;
+        forbidden(&resp, who);
+        forbidden(&caller.get("/openapi/tenants/acme/retention").await, who);
     }
+    k.op.put_json("/openapi/tenants/acme/retention", &json!({"audit": "30d"}))
+        .await
+        .ok(200);
     k.op.put_json("/openapi/tenants/acme/limits", &json!({"createBurst": 7}))
         .await
         .ok(200);

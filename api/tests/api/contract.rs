@@ -542,6 +542,27 @@ pub async fn every_route_answers_as_documented(app: App) {
         let uri = format!("/openapi/tenants/{tenant}/limits");
         c.check("put", limits, &app.put_json(&uri, &body).await);
     }
+    let retention = "/openapi/tenants/{id}/retention";
+    for (tenant, body) in [
+        ("acme", json!({"executions": "7d", "audit": "400d"})),
+        ("nope", json!({})),
+        ("acme", json!({"jobs": "1mo"})),
+    ] {
+        let uri = format!("/openapi/tenants/{tenant}/retention");
+        c.check("put", retention, &app.put_json(&uri, &body).await);
+    }
+    let kept = app.get("/openapi/tenants/acme/retention").await;
+    assert_eq!(
+        kept.json()["executions"],
+        "7d",
+        "the refused PUT changed nothing"
+    );
+    c.check("get", retention, &kept);
+    c.check(
+        "get",
+        retention,
+        &app.get("/openapi/tenants/nope/retention").await,
+    );
     let key = app
         .post_json(
             "/openapi/keys",

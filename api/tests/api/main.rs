@@ -10,10 +10,12 @@ mod busy;
 mod callbacks;
 mod contract;
 mod control;
+mod every_route;
 mod executions;
 mod jobs;
 mod limits;
 mod ops;
+mod oversize;
 mod patch;
 mod routing;
 mod schedules;
@@ -105,6 +107,7 @@ on_both_stores! {
     crate::ops::workers_are_listed => workers_are_listed,
     crate::ops::an_unreachable_database_is_503 => an_unreachable_database_is_503,
     crate::ops::serve_answers_on_a_socket_and_drains_on_shutdown => serve_answers_on_a_socket_and_drains_on_shutdown,
+    crate::oversize::an_oversized_body_gets_its_413_at_any_pace => an_oversized_body_gets_its_413_at_any_pace,
     crate::schedules::recurring_jobs_show_their_schedule_fields => recurring_jobs_show_their_schedule_fields,
     crate::schedules::skipped_and_stop_requested_executions_are_visible => skipped_and_stop_requested_executions_are_visible,
     crate::schedules::openapi_documents_schedules_and_patch => openapi_documents_schedules_and_patch,
@@ -132,11 +135,13 @@ on_every_store! { concurrency:
 on_every_store! { sensitive_params:
     crate::sensitive::read_keys_never_see_sensitive_values => read_keys_never_see_sensitive_values,
     crate::sensitive::the_sensitive_names_are_configurable => the_sensitive_names_are_configurable,
+    crate::every_route::read_keys_see_no_secret_on_any_get_route => read_keys_see_no_secret_on_any_get_route,
 }
 
 on_every_store! { workflow_routes:
     crate::workflows::workflows_are_created_validated_run_and_cancelled => workflows_are_created_validated_run_and_cancelled,
     crate::workflows::follow_ups_are_set_shown_and_checked => follow_ups_are_set_shown_and_checked,
+    crate::workflows::workflow_nodes_count_against_the_live_jobs_cap => workflow_nodes_count_against_the_live_jobs_cap,
     crate::workflow_control::workflows_are_patched_paused_and_resumed => workflows_are_patched_paused_and_resumed,
     crate::workflow_control::workflow_schedules_take_job_policies => workflow_schedules_take_job_policies,
 }

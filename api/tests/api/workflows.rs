@@ -298,3 +298,73 @@ pub async fn follow_ups_are_set_shown_and_checked(app: App) {
         .await
         .error(403, "forbidden");
 }
+
+/// Issue 44, finding 4: a workflow's nodes are jobs, and they used to be
+/// created past the tenant's live-jobs cap (one action token per workflow,
+/// however many nodes). Now each node counts, at create and for the new
+/// jobs of a `PATCH` that changes a node's template.
+pub async fn workflow_nodes_count_against_the_live_jobs_cap(app: App) {
+    app.post_json(
+        "/openapi/tenants",
+        &json!({"tenantId": "capped", "maxLiveJobs": 6}),
+    )
+    .await
+    .ok(201);
+    let key = app
+        .post_json(
+            "/openapi/keys",
+            &json!({"tenantId": "capped", "role": "write"}),
+        )
+        .await
+        .ok(201);
+    let capped = app.with_token(Some(key["keyToken"].as_str().unwrap().to_string()));
+    // Five node jobs: 5 of 6.
+    let created = capped
+        .post_json("/openapi/workflows", &diamond("first"))
+        .await
+        .ok(201);
+    let wf = created["workflow"]["id"].as_str().unwrap().to_string();
+    // Five more would make 10.
+    let refused = capped
+        .post_json("/openapi/workflows", &diamond("second"))
+        .await;
+    let err = refused.error(429, "live_job_limit");
+    assert!(
+        err["message"].as_str().unwrap().contains("limit is 6"),
+        "{err}"
+    );
+    assert!(
+        err["message"].as_str().unwrap().contains("workflow nodes"),
+        "{err}"
+    );
+    let listed = capped.get("/openapi/workflows").await.ok(200);
+    assert_eq!(
+        listed["items"].as_array().unwrap().len(),
+        1,
+        "nothing stored"
+    );
+    // One plain job still fits (6 of 6), a second does not.
+    capped.create(&super::support::one_shot("sixth")).await;
+    capped
+        .post_json("/openapi/jobs", &super::support::one_shot("seventh"))
+        .await
+        .error(429, "live_job_limit");
+    // A PATCH that changes a node's template makes a new job for it.
+    let mut nodes = diamond("first")["nodes"].clone();
+    nodes[4]["handler"] = json!("sleep");
+    capped
+        .patch_json(
+            &format!("/openapi/workflows/{wf}"),
+            &json!({"version": created["workflow"]["version"], "nodes": nodes}),
+        )
+        .await
+        .error(429, "live_job_limit");
+    // One that renames it only creates nothing.
+    capped
+        .patch_json(
+            &format!("/openapi/workflows/{wf}"),
+            &json!({"version": created["workflow"]["version"], "name": "renamed"}),
+        )
+        .await
+        .ok(200);
+}

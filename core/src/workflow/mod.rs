@@ -24,6 +24,7 @@
 //!   does not stop early on a failure: independent branches run to their
 //!   end, so what they did is recorded, and the run ends with them.
 
+pub mod budget;
 pub mod followup;
 mod store;
 #[cfg(test)]

@@ -469,6 +469,50 @@ async fn higher_priorities_are_delivered_first(fx: &Fx) {
     );
 }
 
+/// Deregistration (a worker stopping for good): deleting a worker's queues
+/// ends their consumers and drops what they held, without rerouting it
+/// (the dispatcher requeues that work from the database); deleting again is
+/// harmless, and declaring again starts empty.
+async fn deleting_worker_queues_drops_their_messages(fx: &Fx) {
+    let w = fx.worker("w").await;
+    let mut reroute = fx.broker.reroute_consume(10).await.unwrap();
+    let mut main = fx.broker.dispatch_consume(&w, 1).await.unwrap();
+    fx.broker.dispatch_publish(&w, &dispatch(1)).await.unwrap();
+    fx.broker.dispatch_publish(&w, &dispatch(2)).await.unwrap();
+    fx.broker
+        .dispatch_publish_to(&w, DispatchQueue::Immediate, &[dispatch(3)])
+        .await
+        .unwrap();
+    let held = next(&mut main).await;
+    assert_eq!(decode(&held), dispatch(1));
+    fx.wait_stats(&w, 2, 1).await;
+    fx.broker.worker_queue_delete(&w).await.unwrap();
+    let ended = tokio::time::timeout(WAIT, main.next()).await;
+    assert!(
+        matches!(ended, Ok(None)),
+        "the consumer ends with its queue"
+    );
+    drop(held);
+    assert_eq!(fx.stats(&w).await, None);
+    fx.broker.worker_queue_delete(&w).await.unwrap();
+    fx.broker.worker_queue_declare(&w).await.unwrap();
+    assert_eq!(
+        fx.stats(&w).await,
+        Some(QueueStats {
+            messages: 0,
+            consumers: 0
+        })
+    );
+    // Nothing of the deleted queues reached the reroute queue: the first
+    // message there is one refused after the delete.
+    let mut again = fx.broker.dispatch_consume(&w, 1).await.unwrap();
+    fx.broker.dispatch_publish(&w, &dispatch(4)).await.unwrap();
+    next(&mut again).await.acker.reject(false).await.unwrap();
+    let r = next(&mut reroute).await;
+    assert_eq!(decode(&r), dispatch(4));
+    r.acker.ack().await.unwrap();
+}
+
 /// Runs each case as `<case>::memory` and `<case>::rabbitmq`.
 macro_rules! on_both {
     ($($case:ident),* $(,)?) => {$(
@@ -503,6 +547,7 @@ on_both!(
     heartbeats_and_results_round_trip,
     log_batches_round_trip_and_consumers_compete,
     higher_priorities_are_delivered_first,
+    deleting_worker_queues_drops_their_messages,
 );
 
 mod rabbit_only;

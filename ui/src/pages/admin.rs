@@ -5,6 +5,7 @@
 
 use super::query;
 use crate::UiState;
+use crate::flash::Notice;
 use crate::forms::Fields;
 use crate::session::Ctx;
 use crate::view::{self, Nav};
@@ -23,6 +24,8 @@ pub(crate) struct AdminQuery {
     notice: String,
     #[serde(default)]
     error: String,
+    #[serde(default)]
+    sig: String,
     #[serde(default)]
     cursor: String,
     /// The tenant shown (operators only; an admin always sees its own).
@@ -123,22 +126,60 @@ async fn tenant_keys(state: &UiState, tenant: &str) -> Result<Vec<ApiKey>, Respo
         .map_err(view::store_error)
 }
 
-fn create_form(ctx: &Ctx, tenant: &str) -> Markup {
+/// Roles a key may be created with by this session, in the form's order.
+fn offered_roles(ctx: &Ctx) -> Vec<&'static str> {
+    let mut roles = vec!["read", "write", "admin"];
+    if ctx.is_operator() {
+        roles.push("operator");
+    }
+    roles
+}
+
+/// The create form, holding `kept` (what was sent, after a refusal) or
+/// the defaults (a write key, no name, no expiry).
+fn create_form(ctx: &Ctx, tenant: &str, kept: Option<&Fields>) -> Markup {
+    let kept_role = kept.map(|f| f.get("role")).unwrap_or("write");
+    let value = |name: &str| kept.map_or("", |f| f.get(name));
     html! {
         form.filters method="post" action="/ui/admin/keys" aria-label={ "Create a key for tenant " (tenant) } {
             (view::csrf(ctx))
             input type="hidden" name="tenant" value=(tenant);
             label { "Role "
                 select name="role" {
-                    option value="read" { "read" } option value="write" selected { "write" } option value="admin" { "admin" }
-                    @if ctx.is_operator() { option value="operator" { "operator" } }
+                    @for r in offered_roles(ctx) { option value=(r) selected[r == kept_role] { (r) } }
                 }
             }
-            label { "Name " input type="text" name="name" maxlength="100" placeholder="e.g. ci"; }
-            label { "Expires (RFC 3339, optional) " input type="text" name="expiresAt" placeholder="2027-01-01T00:00:00Z"; }
+            label { "Name " input type="text" name="name" maxlength="100" placeholder="e.g. ci" value=(value("name")); }
+            label { "Expires (RFC 3339, optional) " input type="text" name="expiresAt" placeholder="2027-01-01T00:00:00Z" value=(value("expiresAt")); }
             button.primary type="submit" { "Create key" }
         }
     }
+}
+
+/// The keys page of `tenant`, saying `flash` at the top, with the create
+/// form holding `kept`.
+async fn keys_page(
+    state: &UiState,
+    ctx: &Ctx,
+    tenant: &str,
+    flash: Markup,
+    kept: Option<&Fields>,
+) -> Response {
+    let (keys, tenants) = match (
+        tenant_keys(state, tenant).await,
+        tenants_table(state, ctx, tenant).await,
+    ) {
+        (Ok(k), Ok(t)) => (k, t),
+        (Err(r), _) | (_, Err(r)) => return r,
+    };
+    view::page(ctx, "API keys", Nav::Keys, html! {
+        (flash)
+        p.muted { "Keys of tenant " strong { (tenant) } ". A key's secret is shown once, when it is created; only its prefix is kept in view."
+            @if !ctx.is_operator() { " An admin key manages its own tenant only." } }
+        (create_form(ctx, tenant, kept))
+        (keys_table(ctx, &keys))
+        (tenants)
+    }).into_response()
 }
 
 /// `GET /ui/admin/keys`.
@@ -151,24 +192,14 @@ pub(crate) async fn keys(
         return *r;
     }
     let tenant = scope(&ctx, &q.tenant);
-    let (keys, tenants) = match (
-        tenant_keys(&state, tenant).await,
-        tenants_table(&state, &ctx, tenant).await,
-    ) {
-        (Ok(k), Ok(t)) => (k, t),
-        (Err(r), _) | (_, Err(r)) => return r,
-    };
-    view::page(&ctx, "API keys", Nav::Keys, html! {
-        (view::flash(Some(q.notice.as_str()).filter(|s| !s.is_empty()), Some(q.error.as_str()).filter(|s| !s.is_empty())))
-        p.muted { "Keys of tenant " strong { (tenant) } ". A key's secret is shown once, when it is created; only its prefix is kept in view."
-            @if !ctx.is_operator() { " An admin key manages its own tenant only." } }
-        (create_form(&ctx, tenant))
-        (keys_table(&ctx, &keys))
-        (tenants)
-    }).into_response()
+    let flash = crate::flash::shown(&ctx, &q.notice, &q.error, &q.sig);
+    keys_page(&state, &ctx, tenant, flash, None).await
 }
 
-/// `POST /ui/admin/keys`: creates a key of this tenant and shows it once.
+/// `POST /ui/admin/keys`: creates a key of this tenant and shows it once;
+/// on refusal, the keys page again with the API's reason and the form as
+/// it was sent (its role included: a `read` key asked for must not turn
+/// into the default `write` on the next click).
 pub(crate) async fn create_key(State(state): State<UiState>, ctx: Ctx, form: Fields) -> Response {
     if let Err(r) = ctx.check_csrf(form.get("csrf")).and(ctx.require_admin()) {
         return *r;
@@ -197,11 +228,14 @@ pub(crate) async fn create_key(State(state): State<UiState>, ctx: Ctx, form: Fie
                 p { a href={ "/ui/admin/keys?" (query(&[("tenant", &tenant)])) } { "Back to the keys" } }
             }).into_response()
         }
-        Err(e) => Redirect::to(&format!(
-            "/ui/admin/keys?{}",
-            query(&[("tenant", &tenant), ("error", &e.message)])
-        ))
-        .into_response(),
+        Err(e) => {
+            let flash = html! { p.error-box role="alert" { (e.message) } };
+            let mut res = keys_page(&state, &ctx, &tenant, flash, Some(&form)).await;
+            if res.status().is_success() {
+                *res.status_mut() = e.status;
+            }
+            res
+        }
     }
 }
 
@@ -223,11 +257,9 @@ pub(crate) async fn revoke_key(State(state): State<UiState>, ctx: Ctx, form: Fie
         .find(|k| k.prefix == prefix && ctx.session.role.allows(k.role))
     else {
         return Redirect::to(&format!(
-            "/ui/admin/keys?{}",
-            query(&[
-                ("tenant", &tenant),
-                ("error", "No such key in this tenant.")
-            ])
+            "/ui/admin/keys?{}&{}",
+            query(&[("tenant", &tenant)]),
+            super::error_query(&ctx, "No such key in this tenant.")
         ))
         .into_response();
     };
@@ -251,16 +283,17 @@ pub(crate) async fn revoke_key(State(state): State<UiState>, ctx: Ctx, form: Fie
         .call(
             ctx.key(),
             Method::DELETE,
-            &format!("/openapi/keys/{prefix}"),
+            &format!("/openapi/keys/{}", crate::api::segment(prefix)),
             None,
         )
         .await
     {
-        Ok(_) => query(&[
-            ("tenant", &tenant),
-            ("notice", &format!("Key {prefix} revoked.")),
-        ]),
-        Err(e) => query(&[("tenant", &tenant), ("error", &e.message)]),
+        Ok(_) => query(&[("tenant", &tenant), Notice::KeyRevoked.pair()]),
+        Err(e) => format!(
+            "{}&{}",
+            query(&[("tenant", &tenant)]),
+            super::error_query(&ctx, &e.message)
+        ),
     };
     Redirect::to(&format!("/ui/admin/keys?{q}")).into_response()
 }

@@ -314,7 +314,7 @@ pub(crate) async fn save(
             .call(
                 ctx.key(),
                 Method::PATCH,
-                &format!("/openapi/jobs/{id}"),
+                &format!("/openapi/jobs/{}", crate::api::segment(&id)),
                 Some(&body),
             )
             .await
@@ -327,7 +327,11 @@ pub(crate) async fn save(
         Err(e) => return view::store_error(e),
     };
     match result {
-        Ok(_) => Redirect::to(&format!("/ui/jobs/{id}?notice=Saved.")).into_response(),
+        Ok(_) => Redirect::to(&format!(
+            "/ui/jobs/{id}?{}",
+            super::query(&[crate::flash::Notice::Saved.pair()])
+        ))
+        .into_response(),
         Err((code, e)) if code == "version_conflict" => {
             // The operator's edits over the job as it is now.
             render(

@@ -3,8 +3,9 @@
 //! expression in words, actions, and its executions (with callback
 //! attempts and redelivery) refreshed every 2 s.
 
-use super::{live, query};
+use super::{error_query, live, query};
 use crate::UiState;
+use crate::flash::Notice;
 use crate::forms::Fields;
 use crate::session::Ctx;
 use crate::view::{self, Nav};
@@ -22,13 +23,15 @@ use serde::Deserialize;
 /// Executions shown on the job page.
 const EXECUTIONS_SHOWN: u32 = 20;
 
-/// Notice or error carried over a redirect.
+/// Notice or error carried over a redirect (see [`crate::flash`]).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct Flash {
     #[serde(default)]
     notice: String,
     #[serde(default)]
     error: String,
+    #[serde(default)]
+    sig: String,
 }
 
 /// The zone a job's times are shown in: a cron job's own, else UTC.
@@ -72,23 +75,27 @@ pub(crate) async fn page(
     Path(id): Path<String>,
     Query(flash): Query<Flash>,
 ) -> Response {
-    let job = match state.store.job_get(ctx.tenant(), &id).await {
+    let said = crate::flash::shown(&ctx, &flash.notice, &flash.error, &flash.sig);
+    render(&state, &ctx, &id, said, "").await
+}
+
+/// The job page saying `said` at the top, with `reason` in the pause
+/// reason's field (what was typed, when a pause was refused).
+async fn render(state: &UiState, ctx: &Ctx, id: &str, said: Markup, reason: &str) -> Response {
+    let job = match state.store.job_get(ctx.tenant(), id).await {
         Ok(Some(j)) => j,
-        Ok(None) => return view::not_found(&ctx, "job"),
+        Ok(None) => return view::not_found(ctx, "job"),
         Err(e) => return view::store_error(e),
     };
-    let executions = match executions_region(&state, &ctx, &job).await {
+    let executions = match executions_region(state, ctx, &job).await {
         Ok(m) => m,
         Err(r) => return r,
     };
     let zone = job_zone(&job);
     let fires = next_fires(&job, 5);
     let body = html! {
-        (view::flash(
-            Some(flash.notice.as_str()).filter(|s| !s.is_empty()),
-            Some(flash.error.as_str()).filter(|s| !s.is_empty()),
-        ))
-        (actions(&ctx, &job))
+        (said)
+        (actions(ctx, &job, reason))
         div.cards {
             section.card aria-labelledby="h-def" {
                 h2 id="h-def" { "Definition" }
@@ -141,7 +148,7 @@ pub(crate) async fn page(
                     ol.fires { @for t in &fires { li { time datetime=(kairos_core::time::to_rfc3339(*t)) { (view::zoned(*t, &zone)) } } } }
                 }
                 h2 { "Params" }
-                (view::json(&crate::shown::params(&state, &job)))
+                (view::json(&crate::shown::params(state, &job)))
                 @if !job.sensitive_params.is_empty() {
                     p.hint { "Also masked: " @for (i, p) in job.sensitive_params.iter().enumerate() { @if i > 0 { ", " } code { (p) } } }
                 }
@@ -157,10 +164,10 @@ pub(crate) async fn page(
             (live("executions-live", &format!("/ui/jobs/{}/live", job.id), executions))
         }
     };
-    view::page(&ctx, &job.name, Nav::Jobs, body).into_response()
+    view::page(ctx, &job.name, Nav::Jobs, body).into_response()
 }
 
-fn actions(ctx: &Ctx, job: &Job) -> Markup {
+fn actions(ctx: &Ctx, job: &Job, reason: &str) -> Markup {
     if !ctx.can_write() {
         return view::nothing();
     }
@@ -176,7 +183,7 @@ fn actions(ctx: &Ctx, job: &Job) -> Markup {
             @if can(JobTransition::Claim) { (button("trigger", "Trigger now", "")) }
             @if can(JobTransition::Pause) {
                 label.inline for="reason" { "Pause reason" }
-                input id="reason" type="text" name="reason" maxlength="500" placeholder="optional" size="24";
+                input id="reason" type="text" name="reason" maxlength="500" placeholder="optional" size="24" value=(reason);
                 (button("pause", "Pause", ""))
             }
             @if can(JobTransition::Resume) { (button("resume", "Resume", "")) }
@@ -351,23 +358,34 @@ pub(crate) async fn action(
         .then(|| form.opt("reason"))
         .flatten()
         .map(|r| serde_json::json!({ "reason": r }));
+    // The id as one path segment, in the API's address and in the page's
+    // (a decoded id may hold `/`, `?` or a line break).
+    let seg = crate::api::segment(&id);
     let (method, path, done) = match action {
         "trigger" => (
             Method::POST,
-            format!("/openapi/jobs/{id}/trigger"),
-            "Triggered: an execution was queued now.",
+            format!("/openapi/jobs/{seg}/trigger"),
+            Notice::Triggered,
         ),
-        "pause" => (Method::POST, format!("/openapi/jobs/{id}/pause"), "Paused."),
+        "pause" => (
+            Method::POST,
+            format!("/openapi/jobs/{seg}/pause"),
+            Notice::Paused,
+        ),
         "resume" => (
             Method::POST,
-            format!("/openapi/jobs/{id}/resume"),
-            "Resumed.",
+            format!("/openapi/jobs/{seg}/resume"),
+            Notice::Resumed,
         ),
-        "cancel" => (Method::DELETE, format!("/openapi/jobs/{id}"), "Cancelled."),
+        "cancel" => (
+            Method::DELETE,
+            format!("/openapi/jobs/{seg}"),
+            Notice::Cancelled,
+        ),
         _ => {
             return Redirect::to(&format!(
-                "/ui/jobs/{id}?{}",
-                query(&[("error", "Unknown action.")])
+                "/ui/jobs/{seg}?{}",
+                error_query(&ctx, "Unknown action.")
             ))
             .into_response();
         }
@@ -375,15 +393,25 @@ pub(crate) async fn action(
     if action == "cancel" && form.get("confirm") != "yes" {
         return confirm_cancel(&state, &ctx, &id).await;
     }
-    let target = match state
+    match state
         .api
         .call(ctx.key(), method, &path, body.as_ref())
         .await
     {
-        Ok(_) => format!("/ui/jobs/{id}?{}", query(&[("notice", done)])),
-        Err(e) => format!("/ui/jobs/{id}?{}", query(&[("error", &e.message)])),
-    };
-    Redirect::to(&target).into_response()
+        Ok(_) => Redirect::to(&format!("/ui/jobs/{seg}?{}", query(&[done.pair()]))).into_response(),
+        // A refused pause shows the page again in place, its reason as
+        // typed (a redirect would lose it).
+        Err(e) if action == "pause" => {
+            let said = html! { p.error-box role="alert" { (e.message) } };
+            let mut res = render(&state, &ctx, &id, said, form.get("reason")).await;
+            if res.status().is_success() {
+                *res.status_mut() = e.status;
+            }
+            res
+        }
+        Err(e) => Redirect::to(&format!("/ui/jobs/{seg}?{}", error_query(&ctx, &e.message)))
+            .into_response(),
+    }
 }
 
 async fn confirm_cancel(state: &UiState, ctx: &Ctx, id: &str) -> Response {
@@ -416,15 +444,16 @@ pub(crate) async fn redeliver(
     if let Err(r) = ctx.check_csrf(form.get("csrf")).and(ctx.require_write()) {
         return *r;
     }
+    let segment = crate::api::segment;
     let back = match form.opt("job") {
-        _ if form.get("back") == "execution" => format!("/ui/executions/{id}"),
-        Some(job) => format!("/ui/jobs/{job}"),
+        _ if form.get("back") == "execution" => format!("/ui/executions/{}", segment(&id)),
+        Some(job) => format!("/ui/jobs/{}", segment(job)),
         None => "/ui/executions".to_string(),
     };
-    let path = format!("/openapi/executions/{id}/callbacks/redeliver");
+    let path = format!("/openapi/executions/{}/callbacks/redeliver", segment(&id));
     let q = match state.api.call(ctx.key(), Method::POST, &path, None).await {
-        Ok(_) => query(&[("notice", "Callback queued for redelivery.")]),
-        Err(e) => query(&[("error", &e.message)]),
+        Ok(_) => query(&[Notice::Redelivered.pair()]),
+        Err(e) => error_query(&ctx, &e.message),
     };
     Redirect::to(&format!("{back}?{q}")).into_response()
 }

@@ -36,6 +36,10 @@ pub(crate) struct ListQuery {
     page: String,
     #[serde(default)]
     notice: String,
+    #[serde(default)]
+    error: String,
+    #[serde(default)]
+    sig: String,
 }
 
 /// The schedule in a few words.
@@ -147,7 +151,7 @@ pub(crate) async fn page(
         ("q", q.q.trim()),
     ];
     let body = html! {
-        (view::flash(Some(q.notice.as_str()).filter(|n| !n.is_empty()), None))
+        (crate::flash::shown(&ctx, &q.notice, &q.error, &q.sig))
         form.filters method="get" action="/ui/jobs" role="search" aria-label="Filter jobs" {
             label { "Status "
                 select name="status" {

@@ -81,6 +81,13 @@ pub(crate) fn live(id: &str, url: &str, inner: Markup) -> Markup {
     }
 }
 
+/// The query string carrying `message` as this session's signed error
+/// ([`crate::flash`]).
+pub(crate) fn error_query(ctx: &Ctx, message: &str) -> String {
+    let [(k1, v1), (k2, v2)] = crate::flash::error_pairs(ctx, message);
+    query(&[(k1, &v1), (k2, &v2)])
+}
+
 /// Percent-encodes `pairs` (empty values left out) as a query string.
 pub(crate) fn query(pairs: &[(&str, &str)]) -> String {
     let mut s = url::form_urlencoded::Serializer::new(String::new());

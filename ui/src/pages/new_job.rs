@@ -235,7 +235,13 @@ fn untyped(form: &Fields) -> Option<&'static str> {
 }
 
 /// `POST /ui/jobs/preview`: the preview fragment for the form's schedule.
+/// It changes nothing, but is a POST of the job forms, which only write
+/// sessions are shown: like every POST it needs the form's CSRF token and
+/// the role of the forms it serves.
 pub(crate) async fn preview(State(state): State<UiState>, ctx: Ctx, form: Fields) -> Response {
+    if let Err(r) = ctx.check_csrf(form.get("csrf")).and(ctx.require_write()) {
+        return *r;
+    }
     // Nothing typed yet is not a mistake: say what to type, not an error.
     if let Some(field) = untyped(&form) {
         return html! { p.muted data-preview-empty="" { (field) } }.into_response();
@@ -300,7 +306,11 @@ pub(crate) async fn create(State(state): State<UiState>, ctx: Ctx, form: Fields)
     match result {
         Ok(created) => {
             let id = created["jobId"].as_str().unwrap_or_default();
-            Redirect::to(&format!("/ui/jobs/{id}?notice=Created.")).into_response()
+            Redirect::to(&format!(
+                "/ui/jobs/{id}?{}",
+                super::query(&[crate::flash::Notice::Created.pair()])
+            ))
+            .into_response()
         }
         Err(e) => {
             form_page(

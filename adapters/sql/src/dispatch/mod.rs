@@ -220,7 +220,7 @@ impl Dispatch for SqlStore {
                 at: r.at,
             })
             .collect();
-        self.transaction(|tx| outcomes::apply(tx, &inputs, now))
+        self.transaction(|tx| outcomes::apply(tx, &inputs, now, self.run_limits()))
             .await
     }
 }

@@ -14,6 +14,7 @@ use kairos_core::shard::ExecutionMode;
 use kairos_core::store::{ControlOutcome, StoreResult};
 use kairos_core::time::Millis;
 use kairos_core::worker::WorkerState;
+use kairos_core::workflow::budget::RunLimits;
 
 /// A caller's move of a job (pause, resume, cancel) in `tx`, committed when
 /// it applies; `Done` with the job as it is afterwards, or why not. `cancel`
@@ -28,6 +29,7 @@ pub(super) async fn control(
     t: JobTransition,
     reason: Option<&str>,
     now: Millis,
+    limits: RunLimits,
 ) -> StoreResult<ControlOutcome> {
     let from = t.from_states();
     let mut set = Fields::new()
@@ -64,7 +66,7 @@ pub(super) async fn control(
         return tx.unchanged(ControlOutcome::Conflict(job)).await;
     }
     if t == JobTransition::Cancel {
-        cancel_pending(&mut tx, &job, now).await?;
+        cancel_pending(&mut tx, &job, now, limits).await?;
         stop::request_for_job(&mut tx, &job.id, now).await?;
     }
     tx.commit().await?;
@@ -72,7 +74,7 @@ pub(super) async fn control(
 }
 
 /// Cancels the job's pending executions, with their events and callbacks.
-async fn cancel_pending(tx: &mut Tx, job: &Job, now: Millis) -> StoreResult<()> {
+async fn cancel_pending(tx: &mut Tx, job: &Job, now: Millis, limits: RunLimits) -> StoreResult<()> {
     let t = ExecTransition::Cancel;
     let from = t.from_states();
     let found = Sql::new("SELECT ")
@@ -117,7 +119,7 @@ async fn cancel_pending(tx: &mut Tx, job: &Job, now: Millis) -> StoreResult<()> 
     // Issue 34: a workflow node's internal job cancelled by hand ends its
     // pending node executions; their runs move on (the nodes cancelled).
     let ended: Vec<&kairos_core::execution::Execution> = execs.iter().collect();
-    crate::workflows::on_settled(tx, &ended, now).await?;
+    crate::workflows::on_settled(tx, &ended, now, limits).await?;
     Ok(())
 }
 

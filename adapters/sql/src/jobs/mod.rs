@@ -139,18 +139,48 @@ impl JobStore for SqlStore {
         reason: Option<&str>,
         now: Millis,
     ) -> StoreResult<ControlOutcome> {
-        self.transaction(|tx| control::control(tx, tenant, id, JobTransition::Pause, reason, now))
-            .await
+        self.transaction(|tx| {
+            control::control(
+                tx,
+                tenant,
+                id,
+                JobTransition::Pause,
+                reason,
+                now,
+                self.run_limits(),
+            )
+        })
+        .await
     }
 
     async fn job_resume(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
-        self.transaction(|tx| control::control(tx, tenant, id, JobTransition::Resume, None, now))
-            .await
+        self.transaction(|tx| {
+            control::control(
+                tx,
+                tenant,
+                id,
+                JobTransition::Resume,
+                None,
+                now,
+                self.run_limits(),
+            )
+        })
+        .await
     }
 
     async fn job_cancel(&self, tenant: &str, id: &str, now: Millis) -> StoreResult<ControlOutcome> {
-        self.transaction(|tx| control::control(tx, tenant, id, JobTransition::Cancel, None, now))
-            .await
+        self.transaction(|tx| {
+            control::control(
+                tx,
+                tenant,
+                id,
+                JobTransition::Cancel,
+                None,
+                now,
+                self.run_limits(),
+            )
+        })
+        .await
     }
 
     async fn job_trigger_now(

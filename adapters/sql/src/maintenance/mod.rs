@@ -124,7 +124,7 @@ impl Maintenance for SqlStore {
                 at: now,
             })
             .collect();
-        self.transaction(|tx| outcomes::apply(tx, &inputs, now))
+        self.transaction(|tx| outcomes::apply(tx, &inputs, now, self.run_limits()))
             .await
     }
 

@@ -27,6 +27,7 @@ use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::outcome::{self, Continuation, ExecSnapshot, Origin, Plan, Verdict};
 use kairos_core::store::{Applied, StoreResult};
 use kairos_core::time::Millis;
+use kairos_core::workflow::budget::RunLimits;
 use shards::{Ended, Triggers};
 use std::collections::{HashMap, HashSet};
 use write_back::{TouchedExecutions, TouchedJobs, write_executions, write_jobs};
@@ -68,6 +69,7 @@ pub(crate) async fn apply(
     mut tx: Tx,
     inputs: &[Input<'_>],
     now: Millis,
+    limits: RunLimits,
 ) -> StoreResult<Vec<Applied>> {
     let (mut execs, mut jobs) = load(&mut tx, inputs).await?;
     // Only a final outcome can end a job, and only then do its other
@@ -97,7 +99,7 @@ pub(crate) async fn apply(
     for input in inputs {
         let queued_before = tail.callbacks.len();
         let new_status = match execs.get_mut(input.execution_id) {
-            Some((exec, held_by)) => match jobs.get_mut(&exec.job_id) {
+            Some((exec, hold)) => match jobs.get_mut(&exec.job_id) {
                 Some(job) => {
                     let origin = match input.worker_id {
                         None => Origin::Scheduler,
@@ -106,7 +108,7 @@ pub(crate) async fn apply(
                             retired: input.incarnation.is_some_and(|i| retired.contains(i)),
                         },
                     };
-                    apply_one(exec, held_by, job, input, origin, now, &mut tail)
+                    apply_one(exec, hold, job, input, origin, now, &mut tail)
                 }
                 None => None,
             },
@@ -130,7 +132,7 @@ pub(crate) async fn apply(
         .filter_map(|a| rows.get(&a.execution_id))
         .filter(|e| jobs.get(&e.job_id).is_some_and(|j| j.workflow))
         .collect();
-    let run_callbacks = crate::workflows::on_settled(&mut tx, &ended, now).await?;
+    let run_callbacks = crate::workflows::on_settled(&mut tx, &ended, now, limits).await?;
     // Child jobs: the follow-ups of jobs that name some.
     let parents: Vec<&Execution> = out
         .iter()
@@ -138,7 +140,7 @@ pub(crate) async fn apply(
         .filter_map(|a| rows.get(&a.execution_id))
         .filter(|e| jobs.get(&e.job_id).is_some_and(|j| j.followups))
         .collect();
-    crate::workflows::fire_followups(&mut tx, &parents, now).await?;
+    crate::workflows::fire_followups(&mut tx, &parents, now, limits).await?;
     // A run it ended queued its callback: the result says so, as a job's
     // callback does (the dispatcher wakes the relay on it). A node or a
     // parent with follow-ups that ended may have left next work pending
@@ -161,7 +163,8 @@ pub(crate) async fn apply(
 }
 
 /// The job columns a batch reads with each execution.
-const JOB_READ: &str = ", e.incarnation AS held_by, j.status AS job_status, \
+const JOB_READ: &str = ", e.incarnation AS held_by, e.handbacks AS handbacks, \
+     j.status AS job_status, \
      j.handler AS job_handler, j.schedule_kind AS schedule_kind, \
      j.next_trigger_at AS next_trigger_at, j.max_attempts AS max_attempts, \
      j.retry_backoff_ms AS retry_backoff_ms, j.timeout_ms AS timeout_ms, \
@@ -202,9 +205,9 @@ async fn load(
     let mut execs = HashMap::with_capacity(found.len());
     let mut jobs = HashMap::new();
     for row in &found {
-        let (exec, held_by, job) = loaded_row(row)?;
+        let (exec, hold, job) = loaded_row(row)?;
         jobs.insert(exec.job_id.clone(), job);
-        execs.insert(exec.id.clone(), (exec, held_by));
+        execs.insert(exec.id.clone(), (exec, hold));
     }
     // SQLite's single writer holds the database since `BEGIN IMMEDIATE`:
     // what was read is what stays.
@@ -226,14 +229,14 @@ async fn load(
     others.sort_unstable();
     let mut locked = HashMap::with_capacity(execs.len());
     for row in &fetch_chunked(&mut *tx, &others, |c| with_jobs(c, true)).await? {
-        let (exec, held_by, job) = loaded_row(row)?;
+        let (exec, hold, job) = loaded_row(row)?;
         jobs.insert(exec.job_id.clone(), job);
-        locked.insert(exec.id.clone(), (exec, held_by));
+        locked.insert(exec.id.clone(), (exec, hold));
     }
     let node_rows = fetch_chunked(&mut *tx, &nodes, |chunk| {
         let mut s = Sql::new("SELECT ");
         s.columns("e", &EXEC_COLS)
-            .push(", e.incarnation AS held_by FROM executions e WHERE e.id IN ")
+            .push(", e.incarnation AS held_by, e.handbacks AS handbacks FROM executions e WHERE e.id IN ")
             .list(chunk.iter().copied())
             .for_update();
         s
@@ -241,8 +244,8 @@ async fn load(
     .await?;
     for row in &node_rows {
         let exec = rows::execution(row)?;
-        let held_by = R::new(row, "executions").opt_string("held_by")?;
-        locked.insert(exec.id.clone(), (exec, held_by));
+        let hold = Hold::read(row)?;
+        locked.insert(exec.id.clone(), (exec, hold));
     }
     Ok((locked, jobs))
 }
@@ -259,11 +262,30 @@ fn with_jobs(chunk: &[&str], lock: bool) -> Sql {
     s
 }
 
-/// One row of [`load`]'s read: the execution, the incarnation holding its
-/// attempt, and its job.
-fn loaded_row(row: &Row) -> StoreResult<(Execution, Option<String>, JobState)> {
+/// What the batch reads with an execution besides its row: who holds its
+/// current attempt, and the retries granted for free after hand-backs.
+struct Hold {
+    /// The incarnation holding the current attempt.
+    by: Option<String>,
+    /// See [`ExecSnapshot::handbacks`].
+    handbacks: u32,
+}
+
+impl Hold {
+    fn read(row: &Row) -> StoreResult<Hold> {
+        let r = R::new(row, "executions");
+        Ok(Hold {
+            by: r.opt_string("held_by")?,
+            handbacks: r.u32("handbacks")?,
+        })
+    }
+}
+
+/// One row of [`load`]'s read: the execution, who holds its attempt, and
+/// its job.
+fn loaded_row(row: &Row) -> StoreResult<(Execution, Hold, JobState)> {
     let exec = rows::execution(row)?;
-    let held_by = R::new(row, "executions").opt_string("held_by")?;
+    let hold = Hold::read(row)?;
     let r = R::new(row, "jobs");
     let job = JobState {
         status: r.job_status("job_status")?,
@@ -277,7 +299,7 @@ fn loaded_row(row: &Row) -> StoreResult<(Execution, Option<String>, JobState)> {
         workflow: r.opt_string("workflow_id")?.is_some(),
         followups: r.i64("has_followups")? != 0,
     };
-    Ok((exec, held_by, job))
+    Ok((exec, hold, job))
 }
 
 /// The incarnations among the inputs' that a later process of their
@@ -301,14 +323,13 @@ async fn retired_among(tx: &mut Tx, inputs: &[Input<'_>]) -> StoreResult<HashSet
     .collect()
 }
 
-/// Loaded executions by id, each with the incarnation that started its
-/// current attempt.
-type Loaded = HashMap<String, (Execution, Option<String>)>;
+/// Loaded executions by id, each with who holds its current attempt.
+type Loaded = HashMap<String, (Execution, Hold)>;
 
 /// Plans and applies one input; the state it moved the execution to, if any.
 fn apply_one(
     exec: &mut Execution,
-    held_by: &mut Option<String>,
+    hold: &mut Hold,
     job: &mut JobState,
     input: &Input<'_>,
     origin: Origin<'_>,
@@ -324,7 +345,8 @@ fn apply_one(
         others_live: job.live > own,
         stop_requested: exec.stop_requested_at.is_some(),
         retry: job.retry,
-        incarnation: held_by.clone(),
+        incarnation: hold.by.clone(),
+        handbacks: hold.handbacks,
     };
     let plan = outcome::plan(&snapshot, input.verdict, input.attempt, origin, now)?;
     // `plan` only proposes legal moves; this keeps the guard a
@@ -338,14 +360,18 @@ fn apply_one(
                 ghost_start(exec, job, tail);
             }
             start(exec, job, input, tail);
-            *held_by = input.incarnation.map(str::to_string);
-            tail.executions.held_by(&exec.id, held_by.clone());
+            hold.by = input.incarnation.map(str::to_string);
+            tail.executions.held_by(&exec.id, hold.by.clone());
             true
         }
         ExecTransition::Retry => {
             retry(exec, &plan, input, now, tail);
-            *held_by = None;
+            hold.by = None;
             tail.executions.held_by(&exec.id, None);
+            if plan.free_retry {
+                hold.handbacks += 1;
+                tail.executions.handed_back(&exec.id, hold.handbacks);
+            }
             true
         }
         ExecTransition::Succeed

@@ -39,6 +39,8 @@ pub(super) struct TouchedExecutions {
     deadlines: HashMap<String, Option<Millis>>,
     /// New `incarnation` of the executions started or retried.
     incarnations: HashMap<String, Option<String>>,
+    /// New `handbacks` of the executions retried for free.
+    handbacks: HashMap<String, u32>,
 }
 
 impl TouchedExecutions {
@@ -56,6 +58,11 @@ impl TouchedExecutions {
     /// after a retry: nobody yet).
     pub(super) fn held_by(&mut self, id: &str, incarnation: Option<String>) {
         self.incarnations.insert(id.to_string(), incarnation);
+    }
+
+    /// Records `id`'s count of free retries after hand-backs.
+    pub(super) fn handed_back(&mut self, id: &str, handbacks: u32) {
+        self.handbacks.insert(id.to_string(), handbacks);
     }
 }
 
@@ -159,11 +166,16 @@ pub(super) async fn write_jobs(tx: &mut Tx, touched: &TouchedJobs, now: Millis) 
 }
 
 /// The update of the executions in `chunk`: every column of
-/// [`EXEC_SETS`] for each of them, `deadline_at` and `incarnation` only for
-/// those whose deadline or holder changed (the others keep theirs).
+/// [`EXEC_SETS`] for each of them, `deadline_at`, `incarnation` and
+/// `handbacks` only for those whose deadline, holder or count changed (the
+/// others keep theirs).
 fn executions_update(chunk: &[&Execution], touched: &TouchedExecutions, now: Millis) -> RowsUpdate {
     let mut cols: Vec<Col> = EXEC_SETS.iter().map(|(c, _)| Col::Set(c)).collect();
-    cols.extend([Col::SetSome("deadline_at"), Col::SetSome("incarnation")]);
+    cols.extend([
+        Col::SetSome("deadline_at"),
+        Col::SetSome("incarnation"),
+        Col::SetSome("handbacks"),
+    ]);
     let mut u = RowsUpdate::new("executions", "id", &cols);
     for e in chunk {
         let mut values: Vec<Option<Value>> =
@@ -175,6 +187,7 @@ fn executions_update(chunk: &[&Execution], touched: &TouchedExecutions, now: Mil
                 .get(&e.id)
                 .map(|i| Value::from(i.as_deref())),
         );
+        values.push(touched.handbacks.get(&e.id).map(|&n| Value::from(n)));
         u.row(e.id.as_str(), values);
     }
     u.same("updated_at", time(now));

@@ -12,13 +12,15 @@
 //! child is created exactly once (its node move is conditional too, and
 //! the executions key forbids a second execution of a node in a run).
 
-use super::runs::{apply_step, lock_runs, node_rows, workflows_by_id};
+use super::runs::{lock_runs, node_rows, workflows_by_id};
+use super::step::apply_step;
 use crate::db::Tx;
 use crate::rows::R;
 use crate::sql::{Fields, Sql, fetch_chunked, time};
 use kairos_core::execution::Execution;
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
+use kairos_core::workflow::budget::RunLimits;
 use kairos_core::workflow::{NodeStatus, NodeTransition, RunStatus, advance};
 use std::collections::{HashMap, HashSet};
 
@@ -31,6 +33,7 @@ pub(crate) async fn on_settled(
     tx: &mut Tx,
     ended: &[&Execution],
     now: Millis,
+    limits: RunLimits,
 ) -> StoreResult<HashSet<String>> {
     let mut queued = HashSet::new();
     if ended.is_empty() {
@@ -111,7 +114,7 @@ pub(crate) async fn on_settled(
         let states: HashMap<String, NodeStatus> =
             rows.iter().map(|(id, r)| (id.clone(), r.status)).collect();
         let step = advance(&wf.definition, &states);
-        if apply_step(tx, run, wf, rows, &step, now).await? {
+        if apply_step(tx, run, wf, rows, &step, now, limits).await? {
             queued.extend(
                 settle
                     .iter()

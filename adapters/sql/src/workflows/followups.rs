@@ -1,21 +1,18 @@
 //! Child jobs (issue 34, part 3): a job's follow-ups (`job_followups`),
-//! set by its owner, and fired by the transaction that ends one of its
-//! executions (`crate::outcomes`): an execution of each child, pending and
-//! due now at the child's first free trigger time, as a manual trigger
-//! makes. Only jobs with `has_followups` set cost that transaction a read.
+//! set by its owner (never forming a cycle: every change takes the tenant's
+//! follow-up graph lock first), and fired by the transaction that ends one
+//! of its executions (`crate::outcomes`, see `chains`). Only jobs with
+//! `has_followups` set cost that transaction a read.
 
 use crate::db::Tx;
-use crate::inserts::{self, EventRow};
-use crate::rows::{self, R};
+use crate::rows::R;
 use crate::sql::{CHUNK, Fields, Sql, fetch_chunked, time};
 use crate::store::SqlStore;
 use async_trait::async_trait;
-use kairos_core::execution::{ExecStatus, Execution};
-use kairos_core::job::JobStatus;
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
 use kairos_core::workflow::followup::{FollowUpOn, FollowUpStore, FollowUps, SetFollowUps};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// Whether `id` is an ordinary job of `tenant` (not a workflow node's).
 async fn job_exists(
@@ -78,6 +75,38 @@ async fn reaches(tx: &mut Tx, from: &[String], target: &str) -> StoreResult<bool
     Ok(false)
 }
 
+/// Takes the tenant's follow-up graph lock (its `followup_graph_locks` row,
+/// created on first use), held to the commit. Every change of the tenant's
+/// follow-ups takes it before it reads the graph, so the cycle check and
+/// the write are one step: two concurrent changes A→B and B→A take turns,
+/// and under READ COMMITTED the second one's check reads the first one's
+/// edge. (Locking only the jobs changed does not do it: each change locks
+/// its own job and reads the other's edges before they are committed.)
+async fn lock_graph(tx: &mut Tx, tenant: &str) -> StoreResult<()> {
+    if bump_graph_lock(tx, tenant).await? == 1 {
+        return Ok(());
+    }
+    // First use: a concurrent first insert waits for the other's commit,
+    // then finds the row; the update takes its lock either way.
+    Sql::new("")
+        .insert_ignore_into()
+        .push("followup_graph_locks")
+        .rows([&Fields::new().with("tenant", tenant).with("changes", 0_i64)])
+        .on_conflict_ignore()
+        .execute(&mut *tx)
+        .await?;
+    bump_graph_lock(tx, tenant).await?;
+    Ok(())
+}
+
+/// Writes the tenant's lock row (taking its row lock); rows changed.
+async fn bump_graph_lock(tx: &mut Tx, tenant: &str) -> StoreResult<u64> {
+    Sql::new("UPDATE followup_graph_locks SET changes = changes + 1 WHERE tenant = ")
+        .bind(tenant)
+        .execute(tx)
+        .await
+}
+
 async fn set(
     mut tx: Tx,
     tenant: &str,
@@ -85,6 +114,7 @@ async fn set(
     f: &FollowUps,
     now: Millis,
 ) -> StoreResult<SetFollowUps> {
+    lock_graph(&mut tx, tenant).await?;
     if !job_exists(&mut tx, tenant, job_id, true).await? {
         return tx.unchanged(SetFollowUps::NotFound).await;
     }
@@ -187,100 +217,4 @@ pub(super) async fn free_slot(tx: &mut Tx, job_id: &str, now: Millis) -> StoreRe
         slot += 1;
     }
     Ok(slot)
-}
-
-/// Fires the follow-ups of `ended` (executions of jobs with follow-ups
-/// that reached a final state in this transaction). A broadcast or sharded
-/// trigger's shards fire none (one trigger, many ends). Children that are
-/// paused or cancelled are not triggered.
-pub(crate) async fn fire(tx: &mut Tx, ended: &[&Execution], now: Millis) -> StoreResult<()> {
-    let ended: Vec<&&Execution> = ended.iter().filter(|e| !e.shard.is_fanned_out()).collect();
-    if ended.is_empty() {
-        return Ok(());
-    }
-    let parents: Vec<&str> = {
-        let set: HashSet<&str> = ended.iter().map(|e| e.job_id.as_str()).collect();
-        set.into_iter().collect()
-    };
-    let found = fetch_chunked(&mut *tx, &parents, |chunk| {
-        let mut s =
-            Sql::new("SELECT job_id, outcome, child_id FROM job_followups WHERE job_id IN ");
-        s.list(chunk.iter().copied());
-        s
-    })
-    .await?;
-    let mut children: HashMap<(String, FollowUpOn), Vec<String>> = HashMap::new();
-    for row in &found {
-        let r = R::new(row, "job_followups");
-        children
-            .entry((r.string("job_id")?, r.parsed("outcome", FollowUpOn::parse)?))
-            .or_default()
-            .push(r.string("child_id")?);
-    }
-    let mut due: Vec<String> = Vec::new();
-    for e in &ended {
-        if let Some(on) = FollowUpOn::of(e.status)
-            && let Some(list) = children.get(&(e.job_id.clone(), on))
-        {
-            due.extend(list.iter().cloned());
-        }
-    }
-    if due.is_empty() {
-        return Ok(());
-    }
-    due.sort();
-    // Locked in id order: the child's trigger times are then picked by one
-    // transaction at a time.
-    let jobs = fetch_chunked(
-        &mut *tx,
-        &{
-            let mut d = due.clone();
-            d.dedup();
-            d
-        },
-        |chunk| {
-            let mut s = Sql::new("SELECT ");
-            s.columns("j", &rows::JOB_COLS)
-                .push(" FROM jobs j WHERE j.id IN ")
-                .list(chunk.iter().map(String::as_str))
-                .push(" ORDER BY j.id")
-                .for_update();
-            s
-        },
-    )
-    .await?;
-    let mut by_id = HashMap::new();
-    for row in &jobs {
-        let j = rows::job(row)?;
-        by_id.insert(j.id.clone(), j);
-    }
-    let pending = ExecStatus::Pending;
-    for child in &due {
-        let Some(job) = by_id.get(child) else {
-            continue;
-        };
-        if matches!(job.status, JobStatus::Paused | JobStatus::Cancelled) {
-            continue;
-        }
-        let at = free_slot(tx, &job.id, now).await?;
-        let id = uuid::Uuid::now_v7().to_string();
-        let row = Fields::new()
-            .with("id", id.as_str())
-            .with("job_id", job.id.as_str())
-            .with("tenant", job.tenant.as_str())
-            .with("scheduled_at", time(at))
-            .with("attempt", 1_i64)
-            .with("status", pending.as_str())
-            .with("not_before", time(now))
-            .with("created_at", time(now))
-            .with("updated_at", time(now))
-            .with("shard_index", 0_i64)
-            .with("shard_count", 1_i64);
-        Sql::new("INSERT INTO executions")
-            .rows([&row])
-            .execute(&mut *tx)
-            .await?;
-        inserts::events(tx, &[EventRow::plain(&id, 1, pending, now)]).await?;
-    }
-    Ok(())
 }

@@ -13,20 +13,23 @@
 //! `control` pauses, resumes and changes (`PATCH`) a workflow; a new graph
 //! keeps the one it replaces (`workflow_definitions`) for the runs that
 //! follow it: a run reads the definition version it started with.
-//! `followups` holds child jobs (a job's follow-ups, fired by the same
-//! transaction). `schedule` starts the runs of scheduled workflows for the leading
+//! `followups` holds child jobs (a job's follow-ups), and `chains` fires
+//! them in the transaction that ends an execution, each job once per chain
+//! and within the chain's budget. `schedule` starts the runs of scheduled workflows for the leading
 //! dispatcher. `runs` creates runs and applies a [`kairos_core::workflow::Step`];
 //! `advance` is called by the transaction that ends executions
 //! (`crate::outcomes`) and moves their runs on in that same transaction.
 
 mod advance;
+mod chains;
 mod control;
 mod followups;
 mod runs;
 mod schedule;
+mod step;
 
 pub(crate) use advance::on_settled;
-pub(crate) use followups::fire as fire_followups;
+pub(crate) use chains::fire as fire_followups;
 
 use crate::db::{Row, Tx};
 use crate::error::{corrupt, is_unique_violation};
@@ -40,6 +43,7 @@ use kairos_core::schedule::Schedule;
 use kairos_core::shard::ExecutionMode;
 use kairos_core::store::{Page, StoreResult};
 use kairos_core::time::Millis;
+use kairos_core::workflow::budget::RunLimits;
 use kairos_core::workflow::{
     NewWorkflow, NodeSpec, RunControl, RunDetail, StoredWorkflow, Workflow, WorkflowControl,
     WorkflowCreated, WorkflowRun, WorkflowStatus, WorkflowStore, WorkflowTransition,
@@ -211,7 +215,7 @@ fn to_json<T: ?Sized + serde::Serialize>(v: &T) -> StoreResult<String> {
     serde_json::to_string(v).map_err(|e| corrupt("workflows", e))
 }
 
-async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
+async fn create(mut tx: Tx, wf: &NewWorkflow, limits: RunLimits) -> StoreResult<WorkflowCreated> {
     if let Some(key) = &wf.client_request_id
         && let Some(existing) = by_request(&mut tx, &wf.tenant, key).await?
     {
@@ -271,9 +275,17 @@ async fn create(mut tx: Tx, wf: &NewWorkflow) -> StoreResult<WorkflowCreated> {
         .execute(&mut tx)
         .await?;
     let run = match &wf.run_now {
-        Some(run_id) => {
-            Some(runs::start(&mut tx, &stored, run_id, wf.created_at, wf.created_at).await?)
-        }
+        Some(run_id) => Some(
+            runs::start(
+                &mut tx,
+                &stored,
+                run_id,
+                wf.created_at,
+                wf.created_at,
+                limits,
+            )
+            .await?,
+        ),
         None => None,
     };
     tx.commit().await?;
@@ -331,6 +343,7 @@ async fn trigger(
     id: &str,
     run_id: &str,
     now: Millis,
+    limits: RunLimits,
 ) -> StoreResult<WorkflowTriggered> {
     // The lock serializes the triggers of one workflow, so two never pick
     // the same free trigger time.
@@ -342,7 +355,7 @@ async fn trigger(
         st if !triggerable(st) => return tx.unchanged(WorkflowTriggered::Paused).await,
         _ => {}
     }
-    let run = runs::start(&mut tx, &wf, run_id, now, now).await?;
+    let run = runs::start(&mut tx, &wf, run_id, now, now, limits).await?;
     tx.commit().await?;
     Ok(WorkflowTriggered::Started(run))
 }
@@ -350,7 +363,10 @@ async fn trigger(
 #[async_trait]
 impl WorkflowStore for SqlStore {
     async fn workflow_create(&self, wf: NewWorkflow) -> StoreResult<WorkflowCreated> {
-        match self.transaction(|tx| create(tx, &wf)).await {
+        match self
+            .transaction(|tx| create(tx, &wf, self.run_limits()))
+            .await
+        {
             // A concurrent create with the same key won the unique key.
             Err(e) if is_unique_violation(&e) => match &wf.client_request_id {
                 Some(key) => match by_request(self.write(), &wf.tenant, key).await? {
@@ -401,7 +417,7 @@ impl WorkflowStore for SqlStore {
         run_id: &str,
         now: Millis,
     ) -> StoreResult<WorkflowTriggered> {
-        self.transaction(|tx| trigger(tx, tenant, id, run_id, now))
+        self.transaction(|tx| trigger(tx, tenant, id, run_id, now, self.run_limits()))
             .await
     }
 

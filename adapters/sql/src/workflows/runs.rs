@@ -1,18 +1,18 @@
-//! Runs: creating one with its root nodes' executions, applying a
-//! [`Step`] (creating the executions of the nodes that became due, with
-//! their parents' outputs), cancelling, and the reads the API serves.
+//! Runs: creating one with its root nodes' executions (a
+//! [`kairos_core::workflow::Step`] applied by `step`), ending one, cancelling, and the reads the API serves.
 
 use crate::db::{On, Row, Tx};
 use crate::inserts::{self, EventRow};
 use crate::keyset;
 use crate::rows::R;
-use crate::sql::{CHUNK, Fields, Sql, fetch_chunked, json, time};
+use crate::sql::{CHUNK, Fields, Sql, fetch_chunked, time};
 use kairos_core::execution::{ExecStatus, ExecTransition};
 use kairos_core::store::{Page, StoreResult};
 use kairos_core::time::Millis;
+use kairos_core::workflow::budget::RunLimits;
 use kairos_core::workflow::{
-    NodeStatus, NodeTransition, RunControl, RunDetail, RunNode, RunStatus, RunTransition, Step,
-    StoredWorkflow, Workflow, WorkflowRun, advance,
+    NodeStatus, NodeTransition, RunControl, RunDetail, RunNode, RunStatus, RunTransition,
+    StoredWorkflow, WorkflowRun, advance,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -75,6 +75,7 @@ pub(super) async fn start(
     run_id: &str,
     at: Millis,
     now: Millis,
+    limits: RunLimits,
 ) -> StoreResult<WorkflowRun> {
     let run = WorkflowRun {
         id: run_id.to_string(),
@@ -124,7 +125,7 @@ pub(super) async fn start(
     }
     let step = advance(&wf.definition, &HashMap::new());
     // A new run's roots are due: it cannot end here.
-    apply_step(tx, &run, wf, &HashMap::new(), &step, now).await?;
+    super::step::apply_step(tx, &run, wf, &HashMap::new(), &step, now, limits).await?;
     Ok(run)
 }
 
@@ -162,117 +163,12 @@ pub(super) async fn node_rows(
     Ok(out)
 }
 
-/// Applies `step` to `run`: the due nodes' executions are created (pending,
-/// due now, with their parents' outputs), the skipped nodes recorded, and
-/// the run ended if the step says so. Each node move is conditional on the
-/// node's state, and an execution is only inserted for a node this call
-/// moved, so a step applied twice creates nothing twice. `true` if it ended
-/// the run and queued its callback.
-pub(super) async fn apply_step(
-    tx: &mut Tx,
-    run: &WorkflowRun,
-    wf: &StoredWorkflow,
-    nodes: &HashMap<String, NodeRow>,
-    step: &Step,
-    now: Millis,
-) -> StoreResult<bool> {
-    let outputs = parent_outputs(tx, &wf.definition, nodes, &step.due).await?;
-    let pending = ExecStatus::Pending;
-    let mut events = Vec::new();
-    for node in &step.due {
-        let Some(job_id) = wf.node_jobs.get(node) else {
-            continue;
-        };
-        let exec_id = uuid::Uuid::now_v7().to_string();
-        let start = NodeTransition::Start;
-        let moved = Sql::new("UPDATE workflow_run_nodes SET ")
-            .set(
-                &Fields::new()
-                    .with("status", start.to_state().as_str())
-                    .with("execution_id", exec_id.as_str())
-                    .with("decided_at", time(now))
-                    .with("updated_at", time(now)),
-            )
-            .push(" WHERE run_id = ")
-            .bind(run.id.as_str())
-            .push(" AND node_id = ")
-            .bind(node.as_str())
-            .push(" AND status IN ")
-            .list(start.from_states().iter().map(|s| s.as_str()))
-            .execute(&mut *tx)
-            .await?;
-        if moved != 1 {
-            continue;
-        }
-        let parents = outputs
-            .get(node)
-            .map(|o| serde_json::Value::Object(o.clone()).to_string());
-        let row = |at: Millis| {
-            Fields::new()
-                .with("id", exec_id.as_str())
-                .with("job_id", job_id.as_str())
-                .with("tenant", run.tenant.as_str())
-                .with("scheduled_at", time(at))
-                .with("attempt", 1_i64)
-                .with("status", pending.as_str())
-                .with("not_before", time(now))
-                .with("created_at", time(now))
-                .with("updated_at", time(now))
-                .with("shard_index", 0_i64)
-                .with("shard_count", 1_i64)
-                .with("parent_outputs", json(parents.clone()))
-        };
-        let inserted = Sql::new("")
-            .insert_ignore_into()
-            .push("executions")
-            .rows([&row(run.scheduled_at)])
-            .on_conflict_ignore()
-            .execute(&mut *tx)
-            .await?;
-        if inserted == 0 {
-            // The run's trigger time is taken for this node's job (a
-            // manual trigger of the internal job at that very millisecond):
-            // the next free one. The node row's move above is what keeps
-            // one execution per node per run.
-            let at = super::followups::free_slot(tx, job_id, run.scheduled_at).await?;
-            Sql::new("INSERT INTO executions")
-                .rows([&row(at)])
-                .execute(&mut *tx)
-                .await?;
-        }
-        events.push(EventRow::plain(&exec_id, 1, pending, now));
-    }
-    inserts::events(tx, &events).await?;
-    if !step.skipped.is_empty() {
-        let skip = NodeTransition::Skip;
-        Sql::new("UPDATE workflow_run_nodes SET ")
-            .set(
-                &Fields::new()
-                    .with("status", skip.to_state().as_str())
-                    .with("decided_at", time(now))
-                    .with("updated_at", time(now)),
-            )
-            .push(" WHERE run_id = ")
-            .bind(run.id.as_str())
-            .push(" AND node_id IN ")
-            .list(step.skipped.iter().map(String::as_str))
-            .push(" AND status IN ")
-            .list(skip.from_states().iter().map(|s| s.as_str()))
-            .execute(&mut *tx)
-            .await?;
-    }
-    match step.finished.and_then(RunTransition::ending_in) {
-        Some(end) => end_run(tx, run, end, Some(wf), now).await,
-        None => Ok(false),
-    }
-}
-
 /// `running → end` for one run of `wf`; when it moved, a fixed-delay
 /// schedule gets its next trigger ([`delay_after`]), and when the workflow
 /// has a callback URL, its run-end event is queued in the outbox, in this
 /// same transaction (so a run that ended has its callback, and only one).
 /// `true` if a callback was queued.
-async fn end_run(
+pub(super) async fn end_run(
     tx: &mut Tx,
     run: &WorkflowRun,
     end: RunTransition,
@@ -351,48 +247,6 @@ async fn delay_after(tx: &mut Tx, wf: &StoredWorkflow, now: Millis) -> StoreResu
         .execute(&mut *tx)
         .await?;
     Ok(())
-}
-
-/// For each node of `due`, its parents' outputs by parent node id (`null`
-/// for a parent that ended without one, or never ran).
-async fn parent_outputs(
-    tx: &mut Tx,
-    def: &Workflow,
-    nodes: &HashMap<String, NodeRow>,
-    due: &[String],
-) -> StoreResult<HashMap<String, serde_json::Map<String, serde_json::Value>>> {
-    let wanted: Vec<&str> = due
-        .iter()
-        .flat_map(|n| def.parents_of(n))
-        .filter_map(|e| nodes.get(&e.from).and_then(|r| r.execution_id.as_deref()))
-        .collect();
-    let found = fetch_chunked(&mut *tx, &wanted, |chunk| {
-        let mut s = Sql::new("SELECT id, output FROM executions WHERE id IN ");
-        s.list(chunk.iter().copied());
-        s
-    })
-    .await?;
-    let mut by_exec = HashMap::new();
-    for row in &found {
-        let r = R::new(row, "executions");
-        by_exec.insert(r.string("id")?, r.opt_json("output")?);
-    }
-    let mut out = HashMap::new();
-    for node in due {
-        let mut map = serde_json::Map::new();
-        for e in def.parents_of(node) {
-            let output = nodes
-                .get(&e.from)
-                .and_then(|r| r.execution_id.as_ref())
-                .and_then(|id| by_exec.get(id).cloned().flatten())
-                .unwrap_or(serde_json::Value::Null);
-            map.insert(e.from.clone(), output);
-        }
-        if !map.is_empty() {
-            out.insert(node.clone(), map);
-        }
-    }
-    Ok(out)
 }
 
 /// The running runs of a workflow, locked.

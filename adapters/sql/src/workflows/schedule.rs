@@ -13,9 +13,15 @@ use kairos_core::schedule::{OverlapPolicy, Schedule};
 use kairos_core::store::StoreResult;
 use kairos_core::time::Millis;
 use kairos_core::trigger::{self, FIRE_ALL_PER_ROUND, Fate};
+use kairos_core::workflow::budget::RunLimits;
 use kairos_core::workflow::{WorkflowRun, WorkflowScheduler, WorkflowStatus};
 
-async fn fire_due(mut tx: Tx, now: Millis, limit: u32) -> StoreResult<Vec<WorkflowRun>> {
+async fn fire_due(
+    mut tx: Tx,
+    now: Millis,
+    limit: u32,
+    limits: RunLimits,
+) -> StoreResult<Vec<WorkflowRun>> {
     let mut s = workflow_select();
     s.push(" WHERE w.status = ")
         .bind(WorkflowStatus::Active.as_str())
@@ -65,7 +71,7 @@ async fn fire_due(mut tx: Tx, now: Millis, limit: u32) -> StoreResult<Vec<Workfl
         for (due_at, fate) in dues.iter().zip(&resolution.fates) {
             if *fate == Fate::Dispatch {
                 let run_id = uuid::Uuid::now_v7().to_string();
-                started.push(runs::start(&mut tx, wf, &run_id, *due_at, now).await?);
+                started.push(runs::start(&mut tx, wf, &run_id, *due_at, now, limits).await?);
             }
         }
         Sql::new("UPDATE workflows SET ")
@@ -98,6 +104,7 @@ impl WorkflowScheduler for SqlStore {
         if any.is_none() {
             return Ok(Vec::new());
         }
-        self.transaction(|tx| fire_due(tx, now, limit)).await
+        self.transaction(|tx| fire_due(tx, now, limit, self.run_limits()))
+            .await
     }
 }

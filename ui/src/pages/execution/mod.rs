@@ -41,6 +41,8 @@ pub(crate) struct PageQuery {
     notice: String,
     #[serde(default)]
     error: String,
+    #[serde(default)]
+    sig: String,
 }
 
 /// The tail's query: the last line the page holds.
@@ -97,10 +99,7 @@ pub(crate) async fn page(
         super::query(&[("filtered", "1"), ("job", &exec.job_id)])
     );
     let body = html! {
-        (view::flash(
-            Some(q.notice.as_str()).filter(|s| !s.is_empty()),
-            Some(q.error.as_str()).filter(|s| !s.is_empty()),
-        ))
+        (crate::flash::shown(&ctx, &q.notice, &q.error, &q.sig))
         div.toolbar {
             a href={ "/ui/jobs/" (exec.job_id) } { "Job " (name) }
             a href=(all_of_job) { "All executions of this job" }

@@ -47,20 +47,31 @@ const COLUMNS: [&str; 14] = [
     "output",
 ];
 
-/// One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line
-/// break, quotes doubled. Text that a spreadsheet would run as a formula
-/// (starting with `=`, `+`, `-`, `@`, tab or carriage return) gets a
-/// leading `'`, so an error message cannot become a formula.
+/// First characters that make a spreadsheet read a cell as a formula (or,
+/// tab and carriage return, hide what follows), as OWASP lists them, with
+/// their full-width forms, which some spreadsheets read the same way.
+const FORMULA_LEADS: [char; 10] = [
+    '=', '+', '-', '@', '\t', '\r', '\u{ff1d}', '\u{ff0b}', '\u{ff0d}', '\u{ff20}',
+];
+
+/// Characters that end a cell in some spreadsheet's reading of a CSV: the
+/// comma, the semicolon (the separator where the comma is the decimal
+/// mark) and the tab, the quote and line breaks.
+const CELL_BREAKS: [char; 6] = [',', ';', '\t', '"', '\r', '\n'];
+
+/// One CSV field (RFC 4180, OWASP's advice on CSV injection). Text that
+/// would start a formula gets a leading `'` (shown by the spreadsheet as
+/// text, never run) and is quoted; so is any text holding a separator
+/// (`,`, `;`, tab), a quote or a line break, its quotes doubled, so no
+/// separator inside it can start a new cell, whichever one the spreadsheet
+/// splits on.
 pub(crate) fn csv_field(text: &str) -> String {
-    let safe = match text.chars().next() {
-        Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{text}"),
-        _ => text.to_string(),
-    };
-    if safe.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", safe.replace('"', "\"\""))
-    } else {
-        safe
+    let formula = text.starts_with(FORMULA_LEADS);
+    if !formula && !text.contains(CELL_BREAKS) {
+        return text.to_string();
     }
+    let lead = if formula { "'" } else { "" };
+    format!("\"{lead}{}\"", text.replace('"', "\"\""))
 }
 
 /// What is known of an execution's job.
@@ -519,9 +530,36 @@ mod tests {
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
         assert_eq!(csv_field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
-        assert_eq!(csv_field("-1+2"), "'-1+2");
-        assert_eq!(csv_field("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(csv_field("-1+2"), "\"'-1+2\"");
+        assert_eq!(csv_field("@SUM(A1)"), "\"'@SUM(A1)\"");
+        assert_eq!(csv_field("+1"), "\"'+1\"");
+        assert_eq!(csv_field("\u{ff1d}1+1"), "\"'\u{ff1d}1+1\"");
         assert_eq!(csv_field("é, ü"), "\"é, ü\"");
+        assert_eq!(
+            csv_field("a-b=c"),
+            "a-b=c",
+            "only a leading sign is a formula"
+        );
+    }
+
+    /// Issue 44: a `;` or a tab in a field is a separator to some
+    /// spreadsheets; unquoted, the text after it became a cell of its own,
+    /// and one starting with `=` a formula.
+    #[test]
+    fn every_separator_is_quoted_so_no_cell_can_start_inside_a_field() {
+        assert_eq!(
+            csv_field("ok;=cmd|' /C calc'!A0"),
+            "\"ok;=cmd|' /C calc'!A0\""
+        );
+        assert_eq!(csv_field("ok\t=1+1"), "\"ok\t=1+1\"");
+        assert_eq!(csv_field("\tx"), "\"'\tx\"");
+        assert_eq!(csv_field("\rx"), "\"'\rx\"");
+        // Whatever a spreadsheet splits on, no cell of the line starts
+        // outside the quotes.
+        for sep in [',', ';', '\t'] {
+            let line = csv_field(&format!("x{sep}=1+1"));
+            assert!(line.starts_with('"') && line.ends_with('"'), "{line}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub(crate) mod filter;
 
 use super::query;
 use crate::UiState;
+use crate::flash::Notice;
 use crate::forms::Fields;
 use crate::session::Ctx;
 use crate::view::{self, Nav};
@@ -159,7 +160,12 @@ pub(crate) async fn page(
         format!("/ui/executions/export?{}", query(&q))
     };
     let body = html! {
-        (view::flash(get("notice"), get("error")))
+        (crate::flash::shown(
+            &ctx,
+            get("notice").unwrap_or_default(),
+            get("error").unwrap_or_default(),
+            get("sig").unwrap_or_default(),
+        ))
         (form)
         div.list-head {
             p.total role="status" {
@@ -262,7 +268,8 @@ fn table(ctx: &Ctx, items: &[Execution], jobs: &HashMap<String, Job>) -> Markup 
 /// `POST /ui/executions/rerun`: runs the execution's job again — a trigger
 /// now while the job may still fire; for a finished job (a one-shot that
 /// failed, a cancelled job), a new one-shot job with the same handler,
-/// params, callback, retries, timeout and group.
+/// params, callback, retries, timeout and group. Either way the new
+/// execution's or job's page opens, saying what was done.
 pub(crate) async fn rerun(State(state): State<UiState>, ctx: Ctx, form: Fields) -> Response {
     if let Err(r) = ctx.check_csrf(form.get("csrf")).and(ctx.require_write()) {
         return *r;
@@ -278,15 +285,13 @@ pub(crate) async fn rerun(State(state): State<UiState>, ctx: Ctx, form: Fields) 
             .call(
                 ctx.key(),
                 Method::POST,
-                &format!("/openapi/jobs/{}/trigger", job.id),
+                &format!("/openapi/jobs/{}/trigger", crate::api::segment(&job.id)),
                 None,
             )
             .await
-            .map(|v| {
-                format!(
-                    "Job triggered again: execution {}.",
-                    v["executionId"].as_str().unwrap_or("?")
-                )
+            .map(|v| match v["executionId"].as_str() {
+                Some(e) => format!("/ui/executions/{e}?{}", query(&[Notice::RanAgain.pair()])),
+                None => format!("/ui/executions?{}", query(&[Notice::RanAgain.pair()])),
             })
     } else {
         let mut body = json!({
@@ -309,16 +314,14 @@ pub(crate) async fn rerun(State(state): State<UiState>, ctx: Ctx, form: Fields) 
             .api
             .call(ctx.key(), Method::POST, "/openapi/jobs", Some(&body))
             .await
-            .map(|v| {
-                format!(
-                    "Job run again as a new one-shot job {}.",
-                    v["jobId"].as_str().unwrap_or("?")
-                )
+            .map(|v| match v["jobId"].as_str() {
+                Some(j) => format!("/ui/jobs/{j}?{}", query(&[Notice::RanAgainAsNew.pair()])),
+                None => format!("/ui/executions?{}", query(&[Notice::RanAgainAsNew.pair()])),
             })
     };
-    let q = match outcome {
-        Ok(notice) => query(&[("notice", &notice)]),
-        Err(e) => query(&[("error", &e.message)]),
+    let target = match outcome {
+        Ok(to) => to,
+        Err(e) => format!("/ui/executions?{}", super::error_query(&ctx, &e.message)),
     };
-    Redirect::to(&format!("/ui/executions?{q}")).into_response()
+    Redirect::to(&target).into_response()
 }

@@ -1,114 +1,39 @@
-//! Sensitive values in a job's params: which ones are hidden from people who
-//! only look (the dashboard, read keys), how they are masked, and how a masked
-//! value sent back in an edit keeps the stored one.
+//! Sensitive values: the one masking every surface applies (jobs' and
+//! workflow nodes' params, outputs, errors, events, log lines, callback
+//! errors, exports, the dashboard) for those who only look (the dashboard,
+//! read keys), and how a masked value sent back in an edit keeps the stored
+//! one.
 //!
 //! A value is sensitive when its key matches one of the configured names
-//! ([`SensitiveKeys`], `KAIROS_API_SENSITIVE_PARAMS`), at any depth, or when
-//! its path is one of the job's own `sensitiveParams` ([`parse_path`]). A
-//! sensitive value is shown as [`MASK`] whatever its type; workers always get
-//! the real params (nothing here touches what is stored or dispatched).
+//! ([`SensitiveKeys`], `KAIROS_API_SENSITIVE_PARAMS`; the matching rule is
+//! in `names`), at any depth, or when its path is one of the job's own
+//! `sensitiveParams` ([`parse_path`]). A sensitive value is shown as
+//! [`MASK`] whatever its type; workers always get the real params (nothing
+//! here touches what is stored or dispatched).
 //!
-//! Outputs, errors and log lines are not params, but a handler may echo a
-//! param back (an HTTP server answering with the request's headers, an error
-//! naming a URL). [`Redactor`] replaces exact occurrences of a job's
-//! sensitive values in such text: best effort, since a handler could always
-//! transform a value beyond recognition.
+//! A sensitive value may be copied elsewhere: into another param, or by a
+//! handler into an output, an error or a log line (an HTTP server answering
+//! with the request's headers, an error naming a URL). [`Redactor`]
+//! replaces exact occurrences of a job's sensitive values in such text,
+//! JSON-escaped and percent-encoded ones included: best effort, since a
+//! handler could always transform a value beyond recognition.
 
+mod names;
+mod redactor;
+
+pub use names::{DEFAULT_SENSITIVE_KEYS, NOT_SENSITIVE, SensitiveKeys};
+pub use redactor::Redactor;
+
+use redactor::collect_secrets;
 use serde_json::Value;
 
 /// What a sensitive value is shown as.
 pub const MASK: &str = "••••••";
 
-/// Default of `KAIROS_API_SENSITIVE_PARAMS`.
-pub const DEFAULT_SENSITIVE_KEYS: [&str; 6] = [
-    "authorization",
-    "password",
-    "secret",
-    "token",
-    "api_key",
-    "cookie",
-];
-
 /// Most paths a job may mark sensitive.
 pub const MAX_PATHS: usize = 64;
 /// Longest path.
 pub const MAX_PATH_CHARS: usize = 255;
-/// Shorter values are not redacted from outputs and logs: replacing every
-/// `1` or `ab` in a text would hide more than it protects.
-const MIN_REDACTED_CHARS: usize = 4;
-/// A part of a value (`Bearer <token>`: the token) is redacted on its own
-/// from this length on.
-const MIN_REDACTED_PART_CHARS: usize = 8;
-
-/// The words of a key: split at anything not a letter or digit and where a
-/// lower-case letter or digit meets an upper-case one, lower-cased
-/// (`X-Api-Key`, `x_api_key` and `xApiKey` are all `x api key`).
-fn words(key: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut prev_lower = false;
-    for c in key.chars() {
-        if !c.is_alphanumeric() {
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
-            }
-            prev_lower = false;
-            continue;
-        }
-        if c.is_uppercase() && prev_lower && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
-        }
-        prev_lower = c.is_lowercase() || c.is_ascii_digit();
-        cur.extend(c.to_lowercase());
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
-/// The configured names of sensitive keys. A key matches a name when the
-/// name's words appear, in order and next to each other, among the key's
-/// words: `token` matches `token`, `accessToken` and `X-Auth-Token` but not
-/// `tokens` or `max_tokens`; `api_key` matches `X-Api-Key` and `apiKey`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SensitiveKeys {
-    names: Vec<Vec<String>>,
-}
-
-impl Default for SensitiveKeys {
-    fn default() -> Self {
-        Self::new(DEFAULT_SENSITIVE_KEYS)
-    }
-}
-
-impl SensitiveKeys {
-    /// The names given (blank ones are ignored).
-    pub fn new<I, S>(names: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Self {
-            names: names
-                .into_iter()
-                .map(|n| words(n.as_ref()))
-                .filter(|w| !w.is_empty())
-                .collect(),
-        }
-    }
-
-    /// Whether the value under `key` is sensitive.
-    pub fn matches(&self, key: &str) -> bool {
-        if self.names.is_empty() {
-            return false;
-        }
-        let key = words(key);
-        self.names
-            .iter()
-            .any(|name| key.windows(name.len()).any(|w| w == name.as_slice()))
-    }
-}
 
 /// A job's `sensitiveParams` entry as segments: dot-separated keys, where a
 /// number also names an array element and `*` any key or element
@@ -217,8 +142,17 @@ impl<'a> Rules<'a> {
         walk(self, params, &mut Vec::new(), f);
     }
 
-    /// `params` with every sensitive value replaced by [`MASK`].
+    /// `params` with every sensitive value replaced by [`MASK`], and every
+    /// copy of one in another string (a password pasted into `message`)
+    /// redacted as outputs are.
     pub fn mask(&self, params: &Value) -> Value {
+        self.mask_with(params, &self.redactor(params))
+    }
+
+    /// [`Rules::mask`] with copies looked for by `copies` (a redactor of
+    /// several params that are shown together, such as a workflow's nodes,
+    /// so that one node's secret pasted into another is hidden too).
+    pub fn mask_with(&self, params: &Value, copies: &Redactor) -> Value {
         let mut out = params.clone();
         let mut paths = Vec::new();
         self.visit(params, &mut |at, _| paths.push(at.to_vec()));
@@ -227,12 +161,15 @@ impl<'a> Rules<'a> {
                 *slot = Value::String(MASK.to_string());
             }
         }
+        copies.strings(&mut out);
         out
     }
 
-    /// Puts back the `stored` value wherever `sent` holds [`MASK`] at a
-    /// sensitive place that `stored` has: an edit made on masked params
-    /// keeps the secrets it did not change.
+    /// Puts back the `stored` value wherever `sent` holds what [`Rules::mask`]
+    /// showed of it: [`MASK`] at a sensitive place that `stored` has, or
+    /// elsewhere a string that is the stored one with its copies of
+    /// sensitive values redacted. An edit made on masked params keeps the
+    /// secrets it did not change.
     pub fn restore(&self, sent: &mut Value, stored: &Value) {
         let mut masked = Vec::new();
         self.visit(sent, &mut |at, v| {
@@ -245,13 +182,87 @@ impl<'a> Rules<'a> {
                 *slot = old.clone();
             }
         }
+        let redactor = self.redactor(stored);
+        let mut redacted = Vec::new();
+        strings_holding_mask(sent, &mut Vec::new(), &mut redacted);
+        for p in redacted {
+            let Some(Value::String(old)) = at_path(stored, &p) else {
+                continue;
+            };
+            if let Some(slot) = at_path_mut(sent, &p)
+                && slot.as_str() == Some(redactor.text(old).as_str())
+            {
+                *slot = Value::String(old.clone());
+            }
+        }
     }
 
     /// The redactor of this job's sensitive values in `params`.
+    /// Besides the sensitive values, the credentials inside URLs of any
+    /// param (a password, a query parameter with a sensitive name:
+    /// `https://h/x?access_token=…`), so that they are hidden in the URL
+    /// itself and wherever it is copied (an error naming the URL).
     pub fn redactor(&self, params: &Value) -> Redactor {
         let mut secrets = Vec::new();
         self.visit(params, &mut |_, v| collect_secrets(v, &mut secrets));
+        url_secrets(self.keys, params, &mut secrets);
         Redactor::new(secrets, self.keys.clone())
+    }
+}
+
+/// The password and sensitive query values of every URL among the strings
+/// of `v`.
+fn url_secrets(keys: &SensitiveKeys, v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) if s.contains("://") => {
+            let Ok(url) = url::Url::parse(s.trim()) else {
+                return;
+            };
+            if let Some(p) = url.password() {
+                out.push(p.to_string());
+                if let Ok(decoded) = percent_decode(p) {
+                    out.push(decoded);
+                }
+            }
+            for (k, v) in url.query_pairs() {
+                if keys.matches(&k) {
+                    out.push(v.into_owned());
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| url_secrets(keys, i, out)),
+        Value::Object(map) => map.values().for_each(|i| url_secrets(keys, i, out)),
+        _ => {}
+    }
+}
+
+fn percent_decode(s: &str) -> Result<String, std::string::FromUtf8Error> {
+    let bytes: Vec<u8> = url::form_urlencoded::parse(format!("x={s}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned().into_bytes())
+        .unwrap_or_default();
+    String::from_utf8(bytes)
+}
+
+/// The paths of the strings of `v` that hold [`MASK`] among other text.
+fn strings_holding_mask(v: &Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match v {
+        Value::String(s) if s != MASK && s.contains(MASK) => out.push(at.clone()),
+        Value::Object(map) => {
+            for (k, child) in map {
+                at.push(k.clone());
+                strings_holding_mask(child, at, out);
+                at.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                at.push(i.to_string());
+                strings_holding_mask(child, at, out);
+                at.pop();
+            }
+        }
+        _ => {}
     }
 }
 
@@ -271,133 +282,58 @@ fn at_path_mut<'v>(v: &'v mut Value, path: &[String]) -> Option<&'v mut Value> {
     })
 }
 
-/// Every text a sensitive value could appear as in an output or a log.
-fn collect_secrets(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) => {
-            out.push(s.clone());
-            // `Bearer <token>`: a handler may echo the token alone.
-            let parts: Vec<&str> = s.split_whitespace().collect();
-            if parts.len() > 1 {
-                out.extend(
-                    parts
-                        .into_iter()
-                        .filter(|p| p.chars().count() >= MIN_REDACTED_PART_CHARS)
-                        .map(str::to_string),
-                );
-            }
-        }
-        Value::Number(n) => out.push(n.to_string()),
-        Value::Array(items) => items.iter().for_each(|i| collect_secrets(i, out)),
-        Value::Object(map) => map.values().for_each(|i| collect_secrets(i, out)),
-        Value::Bool(_) | Value::Null => {}
-    }
-}
-
-/// Hides a job's sensitive values in text shown with the job: outputs,
-/// errors, log lines. Exact occurrences are replaced by [`MASK`] (values
-/// shorter than 4 characters are left, they would hide everything), and in
-/// JSON outputs the values of keys matching the configured names are masked
-/// too.
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    /// Longest first, so a value is never half replaced by a shorter one
-    /// inside it.
-    secrets: Vec<String>,
-    keys: SensitiveKeys,
-}
-
-impl Redactor {
-    /// A redactor of `secrets` that also masks `keys` in JSON.
-    pub fn new(mut secrets: Vec<String>, keys: SensitiveKeys) -> Self {
-        secrets.retain(|s| s.chars().count() >= MIN_REDACTED_CHARS && s != MASK);
-        secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        secrets.dedup();
-        Self { secrets, keys }
-    }
-
-    /// `text` with every sensitive value replaced.
-    pub fn text(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for s in &self.secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), MASK);
-            }
-        }
-        out
-    }
-
-    /// An optional text, redacted.
-    pub fn opt_text(&self, text: Option<String>) -> Option<String> {
-        text.map(|t| self.text(&t))
-    }
-
-    /// A JSON value (an output) with sensitive keys masked and sensitive
-    /// values replaced in every string.
-    pub fn json(&self, v: &Value) -> Value {
-        match v {
-            Value::String(s) => Value::String(self.text(s)),
-            Value::Number(n) if self.secrets.iter().any(|s| *s == n.to_string()) => {
-                Value::String(MASK.to_string())
-            }
-            Value::Array(items) => Value::Array(items.iter().map(|i| self.json(i)).collect()),
-            Value::Object(map) => Value::Object(
-                map.iter()
-                    .map(|(k, child)| {
-                        let shown = if self.keys.matches(k) {
-                            Value::String(MASK.to_string())
-                        } else {
-                            self.json(child)
-                        };
-                        (self.text(k), shown)
-                    })
-                    .collect(),
-            ),
-            other => other.clone(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     #[test]
-    fn key_names_match_word_by_word() {
+    fn a_value_copied_into_another_param_is_masked_there_and_kept_on_edit() {
         let keys = SensitiveKeys::default();
-        for k in [
-            "Authorization",
-            "proxy-authorization",
-            "password",
-            "db_password",
-            "dbPassword",
-            "client_secret",
-            "X-Auth-Token",
-            "accessToken",
-            "ACCESS_TOKEN",
-            "api_key",
-            "X-Api-Key",
-            "apiKey",
-            "Cookie",
-            "Set-Cookie",
-        ] {
-            assert!(keys.matches(k), "{k} is sensitive");
-        }
-        for k in [
-            "max_tokens",
-            "tokens",
-            "secretary",
-            "key",
-            "api",
-            "url",
-            "greeting",
-            "cookies",
-        ] {
-            assert!(!keys.matches(k), "{k} is not sensitive");
-        }
-        assert!(!SensitiveKeys::new(Vec::<String>::new()).matches("password"));
-        assert!(SensitiveKeys::new(["PIN", " "]).matches("card_pin"));
+        let rules = Rules::new(&keys, &[]);
+        let stored =
+            json!({"password": "hunter2-pass", "message": "login with hunter2-pass now", "n": 1});
+        let shown = rules.mask(&stored);
+        assert_eq!(
+            shown,
+            json!({"password": MASK, "message": format!("login with {MASK} now"), "n": 1})
+        );
+        // The masked params sent back keep both the password and the text
+        // that held it; a changed text replaces it.
+        let mut sent = shown.clone();
+        rules.restore(&mut sent, &stored);
+        assert_eq!(sent, stored);
+        let mut sent = shown;
+        sent["message"] = json!(format!("now {MASK}"));
+        rules.restore(&mut sent, &stored);
+        assert_eq!(sent["message"], json!(format!("now {MASK}")));
+    }
+
+    #[test]
+    fn credentials_inside_urls_are_hidden_in_the_url_and_its_copies() {
+        let keys = SensitiveKeys::default();
+        let rules = Rules::new(&keys, &[]);
+        let stored = json!({
+            "url": "https://user:pa55-word@api.example/x?q=1&access_token=tok-12345678",
+            "note": "called https://api.example/x?access_token=tok-12345678",
+        });
+        let shown = rules.mask(&stored);
+        assert_eq!(
+            shown,
+            json!({
+                "url": format!("https://user:{MASK}@api.example/x?q=1&access_token={MASK}"),
+                "note": format!("called https://api.example/x?access_token={MASK}"),
+            })
+        );
+        let r = rules.redactor(&stored);
+        assert_eq!(
+            r.text("request to https://api.example/x?access_token=tok-12345678 failed"),
+            format!("request to https://api.example/x?access_token={MASK} failed")
+        );
+        // Sent back as shown, the stored URL is kept.
+        let mut sent = shown;
+        rules.restore(&mut sent, &stored);
+        assert_eq!(sent, stored);
     }
 
     #[test]

@@ -1,9 +1,15 @@
 //! Bulk pause, resume and cancel of the jobs the operator ticked. The
 //! confirmation lists each ticked job by name with whether the action
 //! applies to it (resume only to paused jobs, pause only to scheduled and
-//! running ones, cancel to unfinished ones); confirming acts on exactly
-//! those ticked jobs it still applies to, checked again at that moment, and
-//! skips the others. The result names each job and says what happened.
+//! running ones, cancel to unfinished ones), and carries what it showed as
+//! a signed [`snapshot`]. Confirming acts on exactly the jobs the
+//! confirmation said it would act on, and only on those still in the
+//! status it showed (checked again at that moment): a job it said it would
+//! skip stays skipped, whatever happened to it since, and one that changed
+//! is skipped and said so. The result names each job and says what
+//! happened.
+
+mod snapshot;
 
 use crate::UiState;
 use crate::forms::Fields;
@@ -14,6 +20,7 @@ use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use kairos_core::job::{Job, JobStatus, JobTransition};
 use maud::{Markup, html};
+use snapshot::Snapshot;
 
 /// Most jobs one bulk action takes (two pages' worth).
 const MAX_BULK: usize = 100;
@@ -74,6 +81,7 @@ impl Action {
     }
 
     fn request(self, id: &str) -> (Method, String) {
+        let id = crate::api::segment(id);
         match self {
             Action::Pause => (Method::POST, format!("/openapi/jobs/{id}/pause")),
             Action::Resume => (Method::POST, format!("/openapi/jobs/{id}/resume")),
@@ -139,6 +147,24 @@ pub(crate) async fn bulk(State(state): State<UiState>, ctx: Ctx, form: Fields) -
     let Some(action) = Action::parse(form.get("action")) else {
         return refused(&ctx, html! { "Unknown action." });
     };
+    if form.get("confirm") == "yes" {
+        // The jobs are the confirmation's, as it showed them; the form's
+        // own ids, if any, are not read.
+        let Some(shown) =
+            Snapshot::open(&ctx, action.name(), form.get("snapshot"), form.get("sig"))
+        else {
+            return refused(
+                &ctx,
+                html! { "This confirmation cannot be used: it was changed, or it comes from another session. Tick the jobs again." },
+            );
+        };
+        let ids: Vec<&str> = shown.0.iter().map(|(id, _)| id.as_str()).collect();
+        let ticked = match lookup(&state, &ctx, &ids).await {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        return apply(&state, &ctx, action, &shown, ticked).await;
+    }
     let mut ids: Vec<&str> = Vec::new();
     for id in form.all("ids") {
         if !ids.contains(&id) {
@@ -151,14 +177,9 @@ pub(crate) async fn bulk(State(state): State<UiState>, ctx: Ctx, form: Fields) -
     if ids.len() > MAX_BULK {
         return refused(&ctx, html! { "At most " (MAX_BULK) " jobs at once." });
     }
-    let ticked = match lookup(&state, &ctx, &ids).await {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
-    if form.get("confirm") == "yes" {
-        apply(&state, &ctx, action, ticked).await
-    } else {
-        confirm(&ctx, action, &ticked)
+    match lookup(&state, &ctx, &ids).await {
+        Ok(ticked) => confirm(&ctx, action, &ticked),
+        Err(r) => r,
     }
 }
 
@@ -183,6 +204,7 @@ fn confirm(ctx: &Ctx, action: Action, ticked: &[Ticked]) -> Response {
     let applies = verdicts.iter().filter(|v| v.is_none()).count();
     let skipped = ticked.len() - applies;
     let name = action.name();
+    let (snapshot, sig) = Snapshot::of(ticked).seal(ctx, name);
     let body = html! {
         @if skipped == 0 {
             p { "You are about to " strong { (name) } " " (these(ticked.len())) ", and no others:" }
@@ -219,7 +241,8 @@ fn confirm(ctx: &Ctx, action: Action, ticked: &[Ticked]) -> Response {
             (view::csrf(ctx))
             input type="hidden" name="action" value=(name);
             input type="hidden" name="confirm" value="yes";
-            @for (id, _) in ticked { input type="hidden" name="ids" value=(id); }
+            input type="hidden" name="snapshot" value=(snapshot);
+            input type="hidden" name="sig" value=(sig);
             div.toolbar {
                 @if applies > 0 {
                     button.primary.danger[action == Action::Cancel] type="submit" {
@@ -243,15 +266,39 @@ enum Outcome {
     Failed(String),
 }
 
-async fn apply(state: &UiState, ctx: &Ctx, action: Action, ticked: Vec<Ticked>) -> Response {
+/// Why a job the confirmation showed as `shown` and that is `now` is
+/// skipped, or `None` to act on it: only a job the action was shown to
+/// apply to and whose status has not moved since.
+fn skip_now(action: Action, shown: Option<JobStatus>, now: Option<JobStatus>) -> Option<String> {
+    let Some(shown) = shown else {
+        return Some("not found".to_string());
+    };
+    if let Some(why) = action.skip_reason(shown) {
+        return Some(why);
+    }
+    match now {
+        None => Some("not found any more".to_string()),
+        Some(now) if now != shown => Some(format!(
+            "changed since the confirmation ({} then, {} now)",
+            shown.as_str(),
+            now.as_str()
+        )),
+        Some(_) => None,
+    }
+}
+
+async fn apply(
+    state: &UiState,
+    ctx: &Ctx,
+    action: Action,
+    shown: &Snapshot,
+    ticked: Vec<Ticked>,
+) -> Response {
     let mut results = Vec::with_capacity(ticked.len());
-    for (id, job) in ticked {
-        // Checked again now: a job that changed since the confirmation is
-        // skipped rather than refused halfway.
-        let outcome = match job.as_ref().map(|j| action.skip_reason(j.status)) {
-            None => Outcome::Skipped("not found".to_string()),
-            Some(Some(why)) => Outcome::Skipped(why),
-            Some(None) => {
+    for ((id, job), (_, was)) in ticked.into_iter().zip(&shown.0) {
+        let outcome = match skip_now(action, *was, job.as_ref().map(|j| j.status)) {
+            Some(why) => Outcome::Skipped(why),
+            None => {
                 let (method, path) = action.request(&id);
                 match state.api.call(ctx.key(), method, &path, None).await {
                     Ok(v) => Outcome::Done(v["status"].as_str().unwrap_or("done").to_string()),
@@ -274,7 +321,7 @@ async fn apply(state: &UiState, ctx: &Ctx, action: Action, ticked: Vec<Ticked>) 
     let body = html! {
         p.notice role="status" {
             (name) ": " (done) " of " (jobs(tried)) " done."
-            @if skipped > 0 { " " (jobs(skipped)) " skipped (" (action.rule()) ")." }
+            @if skipped > 0 { " " (jobs(skipped)) " skipped (" (action.rule()) ", and only to jobs unchanged since the confirmation)." }
         }
         table.data.bulk-results {
             caption.sr-only { "Result per job" }
@@ -310,6 +357,31 @@ mod tests {
         assert_eq!(jobs(7), "7 jobs");
         assert_eq!(these(1), "this job");
         assert_eq!(these(3), "these 3 jobs");
+    }
+
+    /// Issue 44: the confirmation said B would be skipped (scheduled); B
+    /// was paused before the confirm, and the confirm resumed it.
+    #[test]
+    fn a_job_shown_as_skipped_stays_skipped_and_a_changed_one_is_skipped() {
+        use JobStatus::*;
+        assert_eq!(
+            skip_now(Action::Resume, Some(Scheduled), Some(Paused)).as_deref(),
+            Some("not paused (scheduled)"),
+            "skipped as the confirmation said, though it is paused now"
+        );
+        assert_eq!(
+            skip_now(Action::Pause, Some(Scheduled), Some(Running)).as_deref(),
+            Some("changed since the confirmation (scheduled then, running now)")
+        );
+        assert_eq!(skip_now(Action::Resume, Some(Paused), Some(Paused)), None);
+        assert_eq!(
+            skip_now(Action::Cancel, Some(Paused), None).as_deref(),
+            Some("not found any more")
+        );
+        assert_eq!(
+            skip_now(Action::Cancel, None, Some(Paused)).as_deref(),
+            Some("not found")
+        );
     }
 
     #[test]

@@ -1,0 +1,18 @@
+-- Issue 45: retention of finished history. Each tenant may override the
+-- deployment's retention periods (milliseconds; NULL: the deployment's),
+-- and the purge picks rows through an index on their finished time per
+-- tenant, oldest first, so a pass never scans a table: executions by
+-- (tenant, finished_at), one-shot jobs by (tenant, status, updated_at), runs
+-- by (tenant, finished_at), audit entries by (tenant, at). A run's callbacks
+-- are found by their run, and a job named as another's follow-up (which is
+-- never purged) by its id.
+ALTER TABLE tenants ADD COLUMN retain_executions_ms INTEGER NULL;
+ALTER TABLE tenants ADD COLUMN retain_jobs_ms INTEGER NULL;
+ALTER TABLE tenants ADD COLUMN retain_workflow_runs_ms INTEGER NULL;
+ALTER TABLE tenants ADD COLUMN retain_audit_ms INTEGER NULL;
+CREATE INDEX idx_executions_tenant_finished ON executions (tenant, finished_at);
+CREATE INDEX idx_jobs_tenant_status_updated ON jobs (tenant, status, updated_at);
+CREATE INDEX idx_workflow_runs_tenant_finished ON workflow_runs (tenant, finished_at);
+CREATE INDEX idx_audit_log_tenant_at ON audit_log (tenant, at);
+CREATE INDEX idx_callbacks_workflow_run ON callbacks (workflow_run_id);
+CREATE INDEX idx_job_followups_child ON job_followups (child_id);
