@@ -295,7 +295,8 @@ impl Embedded {
         let broker = Arc::new(MemoryBroker::new(names.clone()));
         let relay_wake = Arc::new(Notify::new());
         let due = Arc::new(MemoryDue::new());
-        // The dispatcher's and relay's long-lived tasks, for the API's /readyz.
+        // The dispatcher's, worker's and relay's long-lived tasks, for the
+        // API's /readyz.
         let tasks = CriticalTasks::new();
         let dispatcher = Dispatcher::new(
             store.clone(),
@@ -318,6 +319,7 @@ impl Embedded {
             .broker(broker.clone())
             .coordination(coord.clone())
             .names(names)
+            .critical_tasks(tasks.clone())
             .build()?;
         let mut relay_cfg = RelayConfig::new(self.callback_secret, "dev-relay");
         relay_cfg.callback_allow_private = self.callback_allow_private;

@@ -206,13 +206,45 @@ pub struct Claim {
     pub shard: crate::shard::Shard,
 }
 
-/// What a partitioned claim did.
+/// Which jobs a due scan or a claim covers, and the fences its claims are
+/// made under: the whole table for the single leader, or the partitions a
+/// partitioned dispatcher holds leases on (see [`crate::partition`]). The
+/// scans read under no fence; only claims check them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DispatchScope<'a> {
+    /// Every job, claimed under the single leader's fencing token.
+    All {
+        /// The leader lease's fencing token.
+        fence: u64,
+    },
+    /// The jobs of these partitions only, each claimed under the fence of
+    /// its own lease (partition → fence). An empty map covers no job.
+    Partitions(&'a crate::partition::Owned),
+}
+
+impl DispatchScope<'_> {
+    /// The partitions the scope is limited to, ascending; `None` for every job.
+    pub fn partitions(&self) -> Option<Vec<u32>> {
+        match self {
+            DispatchScope::All { .. } => None,
+            DispatchScope::Partitions(owned) => Some(owned.keys().copied().collect()),
+        }
+    }
+
+    /// Whether the scope covers no job at all (no partition held).
+    pub fn is_empty(&self) -> bool {
+        matches!(self, DispatchScope::Partitions(owned) if owned.is_empty())
+    }
+}
+
+/// What a claim did.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PartitionedClaim {
-    /// The work claimed, as [`Dispatch::triggers_claim`] returns it.
+pub struct ClaimOutcome {
+    /// The work claimed: what is to be published.
     pub work: Vec<DispatchWork>,
-    /// Partitions a newer owner has claimed in: the caller no longer owns
-    /// them, and none of their claims was made.
+    /// Partitions a newer owner has claimed in ([`DispatchScope::Partitions`]
+    /// only): the caller no longer owns them, and none of their claims was
+    /// made.
     pub fenced: Vec<crate::partition::Fenced>,
 }
 
@@ -455,50 +487,70 @@ pub trait JobStore: Send + Sync {
 /// the confirms, and apply what workers report.
 #[async_trait]
 pub trait Dispatch: Send + Sync {
-    /// Jobs in a claimable state whose `next_trigger_at <= now`, oldest due
-    /// first, read through the `(status, next_trigger_at)` index, leaving out
-    /// the jobs named in `except` (a claim in flight holds them).
+    /// Jobs of `scope` in a claimable state whose `next_trigger_at <= now`,
+    /// oldest due first, read through the `(status, next_trigger_at)` index,
+    /// leaving out the jobs named in `except` (a claim in flight holds them).
     async fn jobs_find_due(
         &self,
+        scope: DispatchScope<'_>,
         now: Millis,
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>>;
-    /// A backlog's claim order: the claimable jobs due by `due_by`, those
-    /// due before `starving_before` first (oldest first, whatever their
-    /// priority: the starvation bound), then by priority, highest first,
-    /// oldest due first within one. Each priority is read through the
-    /// `(status, priority, next_trigger_at)` index, so a deep backlog of one
-    /// priority costs no more than the time-ordered due scan. Leaves out
-    /// the jobs in `except`.
+    /// A backlog's claim order: the claimable jobs of `scope` due by
+    /// `due_by`, those due before `starving_before` first (oldest first,
+    /// whatever their priority: the starvation bound), then by priority,
+    /// highest first, oldest due first within one. Each priority is read
+    /// through the `(status, priority, next_trigger_at)` index, so a deep
+    /// backlog of one priority costs no more than the time-ordered due
+    /// scan. Leaves out the jobs in `except`.
     async fn jobs_find_due_ranked(
         &self,
+        scope: DispatchScope<'_>,
         due_by: Millis,
         starving_before: Millis,
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>>;
-    /// The immediate lane's due jobs (one-shots due when they were
-    /// created, see [`crate::priority::Lane`]) due by `due_by`, highest
+    /// The immediate lane's due jobs of `scope` (one-shots due when they
+    /// were created, see [`crate::priority::Lane`]) due by `due_by`, highest
     /// priority first, then *newest* first: the lane's loop serves the
     /// latest request at once while a ranked backlog scan, oldest first,
     /// works through older ones from the other end, so the two rarely
     /// pick the same job. Few rows, through the `(lane, status,
     /// next_trigger_at)` index.
-    async fn jobs_find_due_immediate(&self, due_by: Millis, limit: u32) -> StoreResult<Vec<Job>>;
-    /// How many triggers are due by `until`, counting at most `cap`: how
-    /// large a burst ahead is, so the leader can start claiming it early
-    /// enough. Read through the same index as [`Self::jobs_find_due`].
-    async fn jobs_count_due(&self, until: Millis, cap: u32) -> StoreResult<u32>;
+    async fn jobs_find_due_immediate(
+        &self,
+        scope: DispatchScope<'_>,
+        due_by: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<Job>>;
+    /// How many triggers of `scope` are due by `until`, counting at most
+    /// `cap`: how large a burst ahead is, so the leader can start claiming
+    /// it early enough. Read through the same index as [`Self::jobs_find_due`].
+    async fn jobs_count_due(
+        &self,
+        scope: DispatchScope<'_>,
+        until: Millis,
+        cap: u32,
+    ) -> StoreResult<u32>;
     /// Claims triggers in one transaction: each job is updated only if its
     /// version is unchanged (then `next_trigger_at` advances and the job is
     /// `running`), and an execution row is inserted for each winning claim. The
     /// unique `(job_id, scheduled_at)` key makes a second claim of one trigger
-    /// impossible. Refuses with [`StoreError::Fenced`] if a newer leader has
-    /// written. Returns the work that was claimed: what is to be published.
+    /// impossible. Returns the work that was claimed: what is to be published.
     /// A claim naming a worker creates its execution `dispatched` to that
     /// worker (dispatched at its due time, or now if that is later), in the
     /// same transaction: the claim is then also the dispatch record.
+    ///
+    /// Fencing follows `scope`. [`DispatchScope::All`]: refuses with
+    /// [`StoreError::Fenced`] if a newer leader has written.
+    /// [`DispatchScope::Partitions`]: the stored fence of each partition the claims
+    /// fall in is raised to ours or, if a newer owner's is there, reported
+    /// in [`ClaimOutcome::fenced`] and that partition's claims dropped;
+    /// claims of partitions not in the scope are dropped too, and the rest
+    /// is claimed, with the concurrency gate serialized with every other
+    /// dispatcher's.
     ///
     /// Each job's claims go through [`crate::trigger::resolve`]: a misfire
     /// under `skip` gets no execution; under `forbid` a trigger of a job with
@@ -507,10 +559,10 @@ pub trait Dispatch: Send + Sync {
     /// to stop otherwise.
     async fn triggers_claim(
         &self,
-        fence: u64,
+        scope: DispatchScope<'_>,
         claims: &[Claim],
         now: Millis,
-    ) -> StoreResult<Vec<DispatchWork>>;
+    ) -> StoreResult<ClaimOutcome>;
     /// Executions in `pending` whose `not_before <= now` (retries, and work a
     /// crashed leader claimed but never published), oldest first, among those
     /// some live worker can run (`routable`): work waiting for a handler no
@@ -581,51 +633,6 @@ pub trait Dispatch: Send + Sync {
     /// The number of partitions jobs hash into, as recorded at migration
     /// (see [`crate::partition`]).
     async fn partitions_count(&self) -> StoreResult<u32>;
-    /// [`Self::jobs_find_due`] among the jobs of `partitions` only.
-    async fn jobs_find_due_in(
-        &self,
-        partitions: &[u32],
-        now: Millis,
-        limit: u32,
-        except: &[&str],
-    ) -> StoreResult<Vec<Job>>;
-    /// [`Self::jobs_find_due_ranked`] among the jobs of `partitions` only.
-    async fn jobs_find_due_ranked_in(
-        &self,
-        partitions: &[u32],
-        due_by: Millis,
-        starving_before: Millis,
-        limit: u32,
-        except: &[&str],
-    ) -> StoreResult<Vec<Job>>;
-    /// [`Self::jobs_find_due_immediate`] among the jobs of `partitions` only.
-    async fn jobs_find_due_immediate_in(
-        &self,
-        partitions: &[u32],
-        due_by: Millis,
-        limit: u32,
-    ) -> StoreResult<Vec<Job>>;
-    /// [`Self::jobs_count_due`] among the jobs of `partitions` only.
-    async fn jobs_count_due_in(
-        &self,
-        partitions: &[u32],
-        until: Millis,
-        cap: u32,
-    ) -> StoreResult<u32>;
-    /// [`Self::triggers_claim`] by a partitioned dispatcher, which holds the
-    /// leases (and fences) of the partitions in `owned`. In one transaction,
-    /// the stored fence of each partition the claims fall in is raised to
-    /// ours or, if a newer owner's is there, reported in
-    /// [`PartitionedClaim::fenced`] and that partition's claims dropped;
-    /// claims of partitions not in `owned` are dropped too. The rest is
-    /// claimed as [`Self::triggers_claim`] claims, with the concurrency
-    /// gate serialized with every other dispatcher's.
-    async fn triggers_claim_partitioned(
-        &self,
-        owned: &crate::partition::Owned,
-        claims: &[Claim],
-        now: Millis,
-    ) -> StoreResult<PartitionedClaim>;
     /// Applies worker results in one transaction, each through [`crate::outcome::plan`];
     /// terminal executions of jobs with a callback URL get their outbox row in
     /// the same transaction.

@@ -14,7 +14,7 @@ use kairos_core::broker::{Broker, BrokerResult, Delivery, DeliveryStream};
 use kairos_core::concurrency::OCCUPYING;
 use kairos_core::due::{Due, DueSignal};
 use kairos_core::protocol::{HeartbeatMsg, LogMsg, PROTOCOL_VERSION, ResultMsg};
-use kairos_core::store::{DispatcherStore, LogLimits, StoreResult};
+use kairos_core::store::{Dispatch, LogLimits, LogStore, Maintenance, StoreResult, WorkerStore};
 use kairos_core::supervise::{self, Backoff, Subscription};
 use kairos_core::time::now_ms;
 use kairos_core::trace::{Stage, TraceContext};
@@ -47,7 +47,7 @@ trait Sink: Send + Sync {
 }
 
 struct Results {
-    store: Arc<dyn DispatcherStore>,
+    store: Arc<dyn Dispatch>,
     on_applied: Option<Arc<Notify>>,
     slots_freed: Arc<Notify>,
     /// Where "sweep now" is announced to the leader, which may be another
@@ -100,13 +100,15 @@ impl Sink for Results {
     }
 }
 
-struct Heartbeats {
-    store: Arc<dyn DispatcherStore>,
+/// Heartbeats are recorded ([`WorkerStore`]), and a replaced process's
+/// work recovered ([`Maintenance`] too).
+struct Heartbeats<S: ?Sized> {
+    store: Arc<S>,
     attempts: Attempts,
 }
 
 #[async_trait::async_trait]
-impl Sink for Heartbeats {
+impl<S: Maintenance + WorkerStore + ?Sized + 'static> Sink for Heartbeats<S> {
     type Msg = HeartbeatMsg;
     const NAME: &'static str = "heartbeats";
     async fn consume(&self, broker: &dyn Broker) -> BrokerResult<DeliveryStream> {
@@ -159,7 +161,7 @@ fn trace_applied(msgs: &[ResultMsg], applied: &[kairos_core::store::Applied]) {
 }
 
 struct Logs {
-    store: Arc<dyn DispatcherStore>,
+    store: Arc<dyn LogStore>,
     limits: LogLimits,
 }
 
@@ -182,7 +184,7 @@ impl Sink for Logs {
 /// batch redelivered after a crash between commit and ack is stored twice:
 /// logs are at-least-once.
 pub async fn run_logs(
-    store: Arc<dyn DispatcherStore>,
+    store: Arc<dyn LogStore>,
     broker: Arc<dyn Broker>,
     limits: LogLimits,
     shutdown: CancellationToken,
@@ -196,7 +198,7 @@ pub async fn run_logs(
 /// of work waiting for a concurrency slot waits on it); `due` is told when
 /// one may have left next work pending.
 pub async fn run_results(
-    store: Arc<dyn DispatcherStore>,
+    store: Arc<dyn Dispatch>,
     broker: Arc<dyn Broker>,
     on_applied: Option<Arc<Notify>>,
     slots_freed: Arc<Notify>,
@@ -218,8 +220,8 @@ pub async fn run_results(
 
 /// Records worker heartbeats until `shutdown`; when a worker id comes back
 /// as a new process, recovers at once what the previous one held.
-pub async fn run_heartbeats(
-    store: Arc<dyn DispatcherStore>,
+pub async fn run_heartbeats<S: Maintenance + WorkerStore + ?Sized + 'static>(
+    store: Arc<S>,
     broker: Arc<dyn Broker>,
     attempts: Attempts,
     shutdown: CancellationToken,

@@ -1,5 +1,5 @@
 //! The work a dispatcher does while it leads, for one term of the lease (see
-//! [`crate::lease`]): the dispatch loop ([`crate::scan`]), the reroute
+//! [`crate::lease`]): the dispatch loop ([`crate::dispatch_loop`]), the reroute
 //! consumer, the stop relay, the due-signal listener and the triggers of
 //! scheduled workflows ([`crate::workflows`]). Everything here ends with
 //! the term; the next term starts it afresh. In partitioned mode the
@@ -8,18 +8,17 @@
 
 use crate::attempts::Attempts;
 use crate::balancer::Balancer;
-use crate::lane::LaneSignal;
+use crate::dispatch_loop::{
+    ClaimScope, Claimer, DispatchLoop, Duty, LaneSignal, LoopConfig, Publisher, PublisherParts,
+    RateLimit,
+};
 use crate::lease::Term;
 use crate::partitions::{self, OwnedSet, PartitionConfig};
-use crate::publish::Publisher;
-use crate::rate::RateLimit;
-use crate::scan::{DispatchLoop, Duty, ScanConfig};
-use crate::scoped::ScopedStore;
 use crate::{DispatcherConfig, reroute, stops};
 use kairos_core::broker::Broker;
 use kairos_core::coord::{LeaseStore, Membership};
 use kairos_core::due::{Due, DueSignal};
-use kairos_core::store::DispatcherStore;
+use kairos_core::store::{Dispatch, DispatcherStore};
 use kairos_core::supervise::{self, spawn_critical};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,18 +26,30 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+/// What a dispatcher leads with: its adapters and settings, shared by the
+/// leader's term ([`run_term`]) and the partitioned claim loop
+/// ([`spawn_partitioned`]). Each task takes from it the store role it uses.
+#[derive(Clone)]
+pub(crate) struct Leading {
+    pub(crate) store: Arc<dyn DispatcherStore>,
+    pub(crate) broker: Arc<dyn Broker>,
+    pub(crate) due: Option<Arc<dyn DueSignal>>,
+    /// Notified when applied results gave concurrency slots back.
+    pub(crate) slots_freed: Arc<tokio::sync::Notify>,
+    pub(crate) cfg: DispatcherConfig,
+}
+
 /// Runs the leader-only work of one term until it ends. In partitioned
 /// mode the term's dispatch loop only sweeps: the claims are every
 /// instance's, in [`spawn_partitioned`].
-pub(crate) async fn run_term(
-    store: Arc<dyn DispatcherStore>,
-    broker: Arc<dyn Broker>,
-    attempts: Attempts,
-    due: Option<Arc<dyn DueSignal>>,
-    slots_freed: Arc<tokio::sync::Notify>,
-    cfg: DispatcherConfig,
-    term: Term,
-) {
+pub(crate) async fn run_term(leading: Leading, attempts: Attempts, term: Term) {
+    let Leading {
+        store,
+        broker,
+        due,
+        cfg,
+        ..
+    } = &leading;
     let stale_ms = cfg.worker_stale_after.as_millis() as i64;
     let balancer = Arc::new(Mutex::new(Balancer::new(cfg.balancer, stale_ms)));
     let reroute = spawn_critical(
@@ -69,25 +80,12 @@ pub(crate) async fn run_term(
             term.token.clone(),
         ),
     );
-    let (duty, store) = match (
-        cfg.dispatch_partitioned,
-        RateLimit::new(cfg.dispatch_max_rate),
-    ) {
-        (true, _) => (Duty::Sweeps, store),
-        (false, None) => (Duty::All, store),
-        (false, Some(rate)) => (
-            Duty::All,
-            Arc::new(ScopedStore::rate_limited(store, rate)) as Arc<dyn DispatcherStore>,
-        ),
+    let duty = match cfg.dispatch_partitioned {
+        true => Duty::Sweeps,
+        false => Duty::All,
     };
-    let shared = Shared {
-        store,
-        broker,
-        due,
-        slots_freed,
-        cfg,
-    };
-    let (dispatch, listener) = dispatch_loop(&shared, balancer, duty, &term.token);
+    let scope = ClaimScope::leader(RateLimit::new(cfg.dispatch_max_rate));
+    let (dispatch, listener) = dispatch_loop(&leading, scope, balancer, duty, &term.token);
     dispatch.run(term.clone()).await;
     term.token.cancel();
     let _ = reroute.await;
@@ -98,45 +96,48 @@ pub(crate) async fn run_term(
     }
 }
 
-/// What every dispatch loop is built from.
-pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn DispatcherStore>,
-    pub(crate) broker: Arc<dyn Broker>,
-    pub(crate) due: Option<Arc<dyn DueSignal>>,
-    pub(crate) slots_freed: Arc<tokio::sync::Notify>,
-    pub(crate) cfg: DispatcherConfig,
-}
-
-/// A dispatch loop doing `duty` over `shared.store`, and its due-signal
-/// listener (ending with `token`).
+/// A dispatch loop doing `duty` in `scope`, and its due-signal listener
+/// (ending with `token`).
 fn dispatch_loop(
-    shared: &Shared,
+    leading: &Leading,
+    scope: ClaimScope,
     balancer: Arc<Mutex<Balancer>>,
     duty: Duty,
     token: &CancellationToken,
 ) -> (DispatchLoop, Option<tokio::task::JoinHandle<()>>) {
-    let cfg = &shared.cfg;
+    let cfg = &leading.cfg;
     let (due_tx, due_rx) = mpsc::channel(1024);
     let lane = Arc::new(LaneSignal::default());
-    let listener = shared.due.clone().map(|d| {
+    let listener = leading.due.clone().map(|d| {
         spawn_critical(
             "due signal listener",
             listen_for_due(d, due_tx, lane.clone(), token.clone()),
         )
     });
+    let scope = Arc::new(scope);
+    let publisher = Publisher::new(PublisherParts {
+        dispatch: leading.store.clone(),
+        maintenance: leading.store.clone(),
+        broker: leading.broker.clone(),
+        balancer: balancer.clone(),
+        max_in_flight: cfg.max_in_flight,
+        admits: scope.admits(),
+    });
     let dispatch = DispatchLoop {
-        store: shared.store.clone(),
-        publisher: Arc::new(Publisher::new(
-            shared.store.clone(),
-            shared.broker.clone(),
+        dispatch: leading.store.clone(),
+        workers: leading.store.clone(),
+        claimer: Arc::new(Claimer::new(
+            leading.store.clone(),
             balancer.clone(),
-            cfg.max_in_flight,
+            scope.clone(),
         )),
+        scope,
+        publisher: Arc::new(publisher),
         balancer,
         due: due_rx,
         lane,
-        slots_freed: shared.slots_freed.clone(),
-        cfg: ScanConfig {
+        slots_freed: leading.slots_freed.clone(),
+        cfg: LoopConfig {
             interval: cfg.scan_interval,
             lookahead: cfg.lookahead,
             claim_ahead: cfg.claim_ahead,
@@ -155,26 +156,27 @@ fn dispatch_loop(
 /// ([`crate::partitions`]) and a claim loop over the partitions held. The
 /// returned task ends once both have, every lease released.
 pub(crate) fn spawn_partitioned(
-    shared: Shared,
+    leading: Leading,
     lock: Arc<dyn LeaseStore>,
     members: Arc<dyn Membership>,
     view: partitions::HeldView,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     spawn_critical("partitioned dispatch", async move {
-        let count = match partition_count(&shared, &stop).await {
+        let count = match partition_count(leading.store.as_ref(), &stop).await {
             Some(count) => count,
             None => return,
         };
-        let owned = Arc::new(OwnedSet::new(RateLimit::new(shared.cfg.dispatch_max_rate)));
-        let member = match shared.cfg.member_id.as_str() {
+        let owned = Arc::new(OwnedSet::default());
+        let cfg = &leading.cfg;
+        let member = match cfg.member_id.as_str() {
             "" => format!("dispatcher-{}", uuid_like()),
             id => id.to_string(),
         };
         let pcfg = PartitionConfig {
-            base: shared.cfg.lease_name.clone(),
+            base: cfg.lease_name.clone(),
             member,
-            ttl: shared.cfg.lease_ttl(),
+            ttl: cfg.lease_ttl(),
             view,
         };
         // The claim loop stops first and the leases go after it, so no
@@ -192,12 +194,11 @@ pub(crate) fn spawn_partitioned(
                 leases_stop.clone(),
             ),
         );
-        let store: Arc<dyn DispatcherStore> =
-            Arc::new(ScopedStore::partitioned(shared.store.clone(), owned));
-        let stale_ms = shared.cfg.worker_stale_after.as_millis() as i64;
-        let balancer = Arc::new(Mutex::new(Balancer::new(shared.cfg.balancer, stale_ms)));
-        let scoped = Shared { store, ..shared };
-        let (dispatch, listener) = dispatch_loop(&scoped, balancer, Duty::Claims, &claims_stop);
+        let scope = ClaimScope::partitions(owned, RateLimit::new(cfg.dispatch_max_rate));
+        let stale_ms = cfg.worker_stale_after.as_millis() as i64;
+        let balancer = Arc::new(Mutex::new(Balancer::new(cfg.balancer, stale_ms)));
+        let (dispatch, listener) =
+            dispatch_loop(&leading, scope, balancer, Duty::Claims, &claims_stop);
         let forward = {
             let claims_stop = claims_stop.clone();
             async move {
@@ -216,9 +217,9 @@ pub(crate) fn spawn_partitioned(
 }
 
 /// The partition count from storage, retried until it answers or `stop`.
-async fn partition_count(shared: &Shared, stop: &CancellationToken) -> Option<u32> {
+async fn partition_count(store: &dyn Dispatch, stop: &CancellationToken) -> Option<u32> {
     loop {
-        match shared.store.partitions_count().await {
+        match store.partitions_count().await {
             Ok(count) => return Some(count),
             Err(e) => warn!(error = %e, "cannot read the partition count; retrying"),
         }

@@ -6,16 +6,20 @@
 //! - [`attempts`]: attempt keys given back and stop requests posted on the coordination service.
 //! - [`lease`]: the Redis (or in-process) lease, its renewal and fencing; leader-only work runs inside a [`lease::Term`].
 //! - `leading`: what runs while leading, for one term (dispatch loop, reroute, stop relay, due signals).
-//! - `claim_lead`: how long before their due time triggers are claimed (more ahead of a burst).
-//! - [`scan`]: the leader's loop — due triggers → batched claim → publish; sweeps `pending` work.
-//! - [`publish`]: worker choice per execution, confirms kept in flight, batched bookkeeping.
+//! - `dispatch_loop`: the loop — due triggers → batched claim → publish; sweeps `pending` work. Its parts:
+//!   - `dispatch_loop::scope`: what one loop claims (every job, or its partitions; `KAIROS_DISPATCH_MAX_RATE`) and partitioned mode's rules, with its token bucket in `dispatch_loop::rate`;
+//!   - `dispatch_loop::claim`: fan-out, a worker picked per claim, the claim through the scope;
+//!   - `dispatch_loop::claim_lead`: how long before their due time triggers are claimed (more ahead of a burst);
+//!   - `dispatch_loop::lane`: the immediate lane, claiming what someone waits for beside the main loop;
+//!   - `dispatch_loop::publish`: worker choice per execution, confirms kept in flight, batched bookkeeping;
+//!   - `dispatch_loop::unpublished`: claimed work on its way, and the tasks publishing it at its due time;
+//!   - `dispatch_loop::sweeps`: `pending` and waiting work published again, stale slot rows purged.
 //! - [`balancer`]: equal-cost / round-robin / random worker selection.
 //! - [`reroute`]: dispatches refused by a full worker go to another one (leader only).
 //! - [`consume`]: results and heartbeats, applied in batches (every instance).
 //! - [`reaper`]: dead workers' work rescued, silent attempts timed out (every instance).
 //! - [`recover`]: a restarted worker's old work and attempts its heartbeats no longer list, recovered.
 //! - [`partitions`]: partition leases (`KAIROS_DISPATCH_PARTITIONED`): every instance claims its share.
-//! - `scoped`: the store as a claim loop sees it (its partitions, `KAIROS_DISPATCH_MAX_RATE`).
 //! - [`stops`]: stop requests recorded in the database carried to workers (leader only).
 //! - [`logs`]: execution log lines purged after their retention (every instance).
 //! - [`retention`]: finished history purged after its retention, per tenant (leader only).
@@ -28,22 +32,17 @@
 
 pub mod attempts;
 pub mod balancer;
-mod claim_lead;
 pub mod consume;
-mod lane;
+mod dispatch_loop;
 mod leading;
 pub mod lease;
 pub mod logs;
 mod metrics;
 pub mod partitions;
-pub mod publish;
-mod rate;
 pub mod reaper;
 pub mod recover;
 pub mod reroute;
 pub mod retention;
-pub mod scan;
-mod scoped;
 pub mod stops;
 mod workflows;
 
@@ -366,7 +365,7 @@ impl Dispatcher {
         let mut cfg = self.cfg.clone();
         let claims = match (&self.members, cfg.dispatch_partitioned) {
             (Some(members), true) => Some(leading::spawn_partitioned(
-                leading::Shared {
+                leading::Leading {
                     store: self.store.clone(),
                     broker: self.broker.clone(),
                     due: self.due.clone(),
@@ -387,9 +386,13 @@ impl Dispatcher {
             }
             (_, false) => None,
         };
-        let store = self.store.clone();
-        let broker = self.broker.clone();
-        let due = self.due.clone();
+        let leader = leading::Leading {
+            store: self.store.clone(),
+            broker: self.broker.clone(),
+            due: self.due.clone(),
+            slots_freed,
+            cfg,
+        };
         let lock: Arc<dyn LeaseStore> = self.coord.clone();
         let history = self.history.clone();
         lease::campaign(lock, lease_cfg, stop_leading, move |term: Term| {
@@ -397,18 +400,10 @@ impl Dispatcher {
             let purge = history.clone().map(|h| {
                 kairos_core::supervise::spawn_critical(
                     "retention purge",
-                    retention::run(h, cfg.retention.clone(), term.clone()),
+                    retention::run(h, leader.cfg.retention.clone(), term.clone()),
                 )
             });
-            let term_work = leading::run_term(
-                store.clone(),
-                broker.clone(),
-                attempts.clone(),
-                due.clone(),
-                slots_freed.clone(),
-                cfg.clone(),
-                term,
-            );
+            let term_work = leading::run_term(leader.clone(), attempts.clone(), term);
             async move {
                 term_work.await;
                 if let Some(purge) = purge {

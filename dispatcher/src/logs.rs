@@ -2,7 +2,7 @@
 //! send (see [`crate::consume::run_logs`]) and purges the ones older than the
 //! retention period, a bounded batch at a time.
 
-use kairos_core::store::{DispatcherStore, LogLimits};
+use kairos_core::store::{LogLimits, LogStore};
 use kairos_core::time::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,11 +82,7 @@ impl LogConfig {
 /// Deletes lines past their retention every `purge_every` until `shutdown`.
 /// Several instances may purge at once: each deletes what it found, and a
 /// line deleted twice is simply gone.
-pub async fn run_purge(
-    store: Arc<dyn DispatcherStore>,
-    cfg: LogConfig,
-    shutdown: CancellationToken,
-) {
+pub async fn run_purge(store: Arc<dyn LogStore>, cfg: LogConfig, shutdown: CancellationToken) {
     let retention_ms = i64::try_from(cfg.retention().as_millis()).unwrap_or(i64::MAX);
     loop {
         let before = now_ms().saturating_sub(retention_ms);

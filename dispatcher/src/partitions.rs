@@ -18,7 +18,6 @@
 //! deadline (80 % of the TTL after its last renewal), so a frozen process
 //! stops claiming in partitions it may have lost before it even learns it.
 
-use crate::rate::RateLimit;
 use futures::StreamExt;
 use kairos_core::coord::{Lease, LeaseStore, Membership};
 use kairos_core::partition::{self, Fenced, Owned};
@@ -40,25 +39,17 @@ struct Held {
 }
 
 /// The partitions this dispatcher holds, shared by the lease manager (which
-/// fills it) and the partitioned store (which claims with it).
+/// fills it) and the claim loop's scope (which claims with it, see
+/// [`crate::dispatch_loop::ClaimScope`]).
 #[derive(Debug, Default)]
 pub(crate) struct OwnedSet {
     held: Mutex<BTreeMap<u32, Held>>,
     /// Partitions storage refused (a newer owner claimed there), for the
     /// manager to give up and raise the lease's fence past.
     refused: Mutex<Vec<(Fenced, Option<Lease>)>>,
-    /// Claims per second allowed to this dispatcher, if limited.
-    pub(crate) rate: Option<RateLimit>,
 }
 
 impl OwnedSet {
-    pub(crate) fn new(rate: Option<RateLimit>) -> Self {
-        Self {
-            rate,
-            ..Self::default()
-        }
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Held>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -71,11 +62,6 @@ impl OwnedSet {
             .filter(|(_, h)| now < h.trusted_until)
             .map(|(&p, h)| (p, h.lease.fence))
             .collect()
-    }
-
-    /// The partitions held and still trusted.
-    pub(crate) fn partitions(&self) -> Vec<u32> {
-        self.snapshot().into_keys().collect()
     }
 
     /// Storage refused these partitions: stop claiming in them at once.

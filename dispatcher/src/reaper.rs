@@ -26,7 +26,7 @@ pub use crate::recover::Rescue;
 use kairos_core::broker::Broker;
 use kairos_core::outcome::Verdict;
 use kairos_core::reconcile::Suspects;
-use kairos_core::store::{DispatcherStore, HeldAttempt, StoreResult};
+use kairos_core::store::{HeldAttempt, Maintenance, StoreResult, WorkerStore};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::worker::WorkerState;
 use std::collections::HashSet;
@@ -146,8 +146,8 @@ impl ReaperConfig {
 /// (with the attempt keys any of its processes took given back), started
 /// ones are lost (retried if the job allows, and asked to stop in case the
 /// worker is still running them).
-pub async fn rescue_work_of(
-    store: &dyn DispatcherStore,
+pub async fn rescue_work_of<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     attempts: &Attempts,
     worker_id: &str,
     reason: &str,
@@ -156,8 +156,8 @@ pub async fn rescue_work_of(
 }
 
 /// [`rescue_work_of`], the started attempts getting `started_verdict`.
-async fn rescue_worker(
-    store: &dyn DispatcherStore,
+async fn rescue_worker<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     attempts: &Attempts,
     worker_id: &str,
     reason: &str,
@@ -174,8 +174,8 @@ async fn rescue_worker(
 }
 
 /// Runs until `shutdown`.
-pub async fn run(
-    store: Arc<dyn DispatcherStore>,
+pub async fn run<S: Maintenance + WorkerStore + ?Sized + 'static>(
+    store: Arc<S>,
     broker: Arc<dyn Broker>,
     attempts: Attempts,
     cfg: ReaperConfig,
@@ -203,8 +203,8 @@ pub async fn run(
     }
 }
 
-async fn sweep(
-    store: &dyn DispatcherStore,
+async fn sweep<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     broker: &dyn Broker,
     attempts: &Attempts,
     cfg: &ReaperConfig,
@@ -334,8 +334,8 @@ async fn sweep(
 /// someone consumes is left alone: a process of that id is back, and its
 /// heartbeat will say so. `cleared` holds the gone workers whose queues this
 /// reaper already found gone, so it looks once, not every round.
-async fn deregister(
-    store: &dyn DispatcherStore,
+async fn deregister<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     broker: &dyn Broker,
     id: &str,
     now: Millis,

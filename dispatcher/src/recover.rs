@@ -18,7 +18,7 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::outcome::Verdict;
 use kairos_core::protocol::HeartbeatMsg;
 use kairos_core::reconcile::{self, Suspects};
-use kairos_core::store::{DispatcherStore, HeldAttempt, StoreResult, WorkerLedger};
+use kairos_core::store::{HeldAttempt, Maintenance, StoreResult, WorkerLedger, WorkerStore};
 use kairos_core::time::now_ms;
 use kairos_core::worker::WorkerState;
 use std::collections::HashMap;
@@ -41,8 +41,8 @@ pub struct Rescue {
 /// recorded). Left held, the key would make every worker skip the attempt
 /// as a duplicate each time it is requeued. Any other process keeps its
 /// key: it may be starting the attempt.
-async fn release_if_gone(
-    store: &dyn DispatcherStore,
+async fn release_if_gone<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     attempts: &Attempts,
     key: &str,
     gone_by_holder: &mut HashMap<String, bool>,
@@ -92,8 +92,8 @@ async fn release_if_gone(
 /// Moves `held` on: unstarted attempts are requeued once the keys `owners`
 /// hold on them are given back (an attempt whose key cannot be given back
 /// now waits for a later round), started ones are lost and asked to stop.
-pub async fn rescue(
-    store: &dyn DispatcherStore,
+pub async fn rescue<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     attempts: &Attempts,
     held: &[&HeldAttempt],
     owners: &[String],
@@ -105,8 +105,8 @@ pub async fn rescue(
 /// [`rescue`], with the verdict the started attempts get: [`Verdict::Lost`],
 /// or [`Verdict::HandedBack`] for a worker that stopped on its own before
 /// its handlers did (retried once for free).
-pub async fn rescue_as(
-    store: &dyn DispatcherStore,
+pub async fn rescue_as<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     attempts: &Attempts,
     held: &[&HeldAttempt],
     owners: &[String],
@@ -189,8 +189,8 @@ pub fn all_owners(ledger: Option<&WorkerLedger>, worker_id: &str) -> Vec<String>
 }
 
 /// Recovers at once what replaced processes of `worker_id` held.
-pub async fn recover_replaced(
-    store: &dyn DispatcherStore,
+pub async fn recover_replaced<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     attempts: &Attempts,
     worker_id: &str,
 ) -> StoreResult<Rescue> {
@@ -204,8 +204,8 @@ pub async fn recover_replaced(
     replaced(store, attempts, &ledger, &inflight).await
 }
 
-async fn replaced(
-    store: &dyn DispatcherStore,
+async fn replaced<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     attempts: &Attempts,
     ledger: &WorkerLedger,
     inflight: &[HeldAttempt],
@@ -231,8 +231,8 @@ async fn replaced(
 /// `grace_ms` (see [`Suspects`]). An unstarted attempt counts as missing
 /// only while the worker's queue is empty: until then it may be waiting
 /// there, unknown to the worker yet.
-pub async fn reconcile_worker(
-    store: &dyn DispatcherStore,
+pub async fn reconcile_worker<S: Maintenance + WorkerStore + ?Sized>(
+    store: &S,
     broker: &dyn Broker,
     attempts: &Attempts,
     worker_id: &str,

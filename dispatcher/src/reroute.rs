@@ -18,7 +18,7 @@ use crate::balancer::{Balancer, Want};
 use backon::{ExponentialBuilder, Retryable};
 use kairos_core::broker::{Broker, BrokerError, Delivery, DeliveryStream};
 use kairos_core::protocol::{DispatchMsg, decode_dispatches};
-use kairos_core::store::{DispatchedTo, DispatcherStore, StoreError};
+use kairos_core::store::{Dispatch, DispatchedTo, StoreError};
 use kairos_core::supervise::{self, Backoff, Subscription, spawn_critical};
 use kairos_core::time::now_ms;
 use std::collections::HashMap;
@@ -59,7 +59,7 @@ impl Recent {
 /// Reroutes until `token` is cancelled (the leader's term).
 pub async fn run_reroute(
     broker: Arc<dyn Broker>,
-    store: Arc<dyn DispatcherStore>,
+    store: Arc<dyn Dispatch>,
     balancer: Arc<Mutex<Balancer>>,
     token: CancellationToken,
 ) {
@@ -80,7 +80,7 @@ pub async fn run_reroute(
 /// The reroute queue's consumer, with what it needs to place each message.
 struct Rerouter {
     broker: Arc<dyn Broker>,
-    store: Arc<dyn DispatcherStore>,
+    store: Arc<dyn Dispatch>,
     balancer: Arc<Mutex<Balancer>>,
     recent: Recent,
     token: CancellationToken,
@@ -108,7 +108,7 @@ impl Subscription for Rerouter {
 /// Where rerouted messages go and where that is recorded.
 struct Route<'a> {
     broker: &'a dyn Broker,
-    store: &'a Arc<dyn DispatcherStore>,
+    store: &'a Arc<dyn Dispatch>,
     balancer: &'a Mutex<Balancer>,
 }
 
@@ -195,7 +195,7 @@ async fn place(
 /// come back before the publisher has recorded the first confirm (the row is
 /// still `pending` then, and that record would name the refusing worker), so
 /// a record that changed nothing is tried again a few times.
-fn record(store: Arc<dyn DispatcherStore>, msg: &DispatchMsg, worker: &str, from: Option<&str>) {
+fn record(store: Arc<dyn Dispatch>, msg: &DispatchMsg, worker: &str, from: Option<&str>) {
     let sent = DispatchedTo {
         execution_id: msg.execution_id.clone(),
         attempt: msg.attempt,

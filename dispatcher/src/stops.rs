@@ -9,7 +9,7 @@
 
 use crate::attempts::Attempts;
 use kairos_core::coord::CoordError;
-use kairos_core::store::{DispatcherStore, StoreError};
+use kairos_core::store::{Maintenance, StoreError};
 use kairos_core::time::{Millis, now_ms};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ const LIMIT: u32 = 500;
 
 /// Relays stop requests every `every` until the term ends.
 pub async fn run(
-    store: Arc<dyn DispatcherStore>,
+    store: Arc<dyn Maintenance>,
     attempts: Attempts,
     every: Duration,
     term: CancellationToken,
@@ -67,7 +67,7 @@ enum RelayError {
 
 /// Posts the requests not posted yet; how many it posted.
 async fn relay_once(
-    store: &dyn DispatcherStore,
+    store: &dyn Maintenance,
     attempts: &Attempts,
     since: Millis,
     posted: &mut HashSet<(String, u32)>,

@@ -5,8 +5,8 @@
 //! due signal asks for at once.
 
 use kairos_core::due::{Due, DueSignal};
-use kairos_core::store::DispatcherStore;
 use kairos_core::time::now_ms;
+use kairos_core::workflow::WorkflowScheduler;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -17,7 +17,7 @@ const BATCH: u32 = 100;
 
 /// Looks for due workflow triggers every `every` until `token` is cancelled.
 pub(crate) async fn run(
-    store: Arc<dyn DispatcherStore>,
+    store: Arc<dyn WorkflowScheduler>,
     due: Option<Arc<dyn DueSignal>>,
     every: Duration,
     token: CancellationToken,

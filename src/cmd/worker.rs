@@ -4,8 +4,9 @@ use crate::config::commands::WorkerCmd;
 use crate::config::required;
 use anyhow::{Result, bail};
 use kairos::connect;
-use kairos::ops::{self, BrokerCheck, CoordCheck};
+use kairos::ops::{self, BrokerCheck, CoordCheck, TasksCheck};
 use kairos_api::ReadyCheck;
+use kairos_core::supervise::CriticalTasks;
 use kairos_worker::Worker;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -25,16 +26,20 @@ pub async fn run(cfg: WorkerCmd) -> Result<()> {
         connect::rabbitmq(amqp_url, names.clone(), Some(&cfg.amqp.amqp_queue_type)).await?,
     );
     let guard = Arc::new(connect::redis(redis_url, names.clone()).await?);
+    // The worker's long-lived tasks (its dispatch intake among them).
+    let tasks = CriticalTasks::new();
     let checks: Vec<Arc<dyn ReadyCheck>> = vec![
         Arc::new(BrokerCheck(broker.clone())),
         Arc::new(CoordCheck(guard.clone())),
+        Arc::new(TasksCheck(tasks.clone())),
     ];
     let mut builder = Worker::builder()
         .builtin_handlers()
         .config(cfg.worker)
         .broker(broker)
         .coordination(guard)
-        .names(names);
+        .names(names)
+        .critical_tasks(tasks);
     if let Some(list) = handlers {
         builder = builder.only_handlers(list);
     }

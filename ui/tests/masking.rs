@@ -13,7 +13,8 @@ use kairos_core::callback::CallbackAttempt;
 use kairos_core::protocol::{LogLevel, LogLine, LogMsg, PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::sensitive::MASK;
 use kairos_core::store::{
-    CallbackNext, CallbackStore, Claim, Dispatch, JobStore, LogLimits, LogStore, TenantStore,
+    CallbackNext, CallbackStore, Claim, Dispatch, DispatchScope, JobStore, LogLimits, LogStore,
+    TenantStore,
 };
 use kairos_core::tenant::{Role, Tenant, TenantLimits};
 use kairos_core::time::now_ms;
@@ -200,9 +201,10 @@ async fn claim(store: &SqlStore, job_id: &str, exec: &str) -> String {
         worker_id: None,
     };
     let won = store
-        .triggers_claim(1, &[claim], now_ms().max(due))
+        .triggers_claim(DispatchScope::All { fence: 1 }, &[claim], now_ms().max(due))
         .await
-        .unwrap();
+        .unwrap()
+        .work;
     won[0].execution_id.clone()
 }
 

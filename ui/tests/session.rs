@@ -15,6 +15,7 @@ use kairos_api::{ApiConfig, AppState};
 use kairos_core::callback::CallbackAttempt;
 use kairos_core::protocol::{LogLevel, LogLine, LogMsg, PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::sensitive::MASK;
+use kairos_core::store::DispatchScope;
 use kairos_core::store::{
     CallbackNext, CallbackStore, Claim, Dispatch, DispatchWork, JobStore, LogLimits, LogStore,
     TenantStore,
@@ -450,9 +451,10 @@ async fn run(store: &SqlStore, job_id: &str, exec: &str, report: Report) -> Disp
         worker_id: None,
     };
     let mut won = store
-        .triggers_claim(1, &[claim], now_ms().max(due))
+        .triggers_claim(DispatchScope::All { fence: 1 }, &[claim], now_ms().max(due))
         .await
-        .unwrap();
+        .unwrap()
+        .work;
     assert_eq!(won.len(), 1, "the claim wins");
     if let Some(message) = report.log {
         let logs = LogMsg {

@@ -9,6 +9,7 @@ use crate::worker::{Parts, Worker};
 use kairos_core::broker::Broker;
 use kairos_core::coord::Coordination;
 use kairos_core::protocol::Names;
+use kairos_core::supervise::CriticalTasks;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ pub struct WorkerBuilder {
     broker: Option<Arc<dyn Broker>>,
     coord: Option<Arc<dyn Coordination>>,
     names: Option<Names>,
+    /// Where the worker's long-lived tasks are watched.
+    tasks: CriticalTasks,
     /// An error met while registering (e.g. the HTTP client), reported by `build`.
     deferred: Option<String>,
     /// Whether "http" is the built-in handler (rebuilt when
@@ -222,6 +225,15 @@ impl WorkerBuilder {
         self
     }
 
+    /// Watches the worker's long-lived tasks (the dispatch intake, the
+    /// heartbeats, the stop watcher, the log shipper) in `tasks`, so the
+    /// process's `/readyz` reports one that ended. A panic in any of them
+    /// stops the process (see [`kairos_core::supervise::spawn_critical`]).
+    pub fn critical_tasks(mut self, tasks: CriticalTasks) -> Self {
+        self.tasks = tasks;
+        self
+    }
+
     /// Checks the configuration ([`WorkerConfig::validate`]) and what is
     /// not a setting.
     pub fn build(self) -> Result<Worker, WorkerError> {
@@ -245,6 +257,7 @@ impl WorkerBuilder {
             broker,
             coord,
             stop_poll,
+            tasks: self.tasks,
             deregister: !self.keep_queues,
         };
         Ok(Worker::new(settings, parts))

@@ -12,7 +12,7 @@ use crate::pool::Pool;
 use crate::settle;
 use kairos_core::broker::{BrokerError, Delivery, DeliveryStream, DispatchQueue};
 use kairos_core::protocol::{DispatchMsg, PROTOCOL_VERSION};
-use kairos_core::supervise::{self, Backoff, Subscription};
+use kairos_core::supervise::{self, Backoff, CriticalTasks, Subscription};
 use kairos_core::trace::TraceContext;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,8 +28,17 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 /// Consumes until `stop` is cancelled, then drops the consumers so
 /// deliveries not yet taken go back to their queues. A consumer that ends or
 /// fails to start is restarted with capped backoff. The immediate queue is
-/// consumed if `immediate` (the heartbeats then offer it).
-pub(crate) async fn run(attempts: Arc<Attempts>, immediate: bool, stop: CancellationToken) {
+/// consumed if `immediate` (the heartbeats then offer it). The intake loop
+/// runs as a task of its own, watched in `tasks`: if it panicked, the
+/// consumers would fill the intake while nothing takes from it, and the
+/// heartbeats would go on offering free places; the process stops instead
+/// (see [`kairos_core::supervise::spawn_critical`]).
+pub(crate) async fn run(
+    attempts: Arc<Attempts>,
+    immediate: bool,
+    tasks: &CriticalTasks,
+    stop: CancellationToken,
+) {
     // Running attempts are already acked, so unacked deliveries are only the
     // ones waiting for a slot. One more than the buffer lets a full worker see
     // (and refuse, for reroute) one surplus dispatch at a time, while the rest
@@ -41,7 +50,10 @@ pub(crate) async fn run(attempts: Arc<Attempts>, immediate: bool, stop: Cancella
         max: RECONNECT_MAX,
     };
     let intake = Arc::new(Intake::default());
-    let taking = tokio::spawn(take(attempts.clone(), intake.clone(), stop.clone()));
+    let taking = tasks.spawn(
+        "dispatch intake",
+        take(attempts.clone(), intake.clone(), stop.clone()),
+    );
     let queue = |from| WorkerQueue {
         attempts: attempts.clone(),
         intake: intake.clone(),

@@ -15,7 +15,7 @@ use crate::{consume, metrics, stops};
 use kairos_core::broker::Broker;
 use kairos_core::coord::Coordination;
 use kairos_core::protocol::Names;
-use kairos_core::supervise::spawn_critical;
+use kairos_core::supervise::CriticalTasks;
 use kairos_core::worker::WorkerState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +31,7 @@ pub struct Worker {
     reporting: Reporting,
     shipper: Shipper,
     stop_poll: Duration,
+    tasks: CriticalTasks,
     deregister: bool,
 }
 
@@ -41,6 +42,7 @@ pub(crate) struct Parts {
     pub(crate) broker: Arc<dyn Broker>,
     pub(crate) coord: Arc<dyn Coordination>,
     pub(crate) stop_poll: Duration,
+    pub(crate) tasks: CriticalTasks,
     /// Whether to delete the queues on stop (see [`deregister`]).
     pub(crate) deregister: bool,
 }
@@ -53,6 +55,7 @@ impl Worker {
             broker,
             coord,
             stop_poll,
+            tasks,
             deregister,
         } = parts;
         let (reporting, shipper) = Reporting::new(Arc::clone(&broker), settings.id.clone());
@@ -64,6 +67,7 @@ impl Worker {
             reporting,
             shipper,
             stop_poll,
+            tasks,
             deregister,
             settings,
         }
@@ -101,6 +105,7 @@ impl Worker {
             reporting,
             shipper,
             stop_poll,
+            tasks,
             deregister: delete_queues,
         } = self;
         let id = conn.id.clone();
@@ -119,11 +124,11 @@ impl Worker {
             dispatch_batch: settings.dispatch_batch,
             immediate_queue: settings.immediate_queue,
         };
-        let beats = spawn_critical(
+        let beats = tasks.spawn(
             "heartbeats",
             heartbeat::run(sources, settings.heartbeat_every, beats_stop.clone()),
         );
-        let stop_watch = spawn_critical(
+        let stop_watch = tasks.spawn(
             "stop watcher",
             stops::run(
                 id.clone(),
@@ -133,7 +138,7 @@ impl Worker {
                 beats_stop.clone(),
             ),
         );
-        let shipper = spawn_critical("log shipper", shipper.run(beats_stop.clone()));
+        let shipper = tasks.spawn("log shipper", shipper.run(beats_stop.clone()));
 
         let attempts = Attempts {
             conn,
@@ -146,7 +151,13 @@ impl Worker {
             },
             attempt_key_ttl: settings.attempt_key_ttl,
         };
-        consume::run(Arc::new(attempts), settings.immediate_queue, shutdown).await;
+        consume::run(
+            Arc::new(attempts),
+            settings.immediate_queue,
+            &tasks,
+            shutdown,
+        )
+        .await;
 
         let grace = settings.grace_period;
         load.set_state(WorkerState::Draining);

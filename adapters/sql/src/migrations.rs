@@ -450,7 +450,7 @@ mod tests {
     use super::*;
     use crate::SqlStore;
     use kairos_core::schedule::{MisfirePolicy, Schedule};
-    use kairos_core::store::{JobStore, TenantStore};
+    use kairos_core::store::{DispatchScope, JobStore, TenantStore};
     use kairos_testkit as testkit;
 
     /// A database at the first schema with a job in it takes the later
@@ -624,13 +624,16 @@ mod tests {
 
         // The due job is still found and claimed.
         let now = 1_767_225_601_000;
-        let due = store.jobs_find_due(now, 10, &[]).await.expect("due scan");
+        let due = store
+            .jobs_find_due(DispatchScope::All { fence: 1 }, now, 10, &[])
+            .await
+            .expect("due scan");
         let ids: Vec<&str> = due.iter().map(|j| j.id.as_str()).collect();
         assert_eq!(ids, ["due"]);
         assert_eq!(due[0].version, 1);
         let work = store
             .triggers_claim(
-                1,
+                DispatchScope::All { fence: 1 },
                 &[Claim {
                     shard: Default::default(),
                     job: std::sync::Arc::new(due[0].clone()),
@@ -642,7 +645,8 @@ mod tests {
                 now,
             )
             .await
-            .expect("claim");
+            .expect("claim")
+            .work;
         assert_eq!(work.len(), 1, "the converted job is claimed");
         let exec = store
             .execution_get("default", "e1")

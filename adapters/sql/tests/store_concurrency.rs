@@ -14,8 +14,8 @@ use kairos_core::job::{Job, RetryPolicy};
 use kairos_core::outcome::Verdict;
 use kairos_core::protocol::ResultKind;
 use kairos_core::store::{
-    Claim, ControlOutcome, Dispatch, DispatchWork, DispatchedTo, History, JobStore, LimitStore,
-    Maintenance,
+    Claim, ControlOutcome, Dispatch, DispatchScope, DispatchWork, DispatchedTo, History, JobStore,
+    LimitStore, Maintenance,
 };
 use kairos_core::worker::Routable;
 use kairos_store_sql::SqlStore;
@@ -88,7 +88,11 @@ async fn a_handler_limit_holds_claims_back_and_admits_them_as_slots_free(store: 
     store.limit_set(&limit, T0).await.unwrap();
     let jobs = jobs(&store, "hl", "exp", 4).await;
     let claims: Vec<Claim> = jobs.iter().map(|j| claim_to(j, "w1")).collect();
-    let work = store.triggers_claim(1, &claims, T0 + 10).await.unwrap();
+    let work = store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &claims, T0 + 10)
+        .await
+        .unwrap()
+        .work;
     let ids: Vec<&str> = work.iter().map(|w| w.execution_id.as_str()).collect();
     assert_eq!(
         ids,
@@ -209,7 +213,11 @@ async fn every_end_gives_the_slot_back(store: SqlStore) {
     };
     jobs[1] = create(&store, retried).await;
     let claims: Vec<Claim> = jobs.iter().map(|j| claim_to(j, "w1")).collect();
-    let won = store.triggers_claim(1, &claims, T0 + 10).await.unwrap();
+    let won = store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &claims, T0 + 10)
+        .await
+        .unwrap()
+        .work;
     assert_eq!(won.len(), 6);
     // In the order of the claims (the store returns them by job).
     let w: Vec<DispatchWork> = claims
@@ -308,9 +316,10 @@ async fn a_new_limit_counts_what_already_runs(store: SqlStore) {
     let claims: Vec<Claim> = jobs[..3].iter().map(|j| claim_to(j, "w1")).collect();
     assert_eq!(
         store
-            .triggers_claim(1, &claims, T0 + 10)
+            .triggers_claim(DispatchScope::All { fence: 1 }, &claims, T0 + 10)
             .await
             .unwrap()
+            .work
             .len(),
         3
     );
@@ -334,9 +343,14 @@ async fn a_new_limit_counts_what_already_runs(store: SqlStore) {
     assert_eq!(in_use(&store, "handler:late").await, 3);
     let fourth = claim_to(&jobs[3], "w1");
     let work = store
-        .triggers_claim(1, std::slice::from_ref(&fourth), T0 + 30)
+        .triggers_claim(
+            DispatchScope::All { fence: 1 },
+            std::slice::from_ref(&fourth),
+            T0 + 30,
+        )
         .await
-        .unwrap();
+        .unwrap()
+        .work;
     assert!(work.is_empty(), "over a limit lowered below what runs");
     assert_eq!(
         status(&store, "nl", &fourth.execution_id).await,
@@ -445,7 +459,11 @@ async fn a_handler_rate_admits_a_burst_then_one_token_at_a_time(store: SqlStore)
     store.limit_set(&limit, T0).await.unwrap();
     let jobs = jobs(&store, "rt", "rl", 4).await;
     let claims: Vec<Claim> = jobs.iter().map(|j| claim_to(j, "w1")).collect();
-    let work = store.triggers_claim(1, &claims, T0 + 10).await.unwrap();
+    let work = store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &claims, T0 + 10)
+        .await
+        .unwrap()
+        .work;
     assert_eq!(work.len(), 2, "a second's worth at once");
     for c in &claims[2..] {
         assert_eq!(
@@ -490,9 +508,10 @@ async fn a_handler_rate_admits_a_burst_then_one_token_at_a_time(store: SqlStore)
     let c = claim_to(&more, "w1");
     assert_eq!(
         store
-            .triggers_claim(1, &[c], T0 + 1_030)
+            .triggers_claim(DispatchScope::All { fence: 1 }, &[c], T0 + 1_030)
             .await
             .unwrap()
+            .work
             .len(),
         1
     );
@@ -517,9 +536,14 @@ async fn an_attempt_started_after_its_hand_back_occupies_a_slot(store: SqlStore)
     let jobs = jobs(&store, "gh", "ghost", 2).await;
     let key = "handler:ghost";
     let won = store
-        .triggers_claim(1, &[claim_to(&jobs[0], "w1")], T0 + 10)
+        .triggers_claim(
+            DispatchScope::All { fence: 1 },
+            &[claim_to(&jobs[0], "w1")],
+            T0 + 10,
+        )
         .await
-        .unwrap();
+        .unwrap()
+        .work;
     assert_eq!(in_use(&store, key).await, 1);
     let handed_back = [(won[0].execution_id.clone(), 1)];
     store
@@ -529,7 +553,11 @@ async fn an_attempt_started_after_its_hand_back_occupies_a_slot(store: SqlStore)
     assert_eq!(in_use(&store, key).await, 0, "pending holds no slot");
     // The gate's counting deletes the rows of what holds no slot.
     let c = claim_to(&jobs[1], "w1");
-    let other = store.triggers_claim(1, &[c], T0 + 12).await.unwrap();
+    let other = store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &[c], T0 + 12)
+        .await
+        .unwrap()
+        .work;
     assert_eq!(in_use(&store, key).await, 1);
     store
         .executions_requeue_unstarted(
@@ -584,11 +612,15 @@ async fn concurrent_claims_never_pass_a_limit(store: SqlStore) {
     let runs = claims.iter().map(|c| {
         let store = store.clone();
         let c = c.clone();
-        tokio::spawn(async move { store.triggers_claim(1, &c, T0 + 10).await })
+        tokio::spawn(async move {
+            store
+                .triggers_claim(DispatchScope::All { fence: 1 }, &c, T0 + 10)
+                .await
+        })
     });
     let mut dispatched = 0;
     for run in futures::future::join_all(runs).await {
-        dispatched += run.unwrap().unwrap().len();
+        dispatched += run.unwrap().unwrap().work.len();
     }
     assert_eq!(dispatched, 3, "the limit's worth, no more");
     assert_eq!(in_use(&store, "handler:par").await, 3);

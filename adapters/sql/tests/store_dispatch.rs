@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod store_support;
+use kairos_core::store::DispatchScope;
 use store_support as support;
 
 use kairos_core::execution::ExecStatus;
@@ -46,16 +47,40 @@ async fn due_triggers_are_counted_up_to_a_time_and_a_cap(store: SqlStore) {
     let ControlOutcome::Done(_) = store.job_pause("cd", &paused.id, None, T0).await.unwrap() else {
         panic!("pause must apply");
     };
-    assert_eq!(store.jobs_count_due(T0 - 1, 100).await.unwrap(), 0);
     assert_eq!(
-        store.jobs_count_due(T0, 100).await.unwrap(),
+        store
+            .jobs_count_due(DispatchScope::All { fence: 1 }, T0 - 1, 100)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .jobs_count_due(DispatchScope::All { fence: 1 }, T0, 100)
+            .await
+            .unwrap(),
         2,
         "a paused job has no trigger to claim"
     );
-    assert_eq!(store.jobs_count_due(T0 + 20, 100).await.unwrap(), 4);
-    assert_eq!(store.jobs_count_due(T0 + 5_000, 100).await.unwrap(), 5);
     assert_eq!(
-        store.jobs_count_due(T0 + 5_000, 3).await.unwrap(),
+        store
+            .jobs_count_due(DispatchScope::All { fence: 1 }, T0 + 20, 100)
+            .await
+            .unwrap(),
+        4
+    );
+    assert_eq!(
+        store
+            .jobs_count_due(DispatchScope::All { fence: 1 }, T0 + 5_000, 100)
+            .await
+            .unwrap(),
+        5
+    );
+    assert_eq!(
+        store
+            .jobs_count_due(DispatchScope::All { fence: 1 }, T0 + 5_000, 3)
+            .await
+            .unwrap(),
         3,
         "capped"
     );
@@ -67,9 +92,14 @@ async fn claim_checks_the_version_and_returns_the_work(store: SqlStore) {
     let job = create(&store, new).await;
     let stale = claim_of(&job, Some(T0 + 1_000));
     let won = store
-        .triggers_claim(1, &[claim_of(&job, Some(T0 + 1_000))], T0)
+        .triggers_claim(
+            DispatchScope::All { fence: 1 },
+            &[claim_of(&job, Some(T0 + 1_000))],
+            T0,
+        )
         .await
-        .unwrap();
+        .unwrap()
+        .work;
     assert_eq!(won.len(), 1);
     let w = &won[0];
     assert_eq!(
@@ -87,9 +117,10 @@ async fn claim_checks_the_version_and_returns_the_work(store: SqlStore) {
 
     assert!(
         store
-            .triggers_claim(1, &[stale], T0)
+            .triggers_claim(DispatchScope::All { fence: 1 }, &[stale], T0)
             .await
             .unwrap()
+            .work
             .is_empty(),
         "stale version"
     );
@@ -108,10 +139,21 @@ async fn claim_checks_the_version_and_returns_the_work(store: SqlStore) {
 
     // The next trigger is claimable with the new version.
     let again = store
-        .triggers_claim(1, &[claim_of(&after, Some(T0 + 2_000))], T0 + 1_000)
+        .triggers_claim(
+            DispatchScope::All { fence: 1 },
+            &[claim_of(&after, Some(T0 + 2_000))],
+            T0 + 1_000,
+        )
         .await;
-    assert_eq!(again.unwrap().len(), 1);
-    assert!(store.triggers_claim(1, &[], T0).await.unwrap().is_empty());
+    assert_eq!(again.unwrap().work.len(), 1);
+    assert!(
+        store
+            .triggers_claim(DispatchScope::All { fence: 1 }, &[], T0)
+            .await
+            .unwrap()
+            .work
+            .is_empty()
+    );
 }
 
 async fn a_claim_naming_its_worker_records_the_dispatch(store: SqlStore) {
@@ -122,7 +164,11 @@ async fn a_claim_naming_its_worker_records_the_dispatch(store: SqlStore) {
         c.worker_id = Some("w1".into());
     }
     // Claimed 100 ms after the first is due and 400 ms before the second.
-    let won = store.triggers_claim(1, &claims, T0 + 100).await.unwrap();
+    let won = store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &claims, T0 + 100)
+        .await
+        .unwrap()
+        .work;
     assert_eq!(won.len(), 2);
     let unpublished = store
         .executions_find_unpublished(T0 + 1_000, 10, &kairos_core::worker::Routable::Any)
@@ -182,12 +228,14 @@ async fn concurrent_claims_of_one_trigger_make_one_execution(store: SqlStore) {
         let store = store.clone();
         let claims: Vec<Claim> = jobs.iter().map(|j| claim_of(j, None)).collect();
         tasks.push(tokio::spawn(async move {
-            store.triggers_claim(1, &claims, T0).await
+            store
+                .triggers_claim(DispatchScope::All { fence: 1 }, &claims, T0)
+                .await
         }));
     }
     let mut won = 0;
     for t in tasks {
-        won += t.await.unwrap().unwrap().len();
+        won += t.await.unwrap().unwrap().work.len();
     }
     assert_eq!(won, jobs.len(), "each trigger is won exactly once");
     for j in &jobs {
@@ -212,9 +260,14 @@ async fn a_trigger_with_an_execution_is_left_out_of_the_batch(store: SqlStore) {
     };
     let dup = job_now(&store, &dup).await;
     let won = store
-        .triggers_claim(1, &[claim_of(&dup, None), claim_of(&fine, None)], T0)
+        .triggers_claim(
+            DispatchScope::All { fence: 1 },
+            &[claim_of(&dup, None), claim_of(&fine, None)],
+            T0,
+        )
         .await
-        .unwrap();
+        .unwrap()
+        .work;
     assert_eq!(
         won.iter().map(|w| w.job_id.as_str()).collect::<Vec<_>>(),
         [fine.id.as_str()]
@@ -234,13 +287,17 @@ async fn an_older_fence_is_refused_and_writes_nothing(store: SqlStore) {
     let b = create(&store, one_shot("f", T0)).await;
     assert_eq!(
         store
-            .triggers_claim(5, &[claim_of(&a, None)], T0)
+            .triggers_claim(DispatchScope::All { fence: 5 }, &[claim_of(&a, None)], T0)
             .await
             .unwrap()
+            .work
             .len(),
         1
     );
-    match store.triggers_claim(3, &[claim_of(&b, None)], T0).await {
+    match store
+        .triggers_claim(DispatchScope::All { fence: 3 }, &[claim_of(&b, None)], T0)
+        .await
+    {
         Err(StoreError::Fenced {
             ours: 3,
             current: 5,
@@ -262,15 +319,16 @@ async fn an_older_fence_is_refused_and_writes_nothing(store: SqlStore) {
     );
     assert_eq!(
         store
-            .triggers_claim(6, &[claim_of(&b, None)], T0)
+            .triggers_claim(DispatchScope::All { fence: 6 }, &[claim_of(&b, None)], T0)
             .await
             .unwrap()
+            .work
             .len(),
         1
     );
     assert!(matches!(
-        store.triggers_claim(5, &[], T0).await,
-        Ok(v) if v.is_empty()
+        store.triggers_claim(DispatchScope::All { fence: 5 }, &[], T0).await,
+        Ok(v) if v.work.is_empty()
     ));
 }
 
@@ -422,7 +480,14 @@ async fn mysql_due_scan_uses_the_status_next_trigger_index() {
             "a part sorts: {rows:?}"
         );
     }
-    assert_eq!(store.jobs_find_due(T0, 100, &[]).await.unwrap().len(), 3);
+    assert_eq!(
+        store
+            .jobs_find_due(DispatchScope::All { fence: 1 }, T0, 100, &[])
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
 }
 
 /// On PostgreSQL the due scan can read through `idx_jobs_status_next` (with
@@ -458,7 +523,14 @@ async fn postgres_due_scan_can_use_the_status_next_trigger_index() {
         .join("\n");
     assert!(plan.contains("idx_jobs_status_next"), "EXPLAIN:\n{plan}");
     conn.close().await.unwrap();
-    assert_eq!(store.jobs_find_due(T0, 100, &[]).await.unwrap().len(), 3);
+    assert_eq!(
+        store
+            .jobs_find_due(DispatchScope::All { fence: 1 }, T0, 100, &[])
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
     store.close().await;
 }
 
@@ -575,7 +647,11 @@ async fn a_batch_of_several_statements_gives_each_row_its_own_values(store: SqlS
         .enumerate()
         .map(|(i, j)| claim_of(j, Some(T0 + 1_000 + i as i64)))
         .collect();
-    let work = store.triggers_claim(1, &claims, T0).await.unwrap();
+    let work = store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &claims, T0)
+        .await
+        .unwrap()
+        .work;
     assert_eq!(work.len(), n, "every claim wins");
     for (i, job) in jobs.iter().enumerate() {
         let after = job_now(&store, job).await;

@@ -21,7 +21,7 @@ use kairos_core::execution::ExecStatus;
 use kairos_core::job::Job;
 use kairos_core::protocol::ResultKind;
 use kairos_core::store::{
-    Claim, Dispatch, DispatchWork, History, LimitStore, Maintenance, StoreError,
+    Claim, Dispatch, DispatchScope, DispatchWork, History, LimitStore, Maintenance, StoreError,
 };
 use kairos_store_sql::SqlStore;
 use kairos_testkit as testkit;
@@ -73,11 +73,12 @@ async fn in_use(store: &SqlStore, key: &str) -> u32 {
 async fn claim_now(store: &SqlStore, fence: u64, job: &Job) -> Vec<DispatchWork> {
     tokio::time::timeout(
         STUCK,
-        store.triggers_claim(fence, &[claim_of(job)], T0 + 10),
+        store.triggers_claim(DispatchScope::All { fence }, &[claim_of(job)], T0 + 10),
     )
     .await
     .expect("a claim waited for another claim of the same term")
     .expect("claim")
+    .work
 }
 
 async fn claims_share_the_fence_and_a_newer_leader_waits_for_them(store: SqlStore, mut raw: Raw) {
@@ -106,7 +107,11 @@ async fn claims_share_the_fence_and_a_newer_leader_waits_for_them(store: SqlStor
     let raising = {
         let store = store.clone();
         let c = claim_of(&next);
-        tokio::spawn(async move { store.triggers_claim(2, &[c], T0 + 20).await })
+        tokio::spawn(async move {
+            store
+                .triggers_claim(DispatchScope::All { fence: 2 }, &[c], T0 + 20)
+                .await
+        })
     };
     assert!(
         raw.blocked(&raising, STUCK).await,
@@ -117,12 +122,16 @@ async fn claims_share_the_fence_and_a_newer_leader_waits_for_them(store: SqlStor
         .await
         .expect("the raise goes once the claim commits")
         .expect("task")
-        .expect("claim");
+        .expect("claim")
+        .work;
     assert_eq!(won.len(), 1);
 
     // The old leader is refused from then on.
     let late = job_of(&store, "fl", "free").await;
-    match store.triggers_claim(1, &[claim_of(&late)], T0 + 30).await {
+    match store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &[claim_of(&late)], T0 + 30)
+        .await
+    {
         Err(StoreError::Fenced {
             ours: 1,
             current: 2,

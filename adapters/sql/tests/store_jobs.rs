@@ -3,6 +3,7 @@
 
 #[macro_use]
 mod store_support;
+use kairos_core::store::DispatchScope;
 use store_support as support;
 
 use kairos_core::execution::ExecStatus;
@@ -17,7 +18,10 @@ use support::{T0, claim, create, id, job_now, one_shot};
 
 /// What a due scan at `at` finds (up to 10 jobs, none left out).
 async fn due_at(store: &SqlStore, at: Millis) -> Vec<Job> {
-    store.jobs_find_due(at, 10, &[]).await.unwrap()
+    store
+        .jobs_find_due(DispatchScope::All { fence: 1 }, at, 10, &[])
+        .await
+        .unwrap()
 }
 
 store_cases!(
@@ -196,18 +200,33 @@ async fn find_due_returns_only_due_claimable_jobs(store: SqlStore) {
     let running = create(&store, support::cron("d", T0 - 100)).await;
     claim(&store, &running, Some(T0 - 20)).await;
 
-    let found = store.jobs_find_due(T0, 100, &[]).await.unwrap();
+    let found = store
+        .jobs_find_due(DispatchScope::All { fence: 1 }, T0, 100, &[])
+        .await
+        .unwrap();
     let ids: Vec<&str> = found.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(
         ids,
         [late.id.as_str(), running.id.as_str(), due.id.as_str()]
     );
     assert!(!ids.contains(&future.id.as_str()));
-    assert_eq!(store.jobs_find_due(T0, 2, &[]).await.unwrap().len(), 2);
+    assert_eq!(
+        store
+            .jobs_find_due(DispatchScope::All { fence: 1 }, T0, 2, &[])
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     // The jobs a claim in flight holds are left out, and the limit counts
     // only the others.
     let rest = store
-        .jobs_find_due(T0, 1, &[late.id.as_str(), due.id.as_str()])
+        .jobs_find_due(
+            DispatchScope::All { fence: 1 },
+            T0,
+            1,
+            &[late.id.as_str(), due.id.as_str()],
+        )
         .await
         .unwrap();
     assert_eq!(

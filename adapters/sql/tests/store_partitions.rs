@@ -10,7 +10,7 @@ use store_support as support;
 use kairos_core::concurrency::{Limit, Scope};
 use kairos_core::job::Job;
 use kairos_core::partition::{self, Fenced, Owned};
-use kairos_core::store::{Claim, Dispatch, LimitStore};
+use kairos_core::store::{Claim, Dispatch, DispatchScope, LimitStore};
 use kairos_store_sql::SqlStore;
 use support::{T0, create, id, one_shot};
 
@@ -54,6 +54,11 @@ fn owned(parts: &[(u32, u64)]) -> Owned {
     parts.iter().copied().collect()
 }
 
+/// `parts` held, each with fence 1: what a scan of them reads.
+fn held(parts: &[u32]) -> Owned {
+    parts.iter().map(|&p| (p, 1)).collect()
+}
+
 async fn the_partition_count_is_recorded(store: SqlStore) {
     assert_eq!(store.partitions_count().await.unwrap(), 256);
 }
@@ -68,7 +73,7 @@ async fn due_scans_see_only_the_partitions_asked_for(store: SqlStore) {
         .map(|j| j.id.as_str())
         .collect();
     let mut found: Vec<String> = store
-        .jobs_find_due_in(&wanted, T0, 100, &[])
+        .jobs_find_due(DispatchScope::Partitions(&held(&wanted)), T0, 100, &[])
         .await
         .unwrap()
         .into_iter()
@@ -79,19 +84,28 @@ async fn due_scans_see_only_the_partitions_asked_for(store: SqlStore) {
     expect_sorted.sort();
     assert_eq!(found, expect_sorted);
     let ranked = store
-        .jobs_find_due_ranked_in(&wanted, T0, T0 - 60_000, 100, &[])
+        .jobs_find_due_ranked(
+            DispatchScope::Partitions(&held(&wanted)),
+            T0,
+            T0 - 60_000,
+            100,
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(ranked.len(), expect.len());
     assert!(ranked.iter().all(|j| wanted.contains(&part(j))));
     assert_eq!(
-        store.jobs_count_due_in(&wanted, T0, 100).await.unwrap() as usize,
+        store
+            .jobs_count_due(DispatchScope::Partitions(&held(&wanted)), T0, 100)
+            .await
+            .unwrap() as usize,
         expect.len()
     );
     let all: Vec<u32> = (0..N).collect();
     assert_eq!(
         store
-            .jobs_find_due_in(&all, T0, 100, &[])
+            .jobs_find_due(DispatchScope::Partitions(&held(&all)), T0, 100, &[])
             .await
             .unwrap()
             .len(),
@@ -100,12 +114,34 @@ async fn due_scans_see_only_the_partitions_asked_for(store: SqlStore) {
     );
     assert!(
         store
-            .jobs_find_due_immediate_in(&all, T0, 100)
+            .jobs_find_due_immediate(DispatchScope::Partitions(&held(&all)), T0, 100)
             .await
             .unwrap()
             .iter()
             .all(|j| all.contains(&part(j)))
     );
+    // No partition held: nothing is read, nothing is claimed.
+    let none = Owned::new();
+    assert!(
+        store
+            .jobs_find_due(DispatchScope::Partitions(&none), T0, 100, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .jobs_count_due(DispatchScope::Partitions(&none), T0, 100)
+            .await
+            .unwrap(),
+        0
+    );
+    let claims: Vec<Claim> = jobs.iter().map(|j| claim_of(j, None)).collect();
+    let nothing = store
+        .triggers_claim(DispatchScope::Partitions(&none), &claims, T0)
+        .await
+        .unwrap();
+    assert!(nothing.work.is_empty() && nothing.fenced.is_empty());
 }
 
 async fn a_stale_owner_is_refused_and_the_new_one_claims(store: SqlStore) {
@@ -125,13 +161,21 @@ async fn a_stale_owner_is_refused_and_the_new_one_claims(store: SqlStore) {
     };
     // The first owner claims with fence 1.
     let first = store
-        .triggers_claim_partitioned(&owned(&[(p, 1)]), &claims(&j).await, T0)
+        .triggers_claim(
+            DispatchScope::Partitions(&owned(&[(p, 1)])),
+            &claims(&j).await,
+            T0,
+        )
         .await
         .unwrap();
     assert_eq!((first.work.len(), first.fenced.len()), (1, 0));
     // A newer owner (fence 2) takes the partition over by claiming in it.
     let newer = store
-        .triggers_claim_partitioned(&owned(&[(p, 2)]), &claims(&j).await, T0)
+        .triggers_claim(
+            DispatchScope::Partitions(&owned(&[(p, 2)])),
+            &claims(&j).await,
+            T0,
+        )
         .await
         .unwrap();
     assert_eq!((newer.work.len(), newer.fenced.len()), (1, 0));
@@ -139,7 +183,11 @@ async fn a_stale_owner_is_refused_and_the_new_one_claims(store: SqlStore) {
     let mut both = claims(&j).await;
     both.extend(claims(&k).await);
     let stale = store
-        .triggers_claim_partitioned(&owned(&[(p, 1), (q, 1)]), &both, T0)
+        .triggers_claim(
+            DispatchScope::Partitions(&owned(&[(p, 1), (q, 1)])),
+            &both,
+            T0,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -157,7 +205,11 @@ async fn a_stale_owner_is_refused_and_the_new_one_claims(store: SqlStore) {
     );
     // The new owner goes on.
     let again = store
-        .triggers_claim_partitioned(&owned(&[(p, 2)]), &claims(&j).await, T0)
+        .triggers_claim(
+            DispatchScope::Partitions(&owned(&[(p, 2)])),
+            &claims(&j).await,
+            T0,
+        )
         .await
         .unwrap();
     assert_eq!((again.work.len(), again.fenced.len()), (1, 0));
@@ -171,7 +223,7 @@ async fn claims_outside_the_owned_partitions_are_dropped(store: SqlStore) {
         claims.push(claim_of(&jobs[1], None));
     }
     let done = store
-        .triggers_claim_partitioned(&owned(&[(p, 7)]), &claims, T0)
+        .triggers_claim(DispatchScope::Partitions(&owned(&[(p, 7)])), &claims, T0)
         .await
         .unwrap();
     assert_eq!(done.work.len(), 1);
@@ -180,7 +232,12 @@ async fn claims_outside_the_owned_partitions_are_dropped(store: SqlStore) {
     // Not claimed: still due for its owner.
     if claims.len() == 2 {
         let left = store
-            .jobs_find_due_in(&[part(&jobs[1])], T0, 10, &[])
+            .jobs_find_due(
+                DispatchScope::Partitions(&held(&[part(&jobs[1])])),
+                T0,
+                10,
+                &[],
+            )
             .await
             .unwrap();
         assert!(left.iter().any(|j| j.id == jobs[1].id));
@@ -205,16 +262,16 @@ async fn the_gate_counts_across_owners(store: SqlStore) {
         }
     }
     let a = store
-        .triggers_claim_partitioned(
-            &owned(&[(part(&picked[0]), 1)]),
+        .triggers_claim(
+            DispatchScope::Partitions(&owned(&[(part(&picked[0]), 1)])),
             &[claim_of(&picked[0], Some("w1"))],
             T0,
         )
         .await
         .unwrap();
     let b = store
-        .triggers_claim_partitioned(
-            &owned(&[(part(&picked[1]), 1)]),
+        .triggers_claim(
+            DispatchScope::Partitions(&owned(&[(part(&picked[1]), 1)])),
             &[claim_of(&picked[1], Some("w2"))],
             T0,
         )

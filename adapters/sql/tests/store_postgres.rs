@@ -5,6 +5,7 @@
 
 #[macro_use]
 mod store_support;
+use kairos_core::store::DispatchScope;
 use store_support as support;
 
 use kairos_core::store::{CallbackStore, Claim, Dispatch, JobStore};
@@ -40,15 +41,24 @@ async fn a_claim_passes_over_a_job_another_transaction_holds() {
         .unwrap();
     let won = tokio::time::timeout(
         NO_WAIT,
-        store.triggers_claim(1, std::slice::from_ref(&claim), T0),
+        store.triggers_claim(
+            DispatchScope::All { fence: 1 },
+            std::slice::from_ref(&claim),
+            T0,
+        ),
     )
     .await
     .expect("the claim does not wait for the held job")
-    .unwrap();
+    .unwrap()
+    .work;
     assert!(won.is_empty(), "a held job is not claimed: {won:?}");
     holder.rollback().await.unwrap();
 
-    let won = store.triggers_claim(1, &[claim], T0).await.unwrap();
+    let won = store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &[claim], T0)
+        .await
+        .unwrap()
+        .work;
     assert_eq!(won.len(), 1, "released, the job is claimed");
     let stored = store.job_get("sk", &job.id).await.unwrap().expect("job");
     assert_eq!(stored.version, job.version + 1);

@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod store_support;
+use kairos_core::store::DispatchScope;
 use store_support as support;
 
 use kairos_core::job::Job;
@@ -51,7 +52,7 @@ async fn a_backlog_is_ranked_by_priority_then_due_time(store: SqlStore) {
     let lane = immediate(&store, 7).await;
 
     let ranked = store
-        .jobs_find_due_ranked(T0 + 5_000, T0, 10, &[])
+        .jobs_find_due_ranked(DispatchScope::All { fence: 1 }, T0 + 5_000, T0, 10, &[])
         .await
         .unwrap();
     assert_eq!(
@@ -62,13 +63,14 @@ async fn a_backlog_is_ranked_by_priority_then_due_time(store: SqlStore) {
     );
 
     let two = store
-        .jobs_find_due_ranked(T0 + 5_000, T0, 2, &[])
+        .jobs_find_due_ranked(DispatchScope::All { fence: 1 }, T0 + 5_000, T0, 2, &[])
         .await
         .unwrap();
     assert_eq!(ids(&two), [&high.id, &lane.id]);
 
     let except = store
         .jobs_find_due_ranked(
+            DispatchScope::All { fence: 1 },
             T0 + 5_000,
             T0,
             10,
@@ -87,7 +89,13 @@ async fn starving_triggers_go_before_every_priority(store: SqlStore) {
     let forgotten = immediate(&store, 1).await;
 
     let ranked = store
-        .jobs_find_due_ranked(T0 + 5_000, T0 + 1_200, 10, &[])
+        .jobs_find_due_ranked(
+            DispatchScope::All { fence: 1 },
+            T0 + 5_000,
+            T0 + 1_200,
+            10,
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -107,7 +115,10 @@ async fn the_immediate_lane_is_its_own_scan(store: SqlStore) {
     let later = create(&store, later).await;
     assert_eq!(later.lane, Lane::Immediate);
 
-    let lane = store.jobs_find_due_immediate(T0 + 5_000, 10).await.unwrap();
+    let lane = store
+        .jobs_find_due_immediate(DispatchScope::All { fence: 1 }, T0 + 5_000, 10)
+        .await
+        .unwrap();
     assert_eq!(
         ids(&lane),
         [&high.id, &later.id, &low.id],
@@ -115,7 +126,7 @@ async fn the_immediate_lane_is_its_own_scan(store: SqlStore) {
     );
     assert!(
         store
-            .jobs_find_due_immediate(T0 - 1, 10)
+            .jobs_find_due_immediate(DispatchScope::All { fence: 1 }, T0 - 1, 10)
             .await
             .unwrap()
             .is_empty(),
@@ -125,7 +136,10 @@ async fn the_immediate_lane_is_its_own_scan(store: SqlStore) {
     // Claimed, it leaves the lane's scan.
     let work = support::claim(&store, &high, None).await;
     assert_eq!(work.priority.get(), 8);
-    let lane = store.jobs_find_due_immediate(T0 + 5_000, 10).await.unwrap();
+    let lane = store
+        .jobs_find_due_immediate(DispatchScope::All { fence: 1 }, T0 + 5_000, 10)
+        .await
+        .unwrap();
     assert_eq!(ids(&lane), [&later.id, &low.id]);
 }
 
@@ -156,7 +170,7 @@ async fn priority_survives_create_update_and_claim(store: SqlStore) {
     };
     assert_eq!(changed.priority.get(), 2);
     let ranked = store
-        .jobs_find_due_ranked(T0 + 5_000, T0, 10, &[])
+        .jobs_find_due_ranked(DispatchScope::All { fence: 1 }, T0 + 5_000, T0, 10, &[])
         .await
         .unwrap();
     assert_eq!(ranked[0].priority.get(), 2);

@@ -7,6 +7,7 @@
 
 #[macro_use]
 mod store_support;
+use kairos_core::store::DispatchScope;
 use store_support as support;
 
 use kairos_core::execution::ExecStatus;
@@ -100,9 +101,14 @@ async fn the_schedulers_bookkeeping_never_makes_an_edit_conflict(store: SqlStore
     // of the old schedule fires after the edit.
     let before = executions(&store, &read).await.len();
     let won = store
-        .triggers_claim(1, &scanned, busy.next_trigger_at.unwrap())
+        .triggers_claim(
+            DispatchScope::All { fence: 1 },
+            &scanned,
+            busy.next_trigger_at.unwrap(),
+        )
         .await
-        .unwrap();
+        .unwrap()
+        .work;
     assert!(won.is_empty(), "a claim from before the edit must lose");
     assert_eq!(executions(&store, &read).await.len(), before);
     assert_eq!(job_now(&store, &read).await, edited);
@@ -184,7 +190,11 @@ async fn edits_racing_claims_and_results_all_apply(store: SqlStore) {
         let fired = async {
             let due = read.next_trigger_at.expect("a trigger");
             let claims = claims_for([read.clone()], due);
-            let won = store.triggers_claim(1, &claims, due).await.expect("claim");
+            let won = store
+                .triggers_claim(DispatchScope::All { fence: 1 }, &claims, due)
+                .await
+                .expect("claim")
+                .work;
             let results: Vec<_> = won
                 .iter()
                 .map(|w| result(w, 1, ResultKind::Succeeded, due + 5))

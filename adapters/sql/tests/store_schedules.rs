@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod store_support;
+use kairos_core::store::DispatchScope;
 use store_support as support;
 
 use kairos_core::execution::ExecStatus;
@@ -104,7 +105,10 @@ async fn fixed_delay_waits_for_the_end_of_each_execution(store: SqlStore) {
     assert_eq!(w.len(), 1);
     let j = job_now(&store, &job).await;
     assert_eq!((j.status, j.next_trigger_at), (JobStatus::Running, None));
-    let due = store.jobs_find_due(T0 + 3_600_000, 100, &[]).await.unwrap();
+    let due = store
+        .jobs_find_due(DispatchScope::All { fence: 1 }, T0 + 3_600_000, 100, &[])
+        .await
+        .unwrap();
     assert!(due.iter().all(|d| d.id != job.id), "not due while it runs");
 
     store

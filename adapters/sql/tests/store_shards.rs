@@ -5,6 +5,7 @@
 
 #[macro_use]
 mod store_support;
+use kairos_core::store::DispatchScope;
 use store_support as support;
 
 use kairos_core::execution::ExecStatus;
@@ -47,7 +48,11 @@ async fn claim_shards(store: &SqlStore, job: &Job, workers: &[&str]) -> Vec<Disp
     let claims = fan_out(kairos_core::trigger::claims_for([job], T0), |_| {
         workers.iter().map(|w| w.to_string()).collect()
     });
-    let mut work = store.triggers_claim(1, &claims, T0).await.expect("claim");
+    let mut work = store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &claims, T0)
+        .await
+        .expect("claim")
+        .work;
     work.sort_by_key(|w| w.shard.index);
     work
 }

@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod store_support;
+use kairos_core::store::DispatchScope;
 use store_support as support;
 
 use kairos_core::job::{Job, JobStatus, RetryPolicy};
@@ -204,16 +205,28 @@ async fn a_claim_runs_the_job_as_stored_not_as_first_scanned(store: SqlStore) {
     let updated = done(&store, &scanned, &u, T0 - 10).await;
 
     let stale = kairos_core::trigger::claims_for([scanned.clone()], T0);
-    let won = store.triggers_claim(1, &stale, T0).await.unwrap();
+    let won = store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &stale, T0)
+        .await
+        .unwrap()
+        .work;
     assert!(won.is_empty(), "a claim from before the update must lose");
     assert_eq!(job_now(&store, &scanned).await.status, JobStatus::Scheduled);
 
-    let rescanned = store.jobs_find_due(T0, 10, &[]).await.unwrap();
-    assert_eq!(rescanned, [updated]);
-    let won = store
-        .triggers_claim(1, &kairos_core::trigger::claims_for(rescanned, T0), T0)
+    let rescanned = store
+        .jobs_find_due(DispatchScope::All { fence: 1 }, T0, 10, &[])
         .await
         .unwrap();
+    assert_eq!(rescanned, [updated]);
+    let won = store
+        .triggers_claim(
+            DispatchScope::All { fence: 1 },
+            &kairos_core::trigger::claims_for(rescanned, T0),
+            T0,
+        )
+        .await
+        .unwrap()
+        .work;
     assert_eq!(won.len(), 1);
     assert_eq!(
         (&won[0].params, won[0].timeout_ms),

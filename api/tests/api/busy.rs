@@ -7,6 +7,7 @@
 use super::support::App;
 use kairos_core::job::FAILING_AFTER;
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
+use kairos_core::store::DispatchScope;
 use kairos_core::store::{Dispatch, JobStore};
 use kairos_core::trigger::claims_for;
 use serde_json::json;
@@ -23,9 +24,14 @@ async fn fire(app: &App, id: &str, kind: ResultKind) {
     let due = job.next_trigger_at.expect("a trigger");
     let won = app
         .store
-        .triggers_claim(1, &claims_for([job], due), due)
+        .triggers_claim(
+            DispatchScope::All { fence: 1 },
+            &claims_for([job], due),
+            due,
+        )
         .await
-        .unwrap();
+        .unwrap()
+        .work;
     assert_eq!(won.len(), 1, "the claim wins");
     let result = ResultMsg {
         v: PROTOCOL_VERSION,

@@ -4,6 +4,7 @@
 
 use super::support::App;
 use kairos_core::protocol::{HeartbeatMsg, PROTOCOL_VERSION};
+use kairos_core::store::DispatchScope;
 use kairos_core::store::{Claim, Dispatch, JobStore, WorkerStore};
 use kairos_core::tenant::Role;
 use kairos_core::time::now_ms;
@@ -144,9 +145,10 @@ pub async fn operators_set_limits_and_held_work_shows_it(app: App) {
     let at = claims.iter().map(|c| c.scheduled_at).max().unwrap();
     let work = app
         .store
-        .triggers_claim(1, &claims, now_ms().max(at))
+        .triggers_claim(DispatchScope::All { fence: 1 }, &claims, now_ms().max(at))
         .await
-        .unwrap();
+        .unwrap()
+        .work;
     assert_eq!(work.len(), 1);
     let held = claims
         .iter()

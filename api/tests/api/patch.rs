@@ -4,6 +4,7 @@
 use super::support::App;
 use axum::http::Method;
 use kairos_core::due::Due;
+use kairos_core::store::DispatchScope;
 use kairos_core::store::{Dispatch, JobStore};
 use kairos_core::time::{now_ms, parse_rfc3339};
 use serde_json::{Value, json};
@@ -193,9 +194,10 @@ pub async fn patch_refuses_finished_and_fired_jobs_and_ends_closed_windows(app: 
     let claims = kairos_core::trigger::claims_for([job], due);
     assert_eq!(
         app.store
-            .triggers_claim(1, &claims, due)
+            .triggers_claim(DispatchScope::All { fence: 1 }, &claims, due)
             .await
             .unwrap()
+            .work
             .len(),
         1
     );

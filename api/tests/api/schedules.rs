@@ -3,6 +3,7 @@
 
 use super::support::App;
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
+use kairos_core::store::DispatchScope;
 use kairos_core::store::{Dispatch, JobStore};
 use kairos_core::time::{now_ms, parse_rfc3339};
 use serde_json::{Value, json};
@@ -106,7 +107,12 @@ pub async fn skipped_and_stop_requested_executions_are_visible(app: App) {
     let job = app.store.job_get("default", &id).await.unwrap().unwrap();
     let due = job.next_trigger_at.unwrap();
     let claim = |job| kairos_core::trigger::claims_for([job], due);
-    let work = app.store.triggers_claim(1, &claim(job), due).await.unwrap();
+    let work = app
+        .store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &claim(job), due)
+        .await
+        .unwrap()
+        .work;
     let started = ResultMsg {
         started_at: None,
         traceparent: None,
@@ -127,9 +133,10 @@ pub async fn skipped_and_stop_requested_executions_are_visible(app: App) {
     let claims = kairos_core::trigger::claims_for([job], next);
     assert!(
         app.store
-            .triggers_claim(1, &claims, next)
+            .triggers_claim(DispatchScope::All { fence: 1 }, &claims, next)
             .await
             .unwrap()
+            .work
             .is_empty()
     );
 

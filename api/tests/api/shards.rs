@@ -3,6 +3,7 @@
 //! OpenAPI document, and each execution's shard shown.
 
 use super::support::{App, one_shot};
+use kairos_core::store::DispatchScope;
 use kairos_core::store::{Dispatch, JobStore};
 use kairos_core::tenant::DEFAULT_TENANT;
 use kairos_core::time::now_ms;
@@ -94,9 +95,10 @@ pub async fn execution_modes_are_validated_shown_and_documented(app: App) {
         kairos_core::shard::fan_out(kairos_core::trigger::claims_for([job], now), |_| Vec::new());
     assert_eq!(
         app.store
-            .triggers_claim(1, &claims, now)
+            .triggers_claim(DispatchScope::All { fence: 1 }, &claims, now)
             .await
             .unwrap()
+            .work
             .len(),
         4
     );

@@ -10,6 +10,7 @@ use kairos_api::auth::keys;
 use kairos_api::{ApiConfig, AppState, router};
 use kairos_core::due::Due;
 use kairos_core::job::JobStatus;
+use kairos_core::store::DispatchScope;
 use kairos_core::store::{Dispatch, JobFilter, JobStore, TenantStore};
 use kairos_core::tenant::{DEFAULT_TENANT, Role, Tenant, TenantLimits};
 use kairos_core::time::{Millis, now_ms};
@@ -345,9 +346,10 @@ pub async fn claim_first(app: &App, job_id: &str) -> (String, Millis) {
     };
     let won = app
         .store
-        .triggers_claim(1, &[claim], now_ms().max(due))
+        .triggers_claim(DispatchScope::All { fence: 1 }, &[claim], now_ms().max(due))
         .await
-        .expect("claim");
+        .expect("claim")
+        .work;
     assert_eq!(won.len(), 1, "the claim must win");
     (won[0].execution_id.clone(), due)
 }

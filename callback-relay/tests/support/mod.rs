@@ -7,6 +7,7 @@ use kairos_core::callback::{Callback, CallbackAttempt, CallbackState};
 use kairos_core::job::{NewJob, RetryPolicy};
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::schedule::Schedule;
+use kairos_core::store::DispatchScope;
 use kairos_core::store::{CallbackStore, Claim, CreateOutcome, Dispatch, JobStore};
 use kairos_core::time::now_ms;
 use kairos_store_sql::SqlStore;
@@ -79,7 +80,7 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
     let execution_id = uuid::Uuid::now_v7().to_string();
     let work = store
         .triggers_claim(
-            1,
+            DispatchScope::All { fence: 1 },
             &[Claim {
                 shard: Default::default(),
                 job: std::sync::Arc::new(job),
@@ -91,7 +92,8 @@ pub async fn finished_execution(store: &SqlStore, url: &str, kind: ResultKind) -
             now,
         )
         .await
-        .expect("triggers_claim");
+        .expect("triggers_claim")
+        .work;
     assert_eq!(work.len(), 1, "trigger claimed");
     let (output, error) = match kind {
         ResultKind::Succeeded => (Some(serde_json::json!({"answer": 42})), None),

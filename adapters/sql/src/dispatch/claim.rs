@@ -14,6 +14,7 @@ use crate::rows::{self, EXEC_COLS, R};
 use crate::rows_update::{Col, RowsUpdate, rows_per_statement};
 use crate::sql::{self, CHUNK, Fields, Sql, time};
 use crate::stop;
+use kairos_core::callback::Callback;
 use kairos_core::execution::{ExecStatus, ExecTransition, Execution};
 use kairos_core::job::{Job, JobStatus, JobTransition};
 use kairos_core::schedule::OverlapPolicy;
@@ -59,14 +60,36 @@ pub(super) async fn claim(
     claim_checked(tx, claims, now).await
 }
 
-/// The claim after its fences were checked: everything but the check.
+/// The claim after its fences were checked: everything but the check, in
+/// the order it happens (each step one or a few statements for the whole
+/// batch).
 pub(super) async fn claim_checked(
     mut tx: Tx,
     claims: &[Claim],
     now: Millis,
 ) -> StoreResult<Vec<DispatchWork>> {
-    // Claims grouped per job, due times ascending. A BTreeMap keeps the
-    // jobs in id order, so two claimers lock them in one order.
+    let groups = by_job(claims);
+    let ids: Vec<&str> = groups.keys().copied().collect();
+    let stored = read_versions(&mut tx, &ids).await?;
+    let candidates = unchanged(groups, &stored);
+    let (watched, lock) = watched(&candidates);
+    let live = live_executions(&mut tx, &watched, lock).await?;
+    let (won, moves) = resolve(candidates, &live, now);
+    update_claimed(&mut tx, &moves, now).await?;
+    let mut rows = new_executions(&won);
+    hold_over_limit(&mut tx, &mut rows, now).await?;
+    let present = insert_executions(&mut tx, &rows, now).await?;
+    let mut written = Written::of(&rows, present.as_ref(), now);
+    replace_live(&mut tx, &won, &live, &mut written, now).await?;
+    inserts::events(&mut tx, &written.events).await?;
+    inserts::callbacks(&mut tx, &written.callbacks).await?;
+    tx.commit().await?;
+    Ok(written.work)
+}
+
+/// Claims grouped per job, due times ascending. A BTreeMap keeps the jobs
+/// in id order, so two claimers lock them in one order.
+fn by_job(claims: &[Claim]) -> BTreeMap<&str, Vec<&Claim>> {
     let mut groups: BTreeMap<&str, Vec<&Claim>> = BTreeMap::new();
     for c in claims {
         groups.entry(c.job.id.as_str()).or_default().push(c);
@@ -74,25 +97,36 @@ pub(super) async fn claim_checked(
     for g in groups.values_mut() {
         g.sort_by_key(|c| (c.scheduled_at, c.shard.index));
     }
-    let ids: Vec<&str> = groups.keys().copied().collect();
-    let stored = read_versions(&mut tx, &ids).await?;
+    groups
+}
 
-    // The jobs are locked from this read to the commit (`FOR UPDATE` on
-    // MySQL and PostgreSQL, the single writer on SQLite), so the version
-    // check here is the one that decides. A job whose version is the one
-    // the dispatcher read is, field for field, the job it read.
-    let t = JobTransition::Claim;
-    let candidates: Vec<(Arc<Job>, Vec<&Claim>)> = groups
+/// The jobs whose claims can win: their stored version is the one the
+/// dispatcher read, and their state allows a claim. The jobs are locked
+/// from the read of `stored` to the commit (`FOR UPDATE` on MySQL and
+/// PostgreSQL, the single writer on SQLite), so this check is the one that
+/// decides. A job whose version is the one the dispatcher read is, field
+/// for field, the job it read.
+fn unchanged<'a>(
+    groups: BTreeMap<&str, Vec<&'a Claim>>,
+    stored: &HashMap<String, (i64, JobStatus)>,
+) -> Vec<(Arc<Job>, Vec<&'a Claim>)> {
+    groups
         .into_iter()
         .filter_map(|(id, g)| {
             let (version, status) = stored.get(id)?;
             let job = &g[0].job;
-            (job.version == *version && t.allowed_from(*status)).then(|| (job.clone(), g))
+            (job.version == *version && JobTransition::Claim.allowed_from(*status))
+                .then(|| (job.clone(), g))
         })
-        .collect();
-    // Live executions matter to the overlap policy, and to a recurring
-    // job whose window closes now: it ends at once only if none is live.
-    let watched: Vec<&str> = candidates
+        .collect()
+}
+
+/// The jobs whose live executions must be read, and whether to lock them.
+/// Live executions matter to the overlap policy, and to a recurring job
+/// whose window closes now: it ends at once only if none is live. They are
+/// locked when a `replace` may cancel them.
+fn watched<'a>(candidates: &'a [(Arc<Job>, Vec<&Claim>)]) -> (Vec<&'a str>, bool) {
+    let watched = candidates
         .iter()
         .filter(|(j, g)| {
             j.schedule.recurrence().is_some_and(|r| {
@@ -107,8 +141,16 @@ pub(super) async fn claim_checked(
             .recurrence()
             .is_some_and(|r| r.overlap == OverlapPolicy::Replace)
     });
-    let live = live_executions(&mut tx, &watched, lock).await?;
+    (watched, lock)
+}
 
+/// What each job's claims become ([`trigger::resolve`]), and the job's own
+/// move (next trigger, state).
+fn resolve<'a>(
+    candidates: Vec<(Arc<Job>, Vec<&'a Claim>)>,
+    live: &HashMap<String, Vec<Execution>>,
+    now: Millis,
+) -> (Vec<Won<'a>>, Vec<ClaimedJob>) {
     let mut won = Vec::with_capacity(candidates.len());
     let mut moves = Vec::with_capacity(candidates.len());
     for (job, claims) in candidates {
@@ -119,7 +161,7 @@ pub(super) async fn claim_checked(
         let live_before = live.get(&job.id).is_some_and(|v| !v.is_empty());
         let res = trigger::resolve(&job.schedule, &due, live_before, next.is_some(), now);
         let status = match res.job {
-            JobMove::Run => t.to_state(),
+            JobMove::Run => JobTransition::Claim.to_state(),
             JobMove::Keep => job.status,
             JobMove::Complete => JobTransition::Complete.to_state(),
         };
@@ -131,15 +173,17 @@ pub(super) async fn claim_checked(
         });
         won.push(Won { job, claims, res });
     }
-    update_claimed(&mut tx, &moves, now).await?;
+    (won, moves)
+}
 
-    let mut events = Vec::new();
-    let mut callbacks = Vec::new();
+/// The execution rows the winning claims become: dispatched to the worker
+/// a claim chose (its dispatch record), else pending; one skipped row per
+/// skipped trigger; none for a dropped one.
+fn new_executions<'a>(won: &'a [Won<'a>]) -> Vec<NewExec<'a>> {
     let mut rows = Vec::new();
-    for w in &won {
+    for w in won {
         for (c, fate) in with_fates(&w.claims, &w.res.fates) {
             let (status, error) = match fate {
-                // A claim that chose a worker is its dispatch record too.
                 Fate::Dispatch if c.worker_id.is_some() => {
                     (ExecTransition::Dispatch.to_state(), None)
                 }
@@ -164,67 +208,76 @@ pub(super) async fn claim_checked(
             });
         }
     }
-    hold_over_limit(&mut tx, &mut rows, now).await?;
-    let present = insert_executions(&mut tx, &rows, now).await?;
-    let mut out = Vec::new();
-    for r in rows.iter().filter(|r| {
-        present
-            .as_ref()
-            .is_none_or(|p| p.contains(&r.claim.execution_id))
-    }) {
-        let job = r.job;
-        events.push(EventRow {
-            error: r.error.map(str::to_string).or_else(|| r.waiting_note()),
-            worker_id: r.worker_id().map(str::to_string),
-            ..EventRow::plain(&r.claim.execution_id, 1, r.status, now)
-        });
-        if r.waiting.is_some() {
-            // Left for the sweep of waiting work, which admits it when a
-            // slot frees.
-            continue;
-        }
-        if !r.status.is_terminal() {
-            out.push(DispatchWork {
-                execution_id: r.claim.execution_id.clone(),
-                job_id: job.id.clone(),
-                tenant: job.tenant.clone(),
-                attempt: 1,
-                handler: job.handler.clone(),
-                params: job.params.clone(),
-                scheduled_at: r.claim.scheduled_at,
-                timeout_ms: job.timeout_ms,
-                worker_group: job.worker_group.clone(),
-                priority: job.priority,
-                trace: job.trace.clone(),
-                worker_id: r.worker_id().map(str::to_string),
-                shard: r.shard,
-                immediate: job.lane == kairos_core::priority::Lane::Immediate,
-                parent_outputs: None,
-            });
-        } else if let Some(url) = &job.callback_url {
-            callbacks.push(inserts::new_callback(&skipped(r, now), url, now));
-        }
-    }
+    rows
+}
 
+/// What a claim writes besides the jobs and executions, and the work it
+/// hands back.
+#[derive(Default)]
+struct Written {
+    events: Vec<EventRow>,
+    callbacks: Vec<Callback>,
+    work: Vec<DispatchWork>,
+}
+
+impl Written {
+    /// The history of every inserted row (`present`: the rows that are
+    /// there, `None` for all), the work to publish (not what waits for a
+    /// concurrency slot, nor what ended at once), and the callbacks of
+    /// skipped triggers.
+    fn of(rows: &[NewExec<'_>], present: Option<&HashSet<String>>, now: Millis) -> Self {
+        let mut out = Written::default();
+        for r in rows
+            .iter()
+            .filter(|r| present.is_none_or(|p| p.contains(&r.claim.execution_id)))
+        {
+            out.events.push(EventRow {
+                error: r.error.map(str::to_string).or_else(|| r.waiting_note()),
+                worker_id: r.worker_id().map(str::to_string),
+                ..EventRow::plain(&r.claim.execution_id, 1, r.status, now)
+            });
+            if r.waiting.is_some() {
+                // Left for the sweep of waiting work, which admits it when a
+                // slot frees.
+                continue;
+            }
+            if !r.status.is_terminal() {
+                out.work.push(r.work());
+            } else if let Some(url) = &r.job.callback_url {
+                out.callbacks
+                    .push(inserts::new_callback(&skipped(r, now), url, now));
+            }
+        }
+        out
+    }
+}
+
+/// Under `overlapPolicy: replace`, the live executions of the jobs whose
+/// trigger asked for it are cancelled if pending and asked to stop
+/// otherwise; their history and callbacks join `written`.
+async fn replace_live(
+    tx: &mut Tx,
+    won: &[Won<'_>],
+    live: &HashMap<String, Vec<Execution>>,
+    written: &mut Written,
+    now: Millis,
+) -> StoreResult<()> {
     for w in won.iter().filter(|w| w.res.stop_live) {
         let Some(execs) = live.get(&w.job.id) else {
             continue;
         };
-        let cancelled = stop::replace(&mut tx, execs, REPLACED, now).await?;
+        let cancelled = stop::replace(&mut *tx, execs, REPLACED, now).await?;
         for e in cancelled {
-            events.push(EventRow {
+            written.events.push(EventRow {
                 error: e.error.clone(),
                 ..EventRow::plain(&e.id, e.attempt, e.status, now)
             });
             if let Some(url) = &w.job.callback_url {
-                callbacks.push(inserts::new_callback(&e, url, now));
+                written.callbacks.push(inserts::new_callback(&e, url, now));
             }
         }
     }
-    inserts::events(&mut tx, &events).await?;
-    inserts::callbacks(&mut tx, &callbacks).await?;
-    tx.commit().await?;
-    Ok(out)
+    Ok(())
 }
 
 /// Triggers dispatched at claim time go through the concurrency gate: one
@@ -420,6 +473,28 @@ impl NewExec<'_> {
         self.waiting
             .as_ref()
             .map(|k| format!("waiting for a concurrency slot ({k})"))
+    }
+
+    /// The work to publish for the row.
+    fn work(&self) -> DispatchWork {
+        let (job, claim) = (self.job, self.claim);
+        DispatchWork {
+            execution_id: claim.execution_id.clone(),
+            job_id: job.id.clone(),
+            tenant: job.tenant.clone(),
+            attempt: 1,
+            handler: job.handler.clone(),
+            params: job.params.clone(),
+            scheduled_at: claim.scheduled_at,
+            timeout_ms: job.timeout_ms,
+            worker_group: job.worker_group.clone(),
+            priority: job.priority,
+            trace: job.trace.clone(),
+            worker_id: self.worker_id().map(str::to_string),
+            shard: self.shard,
+            immediate: job.lane == kairos_core::priority::Lane::Immediate,
+            parent_outputs: None,
+        }
     }
 
     /// The worker the row is dispatched to, if its claim chose one.

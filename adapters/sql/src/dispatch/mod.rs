@@ -20,8 +20,8 @@ use kairos_core::job::Job;
 use kairos_core::outcome::Verdict;
 use kairos_core::protocol::{ResultMsg, incarnation_id};
 use kairos_core::store::{
-    Admitted, Applied, Claim, Dispatch, DispatchWork, DispatchedTo, Marked, PartitionedClaim,
-    StoreResult,
+    Admitted, Applied, Claim, ClaimOutcome, Dispatch, DispatchScope, DispatchWork, DispatchedTo,
+    Marked, StoreResult,
 };
 use kairos_core::time::Millis;
 use kairos_core::worker::Routable;
@@ -30,11 +30,16 @@ use kairos_core::worker::Routable;
 impl Dispatch for SqlStore {
     async fn jobs_find_due(
         &self,
+        scope: DispatchScope<'_>,
         now: Millis,
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>> {
-        let found = due::due_scan(now, limit, except, None)
+        if scope.is_empty() {
+            return Ok(Vec::new());
+        }
+        let parts = scope.partitions();
+        let found = due::due_scan(now, limit, except, parts.as_deref())
             .fetch_all(self.read())
             .await?;
         found.iter().map(rows::job).collect()
@@ -42,12 +47,17 @@ impl Dispatch for SqlStore {
 
     async fn jobs_find_due_ranked(
         &self,
+        scope: DispatchScope<'_>,
         due_by: Millis,
         starving_before: Millis,
         limit: u32,
         except: &[&str],
     ) -> StoreResult<Vec<Job>> {
-        let found = due::due_ranked(due_by, starving_before, limit, except, None)
+        if scope.is_empty() {
+            return Ok(Vec::new());
+        }
+        let parts = scope.partitions();
+        let found = due::due_ranked(due_by, starving_before, limit, except, parts.as_deref())
             .fetch_all(self.read())
             .await?;
         let mut seen = std::collections::HashSet::with_capacity(found.len());
@@ -61,15 +71,33 @@ impl Dispatch for SqlStore {
         Ok(jobs)
     }
 
-    async fn jobs_find_due_immediate(&self, due_by: Millis, limit: u32) -> StoreResult<Vec<Job>> {
-        let found = due::due_immediate(due_by, limit, None)
+    async fn jobs_find_due_immediate(
+        &self,
+        scope: DispatchScope<'_>,
+        due_by: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<Job>> {
+        if scope.is_empty() {
+            return Ok(Vec::new());
+        }
+        let parts = scope.partitions();
+        let found = due::due_immediate(due_by, limit, parts.as_deref())
             .fetch_all(self.read())
             .await?;
         found.iter().map(rows::job).collect()
     }
 
-    async fn jobs_count_due(&self, until: Millis, cap: u32) -> StoreResult<u32> {
-        let n: i64 = due::due_count(until, cap, None)
+    async fn jobs_count_due(
+        &self,
+        scope: DispatchScope<'_>,
+        until: Millis,
+        cap: u32,
+    ) -> StoreResult<u32> {
+        if scope.is_empty() {
+            return Ok(0);
+        }
+        let parts = scope.partitions();
+        let n: i64 = due::due_count(until, cap, parts.as_deref())
             .scalar(self.read(), "n")
             .await?;
         Ok(u32::try_from(n).unwrap_or(cap))
@@ -77,15 +105,29 @@ impl Dispatch for SqlStore {
 
     async fn triggers_claim(
         &self,
-        fence: u64,
+        scope: DispatchScope<'_>,
         claims: &[Claim],
         now: Millis,
-    ) -> StoreResult<Vec<DispatchWork>> {
-        if claims.is_empty() {
-            return Ok(Vec::new());
+    ) -> StoreResult<ClaimOutcome> {
+        if claims.is_empty() || scope.is_empty() {
+            return Ok(ClaimOutcome::default());
         }
-        self.transaction(|tx| claim::claim(tx, fence, claims, now))
-            .await
+        match scope {
+            DispatchScope::All { fence } => {
+                let work = self
+                    .transaction(|tx| claim::claim(tx, fence, claims, now))
+                    .await?;
+                Ok(ClaimOutcome {
+                    work,
+                    fenced: Vec::new(),
+                })
+            }
+            DispatchScope::Partitions(owned) => {
+                let count = crate::partitions::recorded(self.read()).await?;
+                self.transaction(|tx| partitioned::claim(tx, owned, count, claims, now))
+                    .await
+            }
+        }
     }
 
     async fn executions_find_unpublished(
@@ -158,79 +200,6 @@ impl Dispatch for SqlStore {
 
     async fn partitions_count(&self) -> StoreResult<u32> {
         crate::partitions::recorded(self.read()).await
-    }
-
-    async fn jobs_find_due_in(
-        &self,
-        partitions: &[u32],
-        now: Millis,
-        limit: u32,
-        except: &[&str],
-    ) -> StoreResult<Vec<Job>> {
-        let found = due::due_scan(now, limit, except, Some(partitions))
-            .fetch_all(self.read())
-            .await?;
-        found.iter().map(rows::job).collect()
-    }
-
-    async fn jobs_find_due_ranked_in(
-        &self,
-        partitions: &[u32],
-        due_by: Millis,
-        starving_before: Millis,
-        limit: u32,
-        except: &[&str],
-    ) -> StoreResult<Vec<Job>> {
-        let found = due::due_ranked(due_by, starving_before, limit, except, Some(partitions))
-            .fetch_all(self.read())
-            .await?;
-        let mut seen = std::collections::HashSet::with_capacity(found.len());
-        let mut jobs = Vec::with_capacity(found.len());
-        for row in &found {
-            let job = rows::job(row)?;
-            if seen.insert(job.id.clone()) {
-                jobs.push(job);
-            }
-        }
-        Ok(jobs)
-    }
-
-    async fn jobs_find_due_immediate_in(
-        &self,
-        partitions: &[u32],
-        due_by: Millis,
-        limit: u32,
-    ) -> StoreResult<Vec<Job>> {
-        let found = due::due_immediate(due_by, limit, Some(partitions))
-            .fetch_all(self.read())
-            .await?;
-        found.iter().map(rows::job).collect()
-    }
-
-    async fn jobs_count_due_in(
-        &self,
-        partitions: &[u32],
-        until: Millis,
-        cap: u32,
-    ) -> StoreResult<u32> {
-        let n: i64 = due::due_count(until, cap, Some(partitions))
-            .scalar(self.read(), "n")
-            .await?;
-        Ok(u32::try_from(n).unwrap_or(cap))
-    }
-
-    async fn triggers_claim_partitioned(
-        &self,
-        owned: &kairos_core::partition::Owned,
-        claims: &[Claim],
-        now: Millis,
-    ) -> StoreResult<PartitionedClaim> {
-        if claims.is_empty() {
-            return Ok(PartitionedClaim::default());
-        }
-        let count = crate::partitions::recorded(self.read()).await?;
-        self.transaction(|tx| partitioned::claim(tx, owned, count, claims, now))
-            .await
     }
 
     async fn results_apply(&self, results: &[ResultMsg], now: Millis) -> StoreResult<Vec<Applied>> {

@@ -1,4 +1,4 @@
-//! The partitioned claim (`Dispatch::triggers_claim_partitioned`): the
+//! The partitioned claim (`Dispatch::triggers_claim` in `DispatchScope::Partitions`): the
 //! fences of the partitions its claims fall in are checked (rows
 //! `dispatcher/p<n>` of `leader_fences`, beside the leader's `dispatcher`
 //! row), the claims of partitions the caller does not hold are dropped,
@@ -11,7 +11,7 @@ use crate::db::Tx;
 use crate::rows::R;
 use crate::sql::{Sql, from_u64};
 use kairos_core::partition::{self, Fenced, Owned};
-use kairos_core::store::{Claim, PartitionedClaim, StoreResult};
+use kairos_core::store::{Claim, ClaimOutcome, StoreResult};
 use kairos_core::time::Millis;
 use std::collections::{BTreeSet, HashMap};
 
@@ -26,7 +26,7 @@ pub(super) async fn claim(
     count: u32,
     claims: &[Claim],
     now: Millis,
-) -> StoreResult<PartitionedClaim> {
+) -> StoreResult<ClaimOutcome> {
     let of = |c: &Claim| partition::of(&c.job.id, count);
     let used: BTreeSet<u32> = claims
         .iter()
@@ -46,13 +46,13 @@ pub(super) async fn claim(
     if mine.is_empty() {
         // The raised fences are kept: they refuse the previous owners.
         tx.commit().await?;
-        return Ok(PartitionedClaim {
+        return Ok(ClaimOutcome {
             work: Vec::new(),
             fenced,
         });
     }
     let work = claim::claim_checked(tx, &mine, now).await?;
-    Ok(PartitionedClaim { work, fenced })
+    Ok(ClaimOutcome { work, fenced })
 }
 
 /// Checks the fence of each partition in `used` against `owned`: a stored

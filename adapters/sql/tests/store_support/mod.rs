@@ -10,6 +10,7 @@ use kairos_core::execution::Execution;
 use kairos_core::job::{Job, NewJob, RetryPolicy};
 use kairos_core::protocol::{PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::schedule::{Recurrence, Schedule};
+use kairos_core::store::DispatchScope;
 use kairos_core::store::{Claim, CreateOutcome, Dispatch, DispatchWork, History, JobStore};
 use kairos_core::time::Millis;
 use kairos_store_sql::SqlStore;
@@ -146,7 +147,11 @@ pub fn tweak(schedule: Schedule, f: impl FnOnce(&mut Recurrence)) -> Schedule {
 pub async fn claim_due(store: &SqlStore, job: &Job, now: Millis) -> Vec<DispatchWork> {
     let job = job_now(store, job).await;
     let claims = kairos_core::trigger::claims_for([job.clone()], now);
-    store.triggers_claim(1, &claims, now).await.expect("claim")
+    store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &claims, now)
+        .await
+        .expect("claim")
+        .work
 }
 
 /// Every execution of `job`, oldest trigger first.
@@ -179,7 +184,11 @@ pub async fn claim(store: &SqlStore, job: &Job, next: Option<Millis>) -> Dispatc
         execution_id: id(),
         worker_id: None,
     };
-    let mut won = store.triggers_claim(1, &[c], due).await.expect("claim");
+    let mut won = store
+        .triggers_claim(DispatchScope::All { fence: 1 }, &[c], due)
+        .await
+        .expect("claim")
+        .work;
     assert_eq!(won.len(), 1, "claim of {} must win", job.id);
     won.remove(0)
 }

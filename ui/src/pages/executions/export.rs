@@ -355,6 +355,7 @@ pub(crate) async fn export(
 mod tests {
     use super::*;
     use kairos_core::execution::ExecStatus;
+    use kairos_core::store::DispatchScope;
 
     use kairos_core::job::{NewJob, RetryPolicy};
     use kairos_core::schedule::Schedule;
@@ -404,7 +405,10 @@ mod tests {
                 execution_id: format!("e{i:03}"),
                 worker_id: None,
             };
-            store.triggers_claim(1, &[claim], at).await.unwrap();
+            store
+                .triggers_claim(DispatchScope::All { fence: 1 }, &[claim], at)
+                .await
+                .unwrap();
         }
         Arc::new(store)
     }

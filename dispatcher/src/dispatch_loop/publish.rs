@@ -11,8 +11,7 @@ use crate::balancer::{Balancer, Want};
 use crate::lease::Term;
 use futures::StreamExt;
 use kairos_core::broker::{Broker, BrokerError, DispatchQueue};
-use kairos_core::job::Job;
-use kairos_core::store::{Claim, DispatchWork, DispatchedTo, DispatcherStore, StoreError};
+use kairos_core::store::{Dispatch, DispatchWork, DispatchedTo, Maintenance, StoreError};
 use kairos_core::time::{Millis, now_ms};
 use kairos_core::trace::{CallerTrace, Stage, TraceContext};
 use std::collections::{HashMap, HashSet};
@@ -22,29 +21,17 @@ use tracing::{Instrument, debug, warn};
 
 /// What one publish round achieved.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct PublishReport {
+pub(crate) struct PublishReport {
     /// Confirmed by the broker and recorded as dispatched.
-    pub dispatched: usize,
+    pub(crate) dispatched: usize,
     /// Left pending because no worker could take them.
-    pub no_worker: usize,
+    pub(crate) no_worker: usize,
     /// Left pending because the publish failed.
-    pub failed: usize,
+    pub(crate) failed: usize,
     /// Left pending because a concurrency limit is reached.
-    pub waiting: usize,
+    pub(crate) waiting: usize,
     /// When a rate limit that held some back has room again.
-    pub retry_at: Option<Millis>,
-}
-
-/// What one claim of due triggers produced.
-pub struct Claimed {
-    /// The work the claim won, recorded as dispatched where a worker was
-    /// chosen already.
-    pub work: Vec<DispatchWork>,
-    /// How many claims were tried (one per execution after fan-out).
-    pub tried: usize,
-    /// Part of a fan-out was left for the next round (over
-    /// [`kairos_core::shard::FAN_OUT_PER_ROUND`]).
-    pub more: bool,
+    pub(crate) retry_at: Option<Millis>,
 }
 
 /// What `w` needs from its worker.
@@ -52,14 +39,6 @@ fn want(w: &DispatchWork) -> Want<'_> {
     Want {
         handler: &w.handler,
         group: w.worker_group.as_deref(),
-    }
-}
-
-/// What a trigger of `job` needs from its worker.
-fn job_want(job: &Job) -> Want<'_> {
-    Want {
-        handler: &job.handler,
-        group: job.worker_group.as_deref(),
     }
 }
 
@@ -74,26 +53,40 @@ struct Routed {
 }
 
 /// Sends work to workers.
-pub struct Publisher {
-    store: Arc<dyn DispatcherStore>,
+pub(crate) struct Publisher {
+    /// Records dispatches (`executions_admit`).
+    dispatch: Arc<dyn Dispatch>,
+    /// Hands back what was not published (`executions_requeue_unstarted`).
+    maintenance: Arc<dyn Maintenance>,
     broker: Arc<dyn Broker>,
     balancer: Arc<Mutex<Balancer>>,
     max_in_flight: usize,
+    /// Whether work still `pending` is admitted here (see
+    /// [`super::ClaimScope::admits`]); if not, it stays pending.
+    admits: bool,
+}
+
+/// What a [`Publisher`] is built from.
+pub(crate) struct PublisherParts {
+    pub(crate) dispatch: Arc<dyn Dispatch>,
+    pub(crate) maintenance: Arc<dyn Maintenance>,
+    pub(crate) broker: Arc<dyn Broker>,
+    /// The worker view, shared with the rest of the loop.
+    pub(crate) balancer: Arc<Mutex<Balancer>>,
+    /// Publisher confirms awaited at once.
+    pub(crate) max_in_flight: usize,
+    pub(crate) admits: bool,
 }
 
 impl Publisher {
-    /// A publisher sharing `balancer` with the rest of the leader.
-    pub fn new(
-        store: Arc<dyn DispatcherStore>,
-        broker: Arc<dyn Broker>,
-        balancer: Arc<Mutex<Balancer>>,
-        max_in_flight: usize,
-    ) -> Self {
+    pub(crate) fn new(parts: PublisherParts) -> Self {
         Self {
-            store,
-            broker,
-            balancer,
-            max_in_flight: max_in_flight.max(1),
+            dispatch: parts.dispatch,
+            maintenance: parts.maintenance,
+            broker: parts.broker,
+            balancer: parts.balancer,
+            max_in_flight: parts.max_in_flight.max(1),
+            admits: parts.admits,
         }
     }
 
@@ -101,80 +94,12 @@ impl Publisher {
         self.balancer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Chooses a worker for every claim some live worker can take, so that
-    /// the claim records the dispatch itself. A claim left without one is
-    /// created `pending` and routed when it is published.
-    pub fn assign(&self, claims: &mut [Claim], now: Millis) {
-        let mut balancer = self.balancer();
-        for c in claims.iter_mut().filter(|c| c.worker_id.is_none()) {
-            c.worker_id = balancer.pick(now, job_want(&c.job), None);
-        }
-    }
-
-    /// One claim per shard of each broadcast or sharded trigger (see
-    /// [`kairos_core::shard::fan_out`]): a broadcast goes to every live
-    /// worker serving its job now, each shard of a sharded trigger is
-    /// placed by [`Publisher::assign`] like a single trigger.
-    pub fn fan_out(&self, claims: Vec<Claim>, now: Millis) -> Vec<Claim> {
-        let mut balancer = self.balancer();
-        kairos_core::shard::fan_out(claims, |job| balancer.broadcast(now, job_want(job)))
-    }
-
-    /// Claims the triggers of `due` under the term with `fence`: fans
-    /// broadcast and sharded jobs out (a huge fan-out over several rounds
-    /// rather than in one transaction), picks a worker for each claim, and
-    /// gives back the picks of the claims that won nothing.
-    pub async fn claim_due(
-        &self,
-        due: Vec<Job>,
-        fence: u64,
-        now: Millis,
-    ) -> Result<Claimed, StoreError> {
-        let fanned = self.fan_out(kairos_core::trigger::claims_for(due, now), now);
-        let (mut claims, later) =
-            kairos_core::shard::within_budget(fanned, kairos_core::shard::FAN_OUT_PER_ROUND);
-        self.unassign_unclaimed(&later, &[]);
-        self.assign(&mut claims, now);
-        let work = match self.store.triggers_claim(fence, &claims, now).await {
-            Ok(work) => work,
-            Err(e) => {
-                self.unassign_unclaimed(&claims, &[]);
-                return Err(e);
-            }
-        };
-        self.unassign_unclaimed(&claims, &work);
-        crate::metrics::claimed(work.len(), claims.len().saturating_sub(work.len()));
-        Ok(Claimed {
-            work,
-            tried: claims.len(),
-            more: !later.is_empty(),
-        })
-    }
-
-    /// Gives back the choices of the claims that produced no work (their
-    /// version check lost, or the trigger was skipped or dropped).
-    pub fn unassign_unclaimed(&self, claims: &[Claim], work: &[DispatchWork]) {
-        // Each piece of work is one claim's execution: all of them won.
-        if work.len() == claims.len() {
-            return;
-        }
-        let claimed: HashSet<&str> = work.iter().map(|w| w.execution_id.as_str()).collect();
-        let mut balancer = self.balancer();
-        for c in claims {
-            if let Some(worker) = &c.worker_id
-                && !claimed.contains(c.execution_id.as_str())
-            {
-                balancer.unpick(worker);
-            }
-        }
-    }
-
     /// Work whose claim recorded it as dispatched but that will not be
     /// published (the term ended first, or the publish failed) goes back to
     /// `pending`, where the sweep, this leader's or the next one's, finds
     /// it. If even that fails, the reaper's reconciliation recovers it: the
     /// worker's heartbeats never list it.
-    pub async fn hand_back(&self, work: &[DispatchWork], reason: &str) {
+    pub(crate) async fn hand_back(&self, work: &[DispatchWork], reason: &str) {
         let targets: Vec<(String, u32)> = work
             .iter()
             .filter(|w| w.worker_id.is_some())
@@ -190,7 +115,7 @@ impl Publisher {
             }
         }
         match self
-            .store
+            .maintenance
             .executions_requeue_unstarted(&targets, reason, now_ms())
             .await
         {
@@ -226,11 +151,15 @@ impl Publisher {
         if picks.is_empty() {
             return routed;
         }
-        let admitted = match self
-            .store
-            .executions_admit(term.fence, &picks, now_ms())
-            .await
-        {
+        let admitted = if !self.admits {
+            // Nothing admitted: the work stays pending for the leader.
+            Ok(kairos_core::store::Admitted::default())
+        } else {
+            self.dispatch
+                .executions_admit(term.fence, &picks, now_ms())
+                .await
+        };
+        let admitted = match admitted {
             Ok(admitted) => admitted,
             // Nothing was recorded: all of it stays pending for the sweep
             // (this leader's, or, when it is stale, the next one's).
@@ -272,7 +201,7 @@ impl Publisher {
     /// (recorded as dispatched) first; what is left behind stays `pending`,
     /// and the sweep picks it up again. Recorded work that is not confirmed
     /// is handed back to `pending`.
-    pub async fn publish(&self, work: Vec<DispatchWork>, term: &Term) -> PublishReport {
+    pub(crate) async fn publish(&self, work: Vec<DispatchWork>, term: &Term) -> PublishReport {
         let mut report = PublishReport::default();
         if work.is_empty() {
             return report;

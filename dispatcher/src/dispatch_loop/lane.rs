@@ -22,13 +22,15 @@
 //! the fence row (the concurrency gate counts under a lock of its own), so
 //! the lane never waits for the main loop's scans, claims or publishers.
 
+use super::claim::Claimer;
+use super::publish::Publisher;
+use super::scope::ClaimScope;
+use super::unpublished::{NOT_PUBLISHED, Unpublished};
 use crate::lease::Term;
-use crate::publish::Publisher;
-use crate::scan::Unpublished;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use kairos_core::priority::Lane;
-use kairos_core::store::{DispatcherStore, StoreError};
+use kairos_core::store::{Dispatch, StoreError};
 use kairos_core::time::{Millis, now_ms};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -128,7 +130,10 @@ const OVERLAP_AFTER: Duration = Duration::from_millis(40);
 
 /// The lane's loop for one term.
 pub(crate) struct ImmediateLane {
-    pub(crate) store: Arc<dyn DispatcherStore>,
+    pub(crate) dispatch: Arc<dyn Dispatch>,
+    /// The main loop's scope: the lane claims what it claims.
+    pub(crate) scope: Arc<ClaimScope>,
+    pub(crate) claimer: Arc<Claimer>,
     pub(crate) publisher: Arc<Publisher>,
     pub(crate) unpublished: Arc<Unpublished>,
     pub(crate) signal: Arc<LaneSignal>,
@@ -189,7 +194,11 @@ impl ImmediateLane {
     async fn round(&self, term: &Term) -> Result<bool, StoreError> {
         let now = now_ms();
         let began = std::time::Instant::now();
-        let due = self.store.jobs_find_due_immediate(now, self.batch).await?;
+        let held = self.scope.held();
+        let due = self
+            .dispatch
+            .jobs_find_due_immediate(held.scope(term.fence), now, self.scope.page(self.batch))
+            .await?;
         if due.is_empty() {
             // The signal was for a job of the main loop's.
             self.signal.handoff.notify_one();
@@ -204,7 +213,7 @@ impl ImmediateLane {
         }
         let full = due.len() as u32 >= self.batch;
         let found = began.elapsed();
-        let claimed = self.publisher.claim_due(due, term.fence, now).await?;
+        let claimed = self.claimer.claim_due(due, term.fence, now).await?;
         let full = full || claimed.more;
         let work = claimed.work;
         // Where a waited-for job's time goes on a busy database.
@@ -222,9 +231,7 @@ impl ImmediateLane {
                 self.unpublished.leave_behind();
             }
         } else {
-            self.publisher
-                .hand_back(&work, crate::scan::NOT_PUBLISHED)
-                .await;
+            self.publisher.hand_back(&work, NOT_PUBLISHED).await;
         }
         self.unpublished.release(&ids);
         Ok(full)

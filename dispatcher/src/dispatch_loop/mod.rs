@@ -1,4 +1,11 @@
-//! The leader's dispatch loop: find due triggers, claim them, publish them.
+//! The dispatch loop: find due triggers, claim them, publish them; and
+//! sweep what was left `pending`. The single leader runs one over every
+//! job; in partitioned mode every dispatcher runs one over the partitions
+//! it holds, and the leader's only sweeps (see [`Duty`] and [`ClaimScope`]).
+//! Its parts: the scope it claims in (`scope`, `rate`), the claim itself
+//! (`claim`, `claim_lead`), the immediate lane beside it (`lane`), the
+//! publisher and the work on its way (`publish`, `unpublished`), and the
+//! sweeps (`sweeps`).
 //!
 //! Each round reads due jobs through the `(status, next_trigger_at)` index,
 //! computes each job's following trigger, fans broadcast and sharded triggers
@@ -31,52 +38,68 @@
 //! other sweep's batch), with the regular sweep and, while some waits,
 //! whenever this dispatcher's results consumer saw a slot given back.
 
+mod claim;
+mod claim_lead;
+mod lane;
+mod publish;
+mod rate;
+mod scope;
+mod sweeps;
+mod unpublished;
+
+pub(crate) use claim::Claimer;
+pub(crate) use lane::LaneSignal;
+pub(crate) use publish::{Publisher, PublisherParts};
+pub(crate) use rate::RateLimit;
+pub(crate) use scope::ClaimScope;
+
 use crate::balancer::Balancer;
-use crate::claim_lead::ClaimLead;
-use crate::lane::{ImmediateLane, LaneSignal, lane_owns};
 use crate::lease::Term;
-use crate::publish::Publisher;
+use claim_lead::ClaimLead;
 use kairos_core::job::Job;
-use kairos_core::store::{DispatchWork, DispatcherStore, StoreError};
+use kairos_core::store::{Dispatch, DispatchWork, StoreError, WorkerStore};
+use kairos_core::supervise::spawn_critical;
 use kairos_core::time::{Millis, now_ms};
-use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use lane::{ImmediateLane, lane_owns};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{Notify, Semaphore, mpsc};
-use tokio_util::task::{AbortOnDropHandle, TaskTracker};
-use tracing::{debug, info, warn};
+use tokio::sync::{Notify, mpsc};
+use tokio_util::task::AbortOnDropHandle;
+use tracing::{debug, warn};
+use unpublished::{NOT_PUBLISHED, Unpublished, ids_of, publish_at};
 
 /// Dispatch loop settings.
 #[derive(Debug, Clone)]
-pub struct ScanConfig {
+pub(crate) struct LoopConfig {
     /// Longest sleep between two scans (the safety net for lost signals).
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// How far ahead each scan looks for the next trigger to sleep until.
-    pub lookahead: Duration,
+    pub(crate) lookahead: Duration,
     /// How long before its due time a trigger is claimed; it is published at
     /// the due time. Covers the claim transaction's latency.
-    pub claim_ahead: Duration,
+    pub(crate) claim_ahead: Duration,
     /// Jobs claimed per transaction.
-    pub batch: u32,
+    pub(crate) batch: u32,
     /// How often `pending` executions are swept up and published.
-    pub sweep_every: Duration,
+    pub(crate) sweep_every: Duration,
     /// How often the worker view is reloaded from the database.
-    pub workers_every: Duration,
+    pub(crate) workers_every: Duration,
     /// Batches published at once.
-    pub publishers: usize,
+    pub(crate) publishers: usize,
     /// The longest a due trigger waits behind higher priorities in a
     /// backlog: past it, it is claimed before any priority.
-    pub starvation: Duration,
+    pub(crate) starvation: Duration,
     /// What this loop does: everything (the single leader), or in
     /// partitioned mode either the claims of a dispatcher's partitions or
     /// the leader's sweeps.
-    pub duty: Duty,
+    pub(crate) duty: Duty,
 }
 
 /// A dispatch loop's share of the work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Duty {
+pub(crate) enum Duty {
     /// Claims of due triggers (and the immediate lane) and the sweeps of
     /// pending and waiting work: the single leader.
     All,
@@ -97,19 +120,25 @@ impl Duty {
 }
 
 /// Everything the loop needs.
-pub struct DispatchLoop {
-    /// Storage.
-    pub store: Arc<dyn DispatcherStore>,
+pub(crate) struct DispatchLoop {
+    /// Due scans and sweeps.
+    pub(crate) dispatch: Arc<dyn Dispatch>,
+    /// The worker view's source.
+    pub(crate) workers: Arc<dyn WorkerStore>,
+    /// What the loop claims, and how (see [`ClaimScope`]).
+    pub(crate) scope: Arc<ClaimScope>,
+    /// Claims due triggers in `scope`.
+    pub(crate) claimer: Arc<Claimer>,
     /// Sends claimed work.
-    pub publisher: Arc<Publisher>,
-    /// Worker view shared with the publisher.
-    pub balancer: Arc<Mutex<Balancer>>,
+    pub(crate) publisher: Arc<Publisher>,
+    /// Worker view shared with the claimer and the publisher.
+    pub(crate) balancer: Arc<Mutex<Balancer>>,
     /// Due times announced by the API (see [`kairos_core::due`]).
-    pub due: mpsc::Receiver<Millis>,
+    pub(crate) due: mpsc::Receiver<Millis>,
     /// Notified when applied results gave concurrency slots back.
-    pub slots_freed: Arc<Notify>,
+    pub(crate) slots_freed: Arc<Notify>,
     /// Settings.
-    pub cfg: ScanConfig,
+    pub(crate) cfg: LoopConfig,
     /// Tells the immediate lane when a backlog starts and ends (it polls
     /// while one lasts), and hands the main loop the due signals it found
     /// nothing for.
@@ -130,58 +159,21 @@ struct Round {
 /// The next round's scan, started while the current round claims.
 type Ahead = AbortOnDropHandle<Result<Vec<Job>, StoreError>>;
 
-/// Claimed work this term has not finished publishing, so the sweep leaves
-/// it alone, and the publishing tasks' shared limits.
-pub(crate) struct Unpublished {
-    held: Mutex<HashSet<String>>,
-    /// One permit per batch being published.
-    permits: Arc<Semaphore>,
-    /// Set when a publish left work pending (no worker, broker error).
-    left_behind: AtomicBool,
-    /// Wakes the loop when `left_behind` is set.
-    wake: Notify,
-    tasks: TaskTracker,
-}
-
-impl Unpublished {
-    fn new(publishers: usize) -> Self {
-        Self {
-            held: Mutex::new(HashSet::new()),
-            permits: Arc::new(Semaphore::new(publishers.max(1))),
-            left_behind: AtomicBool::new(false),
-            wake: Notify::new(),
-            tasks: TaskTracker::new(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn hold(&self, work: &[DispatchWork]) {
-        self.lock()
-            .extend(work.iter().map(|w| w.execution_id.clone()));
-    }
-
-    pub(crate) fn leave_behind(&self) {
-        self.left_behind.store(true, Ordering::Release);
-        self.wake.notify_one();
-    }
-
-    pub(crate) fn release(&self, ids: &[String]) {
-        let mut held = self.lock();
-        for id in ids {
-            held.remove(id);
-        }
-    }
-}
-
 impl DispatchLoop {
-    /// Runs until the term ends, then waits for its publishing tasks.
-    pub async fn run(mut self, term: Term) {
+    /// Runs until the term ends, then waits for its immediate lane and
+    /// publishing tasks.
+    pub(crate) async fn run(mut self, term: Term) {
         let unpublished = Arc::new(Unpublished::new(self.cfg.publishers));
+        let sweeper = sweeps::Sweeps {
+            dispatch: self.dispatch.clone(),
+            publisher: self.publisher.clone(),
+            balancer: self.balancer.clone(),
+            batch: self.cfg.batch,
+        };
         let lane = ImmediateLane {
-            store: self.store.clone(),
+            dispatch: self.dispatch.clone(),
+            scope: self.scope.clone(),
+            claimer: self.claimer.clone(),
             publisher: self.publisher.clone(),
             unpublished: unpublished.clone(),
             signal: self.lane.clone(),
@@ -189,9 +181,14 @@ impl DispatchLoop {
             interval: self.cfg.interval.max(Duration::from_millis(250)),
             claiming: Default::default(),
         };
-        if self.cfg.duty.claims() {
-            unpublished.tasks.spawn(lane.run(term.clone()));
-        }
+        // The lane lives as long as the term: a panic in it stops the
+        // process (see `spawn_critical`) rather than leave the term
+        // without it.
+        let lane = self
+            .cfg
+            .duty
+            .claims()
+            .then(|| spawn_critical("immediate lane", lane.run(term.clone())));
         let mut last_sweep = Instant::now() - self.cfg.sweep_every;
         let mut last_workers = Instant::now() - self.cfg.workers_every;
         let mut last_purge = Instant::now();
@@ -221,11 +218,11 @@ impl DispatchLoop {
                 && sweeps
                 && term.is_valid()
             {
-                swept_more = self.sweep(&term, &unpublished).await;
-                (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
+                swept_more = sweeper.sweep(&term, &unpublished).await;
+                (waiting, rate_retry) = sweeper.sweep_waiting(&term, &unpublished).await;
                 last_sweep = Instant::now();
             } else if waiting && freed && sweeps && term.is_valid() {
-                (waiting, rate_retry) = self.sweep_waiting(&term, &unpublished).await;
+                (waiting, rate_retry) = sweeper.sweep_waiting(&term, &unpublished).await;
             }
             let claimed = if self.cfg.duty.claims() {
                 self.claim_round(&term, &unpublished, &mut ahead, &mut lead)
@@ -254,13 +251,13 @@ impl DispatchLoop {
                 }
             };
             round.more_due |= swept_more;
-            if last_purge.elapsed() >= SLOTS_PURGE_EVERY && sweeps && term.is_valid() {
-                self.purge_slots(&term).await;
+            if last_purge.elapsed() >= sweeps::SLOTS_PURGE_EVERY && sweeps && term.is_valid() {
+                sweeper.purge_slots(&term).await;
                 last_purge = Instant::now();
             }
             freed = false;
             if !round.more_due {
-                self.plan_lead(&mut lead, &round).await;
+                self.plan_lead(&mut lead, &round, term.fence).await;
                 let safety_net = now_ms() + self.cfg.interval.as_millis() as Millis;
                 let wake_at = round
                     .next_due
@@ -275,6 +272,9 @@ impl DispatchLoop {
                 freed |= rate_retry.is_some_and(|t| now_ms() >= t);
             }
         }
+        if let Some(lane) = lane {
+            let _ = lane.await;
+        }
         unpublished.tasks.close();
         unpublished.tasks.wait().await;
         debug!("dispatch loop ended with the term");
@@ -287,13 +287,18 @@ impl DispatchLoop {
     /// Before sleeping: if the scan saw a full page of triggers ahead, counts
     /// those due with the next one and sets the lead to claim them in time;
     /// otherwise the usual lead will do.
-    async fn plan_lead(&self, lead: &mut ClaimLead, round: &Round) {
+    async fn plan_lead(&self, lead: &mut ClaimLead, round: &Round, fence: u64) {
         let was = lead.current();
         match round.next_due.filter(|_| round.crowded) {
             None => lead.relax(),
             Some(next) => {
                 let until = next + self.claim_ahead_ms();
-                match self.store.jobs_count_due(until, lead.count_cap()).await {
+                let held = self.scope.held();
+                let counted = self
+                    .dispatch
+                    .jobs_count_due(held.scope(fence), until, lead.count_cap())
+                    .await;
+                match counted {
                     Ok(due) => lead.plan(due),
                     // The usual lead still claims everything, later.
                     Err(e) => debug!(error = %e, "cannot count the triggers ahead"),
@@ -345,7 +350,7 @@ impl DispatchLoop {
     }
 
     async fn refresh_workers(&self) {
-        match self.store.workers_list().await {
+        match self.workers.workers_list().await {
             Ok(workers) => {
                 let mut balancer = self.balancer.lock().unwrap_or_else(|p| p.into_inner());
                 count_workers(&workers, balancer.stale_after_ms());
@@ -375,8 +380,10 @@ impl DispatchLoop {
                 .map_err(|e| StoreError::Unavailable(e.to_string()))??,
             None => {
                 self.forget_announced();
-                self.store
-                    .jobs_find_due(horizon, self.cfg.batch, &[])
+                let held = self.scope.held();
+                let page = self.scope.page(self.cfg.batch);
+                self.dispatch
+                    .jobs_find_due(held.scope(term.fence), horizon, page, &[])
                     .await?
             }
         };
@@ -400,7 +407,7 @@ impl DispatchLoop {
         self.lane.set_backlog(more_due);
         if more_due && term.is_valid() {
             self.forget_announced();
-            *ahead = Some(self.scan_ahead(&due, claim_by));
+            *ahead = Some(self.scan_ahead(&due, claim_by, term.fence));
         }
         if due.is_empty() || !term.is_valid() {
             return Ok(Round {
@@ -409,7 +416,7 @@ impl DispatchLoop {
                 crowded,
             });
         }
-        let claimed = self.publisher.claim_due(due, term.fence, now).await?;
+        let claimed = self.claimer.claim_due(due, term.fence, now).await?;
         let more_due = more_due || claimed.more;
         let work = claimed.work;
         let claim_took = started.elapsed() - scanned;
@@ -453,15 +460,16 @@ impl DispatchLoop {
     /// Starts the next round's scan while `claiming` is being claimed: a
     /// batch of the due jobs other than those, in the backlog's order
     /// (starving first, then by priority; the immediate lane left out).
-    fn scan_ahead(&self, claiming: &[Job], due_by: Millis) -> Ahead {
-        let store = self.store.clone();
-        let limit = self.cfg.batch;
+    fn scan_ahead(&self, claiming: &[Job], due_by: Millis, fence: u64) -> Ahead {
+        let store = self.dispatch.clone();
+        let held = self.scope.held();
+        let limit = self.scope.page(self.cfg.batch);
         let starving_before = now_ms() - self.cfg.starvation.as_millis() as Millis;
         let claiming: Vec<String> = claiming.iter().map(|j| j.id.clone()).collect();
         AbortOnDropHandle::new(tokio::spawn(async move {
             let except: Vec<&str> = claiming.iter().map(String::as_str).collect();
             store
-                .jobs_find_due_ranked(due_by, starving_before, limit, &except)
+                .jobs_find_due_ranked(held.scope(fence), due_by, starving_before, limit, &except)
                 .await
         }))
     }
@@ -505,138 +513,7 @@ impl DispatchLoop {
             unpublished.tasks.spawn(task);
         }
     }
-
-    /// Publishes executions left `pending`; `true` if there may be more.
-    async fn sweep(&self, term: &Term, unpublished: &Unpublished) -> bool {
-        let now = now_ms();
-        // Only what some live worker can run: work waiting for a handler no
-        // worker serves stays pending (and visible as waiting) without
-        // filling the batch ahead of work that can go.
-        let routable = self
-            .balancer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .routable(now);
-        match self
-            .store
-            .executions_find_unpublished(now, self.cfg.batch, &routable)
-            .await
-        {
-            Ok(work) if work.is_empty() || !term.is_valid() => false,
-            Ok(work) => {
-                let full = work.len() as u32 >= self.cfg.batch;
-                let work: Vec<DispatchWork> = {
-                    let held = unpublished.lock();
-                    work.into_iter()
-                        .filter(|w| !held.contains(&w.execution_id))
-                        .collect()
-                };
-                if work.is_empty() {
-                    return false;
-                }
-                let report = self.publisher.publish(work, term).await;
-                if report.no_worker > 0 || report.failed > 0 {
-                    // Retried on the next round, not at once: no spinning.
-                    unpublished.left_behind.store(true, Ordering::Release);
-                }
-                if report.dispatched > 0 {
-                    info!(?report, "published pending executions");
-                }
-                full && report.dispatched > 0
-            }
-            Err(e) => {
-                warn!(error = %e, "cannot sweep pending executions");
-                false
-            }
-        }
-    }
 }
-
-impl DispatchLoop {
-    /// Publishes the work a concurrency limit held back, as far as slots
-    /// (and rates) allow now; whether some still waits, and when a rate that
-    /// holds some back has room again. Sets the gauge of executions waiting
-    /// for a limit.
-    async fn sweep_waiting(
-        &self,
-        term: &Term,
-        unpublished: &Unpublished,
-    ) -> (bool, Option<Millis>) {
-        let now = now_ms();
-        let routable = self
-            .balancer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .routable(now);
-        let work = match self
-            .store
-            .executions_find_waiting(now, self.cfg.batch, &routable)
-            .await
-        {
-            Ok(work) => work,
-            Err(e) => {
-                warn!(error = %e, "cannot sweep work waiting for a concurrency slot");
-                return (true, None);
-            }
-        };
-        if work.is_empty() {
-            crate::metrics::waiting_for_concurrency(0);
-            return (false, None);
-        }
-        let mut retry_at = None;
-        let work: Vec<DispatchWork> = {
-            let held = unpublished.lock();
-            work.into_iter()
-                .filter(|w| !held.contains(&w.execution_id))
-                .collect()
-        };
-        if term.is_valid() && !work.is_empty() {
-            let report = self.publisher.publish(work, term).await;
-            retry_at = report.retry_at;
-            if report.dispatched > 0 {
-                debug!(?report, "published work that waited for a concurrency slot");
-            }
-        }
-        match self.store.executions_count_waiting(WAITING_COUNT_CAP).await {
-            Ok(n) => {
-                crate::metrics::waiting_for_concurrency(n);
-                (n > 0, retry_at)
-            }
-            Err(e) => {
-                debug!(error = %e, "cannot count work waiting for a concurrency slot");
-                (true, retry_at)
-            }
-        }
-    }
-}
-
-impl DispatchLoop {
-    /// Deletes slot rows that count for nothing any more (see
-    /// `concurrency_slots_purge`): housekeeping only, a failure costs nothing.
-    async fn purge_slots(&self, term: &Term) {
-        match self
-            .store
-            .concurrency_slots_purge(term.fence, SLOTS_PURGE_BATCH)
-            .await
-        {
-            Ok(0) => {}
-            Ok(n) => debug!(deleted = n, "slot rows of ended executions deleted"),
-            Err(StoreError::Fenced { ours, current }) => {
-                warn!(ours, current, "storage holds a newer fence; stepping down");
-                term.fenced(current);
-            }
-            Err(e) => debug!(error = %e, "cannot purge slot rows now"),
-        }
-    }
-}
-
-/// How often the leader deletes slot rows of ended executions, and at most
-/// how many at a time.
-const SLOTS_PURGE_EVERY: Duration = Duration::from_secs(60);
-const SLOTS_PURGE_BATCH: u32 = 5_000;
-
-/// The gauge of work waiting for a concurrency slot counts no further.
-const WAITING_COUNT_CAP: u32 = 1_000_000;
 
 /// Sets the leader's `kairos_workers{state}` gauges from a fresh worker list.
 fn count_workers(workers: &[kairos_core::worker::WorkerInfo], stale_ms: i64) {
@@ -650,50 +527,4 @@ fn count_workers(workers: &[kairos_core::worker::WorkerInfo], stale_ms: i64) {
         }
     }
     crate::metrics::workers(online, draining, dead);
-}
-
-/// Waits until `at` (ms UTC), then publishes `batch` if the term still holds.
-async fn publish_at(
-    at: Millis,
-    batch: Vec<DispatchWork>,
-    permit: Option<tokio::sync::OwnedSemaphorePermit>,
-    publisher: Arc<Publisher>,
-    unpublished: Arc<Unpublished>,
-    term: Term,
-) {
-    let ids = ids_of(&batch);
-    let wait = Duration::from_millis((at - now_ms()).max(0) as u64);
-    let ready = tokio::select! {
-        _ = term.token.cancelled() => false,
-        _ = tokio::time::sleep(wait) => true,
-    };
-    let permit = match (ready, permit) {
-        (false, _) => None,
-        (true, Some(p)) => Some(p),
-        (true, None) => tokio::select! {
-            _ = term.token.cancelled() => None,
-            p = unpublished.permits.clone().acquire_owned() => p.ok(),
-        },
-    };
-    // Unpublished work is (or goes back to) `pending`: this term's sweep
-    // (once released here) or the next leader's picks it up.
-    if permit.is_some() && term.is_valid() {
-        let report = publisher.publish(batch, &term).await;
-        if report.no_worker > 0 || report.failed > 0 {
-            unpublished.leave_behind();
-        }
-        if report.dispatched > 0 {
-            debug!(?report, "dispatched");
-        }
-    } else {
-        publisher.hand_back(&batch, NOT_PUBLISHED).await;
-    }
-    unpublished.release(&ids);
-}
-
-/// Why work claimed as dispatched went back to `pending` unpublished.
-pub(crate) const NOT_PUBLISHED: &str = "not published: the dispatcher's leadership ended first";
-
-fn ids_of(work: &[DispatchWork]) -> Vec<String> {
-    work.iter().map(|w| w.execution_id.clone()).collect()
 }
