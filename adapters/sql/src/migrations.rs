@@ -116,6 +116,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         "immediate queue",
         include_str!("../migrations/mysql/0020_immediate_queue.sql"),
     ),
+    (
+        21,
+        "bounded reads",
+        include_str!("../migrations/mysql/0021_bounded_reads.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every PostgreSQL migration, in order.
@@ -220,6 +225,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "immediate queue",
         include_str!("../migrations/postgres/0020_immediate_queue.sql"),
     ),
+    (
+        21,
+        "bounded reads",
+        include_str!("../migrations/postgres/0021_bounded_reads.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every SQLite migration, in order. SQLite
@@ -320,6 +330,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         20,
         "immediate queue",
         include_str!("../migrations/sqlite/0020_immediate_queue.sql"),
+    ),
+    (
+        21,
+        "bounded reads",
+        include_str!("../migrations/sqlite/0021_bounded_reads.sql"),
     ),
 ];
 
