@@ -26,7 +26,9 @@ use kairos_core::store::{
     CallbackStore, Dispatch, DispatchedTo, History, JobFilter, JobStore, LogStore, Maintenance,
     TenantStore, WorkerStore,
 };
+use kairos_core::store::{LimitStore, SessionStore};
 use kairos_core::worker::Routable;
+use kairos_core::workflow::WorkflowStore;
 use kairos_store_sql::plans::{self, Plan, Step};
 use kairos_store_sql::{SqlStore, filled_execution_id, filled_job_id};
 use support::{T0, create, id, one_shot, result};
@@ -186,6 +188,10 @@ fn shapes() -> Vec<Shape> {
             [Allow::TenantListing],
             |c| {
                 let first = c.store.executions_list(TENANT, &page(50)).await.unwrap();
+                // The page's jobs, as the API and the dashboard show them.
+                let ids: Vec<&str> = first.items.iter().map(|e| e.job_id.as_str()).collect();
+                let jobs = c.store.jobs_get_many(TENANT, &ids).await.unwrap();
+                assert_eq!(jobs.len(), ids.len(), "a page of 50 jobs' executions");
                 let filter = ExecFilter {
                     cursor: first.next_cursor.clone(),
                     ..page(50)
@@ -365,6 +371,42 @@ fn shapes() -> Vec<Shape> {
                 c.store.api_keys_list(Some(TENANT)).await.unwrap();
                 c.store.audit_list(Some(TENANT), 50, None).await.unwrap();
                 c.store.workers_list().await.unwrap();
+            }
+        ),
+        shape!(
+            "workflows, keys, sessions and limits",
+            [
+                sort(
+                    "FROM workflow_runs r",
+                    "NOT BOUNDED YET: a workflow's runs are read through the trigger key \
+                     (workflow_id, scheduled_at) and sorted for the id tie-break"
+                ),
+                sort("FROM concurrency_limits", "every limit: an operator's list"),
+                sort("GROUP BY s.scope_key", "the slots of live executions")
+            ],
+            |c| {
+                c.store.workflows_list(TENANT, 50, None).await.unwrap();
+                c.store
+                    .workflow_runs_list(TENANT, &id(), 50, None)
+                    .await
+                    .unwrap();
+                c.store.api_key_get("0123456789ab").await.unwrap();
+                c.store.ui_session_get("nothing").await.unwrap();
+                c.store.limits_list().await.unwrap();
+            }
+        ),
+        // Housekeeping the dispatcher and the API run on a timer.
+        shape!(
+            "purges",
+            [sort(
+                "FROM execution_logs",
+                "empty here: PostgreSQL sorts it rather than read idx_execution_logs_created"
+            )],
+            |c| {
+                c.store.logs_purge(T0 - 86_400_000, 1_000).await.unwrap();
+                c.store.ui_sessions_purge(T0).await.unwrap();
+                c.store.concurrency_slots_purge(1, 1_000).await.unwrap();
+                c.store.partitions_count().await.unwrap();
             }
         ),
         // Callers' changes to a filled job: they read its live executions.

@@ -107,6 +107,19 @@ impl JobStore for SqlStore {
         get_job(self.read(), tenant, id, false).await
     }
 
+    async fn jobs_get_many(&self, tenant: &str, ids: &[&str]) -> StoreResult<Vec<Job>> {
+        let found = crate::sql::fetch_chunked(self.read(), ids, |chunk| {
+            let mut s = job_select();
+            s.push(" WHERE j.tenant = ")
+                .bind(tenant)
+                .push(" AND j.id IN ")
+                .list(chunk.iter().copied());
+            s
+        })
+        .await?;
+        found.iter().map(rows::job).collect()
+    }
+
     async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>> {
         let mut s = job_select();
         filtered(&mut s, tenant, filter);
