@@ -109,11 +109,15 @@ impl JobStore for SqlStore {
 
     async fn jobs_get_many(&self, tenant: &str, ids: &[&str]) -> StoreResult<Vec<Job>> {
         let found = crate::sql::fetch_chunked(self.read(), ids, |chunk| {
+            // `+j.tenant` on SQLite: without statistics it would read the
+            // tenant's jobs through a tenant index and test each id.
             let mut s = job_select();
-            s.push(" WHERE j.tenant = ")
-                .bind(tenant)
-                .push(" AND j.id IN ")
-                .list(chunk.iter().copied());
+            s.push(" WHERE j.id IN ")
+                .list(chunk.iter().copied())
+                .push(" AND ")
+                .dialect("j.tenant", "j.tenant", "+j.tenant")
+                .push(" = ")
+                .bind(tenant);
             s
         })
         .await?;
