@@ -210,6 +210,222 @@ fn shapes() -> Vec<Shape> {
                 assert_eq!(jobs.len(), ids.len(), "50 filled jobs");
             }
         ),
+        shape!(
+            "the tenant's executions in a time range",
+            [Allow::TenantListing],
+            |c| {
+                let newest = c.store.executions_list(TENANT, &page(1)).await.unwrap();
+                let at = newest.items[0].scheduled_at;
+                let filter = ExecFilter {
+                    from: Some(at - 3_600_000),
+                    to: Some(at),
+                    ..page(50)
+                };
+                c.store.executions_list(TENANT, &filter).await.unwrap();
+                c.store
+                    .executions_count(TENANT, &filter, 1_000)
+                    .await
+                    .unwrap();
+            }
+        ),
+        shape!(
+            "the tenant's executions of one job",
+            [sort(
+                "AND e.job_id = ",
+                "PostgreSQL sorts a job's few executions rather than read them in order"
+            )],
+            |c| {
+                let filter = ExecFilter {
+                    job_id: Some(c.job.clone()),
+                    ..page(50)
+                };
+                c.store.executions_list(TENANT, &filter).await.unwrap();
+                c.store
+                    .executions_count(TENANT, &filter, 1_000)
+                    .await
+                    .unwrap();
+            }
+        ),
+        shape!(
+            "the tenant's executions in a state",
+            [Allow::TenantListing],
+            |c| {
+                let filter = ExecFilter {
+                    statuses: vec![ExecStatus::Failed],
+                    ..page(50)
+                };
+                c.store.executions_list(TENANT, &filter).await.unwrap();
+            }
+        ),
+        shape!(
+            "the tenant's executions of a handler",
+            [Allow::TenantListing],
+            |c| {
+                let filter = ExecFilter {
+                    handler: Some("fill-3".into()),
+                    ..page(50)
+                };
+                c.store.executions_list(TENANT, &filter).await.unwrap();
+            }
+        ),
+        shape!(
+            "the tenant's executions on a worker",
+            [Allow::TenantListing],
+            |c| {
+                let filter = ExecFilter {
+                    worker_id: Some("fill-worker-3".into()),
+                    ..page(50)
+                };
+                c.store.executions_list(TENANT, &filter).await.unwrap();
+            }
+        ),
+        shape!(
+            "the tenant's jobs, newest first, filtered",
+            [
+                Allow::TenantListing,
+                scan(
+                    "LOWER(j.name) LIKE",
+                    "a name search: no index finds a substring in names"
+                ),
+                sort("LOWER(j.name) LIKE", "the few jobs a name search finds"),
+                scan(
+                    "j.fail_streak >= ",
+                    "failing jobs: a streak no index orders (the dashboard's health filter)"
+                ),
+                sort("j.fail_streak >= ", "the few failing jobs"),
+                scan(
+                    ") capped",
+                    "a count capped at 1,000 rows: it stops at the cap"
+                ),
+                scan(
+                    "COUNT(*) AS n FROM jobs WHERE tenant",
+                    "the tenant's live jobs, counted against its cap on them"
+                )
+            ],
+            |c| {
+                let first = c.store.job_list(TENANT, &jobs_page(50)).await.unwrap();
+                let filter = JobFilter {
+                    cursor: first.next_cursor.clone(),
+                    ..jobs_page(50)
+                };
+                c.store.job_list(TENANT, &filter).await.unwrap();
+                for filter in [
+                    JobFilter {
+                        status: Some(JobStatus::Paused),
+                        ..jobs_page(50)
+                    },
+                    JobFilter {
+                        handler: Some("fill-3".into()),
+                        ..jobs_page(50)
+                    },
+                    JobFilter {
+                        name_contains: Some("job-12".into()),
+                        ..jobs_page(50)
+                    },
+                    JobFilter {
+                        health: Some(JobHealth::Failing),
+                        ..jobs_page(50)
+                    },
+                ] {
+                    c.store.job_list(TENANT, &filter).await.unwrap();
+                }
+                c.store
+                    .job_count(TENANT, &jobs_page(50), 1_000)
+                    .await
+                    .unwrap();
+                c.store.jobs_count_live(TENANT).await.unwrap();
+            }
+        ),
+        shape!(
+            "the dashboard's overview and trigger timing",
+            [
+                Allow::TenantListing,
+                scan(
+                    "FROM jobs WHERE",
+                    "the overview's totals of the tenant's jobs by state"
+                ),
+                sort(
+                    "GROUP BY",
+                    "counts the window's executions by state and minute"
+                ),
+                sort(
+                    "ORDER BY finished_at DESC",
+                    "the window's latest runs, for the timing"
+                )
+            ],
+            |c| {
+                c.store
+                    .tenant_overview(TENANT, T0 - 3_600_000)
+                    .await
+                    .unwrap();
+                c.store
+                    .trigger_timing(TENANT, T0 - 3_600_000, T0)
+                    .await
+                    .unwrap();
+            }
+        ),
+        shape!(
+            "tenants, keys, audit trail, workers",
+            [
+                sort("FROM tenants", "every tenant: an operator's list"),
+                sort("FROM api_keys", "a tenant's keys"),
+                sort("FROM workers", "every worker: an operator's list")
+            ],
+            |c| {
+                c.store.tenant_get(TENANT).await.unwrap();
+                c.store.tenants_list().await.unwrap();
+                c.store.api_keys_list(Some(TENANT)).await.unwrap();
+                c.store.audit_list(Some(TENANT), 50, None).await.unwrap();
+                c.store.workers_list().await.unwrap();
+            }
+        ),
+        shape!(
+            "workflows, keys, sessions and limits",
+            [
+                sort(
+                    "FROM workflow_runs r",
+                    "NOT BOUNDED YET: a workflow's runs are read through the trigger key \
+                     (workflow_id, scheduled_at) and sorted for the id tie-break"
+                ),
+                sort("FROM concurrency_limits", "every limit: an operator's list"),
+                sort("GROUP BY s.scope_key", "the slots of live executions")
+            ],
+            |c| {
+                c.store.workflows_list(TENANT, 50, None).await.unwrap();
+                c.store
+                    .workflow_runs_list(TENANT, &id(), 50, None)
+                    .await
+                    .unwrap();
+                c.store.api_key_get("0123456789ab").await.unwrap();
+                c.store.ui_session_get("nothing").await.unwrap();
+                c.store.limits_list().await.unwrap();
+            }
+        ),
+        // Housekeeping the dispatcher and the API run on a timer.
+        shape!(
+            "purges",
+            [sort(
+                "FROM execution_logs",
+                "empty here: PostgreSQL sorts it rather than read idx_execution_logs_created"
+            )],
+            |c| {
+                c.store.logs_purge(T0 - 86_400_000, 1_000).await.unwrap();
+                c.store.ui_sessions_purge(T0).await.unwrap();
+                c.store.concurrency_slots_purge(1, 1_000).await.unwrap();
+                c.store.partitions_count().await.unwrap();
+            }
+        ),
+        // Callers' changes to a filled job: they read its live executions.
+        shape!("pause, resume, trigger and cancel a filled job", [], |c| {
+            let k = filled_job_id(1_002);
+            c.store.job_pause(TENANT, &k, None, T0).await.unwrap();
+            c.store.job_resume(TENANT, &k, T0).await.unwrap();
+            c.store
+                .job_trigger_now(TENANT, &k, &id(), T0)
+                .await
+                .unwrap();
+            c.store.job_cancel(TENANT, &k, T0).await.unwrap();
+        }),
         // The bench (and every client): creates, one and a batch.
         shape!("create jobs", [], |c| {
             live(c).await;
