@@ -89,7 +89,8 @@ pub enum Command {
     /// connections, create → succeeded), `burst` (N jobs due at one instant),
     /// `cron` (M every-second schedules, trigger lateness), `priority` (N
     /// priority-0 jobs due at one instant and 100 priority-9 ones behind
-    /// them), `workflow` (N runs of a 1 → 3 → 1 DAG, parent end → child start).
+    /// them), `workflow` (N runs of a 1 → 3 → 1 DAG, parent end → child start),
+    /// `reads` (reads of jobs and executions with --fill executions stored).
     Bench(BenchArgs),
     /// Manage tenants: create, list, set limits, rotate the callback secret.
     ///
@@ -186,6 +187,15 @@ pub struct BenchArgs {
     /// Also write the figures as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// `reads`: finished executions to store before measuring (20 per
+    /// job); a database that already holds the fill is measured as found.
+    #[arg(long, default_value_t = 1_000_000, value_name = "EXECUTIONS")]
+    pub fill: u64,
+    /// `reads`: the database to fill (sqlite://…, mysql://…, postgres://…).
+    /// Without --url, the embedded `kairos dev` runs on it; without either,
+    /// on a temporary SQLite file.
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
 }
 
 /// A `kairos bench` workload.
@@ -203,6 +213,9 @@ pub enum BenchWorkload {
     /// N runs of a 1 → 3 → 1 workflow of noop nodes, triggered from C
     /// connections; how soon each node started after its last parent ended.
     Workflow,
+    /// --fill finished executions stored, then N timed reads each of a job,
+    /// a job's executions page and the executions list, one at a time.
+    Reads,
 }
 
 /// Limits of a tenant; absent ones take the API's defaults.

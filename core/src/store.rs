@@ -435,6 +435,18 @@ pub trait JobStore: Send + Sync {
     async fn jobs_create_many(&self, jobs: Vec<NewJob>) -> StoreResult<Vec<CreateOutcome>>;
     /// One job of a tenant.
     async fn job_get(&self, tenant: &str, id: &str) -> StoreResult<Option<Job>>;
+    /// The jobs of `tenant` among `ids` (those that exist, in no order), for
+    /// listings that show each item's job: one read where the store can,
+    /// instead of one per job.
+    async fn jobs_get_many(&self, tenant: &str, ids: &[&str]) -> StoreResult<Vec<Job>> {
+        let mut found = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(job) = self.job_get(tenant, id).await? {
+                found.push(job);
+            }
+        }
+        Ok(found)
+    }
     /// Jobs of a tenant, newest first.
     async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>>;
     /// How many of a tenant's jobs `filter` matches (its cursor and limit

@@ -86,6 +86,16 @@ impl Pool {
     }
 }
 
+impl On<'_> {
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self {
+            On::MySqlPool(_) | On::MySql(_) => Dialect::MySql,
+            On::PostgresPool(_) | On::Postgres(_) => Dialect::Postgres,
+            On::SqlitePool(_) | On::Sqlite(_) => Dialect::Sqlite,
+        }
+    }
+}
+
 impl Tx {
     pub(crate) fn dialect(&self) -> Dialect {
         match self {
@@ -232,6 +242,49 @@ impl Row {
                 .map(|t| t.timestamp_millis()),
             Row::Sqlite(r) => r.try_get::<Option<i64>, _>(col).map_err(err)?,
         })
+    }
+
+    /// Every column of the row as text (numbers formatted), by name: for
+    /// rows whose shape the store does not know, such as `EXPLAIN`'s.
+    pub(crate) fn cells(&self) -> Vec<(String, Option<String>)> {
+        use sqlx::{Column as _, Row as _};
+        fn cell<R: sqlx::Row>(r: &R, i: usize) -> Option<String>
+        where
+            usize: sqlx::ColumnIndex<R>,
+            for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+            for<'r> Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+            for<'r> Option<f64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        {
+            if let Ok(v) = r.try_get::<Option<String>, _>(i) {
+                return v;
+            }
+            if let Ok(v) = r.try_get::<Option<i64>, _>(i) {
+                return v.map(|v| v.to_string());
+            }
+            r.try_get::<Option<f64>, _>(i)
+                .ok()
+                .flatten()
+                .map(|v| v.to_string())
+        }
+        match self {
+            Row::MySql(r) => (0..r.len())
+                .map(|i| {
+                    let v = cell(r, i).or_else(|| {
+                        r.try_get::<Option<u64>, _>(i)
+                            .ok()
+                            .flatten()
+                            .map(|v| v.to_string())
+                    });
+                    (r.column(i).name().to_string(), v)
+                })
+                .collect(),
+            Row::Postgres(r) => (0..r.len())
+                .map(|i| (r.column(i).name().to_string(), cell(r, i)))
+                .collect(),
+            Row::Sqlite(r) => (0..r.len())
+                .map(|i| (r.column(i).name().to_string(), cell(r, i)))
+                .collect(),
+        }
     }
 
     /// Column `col`, a stored JSON document, as JSON text: `JSON` on MySQL

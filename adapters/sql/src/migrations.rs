@@ -117,6 +117,11 @@ const MYSQL: &[(i64, &str, &str)] = &[
         include_str!("../migrations/mysql/0020_immediate_queue.sql"),
     ),
     (
+        21,
+        "bounded reads",
+        include_str!("../migrations/mysql/0021_bounded_reads.sql"),
+    ),
+    (
         22,
         "followup chains",
         include_str!("../migrations/mysql/0022_followup_chains.sql"),
@@ -246,6 +251,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         include_str!("../migrations/postgres/0020_immediate_queue.sql"),
     ),
     (
+        21,
+        "bounded reads",
+        include_str!("../migrations/postgres/0021_bounded_reads.sql"),
+    ),
+    (
         22,
         "followup chains",
         include_str!("../migrations/postgres/0022_followup_chains.sql"),
@@ -370,6 +380,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         20,
         "immediate queue",
         include_str!("../migrations/sqlite/0020_immediate_queue.sql"),
+    ),
+    (
+        21,
+        "bounded reads",
+        include_str!("../migrations/sqlite/0021_bounded_reads.sql"),
     ),
     (
         22,

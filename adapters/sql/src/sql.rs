@@ -311,6 +311,14 @@ impl Sql {
         b
     }
 
+    /// This statement behind `prefix` (`EXPLAIN …`), with the same values.
+    pub(crate) fn prefixed(&self, prefix: &'static str) -> Sql {
+        let mut parts = Vec::with_capacity(self.parts.len() + 1);
+        parts.push(Part::Text(prefix));
+        parts.extend(self.parts.iter().cloned());
+        Sql { parts }
+    }
+
     /// The SQL as `dialect` runs it (for tests and `EXPLAIN`).
     pub(crate) fn text(&self, dialect: Dialect) -> String {
         match dialect {
@@ -325,7 +333,9 @@ impl Sql {
 /// `e` the executor and `wrap` the [`Row`] variant for its rows.
 macro_rules! run {
     ($sql:expr, $on:expr, |$q:ident, $e:ident, $wrap:ident| $body:expr) => {{
-        let result = match $on {
+        let on: On<'_> = $on;
+        crate::plans::observe(on.dialect(), $sql);
+        let result = match on {
             On::MySqlPool(p) => {
                 let mut b = $sql.render::<MySql>();
                 let ($q, $e, $wrap) = (b.build(), p, Row::MySql);

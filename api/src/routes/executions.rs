@@ -84,20 +84,25 @@ pub(crate) async fn list_executions(
     let tenant = &caller.tenant;
     let page = state.store.executions_list(tenant, &filter).await?;
     let routable = waiting::routable(state.store.as_ref()).await?;
-    // Each job once: a page holds 500 executions at most, often of few
-    // jobs. Each with what hides its sensitive values from a read key.
-    let mut jobs = HashMap::new();
+    // The page's jobs in one read (a page holds up to 500 executions, of
+    // as many jobs), each with what hides its sensitive values from a read
+    // key.
+    let mut ids: Vec<&str> = page.items.iter().map(|e| e.job_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let jobs: HashMap<String, _> = state
+        .store
+        .jobs_get_many(tenant, &ids)
+        .await?
+        .into_iter()
+        .map(|job| {
+            let redactor = shown::redactor(&state, &caller, &job);
+            (job.id.clone(), (job, redactor))
+        })
+        .collect();
     let mut items = Vec::with_capacity(page.items.len());
     for e in page.items {
-        if !jobs.contains_key(&e.job_id) {
-            let job = state.store.job_get(tenant, &e.job_id).await?;
-            let shown = job.map(|job| {
-                let redactor = shown::redactor(&state, &caller, &job);
-                (job, redactor)
-            });
-            jobs.insert(e.job_id.clone(), shown);
-        }
-        items.push(match jobs.get(&e.job_id).and_then(Option::as_ref) {
+        items.push(match jobs.get(&e.job_id) {
             Some((job, redactor)) => {
                 shown::execution(redactor.as_ref(), waiting::view(job, e, &routable))
             }

@@ -21,23 +21,25 @@ impl Dev {
     /// Starts `kairos dev` on a new SQLite file; its log goes to a file in the
     /// same temporary directory (named on failure).
     pub(super) async fn start() -> Result<Self> {
-        let dir = std::env::temp_dir().join(format!(
-            "kairos-bench-{}-{}",
-            std::process::id(),
-            uuid::Uuid::now_v7().simple()
-        ));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let dir = temp_dir()?;
+        let db_url = temp_sqlite(&dir);
+        Self::start_in(dir, db_url).await
+    }
+
+    /// Starts `kairos dev` on `db_url`, in `dir` (which it removes when
+    /// stopped): for a database that is not a file, the key it creates on
+    /// first start is kept in `dir`.
+    pub(super) async fn start_in(dir: PathBuf, db_url: String) -> Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .context("no free local port")?
             .port();
         let log = std::fs::File::create(dir.join("dev.log")).context("cannot create the log")?;
         let exe = std::env::current_exe().context("cannot find the kairos binary")?;
-        let db_url = format!("sqlite://{}/bench.db", dir.display());
-        let key_file = kairos::dev_key::key_path(&db_url);
+        let key_file = dir.join(kairos::dev_key::key_path(&db_url));
         let child = Command::new(exe)
             .arg("dev")
+            .current_dir(&dir)
             .env("KAIROS_DATABASE_URL", &db_url)
             .env("KAIROS_HTTP_ADDR", format!("127.0.0.1:{port}"))
             .env("KAIROS_LOG", "warn")
@@ -92,4 +94,20 @@ impl Dev {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A new temporary directory for one embedded deployment.
+pub(super) fn temp_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "kairos-bench-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The URL of a SQLite file in `dir`.
+pub(super) fn temp_sqlite(dir: &std::path::Path) -> String {
+    format!("sqlite://{}/bench.db", dir.display())
 }

@@ -6,6 +6,7 @@
 mod api;
 mod embedded;
 mod priority;
+mod reads;
 mod report;
 mod workflow;
 mod workloads;
@@ -27,6 +28,17 @@ async fn measure(
     api.wait_ready(Duration::from_secs(30))
         .await
         .with_context(|| format!("the API at {base} is not ready"))?;
+    if args.workload == BenchWorkload::Reads {
+        let jobs = match &args.db {
+            // The embedded deployment was filled before it started.
+            Some(db) if args.url.is_some() => reads::fill(db, args.fill, report).await?,
+            _ => args
+                .fill
+                .div_ceil(kairos_store_sql::EXECUTIONS_PER_JOB)
+                .max(1),
+        };
+        return reads::run(&api, jobs, args.jobs, report).await;
+    }
     let deadline = Duration::from_secs(args.timeout);
     let how = workloads::Sending {
         connections: args.connections,
@@ -58,6 +70,7 @@ async fn measure(
             priority::run(&api, args.jobs, how, lead, deadline, report).await
         }
         BenchWorkload::Workflow => workflow::run(&api, args.jobs, how, deadline, report).await,
+        BenchWorkload::Reads => unreachable!("measured above"),
         BenchWorkload::Cron => {
             let run_for = Duration::from_secs(args.seconds);
             workloads::cron(&api, args.schedules, how, run_for, report).await
@@ -68,11 +81,24 @@ async fn measure(
 /// Runs the chosen workload against `--url` or an embedded `kairos dev`.
 pub async fn run(args: BenchArgs) -> Result<()> {
     let mut embedded = None;
+    let mut report = Report::new(&args, "");
     let mut key = args.key.clone();
     let base = match &args.url {
         Some(url) => url.trim_end_matches('/').to_string(),
         None => {
-            let dev = embedded::Dev::start().await?;
+            let dev = if args.workload == BenchWorkload::Reads {
+                // Filled before the deployment starts, so the fill does not
+                // compete with it.
+                let dir = embedded::temp_dir()?;
+                let db = args
+                    .db
+                    .clone()
+                    .unwrap_or_else(|| embedded::temp_sqlite(&dir));
+                reads::fill(&db, args.fill, &mut report).await?;
+                embedded::Dev::start_in(dir, db).await?
+            } else {
+                embedded::Dev::start().await?
+            };
             let base = dev.base.clone();
             if key.is_none() {
                 key = Some(dev.key().await?);
@@ -81,11 +107,12 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             base
         }
     };
-    let target = match &embedded {
-        Some(_) => "embedded kairos dev (temporary SQLite file)".to_string(),
-        None => base.clone(),
+    let target = match (&embedded, &args.db) {
+        (Some(_), Some(db)) => format!("embedded kairos dev on {}", db_kind(db)),
+        (Some(_), None) => "embedded kairos dev (temporary SQLite file)".to_string(),
+        (None, _) => base.clone(),
     };
-    let mut report = Report::new(&args, &target);
+    report.retarget(&target);
     // The client gets a runtime of its own with one thread. On the shared
     // runtime every response woke a thread other than the one that sent
     // the request, and the bench paid a cross-thread wake-up (a syscall)
@@ -112,4 +139,15 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         println!("figures written to {}", path.display());
     }
     Ok(())
+}
+
+/// The kind of database a URL names, for the report (never the URL, which
+/// may carry a password).
+fn db_kind(url: &str) -> &'static str {
+    match url.split(':').next().unwrap_or_default() {
+        "sqlite" => "SQLite",
+        "mysql" | "mariadb" => "MySQL/MariaDB",
+        "postgres" | "postgresql" => "PostgreSQL",
+        _ => "a database",
+    }
 }

@@ -69,6 +69,11 @@ impl Report {
         }
     }
 
+    /// Names what the run measured, once it is known.
+    pub(super) fn retarget(&mut self, target: &str) {
+        self.target = target.to_string();
+    }
+
     pub(super) fn figure(&mut self, name: &str, value: f64, unit: &'static str) {
         self.figures.push(Figure {
             name: name.to_string(),

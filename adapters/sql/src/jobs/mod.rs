@@ -107,6 +107,23 @@ impl JobStore for SqlStore {
         get_job(self.read(), tenant, id, false).await
     }
 
+    async fn jobs_get_many(&self, tenant: &str, ids: &[&str]) -> StoreResult<Vec<Job>> {
+        let found = crate::sql::fetch_chunked(self.read(), ids, |chunk| {
+            // `+j.tenant` on SQLite: without statistics it would read the
+            // tenant's jobs through a tenant index and test each id.
+            let mut s = job_select();
+            s.push(" WHERE j.id IN ")
+                .list(chunk.iter().copied())
+                .push(" AND ")
+                .dialect("j.tenant", "j.tenant", "+j.tenant")
+                .push(" = ")
+                .bind(tenant);
+            s
+        })
+        .await?;
+        found.iter().map(rows::job).collect()
+    }
+
     async fn job_list(&self, tenant: &str, filter: &JobFilter) -> StoreResult<Page<Job>> {
         let mut s = job_select();
         filtered(&mut s, tenant, filter);

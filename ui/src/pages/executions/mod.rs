@@ -138,18 +138,14 @@ pub(crate) async fn page(
         Ok(n) => n,
         Err(e) => return view::store_error(e),
     };
-    let mut jobs: HashMap<String, Job> = HashMap::new();
-    for e in &page.items {
-        if !jobs.contains_key(&e.job_id) {
-            match state.store.job_get(ctx.tenant(), &e.job_id).await {
-                Ok(Some(j)) => {
-                    jobs.insert(e.job_id.clone(), j);
-                }
-                Ok(None) => {}
-                Err(err) => return view::store_error(err),
-            }
-        }
-    }
+    // The page's jobs in one read, not one per execution's job.
+    let mut ids: Vec<&str> = page.items.iter().map(|e| e.job_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let jobs: HashMap<String, Job> = match state.store.jobs_get_many(ctx.tenant(), &ids).await {
+        Ok(found) => found.into_iter().map(|j| (j.id.clone(), j)).collect(),
+        Err(err) => return view::store_error(err),
+    };
     // Sensitive values of each job are redacted from its executions'
     // outputs and errors, for every role.
     let items = crate::shown::executions(&state, &jobs, page.items);
