@@ -26,7 +26,7 @@ use kairos_core::store::{
     CallbackStore, Dispatch, DispatchedTo, History, JobFilter, JobStore, LogStore, Maintenance,
     TenantStore, WorkerStore,
 };
-use kairos_core::store::{LimitStore, SessionStore};
+use kairos_core::store::{DispatchScope, LimitStore, SessionStore};
 use kairos_core::worker::Routable;
 use kairos_core::workflow::WorkflowStore;
 use kairos_store_sql::plans::{self, Plan, Step};
@@ -440,27 +440,22 @@ fn shapes() -> Vec<Shape> {
                 "merges the per-state index ranges, each cut at `limit` due rows"
             )],
             |c| {
-                c.store.jobs_find_due(T0, 100, &[]).await.unwrap();
-                c.store
-                    .jobs_find_due_ranked(T0, T0 - 10_000, 100, &[])
-                    .await
-                    .unwrap();
-                c.store.jobs_find_due_immediate(T0, 100).await.unwrap();
-                c.store.jobs_count_due(T0, 1_000).await.unwrap();
-                let parts = [0, 1, 2, 3];
-                c.store
-                    .jobs_find_due_in(&parts, T0, 100, &[])
-                    .await
-                    .unwrap();
-                c.store
-                    .jobs_find_due_ranked_in(&parts, T0, T0 - 10_000, 100, &[])
-                    .await
-                    .unwrap();
-                c.store
-                    .jobs_find_due_immediate_in(&parts, T0, 100)
-                    .await
-                    .unwrap();
-                c.store.jobs_count_due_in(&parts, T0, 1_000).await.unwrap();
+                let owned: kairos_core::partition::Owned = (0..4).map(|p| (p, 1)).collect();
+                for scope in [
+                    DispatchScope::All { fence: 1 },
+                    DispatchScope::Partitions(&owned),
+                ] {
+                    c.store.jobs_find_due(scope, T0, 100, &[]).await.unwrap();
+                    c.store
+                        .jobs_find_due_ranked(scope, T0, T0 - 10_000, 100, &[])
+                        .await
+                        .unwrap();
+                    c.store
+                        .jobs_find_due_immediate(scope, T0, 100)
+                        .await
+                        .unwrap();
+                    c.store.jobs_count_due(scope, T0, 1_000).await.unwrap();
+                }
             }
         ),
         shape!(
