@@ -9,7 +9,7 @@ use kairos_core::callback::CallbackAttempt;
 use kairos_core::protocol::{LogLevel, LogLine, LogMsg, PROTOCOL_VERSION, ResultKind, ResultMsg};
 use kairos_core::sensitive::MASK;
 use kairos_core::store::{CallbackNext, CallbackStore, Dispatch, LogLimits, LogStore};
-use kairos_core::tenant::Role;
+use kairos_core::tenant::{DEFAULT_TENANT, Role};
 use kairos_core::time::now_ms;
 use serde_json::{Value, json};
 
@@ -151,6 +151,9 @@ fn concrete(template: &str, ids: &Ids) -> Vec<String> {
     } else if template.starts_with("/openapi/workflows/") {
         bind("{id}", std::slice::from_ref(&ids.workflow));
         bind("{runId}", std::slice::from_ref(&ids.run));
+    } else if template.starts_with("/openapi/tenants/") {
+        // The key's own tenant: a tenant's settings (operators only).
+        bind("{id}", &[DEFAULT_TENANT.to_string()]);
     }
     for p in &out {
         assert!(
